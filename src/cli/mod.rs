@@ -1,0 +1,129 @@
+//! Command-line surface: one module per subcommand. Each maps its flags onto a library
+//! call and returns an [`Exit`]; errors carry the exit code they deserve.
+
+use clap::{Parser, Subcommand};
+use recover::exit::Exit;
+use recover::util::logging::LogFormat;
+
+pub mod demo;
+pub mod detect;
+pub mod gate;
+pub mod history;
+pub mod plan;
+pub mod rehearse;
+pub mod resume;
+pub mod run;
+pub mod runbooks;
+pub mod serve;
+pub mod simulate;
+
+/// Incident-response runbook engine and recovery controller for stuck overloads.
+#[derive(Debug, Parser)]
+#[command(name = "recover", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// Log line format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Human)]
+    pub log_format: LogFormat,
+    /// More log detail (-v debug, -vv trace).
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    /// Run a runbook (`recover --runbook stuck-overload ...`).
+    #[command(flatten)]
+    pub run: run::RunArgs,
+}
+
+impl Cli {
+    pub fn default_log_level(&self) -> &'static str {
+        match self.verbose {
+            0 => "info",
+            1 => "debug",
+            _ => "trace",
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// The admission gate: a rate-limiting reverse proxy whose limit changes at runtime.
+    Gate(gate::GateArgs),
+    /// The demo system: a config service that gets stuck, and the workers that poll it.
+    #[command(subcommand)]
+    Demo(demo::DemoCommand),
+    /// Tell healthy, triggered, stuck and unknown apart (exit 0, 11, 10, 12).
+    Detect(detect::DetectArgs),
+    /// Compute the shed and the readmission ramp, with the arithmetic shown.
+    Plan(plan::PlanArgs),
+    /// Validate, list and show runbooks.
+    #[command(subcommand)]
+    Runbooks(runbooks::RunbooksCommand),
+    /// Continue a run that was interrupted.
+    Resume(resume::ResumeArgs),
+    /// List past runs from the journal directory.
+    History(history::HistoryArgs),
+    /// Reproduce the failure with real local processes and recover from it.
+    Rehearse(rehearse::RehearseArgs),
+    /// Deterministic what-if model of clients, gate and server.
+    Simulate(simulate::SimulateArgs),
+    /// Alertmanager webhook receiver that runs runbooks safely.
+    Serve(serve::ServeArgs),
+}
+
+/// A failed command: the error to print and the exit code it deserves.
+pub struct Failure {
+    pub code: Exit,
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    pub fn new(code: Exit, error: impl Into<anyhow::Error>) -> Self {
+        Failure {
+            code,
+            error: error.into(),
+        }
+    }
+
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self::new(Exit::Usage, error)
+    }
+
+    pub fn report(self) -> std::process::ExitCode {
+        eprintln!("error: {:#}", self.error);
+        self.code.into()
+    }
+}
+
+/// An error without a stated code is a failed run, not bad usage.
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        Failure::new(Exit::Failed, error)
+    }
+}
+
+pub type CliResult = Result<Exit, Failure>;
+
+/// Build the async runtime the long-running commands share.
+#[allow(dead_code)] // the long-running commands call it as they land
+pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::new(Exit::Failed, e))
+}
+
+pub fn dispatch(cli: Cli) -> CliResult {
+    match cli.command {
+        Some(Command::Gate(a)) => gate::run(a),
+        Some(Command::Demo(c)) => demo::run(c),
+        Some(Command::Detect(a)) => detect::run(a),
+        Some(Command::Plan(a)) => plan::run(a),
+        Some(Command::Runbooks(c)) => runbooks::run(c),
+        Some(Command::Resume(a)) => resume::run(a),
+        Some(Command::History(a)) => history::run(a),
+        Some(Command::Rehearse(a)) => rehearse::run(a),
+        Some(Command::Simulate(a)) => simulate::run(a),
+        Some(Command::Serve(a)) => serve::run(a),
+        None => run::run(cli.run),
+    }
+}

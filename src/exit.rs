@@ -1,0 +1,36 @@
+//! Process exit codes, in one place, because hooks and scripts branch on them.
+//!
+//! 0 done, 1 recovery failed or aborted, 2 bad input or usage, 3 refused (lock held,
+//! precondition unmet). `recover detect` adds 10 stuck, 11 triggered, 12 unknown.
+
+/// Every exit code `recover` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Exit {
+    /// The command did what was asked (for `detect`: the service is healthy).
+    Done = 0,
+    /// A recovery failed or was aborted.
+    Failed = 1,
+    /// Bad input or usage: nothing was changed.
+    Usage = 2,
+    /// Refused: a lock is held or a precondition is unmet; nothing was changed.
+    Refused = 3,
+    /// `detect`: the service is stuck (trigger gone, failure persists).
+    Stuck = 10,
+    /// `detect`: the trigger is still active.
+    Triggered = 11,
+    /// `detect`: data missing or stale; no verdict.
+    Unknown = 12,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(e: Exit) -> Self {
+        std::process::ExitCode::from(e.code())
+    }
+}

@@ -1,0 +1,46 @@
+//! Where a running gate gets new limits from, besides its admin API.
+//!
+//! The gate consumes [`VersionedLimit`]s from any number of sources. The Kubernetes
+//! platform adds a ConfigMap source; the gate reports the applied version in `/metrics`
+//! (`recover_gate_limit_applied_info{version=...}`) so whoever wrote it can wait until
+//! it is in force.
+
+use super::limit::Limit;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A limit together with the version of the source it came from (a ConfigMap's
+/// resourceVersion, an admin API sequence number).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VersionedLimit {
+    pub limit: Limit,
+    pub version: String,
+}
+
+/// Why a limit source stopped or could not read a limit.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitSourceError {
+    #[error("limit source {source_name}: {message}")]
+    Unavailable {
+        source_name: &'static str,
+        message: String,
+    },
+    #[error("limit source {source_name}: invalid limit: {message}")]
+    Invalid {
+        source_name: &'static str,
+        message: String,
+    },
+}
+
+/// A feed of limits. `run` pushes every new limit (the current one first) into `updates`
+/// until `shutdown` is cancelled. A source that cannot parse a limit reports it and keeps
+/// the last good one in force: the gate must never fall open because of a typo.
+#[async_trait::async_trait]
+pub trait LimitSource: Send + 'static {
+    fn name(&self) -> &'static str;
+    async fn run(
+        self: Box<Self>,
+        updates: mpsc::Sender<VersionedLimit>,
+        shutdown: CancellationToken,
+    ) -> Result<(), LimitSourceError>;
+}

@@ -1,0 +1,6 @@
+//! Metric sources: where the controller's eyes are. A runbook names its signals; a
+//! [`source::MetricSource`] turns each into a [`signal::Reading`] by scraping `/metrics`
+//! endpoints directly (no Prometheus needed) or by querying a Prometheus server.
+
+pub mod signal;
+pub mod source;

@@ -1,0 +1,89 @@
+//! Signals: named measurements a runbook defines and the detector and checks consume.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+/// Well-known signal names the detector and planner understand. A runbook maps each to an
+/// expression; other names are allowed for checks.
+pub mod names {
+    /// Requests per second arriving at the edge (first attempts and retries).
+    pub const OFFERED_RATE: &str = "offered_rate";
+    /// First attempts per second: the clients' real demand.
+    pub const FIRST_ATTEMPT_RATE: &str = "first_attempt_rate";
+    /// Useful responses per second (answered in time to a client still waiting).
+    pub const GOODPUT: &str = "goodput";
+    /// Fraction of attempts that failed (0..1).
+    pub const ERROR_RATIO: &str = "error_ratio";
+    /// 99th percentile latency, seconds.
+    pub const LATENCY_P99: &str = "latency_p99";
+    /// Requests queued at the service.
+    pub const QUEUE_DEPTH: &str = "queue_depth";
+    /// Completions per second at the service, useful plus abandoned.
+    pub const WORK_RATE: &str = "work_rate";
+    /// Mean service time per request now, seconds.
+    pub const SERVICE_TIME: &str = "service_time";
+    /// Fraction of the service's caches that are warm (0..1).
+    pub const WARM_FRACTION: &str = "warm_fraction";
+    /// Replicas not ready.
+    pub const REPLICAS_NOT_READY: &str = "replicas_not_ready";
+    /// Non-zero while a trigger is still active (restart in progress, spike on).
+    pub const TRIGGER_ACTIVE: &str = "trigger_active";
+    /// Requests per second the gate rejects.
+    pub const GATE_REJECTED_RATE: &str = "gate_rejected_rate";
+    /// Requests per second the gate admits.
+    pub const GATE_ADMITTED_RATE: &str = "gate_admitted_rate";
+    /// Clients currently in a retry loop.
+    pub const CLIENTS_RETRYING: &str = "clients_retrying";
+}
+
+/// How to measure one signal: an expression over scraped `/metrics`, a PromQL query, or
+/// both (the source in use picks its own).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignalSpec {
+    /// Expression over scraped metrics; grammar in `metrics::scrape::expr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scrape: Option<String>,
+    /// PromQL instant query.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promql: Option<String>,
+    /// Human description, shown in evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub help: Option<String>,
+}
+
+/// One signal's value now, or why there is none. "No data" is never a zero.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Reading {
+    Value {
+        value: f64,
+    },
+    /// The query ran and matched nothing (series absent, target down, not enough history).
+    Missing {
+        reason: String,
+    },
+}
+
+impl Reading {
+    pub fn value(&self) -> Option<f64> {
+        match self {
+            Reading::Value { value } if value.is_finite() => Some(*value),
+            _ => None,
+        }
+    }
+}
+
+/// Every signal's reading at one instant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub at: SystemTime,
+    pub readings: BTreeMap<String, Reading>,
+}
+
+impl Snapshot {
+    pub fn get(&self, name: &str) -> Option<f64> {
+        self.readings.get(name).and_then(Reading::value)
+    }
+}

@@ -1,0 +1,32 @@
+//! The one trait every metric source implements.
+
+use super::signal::{SignalSpec, Snapshot};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Why a source could not answer at all. Distinct from an empty result, which is a
+/// [`super::signal::Reading::Missing`].
+#[derive(Debug, thiserror::Error)]
+pub enum MetricError {
+    #[error("{target}: timed out after {after:?}")]
+    Timeout { target: String, after: Duration },
+    #[error("{target}: {message}")]
+    Fetch { target: String, message: String },
+    #[error("signal {signal}: bad expression: {message}")]
+    BadExpression { signal: String, message: String },
+    #[error("signal {signal}: this source needs a `{needs}` expression")]
+    NoExpression { signal: String, needs: &'static str },
+}
+
+/// Reads signals. Implementations keep whatever history they need to compute rates.
+#[async_trait::async_trait]
+pub trait MetricSource: Send + Sync {
+    /// "scrape" or "promql".
+    fn kind(&self) -> &'static str;
+    /// Read every signal once. A signal that cannot be read is a `Missing` reading in the
+    /// snapshot; an error is returned only when the source as a whole is unusable.
+    async fn snapshot(
+        &self,
+        signals: &BTreeMap<String, SignalSpec>,
+    ) -> Result<Snapshot, MetricError>;
+}

@@ -1,0 +1,136 @@
+//! What the engine acts on, behind one trait: local OS processes or a Kubernetes
+//! Deployment. The engine decides; a platform only carries out one action at a time and
+//! reports what it observed, so the decision logic is tested without a cluster.
+
+use crate::gate::limit::Limit;
+use std::time::{Duration, SystemTime};
+
+/// A replica of the target service, as the platform sees it now.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Replica {
+    /// Stable for local replicas; the pod name on Kubernetes (a replacement has a new one).
+    pub id: String,
+    pub ready: bool,
+    /// When the current process or pod started; `None` if not running.
+    pub started_at: Option<SystemTime>,
+}
+
+/// Admin operations a replica exposes (`POST /admin/<op>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AdminOp {
+    /// Drop the queued backlog; the reply says how many requests were dropped.
+    Drain,
+    /// Start warming caches.
+    Warm,
+}
+
+impl AdminOp {
+    pub fn path(self) -> &'static str {
+        match self {
+            AdminOp::Drain => "/admin/drain",
+            AdminOp::Warm => "/admin/warm",
+        }
+    }
+}
+
+/// Something a metric source can scrape (`/metrics` in Prometheus text format).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ScrapeEndpoint {
+    /// "gate", "service" or "clients": lets signals select whose metrics they read.
+    pub role: String,
+    /// Replica id or component name.
+    pub instance: String,
+    /// A URL for direct scrapes, or a platform-specific locator (pod proxy path).
+    pub locator: String,
+}
+
+/// A step boundary the platform may publish (Kubernetes Events; a log line locally).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StepEvent {
+    pub run_id: String,
+    pub step: String,
+    pub phase: String,
+    pub message: String,
+}
+
+/// Who holds (or wants) the per-target lock.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LockHolder {
+    pub run_id: String,
+    /// host:pid locally, a pod or user name on Kubernetes.
+    pub identity: String,
+}
+
+/// Everything that can go wrong while acting on a platform.
+#[derive(Debug, thiserror::Error)]
+pub enum PlatformError {
+    #[error("lock on {target} is held by {holder} (run {run_id})")]
+    LockHeld {
+        target: String,
+        holder: String,
+        run_id: String,
+    },
+    #[error("replica {0} not found")]
+    NoSuchReplica(String),
+    #[error("timed out after {after:?} waiting for {what}")]
+    Timeout { what: String, after: Duration },
+    #[error("{what}: {message}")]
+    Call { what: String, message: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// A held lock; dropping it without `release` leaves it for stale-lock detection.
+#[async_trait::async_trait]
+pub trait LockGuard: Send + Sync {
+    async fn release(self: Box<Self>) -> Result<(), PlatformError>;
+}
+
+/// The gate as the engine sees it: read and set the limit; `set_limit` returns only once
+/// the new limit is in force.
+#[async_trait::async_trait]
+pub trait GateControl: Send + Sync {
+    async fn get_limit(&self) -> Result<Limit, PlatformError>;
+    async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError>;
+}
+
+/// A place the engine can act on.
+#[async_trait::async_trait]
+pub trait Platform: Send + Sync {
+    /// "local" or "kube".
+    fn kind(&self) -> &'static str;
+    /// Stable name of the target, used for the lock and the journal
+    /// (`local:demo`, `kube:shop/config-service`).
+    fn target_id(&self) -> String;
+    async fn replicas(&self) -> Result<Vec<Replica>, PlatformError>;
+    /// Take one replica down and start its replacement; returns once the old one is gone.
+    async fn restart(&self, replica: &str) -> Result<(), PlatformError>;
+    /// Wait until the replacements for `replicas` (same ids locally, new pods on
+    /// Kubernetes) are ready.
+    async fn wait_ready(&self, replicas: &[String], timeout: Duration)
+        -> Result<(), PlatformError>;
+    /// Call an admin endpoint on one replica; returns its JSON reply.
+    async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError>;
+    /// The gate in front of the target.
+    fn gate(&self) -> std::sync::Arc<dyn GateControl>;
+    /// Where metrics can be scraped now.
+    async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError>;
+    /// Fetch one endpoint's `/metrics` text.
+    async fn scrape(&self, endpoint: &ScrapeEndpoint) -> Result<String, PlatformError>;
+    /// Take the per-target lock or fail with [`PlatformError::LockHeld`].
+    async fn lock(&self, holder: &LockHolder) -> Result<Box<dyn LockGuard>, PlatformError>;
+    /// Publish a step boundary where people look (Kubernetes Events). Best effort.
+    async fn record_event(&self, _event: &StepEvent) -> Result<(), PlatformError> {
+        Ok(())
+    }
+    /// Copy the run's journal where another machine can read it (a ConfigMap on
+    /// Kubernetes), so `recover resume` works from elsewhere. Local: nothing to do.
+    async fn mirror_journal(&self, _run_id: &str, _jsonl: &str) -> Result<(), PlatformError> {
+        Ok(())
+    }
+    /// Read a journal mirrored by [`Platform::mirror_journal`], if there is one.
+    async fn fetch_journal(&self, _run_id: &str) -> Result<Option<String>, PlatformError> {
+        Ok(None)
+    }
+}

@@ -1,0 +1,2 @@
+//! `recover rehearse`: the whole failure and its recovery on one machine, with real
+//! processes, and a report.

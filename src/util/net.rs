@@ -1,0 +1,30 @@
+//! Loopback helpers: free ports and waiting for a service to answer.
+
+use std::net::{SocketAddr, TcpListener};
+use std::time::{Duration, Instant};
+
+/// A loopback address with a port that was free a moment ago. The rehearsal and the tests
+/// start real processes on these; a race with another process is possible but rare.
+pub fn free_loopback_addr() -> std::io::Result<SocketAddr> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    l.local_addr()
+}
+
+/// Poll `url` with GET until it answers 2xx or `timeout` passes.
+pub async fn wait_http_ok(url: &str, timeout: Duration) -> Result<(), String> {
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_millis(500))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut last = String::from("no attempt");
+    while start.elapsed() < timeout {
+        match client.get(url).send().await {
+            Ok(r) if r.status().is_success() => return Ok(()),
+            Ok(r) => last = format!("HTTP {}", r.status()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(format!("{url} not ready after {timeout:?}: {last}"))
+}
