@@ -110,9 +110,9 @@ impl Recorder {
         self.lock().raws.last().cloned()
     }
 
-    pub async fn stop(self) -> Recording {
+    pub async fn stop(mut self) -> Recording {
         self.cancel.cancel();
-        let _ = self.task.await;
+        let _ = (&mut self.task).await;
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         Recording {
             raws: std::mem::take(&mut st.raws),
@@ -123,6 +123,13 @@ impl Recorder {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the vectors half-written.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // A rehearsal aborted by Ctrl-C or a panic must not leave the scrape loop running.
+        self.cancel.cancel();
     }
 }
 
