@@ -29,6 +29,7 @@ pub struct Facts<'a> {
     pub failure: Option<String>,
     pub baselines: BTreeMap<String, BaselineOutcome>,
     pub wall_time_s: f64,
+    pub endpoints: BTreeMap<String, String>,
 }
 
 /// Build the report and the rebased series.
@@ -226,6 +227,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         predicted_time_to_recover_s: None,
         wall_time_s: f.wall_time_s,
         files: Files::default(),
+        endpoints: f.endpoints.clone(),
     };
     (report, samples)
 }

@@ -280,6 +280,21 @@ impl System {
         Ok(())
     }
 
+    /// Component name -> listen address.
+    pub fn endpoints(&self) -> std::collections::BTreeMap<String, String> {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("gate".to_string(), self.addrs.gate.to_string());
+        m.insert("gate-admin".to_string(), self.addrs.gate_admin.to_string());
+        m.insert(
+            "workers-metrics".to_string(),
+            self.addrs.workers_metrics.to_string(),
+        );
+        for (i, r) in self.addrs.replicas.iter().enumerate() {
+            m.insert(format!("replica-{i}"), r.to_string());
+        }
+        m
+    }
+
     /// Strings on the command line of every process this system started (ports and the
     /// run directory), for [`sweep`] and for tests that look for leftovers.
     pub fn markers(&self) -> Vec<String> {

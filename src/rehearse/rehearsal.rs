@@ -98,6 +98,7 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
     let end_s = stage.clock.now_s();
     let steady_before_s = stage.steady_from_s;
     let markers = stage.sys.markers();
+    let endpoints = stage.sys.endpoints();
     let rec = stage.finish().await;
     let leftovers = super::orchestrate::find_processes(&markers);
     if !leftovers.is_empty() {
@@ -125,6 +126,7 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
         failure,
         baselines: base,
         wall_time_s: wall.elapsed().as_secs_f64(),
+        endpoints,
     };
     let (report, samples) = assemble(facts, &rec);
     Ok(Outcome { report, samples })

@@ -571,6 +571,7 @@ mod tests {
             predicted_time_to_recover_s: None,
             wall_time_s: 70.0,
             files: Files::default(),
+            endpoints: BTreeMap::new(),
         };
         (report, samples)
     }
