@@ -23,7 +23,7 @@ fn json_has_the_summary_fields_and_is_byte_for_byte_stable() {
         "--output",
         "json",
         "--set",
-        "max_attempts=5",
+        "overload_factor=4",
         "--seed",
         "7",
     ];
