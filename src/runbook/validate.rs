@@ -4,7 +4,8 @@
 
 use super::action::{self, Action, Quantity, RateSetting};
 use super::expr::{Expr, Type};
-use super::load::{bare_message, segs, Reporter};
+use super::load::{bare_message, Reporter};
+use super::locate::segs_of as segs;
 use super::locate::{path_string, Seg};
 use super::schema::{ActionKind, RawRunbook, RawStep, API_VERSION, KIND};
 use super::{Check, Runbook, Step};
