@@ -30,6 +30,7 @@ pub struct Facts<'a> {
     pub baselines: BTreeMap<String, BaselineOutcome>,
     pub wall_time_s: f64,
     pub endpoints: BTreeMap<String, String>,
+    pub predicted: Option<f64>,
 }
 
 /// Build the report and the rebased series.
@@ -224,7 +225,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .collect(),
         phases,
         baselines: f.baselines,
-        predicted_time_to_recover_s: None,
+        predicted_time_to_recover_s: f.predicted,
         wall_time_s: f.wall_time_s,
         files: Files::default(),
         endpoints: f.endpoints.clone(),

@@ -237,6 +237,15 @@ impl System {
         self.replicas[i].take().and_then(ChildGuard::detach)
     }
 
+    /// Stop replicas handed to the local platform (its pid files under `platform/`); they
+    /// run detached, so nothing else stops them.
+    fn stop_handed_over(&self, grace: Duration) {
+        let dir = self.run_dir.join("platform");
+        for i in 0..self.addrs.replicas.len() {
+            crate::platform::local::process::stop(&dir, &format!("replica-{i}"), grace);
+        }
+    }
+
     /// Every `/metrics` page, for the recorder. The gate is scraped on its admin listener,
     /// so scrapes are not counted as traffic.
     pub fn targets(&self) -> Vec<Target> {
@@ -320,6 +329,7 @@ impl System {
                 r.stop(grace);
             }
         }
+        self.stop_handed_over(grace);
         let left = sweep(&self.markers());
         if !left.is_empty() {
             tracing::warn!(

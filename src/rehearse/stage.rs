@@ -6,16 +6,16 @@
 
 use super::detection::SignalFeed;
 use super::orchestrate::{OrchestrateError, System};
-use crate::metrics::scrape::ScrapeSource;
-use crate::metrics::signal::SignalSpec;
-use crate::platform::ScrapeEndpoint;
-use std::collections::BTreeMap;
-use std::sync::Arc;
 use super::recorder::{Clock, Recorder, Recording};
 use super::scenario::Scenario;
 use super::trigger::{restart_with_outage, TriggerTimes};
 use super::verify::{check, SteadyCriteria};
+use crate::metrics::scrape::ScrapeSource;
+use crate::metrics::signal::SignalSpec;
+use crate::platform::ScrapeEndpoint;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A running system with its recorder.
@@ -24,6 +24,9 @@ pub struct Stage {
     pub recorder: Recorder,
     /// The runbook's signals, read through the shared scrape source, for the detector.
     pub feed: SignalFeed,
+    /// The scrape source behind the feed; the engine reads through it too, so its rate
+    /// windows always have history (the feed scrapes it every interval).
+    pub source: Arc<ScrapeSource>,
     pub sys: System,
     pub scenario: Scenario,
     /// When steady state began before the trigger (rehearsal clock).
@@ -48,6 +51,7 @@ impl Stage {
     pub async fn start(
         exe: &Path,
         scenario: &Scenario,
+        signals: &BTreeMap<String, SignalSpec>,
         run_dir: &Path,
     ) -> Result<Stage, StageError> {
         let clock = Clock::start();
@@ -58,12 +62,16 @@ impl Stage {
             scenario.scrape_interval,
             scenario.rate_window,
         );
-        let source = ScrapeSource::from_urls(scrape_endpoints(&sys), scenario.scrape_interval)?;
-        let feed = SignalFeed::start(Arc::new(source), signals.clone(), scenario.scrape_interval);
+        let source = Arc::new(ScrapeSource::from_urls(
+            scrape_endpoints(&sys),
+            scenario.scrape_interval,
+        )?);
+        let feed = SignalFeed::start(source.clone(), signals.clone(), scenario.scrape_interval);
         let mut stage = Stage {
             clock,
             recorder,
             feed,
+            source,
             sys,
             scenario: scenario.clone(),
             steady_from_s: 0.0,
