@@ -63,6 +63,7 @@ pub fn decide(
                     capacity_cold,
                     k,
                     capacity: verdict.capacity,
+                    demand: None,
                 },
                 _ => {
                     return Err(EngineError::Precondition(format!(
