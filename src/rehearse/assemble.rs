@@ -175,7 +175,14 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter(|s| s.t_s >= rb_start)
             .cloned()
             .collect();
-        let rel = relapses(&after, demand, workers, &crit, 2) + f.runbook.relapses;
+        let rel = relapses(
+            &after,
+            demand,
+            workers,
+            &crit,
+            2,
+            sc.workers.timeout.as_secs_f64(),
+        );
         (
             Dropped {
                 drained: drained.round() as u64,
@@ -208,6 +215,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
         lower_bound: lb,
         relapses: relapse_count,
+        ramp_step_backs: f.runbook.relapses,
         k: f.detection.and_then(|d| d.verdict.k),
         shed_fraction: f.plan.map(|p| p.shed_fraction),
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),

@@ -39,9 +39,14 @@ pub struct Report {
     /// inputs in `lower_bound`); null when its inputs could not be measured.
     pub lower_bound_s: Option<f64>,
     pub lower_bound: Option<LowerBound>,
-    /// Times the system fell back out of health after it had recovered once (during the
-    /// ramp or the hold), plus relapses the engine itself reported.
+    /// Times the measured system fell back into failure after it had started to recover:
+    /// client p99 back at or above the client timeout after answering within it, or steady
+    /// state lost after it was reached (each for at least two samples). Measured from the
+    /// recorder, not taken from the engine.
     pub relapses: u32,
+    /// Times the engine's readmission ramp stepped back because a check failed. A step-back
+    /// without a measured relapse means the check judged on stale or noisy signals.
+    pub ramp_step_backs: u32,
     /// Work amplification the detector estimated when it said Stuck.
     pub k: Option<f64>,
     /// Fraction of arrivals the plan shed: `max(0, 1 - (capacity_cold / k) / arrival)`.

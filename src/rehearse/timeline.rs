@@ -559,6 +559,7 @@ mod tests {
             lower_bound_s: Some(7.5),
             lower_bound: None,
             relapses: 0,
+            ramp_step_backs: 0,
             k: Some(4.0),
             shed_fraction: Some(0.82),
             admit_rate_per_s: Some(30.0),
