@@ -115,6 +115,7 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
         steady_from_s: steady_before_s,
         trigger: trig,
         detection: detection.as_ref().ok(),
+        detector: &detector,
         plan: runbook.plan.as_ref(),
         runbook: &runbook,
         steady_at_s: steady_at,

@@ -32,6 +32,8 @@ pub struct Report {
     pub trigger_end_s: f64,
     /// Seconds after `trigger_end_s` when the detector first said Stuck; null if never.
     pub detected_stuck_s: Option<f64>,
+    /// How the detector reached Stuck; null if it never did.
+    pub detection: Option<DetectionFacts>,
     /// Seconds from the first runbook action until steady state was reached (and then
     /// held); null if never.
     pub time_to_recover_s: Option<f64>,
@@ -107,6 +109,31 @@ pub struct LowerBound {
     /// A client in a retry loop cannot come back sooner than its next retry.
     pub retry_delay_s: f64,
     pub lower_bound_s: f64,
+}
+
+/// The detector's view when it said Stuck. It says Stuck once the failure has lasted
+/// `persist_s` and the trigger has been gone `grace_s` (as it perceives them, through the
+/// signals' rate windows); `after_window_s` is how long after the later of the two it
+/// said so: the detection loop's own latency (goal: at most two scrape intervals).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetectionFacts {
+    pub summary: String,
+    pub persist_s: f64,
+    pub grace_s: f64,
+    /// How long the detector had seen the failure, at detection.
+    pub failing_for_s: Option<f64>,
+    /// How long the detector had seen no trigger, at detection.
+    pub trigger_gone_for_s: Option<f64>,
+    /// `min(failing_for_s - persist_s, trigger_gone_for_s - grace_s)`.
+    pub after_window_s: Option<f64>,
+    /// `detected_stuck_s - trigger_gone_for_s`: how late the signals showed the trigger's end.
+    pub trigger_end_seen_after_s: Option<f64>,
+    pub scrape_interval_s: f64,
+    /// k, arrival, capacity and cold capacity as the detector estimated them, with sources.
+    pub k_from: Option<String>,
+    pub arrival_rate: Option<f64>,
+    pub capacity_cold: Option<f64>,
+    pub capacity_cold_from: Option<String>,
 }
 
 /// Work dropped on purpose.

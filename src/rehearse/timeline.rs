@@ -555,6 +555,7 @@ mod tests {
             failure: None,
             trigger_end_s: 5.0,
             detected_stuck_s: Some(16.0),
+            detection: None,
             time_to_recover_s: Some(14.0),
             lower_bound_s: Some(7.5),
             lower_bound: None,
