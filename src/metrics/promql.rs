@@ -105,9 +105,7 @@ pub struct PromqlSource {
 impl PromqlSource {
     /// `base` is the server URL, like `http://127.0.0.1:9090`.
     pub fn new(base: &str, timeout: Duration) -> Result<Self, PromqlError> {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
+        let client = crate::metrics::http::client(timeout)
             .map_err(|e| PromqlError::Unreachable {
                 url: base.to_string(),
                 message: e.to_string(),
