@@ -60,7 +60,9 @@ async fn start_exporter() -> std::net::SocketAddr {
         latency,
         started: Instant::now(),
     }));
-    let app = Router::new().route("/metrics", get(metrics)).with_state(state);
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -68,7 +70,11 @@ async fn start_exporter() -> std::net::SocketAddr {
 }
 
 fn require_prometheus() {
-    if Command::new("prometheus").arg("--version").output().is_err() {
+    if Command::new("prometheus")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
         panic!(
             "the `prometheus` binary is not installed; run scripts/test.sh (it installs the \
              Debian package `prometheus`), or `apt-get install prometheus`"
@@ -89,8 +95,13 @@ fn signals() -> BTreeMap<String, SignalSpec> {
     s.insert(
         "latency_p99".to_string(),
         SignalSpec {
-            scrape: Some("histogram_quantile(0.99, rate(test_latency_seconds_bucket@service[5s]))".into()),
-            promql: Some("histogram_quantile(0.99, sum by (le) (rate(test_latency_seconds_bucket[5s])))".into()),
+            scrape: Some(
+                "histogram_quantile(0.99, rate(test_latency_seconds_bucket@service[5s]))".into(),
+            ),
+            promql: Some(
+                "histogram_quantile(0.99, sum by (le) (rate(test_latency_seconds_bucket[5s])))"
+                    .into(),
+            ),
             help: None,
         },
     );
@@ -120,13 +131,18 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
     let mut cmd = Command::new("prometheus");
     cmd.arg(format!("--config.file={}", config.display()))
         .arg(format!("--web.listen-address={web}"))
-        .arg(format!("--storage.tsdb.path={}", dir.path().join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.path().join("data").display()
+        ))
         .arg("--log.level=warn")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     let _prom = spawn_guarded("prometheus", cmd, GuardOptions::default()).unwrap();
     let base = format!("http://{web}");
-    wait_http_ok(&format!("{base}/-/ready"), Duration::from_secs(15)).await.unwrap();
+    wait_http_ok(&format!("{base}/-/ready"), Duration::from_secs(15))
+        .await
+        .unwrap();
 
     let promql = PromqlSource::new(&base, Duration::from_secs(2)).unwrap();
     let scrape = ScrapeSource::from_urls(
@@ -140,10 +156,15 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
     let deadline = Instant::now() + Duration::from_secs(25);
     let mut scraped = scrape.snapshot(&sig).await.unwrap();
     let prom_rate = loop {
-        assert!(Instant::now() < deadline, "Prometheus never produced a rate");
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never produced a rate"
+        );
         tokio::time::sleep(Duration::from_secs(1)).await;
         scraped = scrape.snapshot(&sig).await.unwrap();
-        if let Ok(QueryResult::Value(v)) = promql.query("sum(rate(test_work_total[5s]))", None).await {
+        if let Ok(QueryResult::Value(v)) =
+            promql.query("sum(rate(test_work_total[5s]))", None).await
+        {
             if v > 0.0 && scraped.get("work_rate").is_some() {
                 break v;
             }
@@ -156,34 +177,53 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let from_prom = promql.snapshot(&sig).await.unwrap();
-    let (a, b) = (from_prom.get("work_rate").unwrap(), scraped.get("work_rate").unwrap());
+    let (a, b) = (
+        from_prom.get("work_rate").unwrap(),
+        scraped.get("work_rate").unwrap(),
+    );
     eprintln!("work rate: PromQL {a:.3}/s, scrape {b:.3}/s, true {RATE}/s");
     assert!(prom_rate > 0.0);
     assert!(within(a, RATE, 0.10), "PromQL rate {a} vs true {RATE}");
     assert!(within(b, RATE, 0.10), "scrape rate {b} vs true {RATE}");
     assert!(within(a, b, 0.10), "PromQL {a} vs scrape {b}");
-    let (qa, qb) = (from_prom.get("latency_p99").unwrap(), scraped.get("latency_p99").unwrap());
+    let (qa, qb) = (
+        from_prom.get("latency_p99").unwrap(),
+        scraped.get("latency_p99").unwrap(),
+    );
     eprintln!("p99: PromQL {qa:.5}s, scrape {qb:.5}s");
     assert!(within(qa, qb, 0.10), "p99: PromQL {qa} vs scrape {qb}");
-    assert!(qa > 0.016 && qa <= 0.032, "p99 {qa} should fall in the 16-32 ms bucket");
+    assert!(
+        qa > 0.016 && qa <= 0.032,
+        "p99 {qa} should fall in the 16-32 ms bucket"
+    );
 
     // A window from history: the last 3 s, one point a second, all with values. Each
     // point's 5 s rate must lie wholly after Prometheus's first scrapes, hence the wait.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let w = promql
-        .window(&sig, SystemTime::now(), Duration::from_secs(3), Duration::from_secs(1))
+        .window(
+            &sig,
+            SystemTime::now(),
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+        )
         .await
         .unwrap();
     assert_eq!(w.len(), 4);
     let all: Vec<Option<f64>> = w.iter().map(|s| s.get("work_rate")).collect();
     eprintln!("window rates: {all:?}");
     for s in &w {
-        let v = s.get("work_rate").unwrap_or_else(|| panic!("missing point: {:?}", s.readings));
+        let v = s
+            .get("work_rate")
+            .unwrap_or_else(|| panic!("missing point: {:?}", s.readings));
         assert!(within(v, RATE, 0.15), "window rate {v}");
     }
 
     // Empty: the query runs and matches nothing. Missing, never zero.
-    assert_eq!(promql.query("no_such_metric_anywhere", None).await.unwrap(), QueryResult::Empty);
+    assert_eq!(
+        promql.query("no_such_metric_anywhere", None).await.unwrap(),
+        QueryResult::Empty
+    );
     let mut empty = BTreeMap::new();
     empty.insert(
         "x".to_string(),
