@@ -67,12 +67,16 @@ fn verdict(kind: VerdictKind) -> Verdict {
         capacity: Some(200.0),
         capacity_cold: Some(100.0),
         evidence: vec![],
+        ..Default::default()
     }
 }
 
 #[async_trait::async_trait]
 impl RunLauncher for Recorder {
-    async fn check(&self, req: &CheckRequest) -> Result<Verdict, recover::serve::launcher::LaunchError> {
+    async fn check(
+        &self,
+        req: &CheckRequest,
+    ) -> Result<Verdict, recover::serve::launcher::LaunchError> {
         self.checks.lock().unwrap().push(req.clone());
         let v = self
             .verdicts
@@ -260,7 +264,8 @@ fn count(d: &[String], what: &str) -> usize {
     d.iter().filter(|x| *x == what).count()
 }
 
-const NO_COOLDOWN: &str = "runs_per_window: 5, window: 1h, breaker_after_failures: 2, cooldown: 1ms";
+const NO_COOLDOWN: &str =
+    "runs_per_window: 5, window: 1h, breaker_after_failures: 2, cooldown: 1ms";
 
 #[tokio::test]
 async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
@@ -276,21 +281,29 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
     let (status, body) = rx.post("firing.json").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["decisions"][0]["decision"], "checking");
-    rx.wait_decisions("launch", |d| count(d, "launched") == 1).await;
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
     // Alertmanager repeats the notification while the run is in progress.
     for _ in 0..3 {
         let (_, body) = rx.post("repeated.json").await;
         assert_eq!(body["decisions"][0]["decision"], "joined_run");
     }
     assert_eq!(rx.rec.launches().len(), 1);
-    assert_eq!(rx.rec.checks(), 1, "a joined alert must not re-run detection");
+    assert_eq!(
+        rx.rec.checks(),
+        1,
+        "a joined alert must not re-run detection"
+    );
     let runs = rx.get("/runs").await;
     let run = &runs["runs"][0];
     assert_eq!(run["state"], "running");
     assert_eq!(run["target"], "local:demo");
     assert_eq!(run["alerts"].as_array().unwrap().len(), 4);
     assert_eq!(run["alerts"][3]["repeat"], true);
-    assert!(rx.metrics().await.contains("recover_serve_runs_in_progress 1"));
+    assert!(rx
+        .metrics()
+        .await
+        .contains("recover_serve_runs_in_progress 1"));
     rx.rec.release.add_permits(1);
     rx.wait_runs_finished(1).await;
     let id = run["id"].as_str().unwrap();
@@ -300,8 +313,14 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
     assert!(!launch.dry_run);
     assert_eq!(launch.runbook, "stuck-overload");
     let m = rx.metrics().await;
-    assert!(m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#), "{m}");
-    assert!(m.contains(r#"recover_serve_alerts_received_total{status="firing"} 4"#), "{m}");
+    assert!(
+        m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_alerts_received_total{status="firing"} 4"#),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -340,8 +359,12 @@ async fn grouped_alerts_route_each_alert_and_share_one_target() {
         .collect();
     // Stuck alert starts detection; the latency alert on the same target joins it; the
     // resolved one is ignored; the disk alert has no route.
-    assert_eq!(d, ["checking", "joined_check", "ignored_resolved", "no_route"]);
-    rx.wait_decisions("launch", |d| count(d, "launched") == 1).await;
+    assert_eq!(
+        d,
+        ["checking", "joined_check", "ignored_resolved", "no_route"]
+    );
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
     let runs = rx.get("/runs").await;
     let fps: Vec<&str> = runs["runs"][0]["alerts"]
         .as_array()
@@ -367,7 +390,9 @@ async fn triggered_and_unknown_are_rechecked_never_acted_on() {
     rx.post("firing.json").await;
     // First verdict + 2 rechecks (recheck.max = 2), then it waits for the alert to repeat.
     let d = rx
-        .wait_decisions("rechecks exhausted", |d| count(d, "rechecks_exhausted") == 1)
+        .wait_decisions("rechecks exhausted", |d| {
+            count(d, "rechecks_exhausted") == 1
+        })
         .await;
     assert_eq!(count(&d, "recheck_scheduled"), 2, "{d:?}");
     assert_eq!(rx.rec.checks(), 3);
@@ -376,13 +401,17 @@ async fn triggered_and_unknown_are_rechecked_never_acted_on() {
     assert_eq!(rx.rec.checks(), 3, "no recheck after the limit");
     // The alert repeats: the verdict queue is empty now, so detection says Stuck: act.
     rx.post("repeated.json").await;
-    rx.wait_decisions("launch", |d| count(d, "launched") == 1).await;
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
 }
 
 #[tokio::test]
 async fn resolved_cancels_a_pending_recheck() {
     let rec = Recorder::default();
-    rec.verdicts.lock().unwrap().push_back(VerdictKind::Triggered);
+    rec.verdicts
+        .lock()
+        .unwrap()
+        .push_back(VerdictKind::Triggered);
     let rx = start_with(Mode::Act, NO_COOLDOWN, rec).await;
     rx.post("firing.json").await;
     rx.wait_decisions("recheck", |d| count(d, "recheck_scheduled") == 1)
@@ -441,8 +470,14 @@ async fn breaker_opens_after_failures_and_admin_reset_closes_it() {
         .contains("recover serve reset local:demo"));
     assert_eq!(rx.rec.launches().len(), 2);
     let m = rx.metrics().await;
-    assert!(m.contains(r#"recover_serve_breaker_open{target="local:demo"} 1"#), "{m}");
-    assert!(m.contains(r#"recover_serve_runs_total{outcome="aborted"} 1"#), "{m}");
+    assert!(
+        m.contains(r#"recover_serve_breaker_open{target="local:demo"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_runs_total{outcome="aborted"} 1"#),
+        "{m}"
+    );
 
     // The breaker survives in the state file.
     let state = std::fs::read_to_string(rx._dir.path().join("state.json")).unwrap();
@@ -502,7 +537,9 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
     let rx = start(Mode::Act, NO_COOLDOWN).await;
     let (s, _) = rx.post_body(fixture("firing.json"), None).await;
     assert_eq!(s, 401);
-    let (s, _) = rx.post_body(fixture("firing.json"), Some("wrong-token-0123456789")).await;
+    let (s, _) = rx
+        .post_body(fixture("firing.json"), Some("wrong-token-0123456789"))
+        .await;
     assert_eq!(s, 401);
     // A malformed body without credentials is still 401: nothing is parsed first.
     let (s, _) = rx.post_body(fixture("malformed_status.json"), None).await;
@@ -546,6 +583,12 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
 
     assert_eq!(rx.rec.checks(), 0);
     let m = rx.metrics().await;
-    assert!(m.contains(r#"recover_serve_webhooks_total{result="unauthorized"} 4"#), "{m}");
-    assert!(m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#), "{m}");
+    assert!(
+        m.contains(r#"recover_serve_webhooks_total{result="unauthorized"} 4"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#),
+        "{m}"
+    );
 }

@@ -142,12 +142,20 @@ mod tests {
         assert_eq!(e.field, "status");
         let e = parse(body("firing", "").as_bytes()).unwrap_err();
         assert_eq!(e.field, "alerts[0].fingerprint");
-        let e = parse(body("firing", "a").replace(r#""version":"4""#, r#""version":"3""#).as_bytes())
-            .unwrap_err();
+        let e = parse(
+            body("firing", "a")
+                .replace(r#""version":"4""#, r#""version":"3""#)
+                .as_bytes(),
+        )
+        .unwrap_err();
         assert_eq!(e.field, "version");
         let e = parse(b"{not json").unwrap_err();
         assert_eq!(e.field, "body");
-        let no_labels = body("firing", "a").replace(r#""labels":{"alertname":"X"}"#, r#""labels":7"#);
-        assert_eq!(parse(no_labels.as_bytes()).unwrap_err().field, "alerts[0].labels");
+        let no_labels =
+            body("firing", "a").replace(r#""labels":{"alertname":"X"}"#, r#""labels":7"#);
+        assert_eq!(
+            parse(no_labels.as_bytes()).unwrap_err().field,
+            "alerts[0].labels"
+        );
     }
 }
