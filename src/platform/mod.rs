@@ -134,3 +134,4 @@ pub trait Platform: Send + Sync {
         Ok(None)
     }
 }
+pub mod kube;
