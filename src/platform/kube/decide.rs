@@ -131,23 +131,29 @@ impl BatchProgress {
 /// Is the batch done: every pod of it gone or terminating, and a ready *new* pod (not in
 /// the rollout's snapshot) for every pod evicted so far. Counting all evictions, not only
 /// this batch, means an earlier replacement that died does not make this batch look done.
+/// A name in `waiting_for` outside the snapshot is a replacement itself (a resumed engine
+/// lists the new names): it adds nothing to wait for beyond the replacements' readiness.
 pub fn batch_progress(
     state: &RolloutState,
     waiting_for: &[String],
     now: &[PodView],
 ) -> BatchProgress {
+    let snapshot: BTreeSet<&str> = state.snapshot.iter().map(String::as_str).collect();
+    let waiting_for: Vec<&String> = waiting_for
+        .iter()
+        .filter(|w| snapshot.contains(w.as_str()))
+        .collect();
     let old_remaining = waiting_for
         .iter()
-        .filter(|w| now.iter().any(|p| &p.name == *w && !p.terminating))
-        .cloned()
+        .filter(|w| now.iter().any(|p| &p.name == **w && !p.terminating))
+        .map(|w| w.to_string())
         .collect();
-    let snapshot: BTreeSet<&str> = state.snapshot.iter().map(String::as_str).collect();
     let new_ready = now
         .iter()
         .filter(|p| p.ready && !p.terminating && !snapshot.contains(p.name.as_str()))
         .count();
     let mut needed: BTreeSet<&str> = state.evicted.iter().map(String::as_str).collect();
-    needed.extend(waiting_for.iter().map(String::as_str));
+    needed.extend(waiting_for.iter().map(|w| w.as_str()));
     BatchProgress {
         old_remaining,
         new_ready,

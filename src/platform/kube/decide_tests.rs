@@ -182,3 +182,19 @@ fn owner_deployment_comes_from_the_replicaset_name() {
 fn configmap_keys_stay_valid() {
     assert_eq!(configmap_key("run/1 x", ".jsonl"), "run_1_x.jsonl");
 }
+
+#[test]
+fn replacements_named_in_a_resumed_batch_only_need_to_be_ready() {
+    let before = vec![pod("a", true, false), pod("b", true, false)];
+    let mut state = RolloutState::begin(&before);
+    state.record_evicted("a");
+    // A resumed engine waits for "x" (a's replacement, by its new name) and "b".
+    let batch = vec!["x".to_string(), "b".to_string()];
+    state.record_evicted("b");
+    let now = vec![pod("x", true, false), pod("y", false, false)];
+    let p = batch_progress(&state, &batch, &now);
+    assert_eq!((p.new_ready, p.new_needed), (1, 2));
+    assert!(!p.done());
+    let now = vec![pod("x", true, false), pod("y", true, false)];
+    assert!(batch_progress(&state, &batch, &now).done());
+}

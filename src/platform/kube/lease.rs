@@ -57,6 +57,18 @@ pub async fn acquire(
     holder: &LockHolder,
     duration: Duration,
 ) -> Result<(), PlatformError> {
+    acquire_try(leases, name, target_id, holder, duration, 0).await
+}
+
+/// Races (409 on our write) are re-read and re-decided, a few times at most.
+async fn acquire_try(
+    leases: &Api<Lease>,
+    name: &str,
+    target_id: &str,
+    holder: &LockHolder,
+    duration: Duration,
+    tries: u32,
+) -> Result<(), PlatformError> {
     let existing = match leases.get_opt(name).await {
         Ok(l) => l,
         Err(e) => {
@@ -107,8 +119,16 @@ pub async fn acquire(
             match leases.create(&PostParams::default(), &lease).await {
                 Ok(_) => Ok(()),
                 // Someone created it between our read and write: they hold it now.
-                Err(e) if is_conflict(&e) => {
-                    Box::pin(acquire(leases, name, target_id, holder, duration)).await
+                Err(e) if is_conflict(&e) && tries < 5 => {
+                    Box::pin(acquire_try(
+                        leases,
+                        name,
+                        target_id,
+                        holder,
+                        duration,
+                        tries + 1,
+                    ))
+                    .await
                 }
                 Err(e) => Err(call_error(
                     &rbac::LEASES_CREATE,
@@ -133,9 +153,17 @@ pub async fn acquire(
                 .insert(RUN_ID_ANNOTATION.to_string(), holder.run_id.clone());
             match leases.replace(name, &PostParams::default(), &lease).await {
                 Ok(_) => Ok(()),
-                Err(e) if is_conflict(&e) => {
+                Err(e) if is_conflict(&e) && tries < 5 => {
                     // Lost a race: read again and decide again (it may be held now).
-                    Box::pin(acquire(leases, name, target_id, holder, duration)).await
+                    Box::pin(acquire_try(
+                        leases,
+                        name,
+                        target_id,
+                        holder,
+                        duration,
+                        tries + 1,
+                    ))
+                    .await
                 }
                 Err(e) => Err(call_error(
                     &rbac::LEASES_UPDATE,

@@ -103,7 +103,9 @@ impl Platform for KubePlatform {
                 state.record_evicted(replica);
                 return self.store_rollout(state).await;
             }
-            Some(_) if !in_snapshot => state.snapshot.push(replica.to_string()),
+            // Born during this rollout: a replacement, restarted by definition. The engine
+            // lists replicas by name, and a resumed engine sees the new names.
+            Some(_) if !in_snapshot => return Ok(()),
             Some(_) => {}
         }
         let how = take_down(
