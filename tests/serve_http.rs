@@ -14,17 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
+mod serve_support;
+use serve_support::{fixture, Http};
+
 const TOKEN: &str = "test-token-0123456789abcdef";
 const HMAC: &str = "test-hmac-secret-0123456789";
 const ADMIN: &str = "test-admin-token-0123456789";
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = format!(
-        "{}/tests/fixtures/alertmanager/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
 
 /// Records every call; verdicts and outcomes come from queues (default: Stuck, Succeeded).
 /// Runs block until the test releases them, so "in progress" is under the test's control.
@@ -72,7 +67,10 @@ fn verdict(kind: VerdictKind) -> Verdict {
 
 #[async_trait::async_trait]
 impl RunLauncher for Recorder {
-    async fn check(&self, req: &CheckRequest) -> Result<Verdict, recover::serve::launcher::LaunchError> {
+    async fn check(
+        &self,
+        req: &CheckRequest,
+    ) -> Result<Verdict, recover::serve::launcher::LaunchError> {
         self.checks.lock().unwrap().push(req.clone());
         let v = self
             .verdicts
@@ -110,7 +108,7 @@ impl RunLauncher for Recorder {
 struct Rx {
     base: String,
     rec: Arc<Recorder>,
-    client: reqwest::Client,
+    client: Http,
     _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -158,7 +156,7 @@ async fn start_with(mode: Mode, budget: &str, rec: Recorder) -> Rx {
     Rx {
         base,
         rec,
-        client: reqwest::Client::new(),
+        client: Http::default(),
         _dir: dir,
         _stop: tx,
     }
@@ -174,39 +172,46 @@ impl Rx {
     }
 
     async fn post_body(&self, body: Vec<u8>, token: Option<&str>) -> (u16, Value) {
-        let mut req = self
-            .client
-            .post(format!("{}/alerts", self.base))
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(a) = &auth {
+            headers.push(("authorization", a.as_str()));
         }
-        let r = req.send().await.unwrap();
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        self.client
+            .post_json(&format!("{}/alerts", self.base), &headers, body)
+            .await
     }
 
     async fn get(&self, path: &str) -> Value {
-        self.client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.client.get_json(&format!("{}{path}", self.base)).await
     }
 
     async fn metrics(&self) -> String {
         self.client
-            .get(format!("{}/metrics", self.base))
-            .send()
+            .get_text(&format!("{}/metrics", self.base))
             .await
-            .unwrap()
-            .text()
+    }
+
+    async fn reset(&self, token: &str) -> (u16, Value) {
+        let auth = format!("Bearer {token}");
+        self.client
+            .post_json(
+                &format!("{}/admin/reset", self.base),
+                &[("authorization", auth.as_str())],
+                br#"{"target": "local:demo"}"#.to_vec(),
+            )
             .await
-            .unwrap()
+    }
+
+    async fn post_signed(&self, body: Vec<u8>, sig: &str) -> u16 {
+        self.client
+            .post_json(
+                &format!("{}/alerts", self.base),
+                &[("x-recover-signature", sig)],
+                body,
+            )
+            .await
+            .0
     }
 
     async fn decisions(&self) -> Vec<String> {
@@ -260,7 +265,8 @@ fn count(d: &[String], what: &str) -> usize {
     d.iter().filter(|x| *x == what).count()
 }
 
-const NO_COOLDOWN: &str = "runs_per_window: 5, window: 1h, breaker_after_failures: 2, cooldown: 1ms";
+const NO_COOLDOWN: &str =
+    "runs_per_window: 5, window: 1h, breaker_after_failures: 2, cooldown: 1ms";
 
 #[tokio::test]
 async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
@@ -276,21 +282,29 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
     let (status, body) = rx.post("firing.json").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["decisions"][0]["decision"], "checking");
-    rx.wait_decisions("launch", |d| count(d, "launched") == 1).await;
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
     // Alertmanager repeats the notification while the run is in progress.
     for _ in 0..3 {
         let (_, body) = rx.post("repeated.json").await;
         assert_eq!(body["decisions"][0]["decision"], "joined_run");
     }
     assert_eq!(rx.rec.launches().len(), 1);
-    assert_eq!(rx.rec.checks(), 1, "a joined alert must not re-run detection");
+    assert_eq!(
+        rx.rec.checks(),
+        1,
+        "a joined alert must not re-run detection"
+    );
     let runs = rx.get("/runs").await;
     let run = &runs["runs"][0];
     assert_eq!(run["state"], "running");
     assert_eq!(run["target"], "local:demo");
     assert_eq!(run["alerts"].as_array().unwrap().len(), 4);
     assert_eq!(run["alerts"][3]["repeat"], true);
-    assert!(rx.metrics().await.contains("recover_serve_runs_in_progress 1"));
+    assert!(rx
+        .metrics()
+        .await
+        .contains("recover_serve_runs_in_progress 1"));
     rx.rec.release.add_permits(1);
     rx.wait_runs_finished(1).await;
     let id = run["id"].as_str().unwrap();
@@ -300,8 +314,14 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
     assert!(!launch.dry_run);
     assert_eq!(launch.runbook, "stuck-overload");
     let m = rx.metrics().await;
-    assert!(m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#), "{m}");
-    assert!(m.contains(r#"recover_serve_alerts_received_total{status="firing"} 4"#), "{m}");
+    assert!(
+        m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_alerts_received_total{status="firing"} 4"#),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -340,8 +360,12 @@ async fn grouped_alerts_route_each_alert_and_share_one_target() {
         .collect();
     // Stuck alert starts detection; the latency alert on the same target joins it; the
     // resolved one is ignored; the disk alert has no route.
-    assert_eq!(d, ["checking", "joined_check", "ignored_resolved", "no_route"]);
-    rx.wait_decisions("launch", |d| count(d, "launched") == 1).await;
+    assert_eq!(
+        d,
+        ["checking", "joined_check", "ignored_resolved", "no_route"]
+    );
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
     let runs = rx.get("/runs").await;
     let fps: Vec<&str> = runs["runs"][0]["alerts"]
         .as_array()
@@ -367,7 +391,9 @@ async fn triggered_and_unknown_are_rechecked_never_acted_on() {
     rx.post("firing.json").await;
     // First verdict + 2 rechecks (recheck.max = 2), then it waits for the alert to repeat.
     let d = rx
-        .wait_decisions("rechecks exhausted", |d| count(d, "rechecks_exhausted") == 1)
+        .wait_decisions("rechecks exhausted", |d| {
+            count(d, "rechecks_exhausted") == 1
+        })
         .await;
     assert_eq!(count(&d, "recheck_scheduled"), 2, "{d:?}");
     assert_eq!(rx.rec.checks(), 3);
@@ -376,13 +402,17 @@ async fn triggered_and_unknown_are_rechecked_never_acted_on() {
     assert_eq!(rx.rec.checks(), 3, "no recheck after the limit");
     // The alert repeats: the verdict queue is empty now, so detection says Stuck: act.
     rx.post("repeated.json").await;
-    rx.wait_decisions("launch", |d| count(d, "launched") == 1).await;
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
 }
 
 #[tokio::test]
 async fn resolved_cancels_a_pending_recheck() {
     let rec = Recorder::default();
-    rec.verdicts.lock().unwrap().push_back(VerdictKind::Triggered);
+    rec.verdicts
+        .lock()
+        .unwrap()
+        .push_back(VerdictKind::Triggered);
     let rx = start_with(Mode::Act, NO_COOLDOWN, rec).await;
     rx.post("firing.json").await;
     rx.wait_decisions("recheck", |d| count(d, "recheck_scheduled") == 1)
@@ -441,25 +471,23 @@ async fn breaker_opens_after_failures_and_admin_reset_closes_it() {
         .contains("recover serve reset local:demo"));
     assert_eq!(rx.rec.launches().len(), 2);
     let m = rx.metrics().await;
-    assert!(m.contains(r#"recover_serve_breaker_open{target="local:demo"} 1"#), "{m}");
-    assert!(m.contains(r#"recover_serve_runs_total{outcome="aborted"} 1"#), "{m}");
+    assert!(
+        m.contains(r#"recover_serve_breaker_open{target="local:demo"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_runs_total{outcome="aborted"} 1"#),
+        "{m}"
+    );
 
     // The breaker survives in the state file.
     let state = std::fs::read_to_string(rx._dir.path().join("state.json")).unwrap();
     assert!(state.contains("breaker_opened_at"), "{state}");
 
     // Reset: the webhook token is not enough, the admin token is.
-    let reset = |token: &'static str| {
-        rx.client
-            .post(format!("{}/admin/reset", rx.base))
-            .bearer_auth(token)
-            .json(&serde_json::json!({"target": "local:demo"}))
-            .send()
-    };
-    assert_eq!(reset(TOKEN).await.unwrap().status(), 401);
-    let r = reset(ADMIN).await.unwrap();
-    assert_eq!(r.status(), 200);
-    let body: Value = r.json().await.unwrap();
+    assert_eq!(rx.reset(TOKEN).await.0, 401);
+    let (status, body) = rx.reset(ADMIN).await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(body["reset"]["budget"]["breaker_open"], false);
     rx.post("firing.json").await;
     rx.wait_runs_finished(3).await;
@@ -502,7 +530,9 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
     let rx = start(Mode::Act, NO_COOLDOWN).await;
     let (s, _) = rx.post_body(fixture("firing.json"), None).await;
     assert_eq!(s, 401);
-    let (s, _) = rx.post_body(fixture("firing.json"), Some("wrong-token-0123456789")).await;
+    let (s, _) = rx
+        .post_body(fixture("firing.json"), Some("wrong-token-0123456789"))
+        .await;
     assert_eq!(s, 401);
     // A malformed body without credentials is still 401: nothing is parsed first.
     let (s, _) = rx.post_body(fixture("malformed_status.json"), None).await;
@@ -525,27 +555,21 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
     // HMAC signature instead of a token.
     let body = fixture("resolved.json");
     let sig = recover::serve::auth::sign(HMAC, &body);
-    let r = rx
-        .client
-        .post(format!("{}/alerts", rx.base))
-        .header("x-recover-signature", sig.clone())
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = rx
-        .client
-        .post(format!("{}/alerts", rx.base))
-        .header("x-recover-signature", sig)
-        .body(fixture("firing.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401, "a signature for another body");
+    assert_eq!(rx.post_signed(body, &sig).await, 200);
+    assert_eq!(
+        rx.post_signed(fixture("firing.json"), &sig).await,
+        401,
+        "a signature for another body"
+    );
 
     assert_eq!(rx.rec.checks(), 0);
     let m = rx.metrics().await;
-    assert!(m.contains(r#"recover_serve_webhooks_total{result="unauthorized"} 4"#), "{m}");
-    assert!(m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#), "{m}");
+    assert!(
+        m.contains(r#"recover_serve_webhooks_total{result="unauthorized"} 4"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#),
+        "{m}"
+    );
 }

@@ -65,15 +65,17 @@ pub fn run(args: ServeArgs) -> CliResult {
 
 fn serve_forever(listen: SocketAddr, path: PathBuf, mode: Mode) -> CliResult {
     let cfg = serve::config::load(&path).map_err(Failure::usage)?;
-    let launcher = serve::engine_launcher::launcher(&cfg)
-        .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+    let launcher =
+        serve::engine_launcher::launcher(&cfg).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
     let rx = serve::Receiver::new(cfg, mode, launcher).map_err(Failure::usage)?;
     runtime()?.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("--listen {listen}"))
             .map_err(Failure::usage)?;
-        let addr = listener.local_addr().map_err(|e| Failure::new(Exit::Failed, e))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| Failure::new(Exit::Failed, e))?;
         tracing::info!(mode = ?mode, "recover serve listening on http://{addr}");
         if mode == Mode::Observe {
             tracing::warn!("observe mode: runbooks run as dry runs only; use --mode act to act");
@@ -118,13 +120,20 @@ fn reset(args: ResetArgs) -> CliResult {
                 404 | 400 => Exit::Usage,
                 _ => Exit::Failed,
             };
-            return Err(Failure::new(code, anyhow::anyhow!("{url}: HTTP {status}: {msg}")));
+            return Err(Failure::new(
+                code,
+                anyhow::anyhow!("{url}: HTTP {status}: {msg}"),
+            ));
         }
         let r = &body["reset"];
         println!(
             "{}: breaker {}, failures {}, budget {} of {} left",
             r["target"].as_str().unwrap_or(&args.target),
-            if r["budget"]["breaker_open"] == true { "OPEN" } else { "closed" },
+            if r["budget"]["breaker_open"] == true {
+                "OPEN"
+            } else {
+                "closed"
+            },
             r["budget"]["failures"],
             r["budget"]["remaining"],
             r["budget"]["limit"],

@@ -46,7 +46,9 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 /// Extract the token from an `Authorization: Bearer ...` value.
 fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then_some(token.trim())
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
 }
 
 /// The HMAC-SHA256 signature header value for `body` (what a sender computes).
@@ -67,7 +69,7 @@ fn mac(secret: &str) -> Hmac<Sha256> {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -117,8 +119,14 @@ mod tests {
     #[test]
     fn bearer_token() {
         let c = creds();
-        assert_eq!(check(&c, Some("Bearer s3cret-token-0123456789"), None, b""), Ok(()));
-        assert_eq!(check(&c, Some("bearer s3cret-token-0123456789"), None, b""), Ok(()));
+        assert_eq!(
+            check(&c, Some("Bearer s3cret-token-0123456789"), None, b""),
+            Ok(())
+        );
+        assert_eq!(
+            check(&c, Some("bearer s3cret-token-0123456789"), None, b""),
+            Ok(())
+        );
         assert_eq!(
             check(&c, Some("Bearer s3cret-token-0123456788"), None, b""),
             Err(AuthError::BadToken)

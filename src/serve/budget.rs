@@ -183,7 +183,10 @@ mod tests {
         assert!(b.view(&c, "t", t0).breaker_open);
         // A later success does not close it.
         b.record_outcome(&c, "t", false, "ok", t0);
-        assert!(b.view(&c, "t", t0 + Duration::from_secs(86400)).breaker_open);
+        assert!(
+            b.view(&c, "t", t0 + Duration::from_secs(86400))
+                .breaker_open
+        );
         let before = b.reset("t", false);
         assert_eq!(before.failures, 2);
         let v = b.view(&c, "t", t0);

@@ -298,8 +298,9 @@ pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, String> {
     let value = match (&s.file, &s.env) {
         (Some(f), None) => std::fs::read_to_string(f)
             .map_err(|e| format!("{what}: cannot read {}: {e}", f.display()))?,
-        (None, Some(v)) => std::env::var(v)
-            .map_err(|_| format!("{what}: environment variable {v} is not set"))?,
+        (None, Some(v)) => {
+            std::env::var(v).map_err(|_| format!("{what}: environment variable {v} is not set"))?
+        }
         _ => return Err(format!("{what}: give exactly one of file or env")),
     };
     let value = value.trim_end_matches(['\r', '\n']).to_string();
@@ -360,11 +361,20 @@ routes:
         let e = parse(&GOOD.replace("window: 1h", "window: 60"), "s.yaml")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("budget.window") && e.contains("with a unit"), "{e}");
-        let e = parse(&GOOD.replace("  bearer_token: { env: TOKEN }\n", ""), "s.yaml")
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("auth") && e.contains("bearer_token or hmac_secret"), "{e}");
+        assert!(
+            e.contains("budget.window") && e.contains("with a unit"),
+            "{e}"
+        );
+        let e = parse(
+            &GOOD.replace("  bearer_token: { env: TOKEN }\n", ""),
+            "s.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("auth") && e.contains("bearer_token or hmac_secret"),
+            "{e}"
+        );
     }
 
     #[test]

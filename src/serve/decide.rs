@@ -26,22 +26,30 @@ pub enum Mode {
 pub enum Activity {
     Idle,
     /// Detection is running for this target.
-    Checking { check_id: String },
+    Checking {
+        check_id: String,
+    },
     /// A run (or dry run) is in progress.
-    Running { run_id: String },
+    Running {
+        run_id: String,
+    },
 }
 
 /// Why an alert was not acted on although it was firing.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "refusal", rename_all = "snake_case")]
 pub enum Refusal {
-    BreakerOpen { failures: u32 },
+    BreakerOpen {
+        failures: u32,
+    },
     BudgetExhausted {
         used: u32,
         limit: u32,
         next_slot_at: Option<SystemTime>,
     },
-    Cooldown { until: SystemTime },
+    Cooldown {
+        until: SystemTime,
+    },
 }
 
 impl Refusal {
@@ -82,9 +90,13 @@ pub enum Decision {
     /// A resolved alert never starts anything.
     IgnoreResolved,
     /// A run is in progress on the target: this alert joins it (one run per target).
-    JoinRun { run_id: String },
+    JoinRun {
+        run_id: String,
+    },
     /// Detection is already running for the target: this alert joins it.
-    JoinCheck { check_id: String },
+    JoinCheck {
+        check_id: String,
+    },
     Refuse(Refusal),
     /// Look for ourselves: run the runbook's detection.
     Check,
@@ -129,7 +141,9 @@ fn guard(budget: &BudgetView) -> Option<Refusal> {
             next_slot_at: budget.next_slot_at,
         });
     }
-    budget.cooldown_until.map(|until| Refusal::Cooldown { until })
+    budget
+        .cooldown_until
+        .map(|until| Refusal::Cooldown { until })
 }
 
 /// The decision once detection has given its verdict.
@@ -199,7 +213,9 @@ mod tests {
         for activity in [
             Activity::Idle,
             Activity::Running { run_id: "r".into() },
-            Activity::Checking { check_id: "c".into() },
+            Activity::Checking {
+                check_id: "c".into(),
+            },
         ] {
             assert_eq!(
                 on_alert(AlertStatus::Resolved, &activity, &open_budget()),
@@ -210,7 +226,10 @@ mod tests {
 
     #[test]
     fn firing_on_idle_target_checks_first() {
-        assert_eq!(on_alert(FIRING, &Activity::Idle, &open_budget()), Decision::Check);
+        assert_eq!(
+            on_alert(FIRING, &Activity::Idle, &open_budget()),
+            Decision::Check
+        );
     }
 
     #[test]
@@ -218,15 +237,23 @@ mod tests {
         let mut b = open_budget();
         b.remaining = 0;
         b.breaker_open = true;
-        let run = Activity::Running { run_id: "r1".into() };
+        let run = Activity::Running {
+            run_id: "r1".into(),
+        };
         assert_eq!(
             on_alert(FIRING, &run, &b),
-            Decision::JoinRun { run_id: "r1".into() }
+            Decision::JoinRun {
+                run_id: "r1".into()
+            }
         );
-        let check = Activity::Checking { check_id: "c1".into() };
+        let check = Activity::Checking {
+            check_id: "c1".into(),
+        };
         assert_eq!(
             on_alert(FIRING, &check, &b),
-            Decision::JoinCheck { check_id: "c1".into() }
+            Decision::JoinCheck {
+                check_id: "c1".into()
+            }
         );
     }
 
@@ -243,14 +270,20 @@ mod tests {
         b.used = 2;
         assert!(matches!(
             on_alert(FIRING, &Activity::Idle, &b),
-            Decision::Refuse(Refusal::BudgetExhausted { used: 2, limit: 2, .. })
+            Decision::Refuse(Refusal::BudgetExhausted {
+                used: 2,
+                limit: 2,
+                ..
+            })
         ));
         b.breaker_open = true;
         b.failures = 3;
         let d = on_alert(FIRING, &Activity::Idle, &b);
         assert_eq!(d, Decision::Refuse(Refusal::BreakerOpen { failures: 3 }));
         if let Decision::Refuse(r) = d {
-            assert!(r.message("local:demo").contains("recover serve reset local:demo"));
+            assert!(r
+                .message("local:demo")
+                .contains("recover serve reset local:demo"));
         }
     }
 
@@ -287,7 +320,13 @@ mod tests {
         let mut b = open_budget();
         b.breaker_open = true;
         assert!(matches!(
-            on_verdict(VerdictKind::Stuck, Mode::Act, &b, 0, &RecheckConfig::default()),
+            on_verdict(
+                VerdictKind::Stuck,
+                Mode::Act,
+                &b,
+                0,
+                &RecheckConfig::default()
+            ),
             AfterCheck::Refuse(Refusal::BreakerOpen { .. })
         ));
     }

@@ -84,7 +84,11 @@ impl ServeMetrics {
             "1 while the breaker of a target is open (a human must reset it)",
             self.breaker_open.clone(),
         );
-        r.register("acting", "1 in act mode, 0 in observe mode", self.acting.clone());
+        r.register(
+            "acting",
+            "1 in act mode, 0 in observe mode",
+            self.acting.clone(),
+        );
         r
     }
 

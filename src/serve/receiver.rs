@@ -317,7 +317,11 @@ impl Receiver {
                 rec.message = format!(
                     "{}: {} {} on {target} ({evidence})",
                     "stuck",
-                    if dry_run { "would run (observe mode)" } else { "running" },
+                    if dry_run {
+                        "would run (observe mode)"
+                    } else {
+                        "running"
+                    },
                     route.runbook
                 );
                 rec.run_id = Some(run_id);
@@ -417,7 +421,12 @@ impl Receiver {
             &self.cfg.budget,
             &target,
             report.outcome.is_failure(),
-            &format!("run {}: {}: {}", req.run_id, report.outcome.as_str(), report.message),
+            &format!(
+                "run {}: {}: {}",
+                req.run_id,
+                report.outcome.as_str(),
+                report.message
+            ),
             now,
         );
         self.save_state(&st);
@@ -438,9 +447,7 @@ impl Receiver {
         };
         let result = serde_json::to_vec_pretty(&st.budget)
             .map_err(|e| e.to_string())
-            .and_then(|b| {
-                crate::util::atomic_file::write_atomic(f, &b).map_err(|e| e.to_string())
-            });
+            .and_then(|b| crate::util::atomic_file::write_atomic(f, &b).map_err(|e| e.to_string()));
         if let Err(e) = result {
             tracing::error!("cannot write state file {}: {e}", f.display());
         }

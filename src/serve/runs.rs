@@ -138,10 +138,7 @@ impl Registry {
     }
 
     pub fn activity(&self, target: &str) -> Activity {
-        self.activity
-            .get(target)
-            .cloned()
-            .unwrap_or(Activity::Idle)
+        self.activity.get(target).cloned().unwrap_or(Activity::Idle)
     }
 
     pub fn set_activity(&mut self, target: &str, a: Activity) {
