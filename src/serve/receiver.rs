@@ -299,6 +299,7 @@ impl Receiver {
                     alerts: vec![],
                     message: None,
                     journal: self.launcher.journal_path(&req),
+                    report: None,
                 };
                 for a in &alerts {
                     record.join(&a.fingerprint, &a.alertname, now);
@@ -403,6 +404,7 @@ impl Receiver {
                 outcome: RunOutcome::Failed,
                 message: format!("the run crashed: {e}"),
                 journal: None,
+                details: None,
             },
         };
         let target = req.target.id();
@@ -415,6 +417,7 @@ impl Receiver {
             if report.journal.is_some() {
                 rec.journal = report.journal.clone();
             }
+            rec.report = report.details.clone();
         }
         st.set_activity(&target, Activity::Idle);
         let opened = st.budget.record_outcome(
@@ -506,30 +509,29 @@ impl Receiver {
 }
 
 fn unknown(note: &str) -> Verdict {
-    Verdict {
-        verdict: VerdictKind::Unknown,
-        k: None,
-        arrival_rate: None,
-        capacity: None,
-        capacity_cold: None,
-        evidence: vec![Evidence {
-            signal: "detection".into(),
-            value: None,
-            note: note.to_string(),
-        }],
-    }
+    // Start from the detector's own "no data" verdict so new fields keep their defaults.
+    let mut v = crate::detect::detect_at(&[], &Default::default(), SystemTime::now());
+    v.verdict = VerdictKind::Unknown;
+    v.evidence = vec![Evidence::new("detection", None, note)];
+    v.summary = note.to_string();
+    v
 }
 
 /// One line of the verdict's evidence for the decision log.
 fn summarize(v: &Verdict) -> String {
     let mut parts: Vec<String> = vec![];
+    if !v.summary.is_empty() {
+        parts.push(v.summary.clone());
+    }
     if let Some(k) = v.k {
         parts.push(format!("k={k:.2}"));
     }
     if let Some(a) = v.arrival_rate {
         parts.push(format!("arrival={a:.1}/s"));
     }
-    parts.extend(v.evidence.iter().take(3).map(|e| e.note.clone()));
+    if v.summary.is_empty() {
+        parts.extend(v.evidence.iter().take(3).map(|e| e.note.clone()));
+    }
     if parts.is_empty() {
         "no evidence".into()
     } else {
