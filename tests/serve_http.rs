@@ -55,11 +55,15 @@ impl Recorder {
 }
 
 fn verdict(kind: VerdictKind) -> Verdict {
-    serde_json::from_value(serde_json::json!({
-        "verdict": kind, "k": 4.0, "arrival_rate": 500.0, "capacity": 200.0,
-        "capacity_cold": 100.0, "evidence": [], "summary": "scripted",
-    }))
-    .unwrap()
+    Verdict {
+        verdict: kind,
+        k: Some(4.0),
+        arrival_rate: Some(500.0),
+        capacity: Some(200.0),
+        capacity_cold: Some(100.0),
+        evidence: vec![],
+        ..Default::default()
+    }
 }
 
 #[async_trait::async_trait]

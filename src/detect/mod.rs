@@ -86,12 +86,14 @@ impl Default for DetectorConfig {
 }
 
 /// What the detector concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     Healthy,
     Triggered,
     Stuck,
+    /// The default: a verdict nobody computed claims nothing.
+    #[default]
     Unknown,
 }
 
@@ -118,7 +120,7 @@ impl VerdictKind {
 }
 
 /// One fact behind a verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub signal: String,
     pub value: Option<f64>,
@@ -151,7 +153,7 @@ impl Evidence {
 }
 
 /// The verdict with its estimates and evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub verdict: VerdictKind,
     pub k: Option<f64>,

@@ -44,18 +44,42 @@ pub struct StepDone {
 
 impl StepDone {
     pub fn failed(message: String) -> Self {
-        StepDone { message: Some(message), ..Default::default() }
+        StepDone {
+            message: Some(message),
+            ..Default::default()
+        }
     }
 }
 
 impl Ctx {
     #[allow(clippy::too_many_arguments)]
-    pub fn new(rb: Runbook, platform: Arc<dyn Platform>, metrics: Arc<dyn MetricSource>, fixed: Fixed, run_id: String, journal: Journal, opts: RunOptions, restart: BTreeMap<String, RestartProgress>) -> Self {
-        Ctx { rb, platform, metrics, fixed, run_id, journal: Arc::new(Mutex::new(journal)), opts, restart }
+    pub fn new(
+        rb: Runbook,
+        platform: Arc<dyn Platform>,
+        metrics: Arc<dyn MetricSource>,
+        fixed: Fixed,
+        run_id: String,
+        journal: Journal,
+        opts: RunOptions,
+        restart: BTreeMap<String, RestartProgress>,
+    ) -> Self {
+        Ctx {
+            rb,
+            platform,
+            metrics,
+            fixed,
+            run_id,
+            journal: Arc::new(Mutex::new(journal)),
+            opts,
+            restart,
+        }
     }
 
     pub fn journal_path(&self) -> Option<String> {
-        self.journal.lock().ok().map(|j| j.path().display().to_string())
+        self.journal
+            .lock()
+            .ok()
+            .map(|j| j.path().display().to_string())
     }
 
     /// Append to the journal (fsync'd). A journal that cannot be written is logged loudly;
@@ -72,11 +96,17 @@ impl Ctx {
     }
 
     fn info(&self, step: &str, message: String) {
-        self.emit(ProgressEvent::Info { step: step.to_string(), message });
+        self.emit(ProgressEvent::Info {
+            step: step.to_string(),
+            message,
+        });
     }
 
     async fn snapshot(&self) -> Result<Snapshot, String> {
-        self.metrics.snapshot(&self.rb.signals).await.map_err(|e| e.to_string())
+        self.metrics
+            .snapshot(&self.rb.signals)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -92,17 +122,39 @@ fn record_to(journal: &SharedJournal, event: Event) {
 }
 
 fn started(ctx: &Ctx, step: &str, action: &str, subject: Option<&str>, before: serde_json::Value) {
-    ctx.record(Event::ActionStarted { step: step.into(), action: action.into(), subject: subject.map(String::from), before });
+    ctx.record(Event::ActionStarted {
+        step: step.into(),
+        action: action.into(),
+        subject: subject.map(String::from),
+        before,
+    });
 }
 
-fn finished(ctx: &Ctx, step: &str, action: &str, subject: Option<&str>, after: serde_json::Value, figures: Figures) {
-    ctx.record(Event::ActionFinished { step: step.into(), action: action.into(), subject: subject.map(String::from), after, figures });
+fn finished(
+    ctx: &Ctx,
+    step: &str,
+    action: &str,
+    subject: Option<&str>,
+    after: serde_json::Value,
+    figures: Figures,
+) {
+    ctx.record(Event::ActionFinished {
+        step: step.into(),
+        action: action.into(),
+        subject: subject.map(String::from),
+        after,
+        figures,
+    });
 }
 
 /// The note every limit the engine sets carries: who set it, until when, who must act.
 fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> String {
     let until = humantime::format_rfc3339_seconds(SystemTime::now() + deadline);
-    let owner = ctx.rb.owner.as_deref().unwrap_or("the owner of the target service");
+    let owner = ctx
+        .rb
+        .owner
+        .as_deref()
+        .unwrap_or("the owner of the target service");
     format!(
         "set by recover run {} (runbook {}, step {step}){}; review by {until}: if that run is no longer active (recover history), {owner} must check the service and lift or adjust this limit (PUT /admin/limit)",
         ctx.run_id,
@@ -121,12 +173,30 @@ fn limit_json(l: &Result<Limit, String>) -> serde_json::Value {
 async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), String> {
     let gate = ctx.platform.gate();
     let before = gate.get_limit().await.map_err(|e| e.to_string());
-    started(ctx, step, "gate.set_limit", Some("gate"), json!({ "limit": limit_json(&before), "new": limit }));
-    gate.set_limit(&limit).await.map_err(|e| format!("setting the gate limit: {e}"))?;
+    started(
+        ctx,
+        step,
+        "gate.set_limit",
+        Some("gate"),
+        json!({ "limit": limit_json(&before), "new": limit }),
+    );
+    gate.set_limit(&limit)
+        .await
+        .map_err(|e| format!("setting the gate limit: {e}"))?;
     let after = gate.get_limit().await.map_err(|e| e.to_string());
     let mut figs = Figures::new();
-    figs.insert("rate_per_s".into(), limit.rate_per_s.unwrap_or(f64::INFINITY));
-    finished(ctx, step, "gate.set_limit", Some("gate"), json!({ "limit": limit_json(&after) }), figs);
+    figs.insert(
+        "rate_per_s".into(),
+        limit.rate_per_s.unwrap_or(f64::INFINITY),
+    );
+    finished(
+        ctx,
+        step,
+        "gate.set_limit",
+        Some("gate"),
+        json!({ "limit": limit_json(&after) }),
+        figs,
+    );
     Ok(())
 }
 
@@ -143,23 +213,44 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
             let deadline = a.deadline.unwrap_or(Duration::from_secs(1800));
             let note = Some(limit_note(ctx, name, a.note.as_deref(), deadline));
             let limit = match &a.rate {
-                RateSetting::Unlimited => Limit { note, ..Limit::unlimited() },
+                RateSetting::Unlimited => Limit {
+                    note,
+                    ..Limit::unlimited()
+                },
                 RateSetting::Rate(q) => {
                     let rate = ctx.fixed.quantity(q)?.max(0.0);
-                    let mif = a.max_in_flight.as_ref().map(|m| ctx.fixed.quantity(m)).transpose()?.map(|v| v.max(0.0).round() as u32);
-                    Limit { rate_per_s: Some(rate), burst: burst_for(rate, a.burst), max_in_flight: mif, note }
+                    let mif = a
+                        .max_in_flight
+                        .as_ref()
+                        .map(|m| ctx.fixed.quantity(m))
+                        .transpose()?
+                        .map(|v| v.max(0.0).round() as u32);
+                    Limit {
+                        rate_per_s: Some(rate),
+                        burst: burst_for(rate, a.burst),
+                        max_in_flight: mif,
+                        note,
+                    }
                 }
             };
-            done.actions.push(format!("gate limit -> {}", describe_limit(&limit)));
+            done.actions
+                .push(format!("gate limit -> {}", describe_limit(&limit)));
             ctx.info(name, format!("gate limit -> {}", describe_limit(&limit)));
             set_limit(ctx, name, limit.clone()).await?;
-            done.figures.insert("rate_per_s".into(), limit.rate_per_s.unwrap_or(f64::INFINITY));
+            done.figures.insert(
+                "rate_per_s".into(),
+                limit.rate_per_s.unwrap_or(f64::INFINITY),
+            );
         }
         Action::BacklogDrain(_) => {
             let mut total = 0.0;
             for r in ctx.platform.replicas().await.map_err(|e| e.to_string())? {
                 started(ctx, name, "replica.drain", Some(&r.id), json!({}));
-                let reply = ctx.platform.admin(&r.id, AdminOp::Drain).await.map_err(|e| e.to_string())?;
+                let reply = ctx
+                    .platform
+                    .admin(&r.id, AdminOp::Drain)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let n = reply.get("drained").and_then(|v| v.as_f64()).unwrap_or(0.0);
                 total += n;
                 let mut f = Figures::new();
@@ -171,12 +262,26 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
             done.message = Some(format!("dropped {total} queued requests on purpose"));
         }
         Action::RestartBatched(a) => {
-            let mut ids: Vec<String> = ctx.platform.replicas().await.map_err(|e| e.to_string())?.into_iter().map(|r| r.id).collect();
+            let mut ids: Vec<String> = ctx
+                .platform
+                .replicas()
+                .await
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .map(|r| r.id)
+                .collect();
             ids.sort();
             let progress = ctx.restart.get(name).cloned().unwrap_or_default();
             let work = remaining(&ids, a.batch, &progress);
             if !progress.restarted.is_empty() {
-                ctx.info(name, format!("resuming: {} already restarted, {} awaiting ready", progress.restarted.len(), work.await_ready.len()));
+                ctx.info(
+                    name,
+                    format!(
+                        "resuming: {} already restarted, {} awaiting ready",
+                        progress.restarted.len(),
+                        work.await_ready.len()
+                    ),
+                );
             }
             if !work.await_ready.is_empty() {
                 wait_ready(ctx, name, &work.await_ready, a.ready_timeout).await?;
@@ -186,7 +291,15 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                 if i > 0 && !a.pause.is_zero() {
                     tokio::time::sleep(a.pause).await;
                 }
-                ctx.info(name, format!("batch {}/{}: {}", i + 1, work.batches.len(), batch.join(", ")));
+                ctx.info(
+                    name,
+                    format!(
+                        "batch {}/{}: {}",
+                        i + 1,
+                        work.batches.len(),
+                        batch.join(", ")
+                    ),
+                );
                 for r in batch {
                     restart_one(ctx, name, r).await?;
                     restarted += 1.0;
@@ -194,33 +307,55 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                 wait_ready(ctx, name, batch, a.ready_timeout).await?;
             }
             done.figures.insert("restarted".into(), restarted);
-            done.figures.insert("batches".into(), work.batches.len() as f64);
-            done.figures.insert("skipped_already_restarted".into(), progress.restarted.len() as f64);
+            done.figures
+                .insert("batches".into(), work.batches.len() as f64);
+            done.figures.insert(
+                "skipped_already_restarted".into(),
+                progress.restarted.len() as f64,
+            );
         }
         Action::CacheWarm(a) => {
             for r in ctx.platform.replicas().await.map_err(|e| e.to_string())? {
                 started(ctx, name, "replica.warm", Some(&r.id), json!({}));
-                let reply = ctx.platform.admin(&r.id, AdminOp::Warm).await.map_err(|e| e.to_string())?;
-                finished(ctx, name, "replica.warm", Some(&r.id), reply, Figures::new());
+                let reply = ctx
+                    .platform
+                    .admin(&r.id, AdminOp::Warm)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                finished(
+                    ctx,
+                    name,
+                    "replica.warm",
+                    Some(&r.id),
+                    reply,
+                    Figures::new(),
+                );
             }
             loop {
                 let snap = ctx.snapshot().await;
                 let v = snap.as_ref().ok().and_then(|s| s.get(&a.signal));
                 if let Some(v) = v {
-                    ctx.info(name, format!("{} = {v:.2} (want >= {})", a.signal, a.threshold));
+                    ctx.info(
+                        name,
+                        format!("{} = {v:.2} (want >= {})", a.signal, a.threshold),
+                    );
                     if v >= a.threshold {
                         done.figures.insert(a.signal.clone(), v);
                         break;
                     }
                 } else {
-                    ctx.info(name, format!("{}: no data yet; waiting (not a pass)", a.signal));
+                    ctx.info(
+                        name,
+                        format!("{}: no data yet; waiting (not a pass)", a.signal),
+                    );
                 }
                 tokio::time::sleep(a.poll).await;
             }
         }
         Action::WaitUntil(a) => {
             let st = run_check(ctx, name, &a.check).await?;
-            done.figures.insert("measurements".into(), st.measurements as f64);
+            done.figures
+                .insert("measurements".into(), st.measurements as f64);
             done.figures.insert("failures".into(), st.failures as f64);
         }
         Action::Notify(a) => {
@@ -234,27 +369,69 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
             let from = ctx.fixed.quantity(&a.from)?;
             let factor = ctx.fixed.quantity(&a.factor)?;
             if !(from > 0.0 && factor > 1.0) {
-                return Err(format!("ramp needs from > 0 and factor > 1 (got {from}, {factor})"));
+                return Err(format!(
+                    "ramp needs from > 0 and factor > 1 (got {from}, {factor})"
+                ));
             }
-            let ceiling = ctx.fixed.inputs.arrival_rate.max(ctx.fixed.inputs.capacity.unwrap_or(0.0)).max(from);
-            let p = RampParams { from, factor, ceiling, max_relapses: a.max_relapses };
+            let ceiling = ctx
+                .fixed
+                .inputs
+                .arrival_rate
+                .max(ctx.fixed.inputs.capacity.unwrap_or(0.0))
+                .max(from);
+            let p = RampParams {
+                from,
+                factor,
+                ceiling,
+                max_relapses: a.max_relapses,
+            };
             let hold = a.hold.unwrap_or(ctx.rb.plan.step_hold);
             let mut st = RampState::start(&p);
             let mut raises = 0.0;
             loop {
-                let limit = Limit { rate_per_s: Some(st.rate), burst: burst_for(st.rate, a.burst), max_in_flight: None, note: Some(limit_note(ctx, name, a.note.as_deref(), Duration::from_secs(1800))) };
+                let limit = Limit {
+                    rate_per_s: Some(st.rate),
+                    burst: burst_for(st.rate, a.burst),
+                    max_in_flight: None,
+                    note: Some(limit_note(
+                        ctx,
+                        name,
+                        a.note.as_deref(),
+                        Duration::from_secs(1800),
+                    )),
+                };
                 set_limit(ctx, name, limit).await?;
                 done.actions.push(format!("admit {:.1} req/s", st.rate));
-                ctx.info(name, format!("admitting {:.1} req/s; holding {}", st.rate, crate::util::duration::format(hold)));
+                ctx.info(
+                    name,
+                    format!(
+                        "admitting {:.1} req/s; holding {}",
+                        st.rate,
+                        crate::util::duration::format(hold)
+                    ),
+                );
                 tokio::time::sleep(hold).await;
                 let checked = run_check(ctx, name, &a.check).await.map(|_| ());
-                let rejected = ctx.snapshot().await.ok().and_then(|s| s.get(&a.rejected_signal));
+                let rejected = ctx
+                    .snapshot()
+                    .await
+                    .ok()
+                    .and_then(|s| s.get(&a.rejected_signal));
                 match decide(&p, &mut st, checked, rejected) {
                     RampDecision::Raise { .. } => raises += 1.0,
-                    RampDecision::StepBack { rate, reason } => ctx.info(name, format!("relapse ({reason}); stepping back to {rate:.1} req/s and holding")),
+                    RampDecision::StepBack { rate, reason } => ctx.info(
+                        name,
+                        format!("relapse ({reason}); stepping back to {rate:.1} req/s and holding"),
+                    ),
                     RampDecision::Finish { reason } => {
                         ctx.info(name, format!("{reason}; lifting the limit"));
-                        let lift = Limit { note: Some(format!("lifted by recover run {} (runbook {}, step {name}): {reason}", ctx.run_id, ctx.rb.name)), ..Limit::unlimited() };
+                        let lift = Limit {
+                            note: Some(format!(
+                                "lifted by recover run {} (runbook {}, step {name}): {reason}",
+                                ctx.run_id, ctx.rb.name
+                            )),
+                            ..Limit::unlimited()
+                        };
                         set_limit(ctx, name, lift).await?;
                         done.message = Some(reason);
                         break;
@@ -284,7 +461,16 @@ async fn restart_one(ctx: &Arc<Ctx>, step: &str, replica: &str) -> Result<(), St
         if res.is_ok() {
             let mut f = Figures::new();
             f.insert("seconds".into(), t0.elapsed().as_secs_f64());
-            record_to(&journal, Event::ActionFinished { step: step_s, action: "replica.restart".into(), subject: Some(r), after: json!({}), figures: f });
+            record_to(
+                &journal,
+                Event::ActionFinished {
+                    step: step_s,
+                    action: "replica.restart".into(),
+                    subject: Some(r),
+                    after: json!({}),
+                    figures: f,
+                },
+            );
         }
         res
     });
@@ -298,9 +484,17 @@ async fn restart_one(ctx: &Arc<Ctx>, step: &str, replica: &str) -> Result<(), St
     }
 }
 
-async fn wait_ready(ctx: &Ctx, step: &str, replicas: &[String], timeout: Duration) -> Result<(), String> {
+async fn wait_ready(
+    ctx: &Ctx,
+    step: &str,
+    replicas: &[String],
+    timeout: Duration,
+) -> Result<(), String> {
     let t0 = Instant::now();
-    ctx.platform.wait_ready(replicas, timeout).await.map_err(|e| format!("waiting for {} to be ready: {e}", replicas.join(", ")))?;
+    ctx.platform
+        .wait_ready(replicas, timeout)
+        .await
+        .map_err(|e| format!("waiting for {} to be ready: {e}", replicas.join(", ")))?;
     for r in replicas {
         let mut f = Figures::new();
         f.insert("seconds".into(), t0.elapsed().as_secs_f64());
@@ -312,17 +506,29 @@ async fn wait_ready(ctx: &Ctx, step: &str, replicas: &[String], timeout: Duratio
 
 /// Run a named check to its end.
 async fn run_check(ctx: &Ctx, step: &str, name: &str) -> Result<CheckState, String> {
-    let check = ctx.rb.checks.get(name).ok_or_else(|| format!("check {name:?} is not defined"))?;
+    let check = ctx
+        .rb
+        .checks
+        .get(name)
+        .ok_or_else(|| format!("check {name:?} is not defined"))?;
     let mut st = CheckState::default();
     loop {
         let m = match ctx.snapshot().await {
             Ok(snap) => measure(check, &ctx.fixed.lookup(Some(&snap))),
-            Err(e) => super::check::Measurement::Inconclusive { missing: vec![format!("(metric source: {e})")] },
+            Err(e) => super::check::Measurement::Inconclusive {
+                missing: vec![format!("(metric source: {e})")],
+            },
         };
         let status = record(check, &mut st, &m);
         match status {
             CheckStatus::Passed => {
-                ctx.info(step, format!("check {name} passed after {} measurement(s)", st.measurements));
+                ctx.info(
+                    step,
+                    format!(
+                        "check {name} passed after {} measurement(s)",
+                        st.measurements
+                    ),
+                );
                 return Ok(st);
             }
             CheckStatus::Failed(why) => return Err(format!("check {name}: {why}")),
@@ -339,13 +545,24 @@ async fn run_check(ctx: &Ctx, step: &str, name: &str) -> Result<CheckState, Stri
 fn describe_limit(l: &Limit) -> String {
     match l.rate_per_s {
         None => "unlimited".into(),
-        Some(r) => format!("{r:.1} req/s (burst {}{})", l.burst, l.max_in_flight.map(|m| format!(", max in flight {m}")).unwrap_or_default()),
+        Some(r) => format!(
+            "{r:.1} req/s (burst {}{})",
+            l.burst,
+            l.max_in_flight
+                .map(|m| format!(", max in flight {m}"))
+                .unwrap_or_default()
+        ),
     }
 }
 
 /// What a step would do, in words with its numbers (dry run and confirmation). Pure.
 pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -> Vec<String> {
-    let q = |x: &crate::runbook::action::Quantity| fixed.quantity(x).map(|v| format!("{v:.1}")).unwrap_or_else(|e| e);
+    let q = |x: &crate::runbook::action::Quantity| {
+        fixed
+            .quantity(x)
+            .map(|v| format!("{v:.1}"))
+            .unwrap_or_else(|e| e)
+    };
     match &step.action {
         Action::GateLimit(a) => vec![match &a.rate {
             RateSetting::Unlimited => "set the gate to unlimited".into(),
@@ -353,14 +570,20 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
                 "set the gate to {} req/s ({}), burst {}, review deadline {}",
                 q(r),
                 r.0,
-                a.burst.map(|b| b.to_string()).unwrap_or_else(|| "rate/10".into()),
+                a.burst
+                    .map(|b| b.to_string())
+                    .unwrap_or_else(|| "rate/10".into()),
                 crate::util::duration::format(a.deadline.unwrap_or(Duration::from_secs(1800)))
             ),
         }],
         Action::GateRamp(a) => {
             let from = fixed.quantity(&a.from).unwrap_or(0.0);
             let factor = fixed.quantity(&a.factor).unwrap_or(2.0);
-            let ceiling = fixed.inputs.arrival_rate.max(fixed.inputs.capacity.unwrap_or(0.0)).max(from);
+            let ceiling = fixed
+                .inputs
+                .arrival_rate
+                .max(fixed.inputs.capacity.unwrap_or(0.0))
+                .max(from);
             let mut rates = vec![];
             let mut r = from;
             while r < ceiling && rates.len() < 20 && factor > 1.0 {
@@ -376,13 +599,39 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
                 a.max_relapses
             )]
         }
-        Action::BacklogDrain(_) => vec![format!("POST /admin/drain on {} (drops their queued requests)", replicas.join(", "))],
+        Action::BacklogDrain(_) => vec![format!(
+            "POST /admin/drain on {} (drops their queued requests)",
+            replicas.join(", ")
+        )],
         Action::RestartBatched(a) => {
             let work = remaining(replicas, a.batch, &RestartProgress::default());
-            work.batches.iter().enumerate().map(|(i, b)| format!("batch {}: restart {} and wait up to {} for ready", i + 1, b.join(", "), crate::util::duration::format(a.ready_timeout))).collect()
+            work.batches
+                .iter()
+                .enumerate()
+                .map(|(i, b)| {
+                    format!(
+                        "batch {}: restart {} and wait up to {} for ready",
+                        i + 1,
+                        b.join(", "),
+                        crate::util::duration::format(a.ready_timeout)
+                    )
+                })
+                .collect()
         }
-        Action::CacheWarm(a) => vec![format!("POST /admin/warm on {}, then wait until {} >= {}", replicas.join(", "), a.signal, a.threshold)],
-        Action::WaitUntil(a) => vec![format!("wait until check {} passes ({})", a.check, rb.checks.get(&a.check).map(|c| c.success.source.clone()).unwrap_or_default())],
+        Action::CacheWarm(a) => vec![format!(
+            "POST /admin/warm on {}, then wait until {} >= {}",
+            replicas.join(", "),
+            a.signal,
+            a.threshold
+        )],
+        Action::WaitUntil(a) => vec![format!(
+            "wait until check {} passes ({})",
+            a.check,
+            rb.checks
+                .get(&a.check)
+                .map(|c| c.success.source.clone())
+                .unwrap_or_default()
+        )],
         Action::Notify(a) => vec![format!("notify: {}", a.message)],
     }
 }

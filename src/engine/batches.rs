@@ -52,8 +52,15 @@ mod tests {
 
     #[test]
     fn splits_by_percentage() {
-        let w = remaining(&ids(5), BatchSize::Percent(40.0), &RestartProgress::default());
-        assert_eq!(w.batches, vec![vec!["r0", "r1"], vec!["r2", "r3"], vec!["r4"]]);
+        let w = remaining(
+            &ids(5),
+            BatchSize::Percent(40.0),
+            &RestartProgress::default(),
+        );
+        assert_eq!(
+            w.batches,
+            vec![vec!["r0", "r1"], vec!["r2", "r3"], vec!["r4"]]
+        );
         assert!(w.await_ready.is_empty());
     }
 

@@ -17,7 +17,9 @@ pub enum Measurement {
     /// Not a success, but the explicit failure condition does not hold either.
     Neutral,
     /// Some signal had no data; names listed.
-    Inconclusive { missing: Vec<String> },
+    Inconclusive {
+        missing: Vec<String>,
+    },
 }
 
 /// Where a check stands.
@@ -137,16 +139,37 @@ mod tests {
     #[test]
     fn needs_consecutive_successes() {
         let c = check(3, 5, Inconclusive::Pause);
-        assert_eq!(run(&c, &[Some(1.0), Some(1.0), Some(50.0), Some(1.0), Some(1.0)]), CheckStatus::Running);
-        assert_eq!(run(&c, &[Some(50.0), Some(1.0), Some(1.0), Some(1.0)]), CheckStatus::Passed);
+        assert_eq!(
+            run(
+                &c,
+                &[Some(1.0), Some(1.0), Some(50.0), Some(1.0), Some(1.0)]
+            ),
+            CheckStatus::Running
+        );
+        assert_eq!(
+            run(&c, &[Some(50.0), Some(1.0), Some(1.0), Some(1.0)]),
+            CheckStatus::Passed
+        );
     }
 
     #[test]
     fn fails_past_the_failure_limit_or_count() {
         let c = check(1, 1, Inconclusive::Pause);
-        assert!(matches!(run(&c, &[Some(50.0), Some(50.0)]), CheckStatus::Failed(m) if m.contains("limit 1")));
+        assert!(
+            matches!(run(&c, &[Some(50.0), Some(50.0)]), CheckStatus::Failed(m) if m.contains("limit 1"))
+        );
         let c = check(3, 10, Inconclusive::Pause);
-        let s = run(&c, &[Some(50.0), Some(1.0), Some(50.0), Some(1.0), Some(1.0), Some(50.0)]);
+        let s = run(
+            &c,
+            &[
+                Some(50.0),
+                Some(1.0),
+                Some(50.0),
+                Some(1.0),
+                Some(1.0),
+                Some(50.0),
+            ],
+        );
         assert!(matches!(s, CheckStatus::Failed(m) if m.contains("within 6")));
     }
 
@@ -156,7 +179,9 @@ mod tests {
         assert!(matches!(run(&c, &[None]), CheckStatus::Failed(m) if m.contains("no data for q")));
         let c = check(1, 5, Inconclusive::Pause);
         assert_eq!(run(&c, &[None, None]), CheckStatus::Running);
-        assert!(matches!(run(&c, &[None, None, None]), CheckStatus::Failed(m) if m.contains("inconclusive 3 times")));
+        assert!(
+            matches!(run(&c, &[None, None, None]), CheckStatus::Failed(m) if m.contains("inconclusive 3 times"))
+        );
         assert_eq!(run(&c, &[None, Some(1.0)]), CheckStatus::Passed);
     }
 }

@@ -31,7 +31,11 @@ pub struct Decision {
 
 /// Decide from an observed window. Pure: the verdict must be one the runbook runs in,
 /// unless the operator gave the plan inputs.
-pub fn decide(rb: &Runbook, window: &[Snapshot], assume: Option<PlanInputs>) -> Result<Decision, EngineError> {
+pub fn decide(
+    rb: &Runbook,
+    window: &[Snapshot],
+    assume: Option<PlanInputs>,
+) -> Result<Decision, EngineError> {
     let verdict = detect(window, &rb.detect);
     let evidence = || {
         verdict
@@ -54,7 +58,13 @@ pub fn decide(rb: &Runbook, window: &[Snapshot], assume: Option<PlanInputs>) -> 
                 )));
             }
             match (verdict.arrival_rate, verdict.capacity_cold, verdict.k) {
-                (Some(arrival_rate), Some(capacity_cold), Some(k)) => PlanInputs { arrival_rate, capacity_cold, k, capacity: verdict.capacity },
+                (Some(arrival_rate), Some(capacity_cold), Some(k)) => PlanInputs {
+                    arrival_rate,
+                    capacity_cold,
+                    k,
+                    capacity: verdict.capacity,
+                    demand: None,
+                },
                 _ => {
                     return Err(EngineError::Precondition(format!(
                         "the detector could not estimate arrival rate, cold capacity and k [{}]",
@@ -65,15 +75,27 @@ pub fn decide(rb: &Runbook, window: &[Snapshot], assume: Option<PlanInputs>) -> 
         }
     };
     let plan = make_plan(&inputs, &rb.plan);
-    Ok(Decision { verdict, inputs, plan, assumed: assume.is_some() })
+    Ok(Decision {
+        verdict,
+        inputs,
+        plan,
+        assumed: assume.is_some(),
+    })
 }
 
 fn identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|h| h.trim().to_string()).unwrap_or_else(|_| "localhost".into());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
     format!("{host}:{}", std::process::id())
 }
 
-async fn observe(rb: &Runbook, metrics: &dyn MetricSource, opts: &RunOptions, cancel: &CancellationToken) -> Result<Vec<Snapshot>, EngineError> {
+async fn observe(
+    rb: &Runbook,
+    metrics: &dyn MetricSource,
+    opts: &RunOptions,
+    cancel: &CancellationToken,
+) -> Result<Vec<Snapshot>, EngineError> {
     let mut window = Vec::new();
     for i in 0..rb.observe.samples {
         if i > 0 {
@@ -84,7 +106,10 @@ async fn observe(rb: &Runbook, metrics: &dyn MetricSource, opts: &RunOptions, ca
         }
         window.push(metrics.snapshot(&rb.signals).await?);
         if let Some(o) = &opts.observer {
-            o.event(&ProgressEvent::Observing { sample: i + 1, of: rb.observe.samples });
+            o.event(&ProgressEvent::Observing {
+                sample: i + 1,
+                of: rb.observe.samples,
+            });
         }
     }
     Ok(window)
@@ -93,20 +118,42 @@ async fn observe(rb: &Runbook, metrics: &dyn MetricSource, opts: &RunOptions, ca
 /// Start a new run. Errors mean nothing was changed (refused, declined, bad input); a run
 /// that acted and then failed returns a report with outcome `failed` or `aborted`.
 pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport, EngineError> {
-    let RunRequest { runbook: loaded, platform, metrics, options } = req;
+    let RunRequest {
+        runbook: loaded,
+        platform,
+        metrics,
+        options,
+    } = req;
     let rb = loaded.runbook.clone();
     let run_id = journal::new_run_id();
     let started_at = journal::now_rfc3339();
     let lock = if options.dry_run {
         None
     } else {
-        Some(platform.lock(&LockHolder { run_id: run_id.clone(), identity: identity() }).await?)
+        Some(
+            platform
+                .lock(&LockHolder {
+                    run_id: run_id.clone(),
+                    identity: identity(),
+                })
+                .await?,
+        )
     };
     let result = async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
         let d = decide(&rb, &window, options.assume)?;
-        let fixed = Fixed { plan: d.plan.clone(), inputs: d.inputs, config: rb.plan.clone(), params: rb.params.clone() };
-        let replicas: Vec<String> = platform.replicas().await?.into_iter().map(|r| r.id).collect();
+        let fixed = Fixed {
+            plan: d.plan.clone(),
+            inputs: d.inputs,
+            config: rb.plan.clone(),
+            params: rb.params.clone(),
+        };
+        let replicas: Vec<String> = platform
+            .replicas()
+            .await?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
         let mut preview = base_report(&run_id, &rb, platform.as_ref(), &d, &started_at, true);
         for (phase, steps) in [(Phase::Main, &rb.steps), (Phase::OnFailure, &rb.on_failure)] {
             for s in steps {
@@ -126,7 +173,13 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         preview.outcome = Outcome::Planned;
         preview.finished_at = journal::now_rfc3339();
         if let Some(o) = &options.observer {
-            o.event(&ProgressEvent::Decided { summary: format!("plan: shed {:.0}%, admit {:.1} req/s", d.plan.shed_fraction * 100.0, d.plan.admit_rate) });
+            o.event(&ProgressEvent::Decided {
+                summary: format!(
+                    "plan: shed {:.0}%, admit {:.1} req/s",
+                    d.plan.shed_fraction * 100.0,
+                    d.plan.admit_rate
+                ),
+            });
         }
         if options.dry_run {
             return Ok(preview);
@@ -148,9 +201,23 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
             invocation: options.invocation.clone(),
             pid: std::process::id(),
         })?;
-        j.append(Event::Decided { verdict: d.verdict.clone(), inputs: Some(d.inputs), plan: Some(d.plan.clone()), assumed: d.assumed })?;
+        j.append(Event::Decided {
+            verdict: d.verdict.clone(),
+            inputs: Some(d.inputs),
+            plan: Some(d.plan.clone()),
+            assumed: d.assumed,
+        })?;
         let report = base_report(&run_id, &rb, platform.as_ref(), &d, &started_at, false);
-        let ctx = Arc::new(Ctx::new(rb.clone(), platform.clone(), metrics.clone(), fixed, run_id.clone(), j, options.clone(), Default::default()));
+        let ctx = Arc::new(Ctx::new(
+            rb.clone(),
+            platform.clone(),
+            metrics.clone(),
+            fixed,
+            run_id.clone(),
+            j,
+            options.clone(),
+            Default::default(),
+        ));
         Ok(execute(ctx, report, &BTreeSet::new(), None, &options, &cancel).await)
     }
     .await;
@@ -164,26 +231,82 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
 
 /// Continue an interrupted run from its journal: finished steps are skipped, a half-done
 /// batched restart carries on with the replicas not yet restarted.
-pub async fn resume(journal_path: &Path, platform: Arc<dyn Platform>, metrics: Arc<dyn MetricSource>, options: RunOptions, cancel: CancellationToken) -> Result<RunReport, EngineError> {
+pub async fn resume(
+    journal_path: &Path,
+    platform: Arc<dyn Platform>,
+    metrics: Arc<dyn MetricSource>,
+    options: RunOptions,
+    cancel: CancellationToken,
+) -> Result<RunReport, EngineError> {
     let entries = journal::read(journal_path)?;
     let point: ResumePoint = journal::resume_point(&entries).map_err(EngineError::Resume)?;
     if let Some(o) = point.finished {
-        return Err(EngineError::Precondition(format!("run {} already finished ({o:?}); nothing to resume", point.run_id)));
+        return Err(EngineError::Precondition(format!(
+            "run {} already finished ({o:?}); nothing to resume",
+            point.run_id
+        )));
     }
-    let rb = crate::runbook::parse_str(&format!("{} (from journal)", point.origin), &point.runbook_source)?;
+    let rb = crate::runbook::parse_str(
+        &format!("{} (from journal)", point.origin),
+        &point.runbook_source,
+    )?;
     let Some((verdict, Some(inputs), Some(plan), assumed)) = point.decided.clone() else {
-        return Err(EngineError::Resume(format!("run {} stopped before it decided a plan; nothing was done, start a new run", point.run_id)));
+        return Err(EngineError::Resume(format!(
+            "run {} stopped before it decided a plan; nothing was done, start a new run",
+            point.run_id
+        )));
     };
-    let lock = platform.lock(&LockHolder { run_id: point.run_id.clone(), identity: identity() }).await?;
+    let lock = platform
+        .lock(&LockHolder {
+            run_id: point.run_id.clone(),
+            identity: identity(),
+        })
+        .await?;
     let result = async {
         let (mut j, _) = Journal::reopen(journal_path)?;
-        j.append(Event::Resumed { pid: std::process::id() })?;
-        let d = Decision { verdict, inputs, plan: plan.clone(), assumed };
+        j.append(Event::Resumed {
+            pid: std::process::id(),
+        })?;
+        let d = Decision {
+            verdict,
+            inputs,
+            plan: plan.clone(),
+            assumed,
+        };
         let started_at = entries.first().map(|e| e.ts.clone()).unwrap_or_default();
-        let report = base_report(&point.run_id, &rb, platform.as_ref(), &d, &started_at, false);
-        let fixed = Fixed { plan, inputs, config: rb.plan.clone(), params: rb.params.clone() };
-        let ctx = Arc::new(Ctx::new(rb.clone(), platform.clone(), metrics.clone(), fixed, point.run_id.clone(), j, options.clone(), point.restart.clone()));
-        Ok(execute(ctx, report, &point.done, point.failing.clone(), &options, &cancel).await)
+        let report = base_report(
+            &point.run_id,
+            &rb,
+            platform.as_ref(),
+            &d,
+            &started_at,
+            false,
+        );
+        let fixed = Fixed {
+            plan,
+            inputs,
+            config: rb.plan.clone(),
+            params: rb.params.clone(),
+        };
+        let ctx = Arc::new(Ctx::new(
+            rb.clone(),
+            platform.clone(),
+            metrics.clone(),
+            fixed,
+            point.run_id.clone(),
+            j,
+            options.clone(),
+            point.restart.clone(),
+        ));
+        Ok(execute(
+            ctx,
+            report,
+            &point.done,
+            point.failing.clone(),
+            &options,
+            &cancel,
+        )
+        .await)
     }
     .await;
     if let Err(e) = lock.release().await {
@@ -192,7 +315,14 @@ pub async fn resume(journal_path: &Path, platform: Arc<dyn Platform>, metrics: A
     result
 }
 
-fn base_report(run_id: &str, rb: &Runbook, platform: &dyn Platform, d: &Decision, started_at: &str, dry_run: bool) -> RunReport {
+fn base_report(
+    run_id: &str,
+    rb: &Runbook,
+    platform: &dyn Platform,
+    d: &Decision,
+    started_at: &str,
+    dry_run: bool,
+) -> RunReport {
     RunReport {
         run_id: run_id.to_string(),
         runbook: rb.name.clone(),
@@ -211,7 +341,14 @@ fn base_report(run_id: &str, rb: &Runbook, platform: &dyn Platform, d: &Decision
     }
 }
 
-async fn execute(ctx: Arc<Ctx>, mut report: RunReport, done: &BTreeSet<(Phase, String)>, mut failing: Option<String>, opts: &RunOptions, cancel: &CancellationToken) -> RunReport {
+async fn execute(
+    ctx: Arc<Ctx>,
+    mut report: RunReport,
+    done: &BTreeSet<(Phase, String)>,
+    mut failing: Option<String>,
+    opts: &RunOptions,
+    cancel: &CancellationToken,
+) -> RunReport {
     report.journal = ctx.journal_path();
     let rb = &ctx.rb;
     let mut selected: Option<Vec<String>> = None;
@@ -229,7 +366,11 @@ async fn execute(ctx: Arc<Ctx>, mut report: RunReport, done: &BTreeSet<(Phase, S
             report.steps.push(rec);
             if outcome != StepOutcome::Succeeded {
                 aborted = outcome == StepOutcome::Aborted;
-                failing = Some(format!("step {} {}: {msg}", step.name, format!("{outcome:?}").to_lowercase()));
+                failing = Some(format!(
+                    "step {} {}: {msg}",
+                    step.name,
+                    format!("{outcome:?}").to_lowercase()
+                ));
                 selected = step.on_failure.clone();
                 break;
             }
@@ -238,10 +379,16 @@ async fn execute(ctx: Arc<Ctx>, mut report: RunReport, done: &BTreeSet<(Phase, S
     let outcome = match &failing {
         None => Outcome::Succeeded,
         Some(reason) => {
-            ctx.record(Event::FailurePhase { reason: reason.clone() });
+            ctx.record(Event::FailurePhase {
+                reason: reason.clone(),
+            });
             // on_failure steps run to completion even after Ctrl-C: they make things safe.
             let never = CancellationToken::new();
-            let steps: Vec<&Step> = rb.on_failure.iter().filter(|s| selected.as_ref().is_none_or(|sel| sel.contains(&s.name))).collect();
+            let steps: Vec<&Step> = rb
+                .on_failure
+                .iter()
+                .filter(|s| selected.as_ref().is_none_or(|sel| sel.contains(&s.name)))
+                .collect();
             let n = steps.len();
             for (i, step) in steps.into_iter().enumerate() {
                 if done.contains(&(Phase::OnFailure, step.name.clone())) {
@@ -261,8 +408,14 @@ async fn execute(ctx: Arc<Ctx>, mut report: RunReport, done: &BTreeSet<(Phase, S
     };
     report.outcome = outcome;
     report.finished_at = journal::now_rfc3339();
-    ctx.record(Event::RunFinished { outcome, message: report.message.clone() });
-    ctx.emit(ProgressEvent::Finished { run_id: ctx.run_id.clone(), outcome });
+    ctx.record(Event::RunFinished {
+        outcome,
+        message: report.message.clone(),
+    });
+    ctx.emit(ProgressEvent::Finished {
+        run_id: ctx.run_id.clone(),
+        outcome,
+    });
     report
 }
 
@@ -280,13 +433,46 @@ fn already_done(step: &Step, phase: Phase) -> StepRecord {
     }
 }
 
-async fn run_step(ctx: &Arc<Ctx>, step: &Step, phase: Phase, index: usize, total: usize, opts: &RunOptions, cancel: &CancellationToken) -> StepRecord {
+async fn run_step(
+    ctx: &Arc<Ctx>,
+    step: &Step,
+    phase: Phase,
+    index: usize,
+    total: usize,
+    opts: &RunOptions,
+    cancel: &CancellationToken,
+) -> StepRecord {
     let started_at = journal::now_rfc3339();
-    ctx.record(Event::StepStarted { phase, index, step: step.name.clone(), action: step.action_name().into() });
-    ctx.emit(ProgressEvent::StepStarted { index, total, phase, step: step.name.clone(), action: step.action_name().into() });
-    let _ = ctx.platform.record_event(&StepEvent { run_id: ctx.run_id.clone(), step: step.name.clone(), phase: "started".into(), message: step.note.clone().unwrap_or_default() }).await;
+    ctx.record(Event::StepStarted {
+        phase,
+        index,
+        step: step.name.clone(),
+        action: step.action_name().into(),
+    });
+    ctx.emit(ProgressEvent::StepStarted {
+        index,
+        total,
+        phase,
+        step: step.name.clone(),
+        action: step.action_name().into(),
+    });
+    let _ = ctx
+        .platform
+        .record_event(&StepEvent {
+            run_id: ctx.run_id.clone(),
+            step: step.name.clone(),
+            phase: "started".into(),
+            message: step.note.clone().unwrap_or_default(),
+        })
+        .await;
     let timeout = step.timeout.unwrap_or(opts.default_step_timeout);
-    let conds: Vec<_> = ctx.rb.abort_when.iter().chain(step.abort_when.iter()).cloned().collect();
+    let conds: Vec<_> = ctx
+        .rb
+        .abort_when
+        .iter()
+        .chain(step.abort_when.iter())
+        .cloned()
+        .collect();
     let result = tokio::select! {
         r = tokio::time::timeout(timeout, actions::perform(ctx, step)) => match r {
             Ok(Ok(done)) => (StepOutcome::Succeeded, done),
@@ -297,9 +483,27 @@ async fn run_step(ctx: &Arc<Ctx>, step: &Step, phase: Phase, index: usize, total
         reason = abort_monitor(ctx, &conds) => (StepOutcome::Aborted, actions::StepDone::failed(reason)),
     };
     let (outcome, done) = result;
-    ctx.record(Event::StepFinished { phase, step: step.name.clone(), outcome, message: done.message.clone(), figures: done.figures.clone() });
-    ctx.emit(ProgressEvent::StepFinished { step: step.name.clone(), outcome, message: done.message.clone() });
-    let _ = ctx.platform.record_event(&StepEvent { run_id: ctx.run_id.clone(), step: step.name.clone(), phase: format!("{outcome:?}").to_lowercase(), message: done.message.clone().unwrap_or_default() }).await;
+    ctx.record(Event::StepFinished {
+        phase,
+        step: step.name.clone(),
+        outcome,
+        message: done.message.clone(),
+        figures: done.figures.clone(),
+    });
+    ctx.emit(ProgressEvent::StepFinished {
+        step: step.name.clone(),
+        outcome,
+        message: done.message.clone(),
+    });
+    let _ = ctx
+        .platform
+        .record_event(&StepEvent {
+            run_id: ctx.run_id.clone(),
+            step: step.name.clone(),
+            phase: format!("{outcome:?}").to_lowercase(),
+            message: done.message.clone().unwrap_or_default(),
+        })
+        .await;
     StepRecord {
         name: step.name.clone(),
         action: step.action_name().into(),
@@ -321,7 +525,9 @@ async fn abort_monitor(ctx: &Arc<Ctx>, conds: &[crate::runbook::expr::Expr]) -> 
     }
     loop {
         tokio::time::sleep(ctx.rb.observe.interval).await;
-        let Ok(snap) = ctx.metrics.snapshot(&ctx.rb.signals).await else { continue };
+        let Ok(snap) = ctx.metrics.snapshot(&ctx.rb.signals).await else {
+            continue;
+        };
         let lookup = ctx.fixed.lookup(Some(&snap));
         for c in conds {
             if c.eval(&lookup) == Value::Bool(true) {

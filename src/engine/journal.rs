@@ -124,27 +124,50 @@ impl Journal {
     pub fn create(dir: &Path, run_id: &str) -> io::Result<Journal> {
         std::fs::create_dir_all(dir)?;
         let path = path_for(dir, run_id);
-        let file = OpenOptions::new().append(true).create_new(true).open(&path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&path)?;
         File::open(dir)?.sync_all()?;
-        Ok(Journal { file, path, run_id: run_id.to_string(), seq: 0 })
+        Ok(Journal {
+            file,
+            path,
+            run_id: run_id.to_string(),
+            seq: 0,
+        })
     }
 
     /// Reopen an existing journal to continue it.
     pub fn reopen(path: &Path) -> io::Result<(Journal, Vec<Entry>)> {
         let entries = read(path)?;
         let run_id = entries.first().map(|e| e.run_id.clone()).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::InvalidData, format!("{}: empty journal", path.display()))
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: empty journal", path.display()),
+            )
         })?;
         let seq = entries.last().map(|e| e.seq).unwrap_or(0);
         // Cut a torn last line off, so the next entry starts on a line of its own.
         let bytes = std::fs::read(path)?;
-        let keep = bytes.iter().rposition(|b| *b == b'\n').map(|i| i + 1).unwrap_or(0);
+        let keep = bytes
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map(|i| i + 1)
+            .unwrap_or(0);
         let file = OpenOptions::new().append(true).open(path)?;
         if keep < bytes.len() {
             file.set_len(keep as u64)?;
             file.sync_data()?;
         }
-        Ok((Journal { file, path: path.to_path_buf(), run_id, seq }, entries))
+        Ok((
+            Journal {
+                file,
+                path: path.to_path_buf(),
+                run_id,
+                seq,
+            },
+            entries,
+        ))
     }
 
     pub fn path(&self) -> &Path {
@@ -158,7 +181,12 @@ impl Journal {
     /// Append one event and fsync before returning.
     pub fn append(&mut self, event: Event) -> io::Result<Entry> {
         self.seq += 1;
-        let entry = Entry { seq: self.seq, ts: now_rfc3339(), run_id: self.run_id.clone(), event };
+        let entry = Entry {
+            seq: self.seq,
+            ts: now_rfc3339(),
+            run_id: self.run_id.clone(),
+            event,
+        };
         let mut line = serde_json::to_string(&entry).map_err(io::Error::other)?;
         line.push('\n');
         self.file.write_all(line.as_bytes())?;
@@ -211,7 +239,14 @@ pub struct ResumePoint {
 /// Reconstruct where a run stands. Pure.
 pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
     let first = entries.first().ok_or("empty journal")?;
-    let Event::RunStarted { runbook_source, origin, target, invocation, .. } = &first.event else {
+    let Event::RunStarted {
+        runbook_source,
+        origin,
+        target,
+        invocation,
+        ..
+    } = &first.event
+    else {
         return Err("journal does not start with run_started".into());
     };
     let mut p = ResumePoint {
@@ -228,13 +263,26 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
     };
     for e in entries {
         match &e.event {
-            Event::Decided { verdict, inputs, plan, assumed } => {
-                p.decided = Some((verdict.clone(), *inputs, plan.clone(), *assumed))
-            }
-            Event::StepFinished { phase, step, outcome, .. } if *outcome == StepOutcome::Succeeded => {
+            Event::Decided {
+                verdict,
+                inputs,
+                plan,
+                assumed,
+            } => p.decided = Some((verdict.clone(), *inputs, plan.clone(), *assumed)),
+            Event::StepFinished {
+                phase,
+                step,
+                outcome,
+                ..
+            } if *outcome == StepOutcome::Succeeded => {
                 p.done.insert((*phase, step.clone()));
             }
-            Event::ActionFinished { step, action, subject: Some(r), .. } => {
+            Event::ActionFinished {
+                step,
+                action,
+                subject: Some(r),
+                ..
+            } => {
                 let prog = p.restart.entry(step.clone()).or_default();
                 match action.as_str() {
                     "replica.restart" => {
@@ -274,11 +322,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::create(dir.path(), "run-1").unwrap();
         j.append(started()).unwrap();
-        j.append(Event::StepFinished { phase: Phase::Main, step: "block".into(), outcome: StepOutcome::Succeeded, message: None, figures: Figures::new() }).unwrap();
-        for (action, r) in [("replica.restart", "a"), ("replica.ready", "a"), ("replica.restart", "b")] {
-            j.append(Event::ActionFinished { step: "restart".into(), action: action.into(), subject: Some(r.into()), after: serde_json::Value::Null, figures: Figures::new() }).unwrap();
+        j.append(Event::StepFinished {
+            phase: Phase::Main,
+            step: "block".into(),
+            outcome: StepOutcome::Succeeded,
+            message: None,
+            figures: Figures::new(),
+        })
+        .unwrap();
+        for (action, r) in [
+            ("replica.restart", "a"),
+            ("replica.ready", "a"),
+            ("replica.restart", "b"),
+        ] {
+            j.append(Event::ActionFinished {
+                step: "restart".into(),
+                action: action.into(),
+                subject: Some(r.into()),
+                after: serde_json::Value::Null,
+                figures: Figures::new(),
+            })
+            .unwrap();
         }
-        j.append(Event::ActionStarted { step: "restart".into(), action: "replica.restart".into(), subject: Some("c".into()), before: serde_json::Value::Null }).unwrap();
+        j.append(Event::ActionStarted {
+            step: "restart".into(),
+            action: "replica.restart".into(),
+            subject: Some("c".into()),
+            before: serde_json::Value::Null,
+        })
+        .unwrap();
         drop(j);
         // A torn write at the end is ignored.
         let path = path_for(dir.path(), "run-1");

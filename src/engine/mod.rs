@@ -23,8 +23,8 @@ pub use progress::{Observer, ProgressEvent};
 pub use report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 
 use crate::metrics::source::{MetricError, MetricSource};
-use crate::platform::{Platform, PlatformError};
 use crate::plan::PlanInputs;
+use crate::platform::{Platform, PlatformError};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -105,7 +105,15 @@ pub enum EngineError {
 impl From<PlatformError> for EngineError {
     fn from(e: PlatformError) -> Self {
         match e {
-            PlatformError::LockHeld { target, holder, run_id } => EngineError::LockHeld { target, holder, run_id },
+            PlatformError::LockHeld {
+                target,
+                holder,
+                run_id,
+            } => EngineError::LockHeld {
+                target,
+                holder,
+                run_id,
+            },
             other => EngineError::Platform(other),
         }
     }
@@ -116,7 +124,9 @@ impl EngineError {
     pub fn exit(&self) -> crate::exit::Exit {
         use crate::exit::Exit;
         match self {
-            EngineError::LockHeld { .. } | EngineError::Precondition(_) | EngineError::Declined => Exit::Refused,
+            EngineError::LockHeld { .. } | EngineError::Precondition(_) | EngineError::Declined => {
+                Exit::Refused
+            }
             EngineError::Runbook(_) => Exit::Usage,
             _ => Exit::Failed,
         }

@@ -12,12 +12,33 @@ use std::time::Duration;
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum ProgressEvent {
-    Observing { sample: u32, of: u32 },
-    Decided { summary: String },
-    StepStarted { index: usize, total: usize, phase: Phase, step: String, action: String },
-    Info { step: String, message: String },
-    StepFinished { step: String, outcome: StepOutcome, message: Option<String> },
-    Finished { run_id: String, outcome: Outcome },
+    Observing {
+        sample: u32,
+        of: u32,
+    },
+    Decided {
+        summary: String,
+    },
+    StepStarted {
+        index: usize,
+        total: usize,
+        phase: Phase,
+        step: String,
+        action: String,
+    },
+    Info {
+        step: String,
+        message: String,
+    },
+    StepFinished {
+        step: String,
+        outcome: StepOutcome,
+        message: Option<String>,
+    },
+    Finished {
+        run_id: String,
+        outcome: Outcome,
+    },
 }
 
 pub trait Observer: Send + Sync {
@@ -32,7 +53,10 @@ pub struct TerminalObserver {
 
 impl TerminalObserver {
     pub fn new() -> Self {
-        TerminalObserver { tty: std::io::stderr().is_terminal(), bar: Mutex::new(None) }
+        TerminalObserver {
+            tty: std::io::stderr().is_terminal(),
+            bar: Mutex::new(None),
+        }
     }
 }
 
@@ -44,17 +68,36 @@ impl Default for TerminalObserver {
 
 fn line(e: &ProgressEvent) -> String {
     match e {
-        ProgressEvent::Observing { sample, of } => format!("observing metrics: sample {sample}/{of}"),
+        ProgressEvent::Observing { sample, of } => {
+            format!("observing metrics: sample {sample}/{of}")
+        }
         ProgressEvent::Decided { summary } => summary.clone(),
-        ProgressEvent::StepStarted { index, total, phase, step, action } => {
-            let p = if *phase == Phase::OnFailure { " (on_failure)" } else { "" };
+        ProgressEvent::StepStarted {
+            index,
+            total,
+            phase,
+            step,
+            action,
+        } => {
+            let p = if *phase == Phase::OnFailure {
+                " (on_failure)"
+            } else {
+                ""
+            };
             format!("[{index}/{total}]{p} {step} ({action})")
         }
         ProgressEvent::Info { step, message } => format!("  {step}: {message}"),
-        ProgressEvent::StepFinished { step, outcome, message } => format!(
+        ProgressEvent::StepFinished {
+            step,
+            outcome,
+            message,
+        } => format!(
             "  {step}: {}{}",
             format!("{outcome:?}").to_lowercase(),
-            message.as_ref().map(|m| format!(" - {m}")).unwrap_or_default()
+            message
+                .as_ref()
+                .map(|m| format!(" - {m}"))
+                .unwrap_or_default()
         ),
         ProgressEvent::Finished { run_id, outcome } => format!("run {run_id}: {outcome:?}"),
     }
@@ -74,7 +117,10 @@ impl Observer for TerminalObserver {
                     b.finish();
                 }
                 let b = ProgressBar::new_spinner();
-                b.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").unwrap_or_else(|_| ProgressStyle::default_spinner()));
+                b.set_style(
+                    ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+                );
                 b.enable_steady_tick(Duration::from_millis(120));
                 b.set_message(text);
                 *bar = Some(b);

@@ -79,13 +79,20 @@ pub struct RunReport {
 impl RunReport {
     /// Requests destroyed on purpose (drained backlog), summed over steps.
     pub fn dropped_requests(&self) -> f64 {
-        self.steps.iter().filter_map(|s| s.figures.get("drained")).sum()
+        self.steps
+            .iter()
+            .filter_map(|s| s.figures.get("drained"))
+            .sum()
     }
 
     /// The human summary: plan, then one row per step.
     pub fn summary_table(&self) -> String {
         let mut out = String::new();
-        let _ = writeln!(out, "run {}  runbook {}  target {}", self.run_id, self.runbook, self.target);
+        let _ = writeln!(
+            out,
+            "run {}  runbook {}  target {}",
+            self.run_id, self.runbook, self.target
+        );
         if let Some(v) = &self.verdict {
             let f = |x: Option<f64>| x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
             let _ = writeln!(
@@ -99,18 +106,39 @@ impl RunReport {
             );
         }
         if let Some(i) = &self.plan_inputs {
-            let src = if self.assumed_inputs { "given by the operator" } else { "measured" };
-            let _ = writeln!(out, "plan inputs ({src}): arrival={:.1} req/s capacity_cold={:.1} req/s k={:.2}", i.arrival_rate, i.capacity_cold, i.k);
+            let src = if self.assumed_inputs {
+                "given by the operator"
+            } else {
+                "measured"
+            };
+            let _ = writeln!(
+                out,
+                "plan inputs ({src}): arrival={:.1} req/s capacity_cold={:.1} req/s k={:.2}",
+                i.arrival_rate, i.capacity_cold, i.k
+            );
         }
         if let Some(p) = &self.plan {
-            let _ = writeln!(out, "plan: shed {:.0}%, admit {:.1} req/s", p.shed_fraction * 100.0, p.admit_rate);
+            let _ = writeln!(
+                out,
+                "plan: shed {:.0}%, admit {:.1} req/s",
+                p.shed_fraction * 100.0,
+                p.admit_rate
+            );
             for a in &p.arithmetic {
                 let _ = writeln!(out, "  {a}");
             }
         }
-        let _ = writeln!(out, "{:<3} {:<22} {:<16} {:<12} {:<24} {}", "#", "step", "action", "outcome", "figures", "note");
+        let _ = writeln!(
+            out,
+            "{:<3} {:<22} {:<16} {:<12} {:<24} {}",
+            "#", "step", "action", "outcome", "figures", "note"
+        );
         for (i, s) in self.steps.iter().enumerate() {
-            let figs: Vec<String> = s.figures.iter().map(|(k, v)| format!("{k}={}", trim(*v))).collect();
+            let figs: Vec<String> = s
+                .figures
+                .iter()
+                .map(|(k, v)| format!("{k}={}", trim(*v)))
+                .collect();
             let phase = if s.phase == Phase::OnFailure { "!" } else { "" };
             let _ = writeln!(
                 out,
@@ -128,7 +156,15 @@ impl RunReport {
                 }
             }
         }
-        let _ = writeln!(out, "outcome: {:?}{}", self.outcome, self.message.as_ref().map(|m| format!(" ({m})")).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "outcome: {:?}{}",
+            self.outcome,
+            self.message
+                .as_ref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        );
         if let Some(j) = &self.journal {
             let _ = writeln!(out, "journal: {j}");
         }

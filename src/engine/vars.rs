@@ -45,7 +45,11 @@ impl Fixed {
     pub fn quantity(&self, q: &Quantity) -> Result<f64, String> {
         match q.0.eval(&|n| self.get(n)) {
             Value::Number(v) if v.is_finite() => Ok(v),
-            Value::Missing(names) => Err(format!("`{}` needs {} which the plan does not have", q.0, names.join(", "))),
+            Value::Missing(names) => Err(format!(
+                "`{}` needs {} which the plan does not have",
+                q.0,
+                names.join(", ")
+            )),
             other => Err(format!("`{}` gave {other:?}, not a number", q.0)),
         }
     }

@@ -117,7 +117,7 @@ pub struct ShedOutcome {
 }
 
 /// The plan, with the arithmetic that produced it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub shed_fraction: f64,
     pub admit_rate: f64,

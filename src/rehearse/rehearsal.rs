@@ -156,6 +156,7 @@ fn plan_for(d: &Detection, stage: &Stage, sc: &Scenario) -> Plan {
         capacity_cold: v.capacity_cold.unwrap_or(sc.capacity_cold_per_s()),
         k: v.k.unwrap_or(sc.service.overload_factor),
         capacity: v.capacity.or(Some(sc.capacity_per_s())),
+        demand: Some(sc.demand_per_s()),
     };
     make_plan(&inputs, &PlanConfig::default())
 }

@@ -509,12 +509,21 @@ impl Receiver {
 }
 
 fn unknown(note: &str) -> Verdict {
-    // Start from the detector's own "no data" verdict so new fields keep their defaults.
-    let mut v = crate::detect::detect_at(&[], &Default::default(), SystemTime::now());
-    v.verdict = VerdictKind::Unknown;
-    v.evidence = vec![Evidence::new("detection", None, note)];
-    v.summary = note.to_string();
-    v
+    Verdict {
+        verdict: VerdictKind::Unknown,
+        k: None,
+        arrival_rate: None,
+        capacity: None,
+        capacity_cold: None,
+        evidence: vec![Evidence {
+            signal: "detection".into(),
+            value: None,
+            note: note.to_string(),
+            ..Default::default()
+        }],
+        summary: note.to_string(),
+        ..Default::default()
+    }
 }
 
 /// One line of the verdict's evidence for the decision log.
