@@ -23,6 +23,9 @@ use crate::runbook::LoadedRunbook;
 pub type PlatformFactory =
     Arc<dyn Fn(&TargetSpec) -> Result<Arc<dyn Platform>, String> + Send + Sync>;
 
+/// A runbook with the platform and metric source it runs against.
+type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
+
 /// Runs detection and runbooks with the engine.
 pub struct EngineLauncher {
     pub runbook_dirs: Vec<PathBuf>,
@@ -61,11 +64,7 @@ pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
 }
 
 impl EngineLauncher {
-    fn prepare(
-        &self,
-        runbook: &str,
-        target: &TargetSpec,
-    ) -> Result<(LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>), String> {
+    fn prepare(&self, runbook: &str, target: &TargetSpec) -> Result<Prepared, String> {
         let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
         let platform = (self.platforms)(target)?;
         let metrics: Arc<dyn MetricSource> = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
