@@ -21,6 +21,8 @@ pub const PLAN_VARS: &[&str] = &[
     "plan.capacity",
     "plan.capacity_cold",
     "plan.k",
+    "plan.clear_rate",
+    "plan.ramp_end_rate",
 ];
 
 fn k(s: &str) -> Seg {
@@ -122,10 +124,10 @@ pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
             );
         }
     }
-    if spec.observe.samples == 0 {
+    if spec.observe.interval.is_zero() {
         rep.at(
-            &[k("spec"), k("observe"), k("samples")],
-            "samples must be at least 1",
+            &[k("spec"), k("observe"), k("interval")],
+            "interval must be more than 0s",
         );
     }
     let plan = &spec.plan;
