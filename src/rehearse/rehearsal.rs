@@ -44,6 +44,8 @@ pub struct Outcome {
 /// recovery is an `Ok` report with `recovered: false`.
 pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
     let wall = Instant::now();
+    // reqwest clients below (ours, the scrape source's, the local platform's) need it.
+    crate::metrics::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
     let detector = detector_config(&rb.detect, sc);
