@@ -6,17 +6,21 @@
 #   scripts/bench-rehearse.sh [N] [extra `recover rehearse` flags...]
 #
 # Needs: cargo, python3. Writes runs under ${BENCH_DIR:-target/bench-rehearse}/.
+# BENCH_PROFILE=debug uses the debug build (the rehearsal's time is waiting on real
+# clocks, not CPU, so the figures barely move; useful when a release build does not fit).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N="${1:-5}"
 shift || true
 OUT="${BENCH_DIR:-target/bench-rehearse}/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
-cargo build --release --quiet
+PROFILE="${BENCH_PROFILE:-release}"
+if [ "$PROFILE" = release ]; then cargo build --release --quiet; BIN=./target/release/recover
+else cargo build --quiet; BIN=./target/debug/recover; fi
 for i in $(seq 1 "$N"); do
   echo "run $i/$N ..." >&2
   # Exit 1 (not recovered) is a result to report, not a reason to stop.
-  ./target/release/recover rehearse --output json --report-dir "$OUT/run-$i" \
+  "$BIN" rehearse --output json --report-dir "$OUT/run-$i" \
     "$@" >"$OUT/run-$i.json" 2>"$OUT/run-$i.log" || true
 done
 python3 - "$OUT" "$N" <<'PY'
