@@ -36,13 +36,13 @@ for i in range(1, n + 1):
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
 print(f"{'run':>3} {'recovered':>9} {'ttr_s':>7} {'lower_s':>7} {'ratio':>6} {'goal':>5} "
-      f"{'detect_s':>8} {'after_persist_s':>15} {'goal':>5} {'relapses':>8} {'stepbacks':>9} {'predicted_s':>11} {'wall_s':>6}")
+      f"{'detect_s':>8} {'after_window_s':>15} {'goal':>5} {'relapses':>8} {'stepbacks':>9} {'predicted_s':>11} {'wall_s':>6}")
 ratios, detects, lates = [], [], []
 for i, r in enumerate(rows, 1):
     ttr, lb = r.get("time_to_recover_s"), r.get("lower_bound_s")
     ratio = ttr / lb if ttr is not None and lb else None
     d = r.get("detected_stuck_s")
-    late = (r.get("detection") or {}).get("after_persist_s")
+    late = (r.get("detection") or {}).get("after_window_s")
     interval = (r.get("detection") or {}).get("scrape_interval_s") or 0.5
     if ratio is not None: ratios.append(ratio)
     if d is not None: detects.append(d)
@@ -53,6 +53,6 @@ for i, r in enumerate(rows, 1):
           f"{r.get('ramp_step_backs', 0):>9} {f(r.get('predicted_time_to_recover_s')):>11} {f(r['wall_time_s'], '{:.0f}'):>6}")
 med = lambda v: statistics.median(v) if v else None
 print(f"median: time to recover / lower bound {f(med(ratios), '{:.1f}x')} (goal <= 2x); "
-      f"detection {f(med(detects))} s after the trigger ended, {f(med(lates))} s after the persist window "
+      f"detection {f(med(detects))} s after the trigger ended, {f(med(lates))} s after the persist/grace window "
       f"(goal <= 2 scrape intervals); recovered {sum(1 for r in rows if r['recovered'])}/{len(rows)}")
 PY
