@@ -82,18 +82,20 @@ impl RunLauncher for EngineLauncher {
             .map_err(LaunchError)?;
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
-        let mut window = Vec::new();
-        for i in 0..rb.observe.samples.max(2) {
-            if i > 0 {
-                tokio::time::sleep(rb.observe.interval).await;
-            }
-            window.push(
-                metrics
-                    .snapshot(&rb.signals)
-                    .await
-                    .map_err(|e| LaunchError(format!("metrics: {e}")))?,
-            );
-        }
+        let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+            .unwrap_or(std::time::Duration::from_secs(5));
+        let span = rb.observe.span.unwrap_or_else(|| {
+            crate::detect::observe::span_needed(&rb.detect, rate_window, rb.observe.interval)
+        });
+        let window = crate::detect::observe::observe(
+            metrics.as_ref(),
+            &rb.signals,
+            span,
+            rb.observe.interval,
+            |_| {},
+        )
+        .await
+        .map_err(|e| LaunchError(format!("metrics: {e}")))?;
         Ok(detect_at(&window, &rb.detect, SystemTime::now()))
     }
 
