@@ -86,7 +86,7 @@ http {
   access_log off;
   keepalive_requests 1000000;
   upstream backend { server 127.0.0.1:$UP; keepalive 64; }
-  limit_req_zone \$server_name zone=all:1m rate=1r/s;
+  limit_req_zone \$binary_remote_addr zone=all:1m rate=1r/s; # one client address on loopback: a global limit
   server {
     listen 127.0.0.1:$EDGE;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }

@@ -33,7 +33,7 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 pub struct Proxy {
     pub admission: Arc<Admission>,
     pub metrics: Arc<GateMetrics>,
-    replicas: Replicas,
+    replicas: Arc<Replicas>,
     client: Client<HttpConnector, Incoming>,
     timeout: Duration,
 }
@@ -42,7 +42,7 @@ impl Proxy {
     pub fn new(
         admission: Arc<Admission>,
         metrics: Arc<GateMetrics>,
-        replicas: Replicas,
+        replicas: Arc<Replicas>,
         timeout: Duration,
     ) -> Self {
         let mut connector = HttpConnector::new();
