@@ -1,12 +1,169 @@
-//! `recover gate`.
+//! `recover gate`: flags onto [`recover::gate::GateConfig`], then serve until SIGINT or
+//! SIGTERM. The state file wins over the limit flags when it exists (see
+//! `recover::gate::state`).
 
 use super::{CliResult, Failure};
+use anyhow::{anyhow, Context};
+use recover::exit::Exit;
+use recover::gate::limit::Limit;
+use recover::gate::{self, GateConfig};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, clap::Args)]
-pub struct GateArgs {}
+pub struct GateArgs {
+    /// Proxy listener; every path on it is forwarded to an upstream.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Upstream replica (http://host:port); repeat for several, balanced by least
+    /// outstanding requests.
+    #[arg(long = "upstream", required = true, value_name = "URL")]
+    pub upstreams: Vec<String>,
+    /// Admitted requests per second (GCRA); 0 blocks everything; absent: unlimited.
+    #[arg(long, value_parser = parse_rate, allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// Requests admitted back to back above the rate [default: rate/10, at least 1].
+    #[arg(long, requires = "rate", value_parser = clap::value_parser!(u32).range(1..))]
+    pub burst: Option<u32>,
+    /// Requests admitted and not yet answered; 0 blocks everything; absent: unlimited.
+    #[arg(long)]
+    pub max_in_flight: Option<u32>,
+    /// How long to wait for an upstream's response (then 504); sent on as x-deadline-ms.
+    #[arg(long, default_value = "2s", value_parser = parse_timeout)]
+    pub upstream_timeout: Duration,
+    /// Admin listener: /metrics and /healthz (open), /admin/limit (bearer token).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub admin_listen: SocketAddr,
+    /// File holding the admin API's bearer token; without it the admin API answers 401.
+    #[arg(long, value_name = "PATH")]
+    pub admin_token_file: Option<PathBuf>,
+    /// Where the last limit is kept (atomically); restored at start, winning over --rate,
+    /// --burst and --max-in-flight.
+    #[arg(long, value_name = "PATH")]
+    pub state_file: Option<PathBuf>,
+}
 
-pub fn run(_args: GateArgs) -> CliResult {
-    Err(Failure::usage(anyhow::anyhow!(
-        "`recover gate` is not built yet"
-    )))
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let r: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number"))?;
+    if !r.is_finite() || r < 0.0 {
+        return Err(format!("must be a number >= 0, got {s}"));
+    }
+    if r > recover::gate::validate::MAX_RATE_PER_S {
+        return Err(format!(
+            "must be at most 1e9 (leave --rate out for unlimited), got {s}"
+        ));
+    }
+    Ok(r)
+}
+
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = recover::util::duration::parse(s)?;
+    if d.is_zero() {
+        return Err("must be more than 0".to_string());
+    }
+    Ok(d)
+}
+
+/// The default burst: a tenth of a second's worth of the rate, at least 1.
+fn default_burst(rate: f64) -> u32 {
+    (rate / 10.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
+fn read_token(path: &Path) -> Result<String, Failure> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--admin-token-file {}: cannot read", path.display()))
+        .map_err(Failure::usage)?;
+    let token = text.trim().to_string();
+    if token.is_empty() {
+        return Err(Failure::usage(anyhow!(
+            "--admin-token-file {}: the file is empty",
+            path.display()
+        )));
+    }
+    Ok(token)
+}
+
+pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
+    let admin_token = args
+        .admin_token_file
+        .as_deref()
+        .map(read_token)
+        .transpose()?;
+    let limit = Limit {
+        rate_per_s: args.rate,
+        burst: args
+            .burst
+            .unwrap_or_else(|| args.rate.map_or(1, default_burst)),
+        max_in_flight: args.max_in_flight,
+        note: None,
+    };
+    Ok(GateConfig {
+        listen: args.listen,
+        admin_listen: args.admin_listen,
+        upstreams: args.upstreams,
+        limit,
+        upstream_timeout: args.upstream_timeout,
+        admin_token,
+        state_file: args.state_file,
+    })
+}
+
+pub fn run(args: GateArgs) -> CliResult {
+    let cfg = config(args)?;
+    let rt = super::runtime()?;
+    rt.block_on(async move {
+        let shutdown = CancellationToken::new();
+        let bound = gate::BoundGate::bind(cfg).await.map_err(failure)?;
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            wait_for_signal().await;
+            tracing::info!("signal received, stopping the gate");
+            stop.cancel();
+        });
+        bound.run(Vec::new(), shutdown).await.map_err(failure)?;
+        Ok(Exit::Done)
+    })
+}
+
+fn failure(e: gate::GateError) -> Failure {
+    if e.is_bad_input() {
+        Failure::usage(e)
+    } else {
+        Failure::new(Exit::Failed, e)
+    }
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_ranges() {
+        assert!(parse_rate("-1").unwrap_err().contains(">= 0"));
+        assert!(parse_rate("fast").is_err());
+        assert_eq!(parse_rate("0").unwrap(), 0.0);
+        assert!(parse_timeout("0s").is_err());
+        assert_eq!(default_burst(100.0), 10);
+        assert_eq!(default_burst(0.5), 1);
+    }
 }

@@ -2,6 +2,29 @@
 //! via governor) and a set number of requests in flight, and answers the rest 429 at once,
 //! so that what it admits finishes inside the client's timeout. The limit changes at
 //! runtime through a [`limit_source::LimitSource`] (admin API, state file, ConfigMap).
+//!
+//! Layers, outermost first, each in its own module so the hot path stays readable:
+//! [`admission`] (rate AND in-flight cap, reject fast) -> [`deadline`] (`x-deadline-ms`)
+//! -> [`balance`] (least outstanding requests) -> [`proxy`] (hyper client, timeout),
+//! with [`telemetry`] counting every outcome. [`control`] owns the current limit and
+//! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
+//! persists it so a restarted gate comes back with the last limit, not wide open.
 
+pub mod admin;
+pub mod admission;
+pub mod balance;
+pub mod config;
+pub mod control;
+pub mod deadline;
+pub mod error;
 pub mod limit;
 pub mod limit_source;
+pub mod proxy;
+pub mod server;
+pub mod state;
+pub mod telemetry;
+pub mod validate;
+
+pub use config::GateConfig;
+pub use error::GateError;
+pub use server::{serve, BoundGate};

@@ -1,0 +1,259 @@
+//! Admission: the decision, per request, to forward or to answer 429 at once. A request
+//! must pass both the in-flight cap and the GCRA rate (governor). The in-flight slot is
+//! taken first so that a request refused for concurrency does not spend rate budget.
+//!
+//! A new limit must never open a burst above itself. A freshly built governor limiter
+//! starts with a full bucket, so [`Admission::apply`] measures how many cells the old
+//! limiter still had (by draining it: it is being discarded anyway) and drains the new
+//! limiter down to that number. Raising the rate under load therefore admits the new rate
+//! from the next request on, not the new burst all at once.
+
+use super::limit::Limit;
+use governor::clock::Clock;
+use governor::{DefaultDirectRateLimiter, Quota};
+use prometheus_client::metrics::gauge::Gauge;
+use std::num::NonZeroU32;
+use std::sync::RwLock;
+use std::time::Duration;
+
+/// How the rate axis of a limit is enforced.
+enum Rate {
+    Unlimited,
+    BlockAll,
+    Limited(DefaultDirectRateLimiter),
+}
+
+struct Policy {
+    rate: Rate,
+    max_in_flight: Option<i64>,
+}
+
+/// The outcome of [`Admission::try_admit`].
+pub enum Verdict<'a> {
+    /// Forward the request; the slot is released when the guard drops.
+    Admitted(InFlight<'a>),
+    /// Over the rate (or the rate is 0): answer 429 with this Retry-After.
+    RejectedRate { retry_after_s: u64 },
+    /// Over the in-flight cap: answer 429 with Retry-After 1.
+    RejectedInFlight,
+}
+
+/// One admitted request's in-flight slot.
+pub struct InFlight<'a> {
+    gauge: &'a Gauge,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.gauge.dec();
+    }
+}
+
+/// The enforcement state of the current limit, shared by every connection.
+pub struct Admission {
+    policy: RwLock<Policy>,
+    /// Requests admitted and not yet answered; also the `recover_gate_in_flight` gauge.
+    in_flight: Gauge,
+}
+
+impl Admission {
+    /// Start enforcing `limit` with a full burst, the usual token-bucket start.
+    pub fn new(limit: &Limit, in_flight: Gauge) -> Self {
+        Admission {
+            policy: RwLock::new(build_policy(limit, limit.burst)),
+            in_flight,
+        }
+    }
+
+    pub fn in_flight(&self) -> i64 {
+        self.in_flight.get()
+    }
+
+    /// Decide for one request. Never blocks beyond a shared read lock.
+    pub fn try_admit(&self) -> Verdict<'_> {
+        let policy = self.policy.read().unwrap_or_else(|p| p.into_inner());
+        let before = self.in_flight.inc();
+        if matches!(policy.max_in_flight, Some(max) if before >= max) {
+            self.in_flight.dec();
+            return Verdict::RejectedInFlight;
+        }
+        let rejected = match &policy.rate {
+            Rate::Unlimited => None,
+            Rate::BlockAll => Some(1),
+            Rate::Limited(limiter) => match limiter.check() {
+                Ok(()) => None,
+                Err(not_until) => Some(retry_after_secs(
+                    not_until.wait_time_from(limiter.clock().now()),
+                )),
+            },
+        };
+        match rejected {
+            None => Verdict::Admitted(InFlight {
+                gauge: &self.in_flight,
+            }),
+            Some(retry_after_s) => {
+                self.in_flight.dec();
+                Verdict::RejectedRate { retry_after_s }
+            }
+        }
+    }
+
+    /// Put `limit` in force for the very next request, carrying over no more burst than
+    /// the old limiter had left (and none from an unlimited or blocked state).
+    pub fn apply(&self, limit: &Limit) {
+        let mut policy = self.policy.write().unwrap_or_else(|p| p.into_inner());
+        let available = match &policy.rate {
+            Rate::Limited(old) => {
+                take_available(limit.burst, |n| matches!(old.check_n(n), Ok(Ok(()))))
+            }
+            // Unlimited: we cannot know how much just went through; start empty.
+            Rate::Unlimited | Rate::BlockAll => 0,
+        };
+        *policy = build_policy(limit, available);
+    }
+}
+
+fn build_policy(limit: &Limit, available: u32) -> Policy {
+    Policy {
+        rate: build_rate(limit, available),
+        max_in_flight: limit.max_in_flight.map(i64::from),
+    }
+}
+
+/// A limiter for `limit` whose bucket holds `available` cells (at most the burst).
+fn build_rate(limit: &Limit, available: u32) -> Rate {
+    let Some(rate) = limit.rate_per_s else {
+        return Rate::Unlimited;
+    };
+    if rate <= 0.0 || !rate.is_finite() {
+        return Rate::BlockAll;
+    }
+    let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
+    let period = Duration::from_secs_f64(1.0 / rate).max(Duration::from_nanos(1));
+    let Some(quota) = Quota::with_period(period) else {
+        return Rate::Unlimited;
+    };
+    let limiter = DefaultDirectRateLimiter::direct(quota.allow_burst(burst));
+    if let Some(drain) = NonZeroU32::new(burst.get().saturating_sub(available)) {
+        let _ = limiter.check_n(drain);
+    }
+    Rate::Limited(limiter)
+}
+
+/// How many cells (up to `cap`) `try_take` hands out right now, taking them all. Takes
+/// in halving chunks so that a large burst costs a few dozen calls, not `cap`.
+pub fn take_available(cap: u32, mut try_take: impl FnMut(NonZeroU32) -> bool) -> u32 {
+    let mut total = 0u32;
+    let mut chunk = cap;
+    while let Some(n) = NonZeroU32::new(chunk) {
+        if total.saturating_add(chunk) <= cap && try_take(n) {
+            total += chunk;
+        } else {
+            chunk /= 2;
+        }
+    }
+    total
+}
+
+/// Retry-After is whole seconds; round up and never say 0 (clients would hammer).
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    secs.max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(rate: Option<f64>, burst: u32, max_in_flight: Option<u32>) -> Limit {
+        Limit {
+            rate_per_s: rate,
+            burst,
+            max_in_flight,
+            note: None,
+        }
+    }
+
+    fn admitted_now(a: &Admission, tries: usize) -> usize {
+        (0..tries)
+            .filter(|_| matches!(a.try_admit(), Verdict::Admitted(_)))
+            .count()
+    }
+
+    #[test]
+    fn take_available_counts_what_is_left_up_to_the_cap() {
+        let mut left = 37u32;
+        let got = take_available(100, |n| {
+            if n.get() <= left {
+                left -= n.get();
+                true
+            } else {
+                false
+            }
+        });
+        assert_eq!(got, 37);
+        let mut left = 1000u32;
+        assert_eq!(
+            take_available(10, |n| {
+                left -= n.get();
+                true
+            }),
+            10
+        );
+        assert_eq!(take_available(0, |_| true), 0);
+    }
+
+    #[test]
+    fn starts_with_a_full_burst_then_holds_the_rate() {
+        let a = Admission::new(&limit(Some(1.0), 5, None), Gauge::default());
+        assert_eq!(admitted_now(&a, 20), 5);
+    }
+
+    #[test]
+    fn raising_the_burst_under_load_opens_no_new_burst() {
+        let a = Admission::new(&limit(Some(1.0), 5, None), Gauge::default());
+        assert_eq!(admitted_now(&a, 20), 5, "old bucket drained");
+        a.apply(&limit(Some(1.0), 500, None));
+        assert!(
+            admitted_now(&a, 1000) <= 1,
+            "a fresh limiter would admit 500"
+        );
+    }
+
+    #[test]
+    fn lowering_keeps_at_most_the_new_burst_of_what_was_left() {
+        let a = Admission::new(&limit(Some(1.0), 50, None), Gauge::default());
+        assert_eq!(admitted_now(&a, 10), 10);
+        a.apply(&limit(Some(1.0), 5, None));
+        assert_eq!(admitted_now(&a, 100), 5);
+        let b = Admission::new(&limit(None, 1, None), Gauge::default());
+        assert_eq!(admitted_now(&b, 100), 100);
+        b.apply(&limit(Some(1.0), 50, None));
+        assert!(
+            admitted_now(&b, 100) <= 1,
+            "unlimited carries no burst over"
+        );
+    }
+
+    #[test]
+    fn rate_zero_and_in_flight_cap_reject() {
+        let a = Admission::new(&limit(Some(0.0), 0, None), Gauge::default());
+        assert!(matches!(a.try_admit(), Verdict::RejectedRate { .. }));
+        let a = Admission::new(&limit(None, 1, Some(2)), Gauge::default());
+        let first = a.try_admit();
+        let second = a.try_admit();
+        assert!(matches!(a.try_admit(), Verdict::RejectedInFlight));
+        assert_eq!(a.in_flight(), 2);
+        drop(first);
+        drop(second);
+        assert_eq!(a.in_flight(), 0);
+        assert!(matches!(a.try_admit(), Verdict::Admitted(_)));
+    }
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        assert_eq!(retry_after_secs(Duration::from_millis(10)), 1);
+        assert_eq!(retry_after_secs(Duration::from_millis(1500)), 2);
+        assert_eq!(retry_after_secs(Duration::ZERO), 1);
+    }
+}

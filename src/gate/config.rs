@@ -1,0 +1,83 @@
+//! What a gate is started with. The CLI maps its flags onto [`GateConfig`]; the engine,
+//! the rehearsal and the tests build one directly.
+
+use super::error::GateError;
+use super::limit::Limit;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything `recover gate` needs. Listen on port 0 and read the bound addresses from
+/// [`super::BoundGate`] when the caller does not care which port it gets.
+#[derive(Debug, Clone)]
+pub struct GateConfig {
+    /// Proxy listener: every path is forwarded to an upstream.
+    pub listen: SocketAddr,
+    /// Admin listener: `/metrics`, `/healthz`, and `/admin/limit` (bearer token).
+    pub admin_listen: SocketAddr,
+    /// Upstream replicas, `http://host:port` (no path).
+    pub upstreams: Vec<String>,
+    /// The limit to start with when the state file has none.
+    pub limit: Limit,
+    /// How long the gate waits for an upstream's response head (then 504).
+    pub upstream_timeout: Duration,
+    /// Bearer token for `/admin/*`; `None` disables the admin API (401 for every call).
+    pub admin_token: Option<String>,
+    /// Where the last applied limit is kept; it wins over `limit` at start when present.
+    pub state_file: Option<PathBuf>,
+}
+
+impl GateConfig {
+    /// A pass-through gate on ephemeral loopback ports in front of `upstreams`.
+    pub fn loopback(upstreams: Vec<String>) -> Self {
+        GateConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            upstreams,
+            limit: Limit::unlimited(),
+            upstream_timeout: Duration::from_secs(2),
+            admin_token: None,
+            state_file: None,
+        }
+    }
+}
+
+/// Check one upstream URL: plain http, a host and port, no path (the gate forwards the
+/// client's path as it is).
+pub fn parse_upstream(url: &str) -> Result<(http::uri::Scheme, http::uri::Authority), GateError> {
+    let bad = |reason: &str| GateError::Upstream {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
+    if uri.scheme() != Some(&http::uri::Scheme::HTTP) {
+        return Err(bad("only http:// upstreams are supported"));
+    }
+    let authority = uri
+        .authority()
+        .cloned()
+        .ok_or_else(|| bad("needs a host, like http://127.0.0.1:9001"))?;
+    if uri.path() != "/" && !uri.path().is_empty() || uri.query().is_some() {
+        return Err(bad(
+            "must not have a path or query; the client's path is forwarded",
+        ));
+    }
+    Ok((http::uri::Scheme::HTTP, authority))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_urls_are_plain_http_hosts() {
+        assert!(parse_upstream("http://127.0.0.1:9001").is_ok());
+        assert!(parse_upstream("http://127.0.0.1:9001/").is_ok());
+        for bad in ["https://x:1", "127.0.0.1:9001", "http://x:1/api", "::"] {
+            let e = parse_upstream(bad).unwrap_err().to_string();
+            assert!(e.starts_with("--upstream"), "{e}");
+        }
+    }
+}

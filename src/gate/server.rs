@@ -1,0 +1,249 @@
+//! Binding and running a gate: both listeners, the limit control, the extra limit
+//! sources, and a clean stop on cancellation. Binding is separate from running so that
+//! callers (tests, the rehearsal) can ask for port 0 and learn the real addresses.
+
+use super::admin::{self, AdminState};
+use super::admission::Admission;
+use super::balance::Replicas;
+use super::config::{parse_upstream, GateConfig};
+use super::control::LimitControl;
+use super::error::GateError;
+use super::limit_source::LimitSource;
+use super::proxy::Proxy;
+use super::state::{self, Origin};
+use super::telemetry::GateMetrics;
+use super::validate;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// How long open connections get to finish their request after shutdown is asked for.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// A gate with both listeners bound and its starting limit resolved, not yet serving.
+pub struct BoundGate {
+    proxy_listener: TcpListener,
+    admin_listener: TcpListener,
+    proxy: Arc<Proxy>,
+    control: Arc<LimitControl>,
+    metrics: Arc<GateMetrics>,
+    token: Option<String>,
+    origin: Origin,
+}
+
+impl BoundGate {
+    /// Check the config, resolve the starting limit (state file wins), bind both listeners.
+    pub async fn bind(cfg: GateConfig) -> Result<BoundGate, GateError> {
+        if cfg.upstreams.is_empty() {
+            return Err(GateError::NoUpstream);
+        }
+        let upstreams = cfg
+            .upstreams
+            .iter()
+            .map(|u| parse_upstream(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        validate::check(&cfg.limit).map_err(GateError::Limit)?;
+        let stored = match &cfg.state_file {
+            Some(p) => state::load(p).map_err(|message| GateError::StateFile {
+                path: p.clone(),
+                message,
+            })?,
+            None => None,
+        };
+        let (limit, origin) = state::resolve(cfg.limit.clone(), stored);
+        if origin == Origin::StateFile {
+            if let Some(p) = &cfg.state_file {
+                tracing::warn!(
+                    state_file = %p.display(),
+                    limit = %serde_json::to_string(&limit).unwrap_or_default(),
+                    "restoring the last limit from the state file; it overrides --rate, --burst and --max-in-flight"
+                );
+            }
+        }
+        let bind = |flag: &'static str, addr: SocketAddr| async move {
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| GateError::Bind { flag, addr, source })
+        };
+        let proxy_listener = bind("--listen", cfg.listen).await?;
+        let admin_listener = bind("--admin-listen", cfg.admin_listen).await?;
+
+        let metrics = Arc::new(GateMetrics::new());
+        let admission = Arc::new(Admission::new(&limit, metrics.in_flight.clone()));
+        let control = Arc::new(LimitControl::new(
+            limit,
+            admission.clone(),
+            metrics.clone(),
+            cfg.state_file.clone(),
+        ));
+        let proxy = Arc::new(Proxy::new(
+            admission,
+            metrics.clone(),
+            Replicas::new(&upstreams),
+            cfg.upstream_timeout,
+        ));
+        Ok(BoundGate {
+            proxy_listener,
+            admin_listener,
+            proxy,
+            control,
+            metrics,
+            token: cfg.admin_token,
+            origin,
+        })
+    }
+
+    pub fn proxy_addr(&self) -> SocketAddr {
+        self.proxy_listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin_listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// Whether the starting limit came from the flags or the state file.
+    pub fn limit_origin(&self) -> Origin {
+        self.origin
+    }
+
+    /// Serve until `shutdown` is cancelled, then let open requests finish (up to 5 s).
+    pub async fn run(
+        self,
+        extra_sources: Vec<Box<dyn LimitSource>>,
+        shutdown: CancellationToken,
+    ) -> Result<(), GateError> {
+        tracing::info!(
+            listen = %self.proxy_addr(),
+            admin = %self.admin_addr(),
+            limit = %serde_json::to_string(&self.control.current().limit).unwrap_or_default(),
+            "gate serving"
+        );
+        let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
+        let admin_state = Arc::new(AdminState {
+            control: self.control.clone(),
+            metrics: self.metrics.clone(),
+            token: self.token,
+        });
+        let admin = axum::serve(self.admin_listener, admin::router(admin_state))
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
+        let admin = tokio::spawn(async move { admin.await });
+        accept_loop(self.proxy_listener, self.proxy, shutdown).await;
+        sources.abort_all();
+        match admin.await {
+            Ok(Ok(())) | Err(_) => Ok(()),
+            Ok(Err(source)) => Err(GateError::Io {
+                what: "admin listener",
+                source,
+            }),
+        }
+    }
+}
+
+/// Bind and run in one call: the library entry point the CLI and the engine use.
+pub async fn serve(
+    cfg: GateConfig,
+    extra_sources: Vec<Box<dyn LimitSource>>,
+    shutdown: CancellationToken,
+) -> Result<(), GateError> {
+    BoundGate::bind(cfg)
+        .await?
+        .run(extra_sources, shutdown)
+        .await
+}
+
+/// Each source pushes limits into one channel; one task applies them in arrival order.
+fn spawn_sources(
+    sources: Vec<Box<dyn LimitSource>>,
+    control: Arc<LimitControl>,
+    shutdown: &CancellationToken,
+) -> JoinSet<()> {
+    let mut tasks = JoinSet::new();
+    if sources.is_empty() {
+        return tasks;
+    }
+    let (tx, mut rx) = mpsc::channel(16);
+    for source in sources {
+        let name = source.name();
+        let tx = tx.clone();
+        let token = shutdown.child_token();
+        tasks.spawn(async move {
+            match source.run(tx, token).await {
+                Ok(()) => tracing::info!(source = name, "limit source stopped"),
+                Err(e) => tracing::error!(source = name, "limit source failed: {e}"),
+            }
+        });
+    }
+    drop(tx);
+    tasks.spawn(async move {
+        while let Some(update) = rx.recv().await {
+            let version = update.version.clone();
+            match control.apply_versioned(update) {
+                Ok(applied) => tracing::info!(
+                    %version,
+                    limit = %serde_json::to_string(&applied.limit).unwrap_or_default(),
+                    "limit changed by a limit source"
+                ),
+                Err(e) => tracing::error!(%version, "limit from a source refused, keeping the last one: {e}"),
+            }
+        }
+    });
+    tasks
+}
+
+async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: CancellationToken) {
+    let mut conns = JoinSet::new();
+    let draining = CancellationToken::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            a = listener.accept() => a,
+        };
+        while conns.try_join_next().is_some() {}
+        let stream = match accepted {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                tracing::warn!("accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let proxy = proxy.clone();
+        let draining = draining.clone();
+        conns.spawn(async move {
+            let svc = service_fn(move |req| {
+                let proxy = proxy.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(req).await) }
+            });
+            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = draining.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    drop(listener);
+    draining.cancel();
+    let _ = tokio::time::timeout(DRAIN_GRACE, async {
+        while conns.join_next().await.is_some() {}
+    })
+    .await;
+    conns.abort_all();
+}

@@ -1,0 +1,217 @@
+//! The gate's `/metrics`, with the names and labels fixed in TEAM.md: the engine, the
+//! detector and the rehearsal scrape these, so a rename breaks them.
+//!
+//! Every labelled child is resolved once at start and kept as a handle, so the hot path
+//! touches one atomic per counter instead of a labelled family's lock and hash map.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+use super::limit::Limit;
+
+type Labels = [(&'static str, &'static str); 1];
+type InfoLabels = [(&'static str, String); 1];
+
+/// What happened to one request; exactly one per request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Admitted,
+    RejectedRate,
+    RejectedInFlight,
+    UpstreamError,
+    UpstreamTimeout,
+}
+
+pub struct GateMetrics {
+    registry: Registry,
+    outcomes: [Counter; 5],
+    classes: [Counter; 4],
+    first: Counter,
+    retry: Counter,
+    pub in_flight: Gauge,
+    limit_rate: Gauge<f64, AtomicU64>,
+    limit_burst: Gauge<f64, AtomicU64>,
+    limit_max_in_flight: Gauge<f64, AtomicU64>,
+    limit_info: Family<InfoLabels, Gauge>,
+    upstream_latency: Histogram,
+}
+
+const OUTCOMES: [&str; 5] = [
+    "admitted",
+    "rejected_rate",
+    "rejected_in_flight",
+    "upstream_error",
+    "upstream_timeout",
+];
+const CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
+
+impl Default for GateMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl GateMetrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        let outcomes = OUTCOMES.map(|o| requests.get_or_create(&[("outcome", o)]).clone());
+        registry.register(
+            "recover_gate_requests",
+            "Requests by outcome, exactly one per request",
+            requests,
+        );
+        let responses = Family::<Labels, Counter>::default();
+        let classes = CLASSES.map(|c| responses.get_or_create(&[("class", c)]).clone());
+        registry.register(
+            "recover_gate_upstream_responses",
+            "Upstream responses by status class",
+            responses,
+        );
+        let attempts = Family::<Labels, Counter>::default();
+        let first = attempts.get_or_create(&[("kind", "first")]).clone();
+        let retry = attempts.get_or_create(&[("kind", "retry")]).clone();
+        registry.register(
+            "recover_gate_attempts",
+            "Requests by the client's x-attempt header (absent or 1 = first)",
+            attempts,
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "recover_gate_in_flight",
+            "Requests admitted and not yet answered by the upstream",
+            in_flight.clone(),
+        );
+        let limit_rate = Gauge::<f64, AtomicU64>::default();
+        let limit_burst = Gauge::<f64, AtomicU64>::default();
+        let limit_max_in_flight = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "recover_gate_limit_rate_per_s",
+            "Admitted rate limit (+Inf: unlimited)",
+            limit_rate.clone(),
+        );
+        registry.register(
+            "recover_gate_limit_burst",
+            "Burst above the rate (+Inf: no rate limit)",
+            limit_burst.clone(),
+        );
+        registry.register(
+            "recover_gate_limit_max_in_flight",
+            "In-flight cap (+Inf: unlimited)",
+            limit_max_in_flight.clone(),
+        );
+        let limit_info = Family::<InfoLabels, Gauge>::default();
+        registry.register(
+            "recover_gate_limit_applied_info",
+            "Version of the limit in force",
+            limit_info.clone(),
+        );
+        let upstream_latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
+        registry.register(
+            "recover_gate_upstream_latency_seconds",
+            "Time from forwarding to the upstream's response head",
+            upstream_latency.clone(),
+        );
+        GateMetrics {
+            registry,
+            outcomes,
+            classes,
+            first,
+            retry,
+            in_flight,
+            limit_rate,
+            limit_burst,
+            limit_max_in_flight,
+            limit_info,
+            upstream_latency,
+        }
+    }
+
+    pub fn outcome(&self, o: Outcome) {
+        self.outcomes[o as usize].inc();
+    }
+
+    /// Count the `x-attempt` header: absent, unparsable or 1 is a first attempt.
+    pub fn attempt(&self, header: Option<&[u8]>) {
+        match header {
+            Some(v) if v != b"1" && v.iter().all(u8::is_ascii_digit) && !v.is_empty() => {
+                self.retry.inc()
+            }
+            _ => self.first.inc(),
+        };
+    }
+
+    pub fn upstream_response(&self, status: u16, seconds: f64) {
+        self.upstream_latency.observe(seconds);
+        if let Some(c) = (status / 100)
+            .checked_sub(2)
+            .and_then(|i| self.classes.get(i as usize))
+        {
+            c.inc();
+        }
+    }
+
+    /// Show the limit in force and its version (the only child of the info family).
+    pub fn limit_applied(&self, limit: &Limit, version: &str) {
+        let inf = f64::INFINITY;
+        let rate = limit.rate_per_s.unwrap_or(inf);
+        self.limit_rate.set(rate);
+        self.limit_burst.set(if limit.rate_per_s.is_some() {
+            f64::from(limit.burst)
+        } else {
+            inf
+        });
+        self.limit_max_in_flight
+            .set(limit.max_in_flight.map_or(inf, f64::from));
+        self.limit_info.clear();
+        self.limit_info
+            .get_or_create(&[("version", version.to_string())])
+            .set(1);
+    }
+
+    /// Prometheus text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(4096);
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        // prometheus-client prints Rust's "inf"; the exposition format spells it "+Inf".
+        if out.contains(" inf\n") {
+            out = out.replace(" inf\n", " +Inf\n");
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_contract_names() {
+        let m = GateMetrics::new();
+        m.outcome(Outcome::RejectedRate);
+        m.attempt(Some(b"3"));
+        m.attempt(None);
+        m.upstream_response(503, 0.01);
+        m.limit_applied(&Limit::unlimited(), "7");
+        let text = m.render();
+        for needle in [
+            "recover_gate_requests_total{outcome=\"rejected_rate\"} 1",
+            "recover_gate_requests_total{outcome=\"admitted\"} 0",
+            "recover_gate_attempts_total{kind=\"retry\"} 1",
+            "recover_gate_attempts_total{kind=\"first\"} 1",
+            "recover_gate_upstream_responses_total{class=\"5xx\"} 1",
+            "recover_gate_in_flight 0",
+            "recover_gate_limit_rate_per_s +Inf",
+            "recover_gate_limit_applied_info{version=\"7\"} 1",
+            "recover_gate_upstream_latency_seconds_count 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}

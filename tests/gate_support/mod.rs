@@ -1,0 +1,316 @@
+//! Shared pieces of the gate's integration tests: a real counting upstream (axum on
+//! 127.0.0.1), an in-process gate on ephemeral ports, and a paced load generator.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::Router;
+use recover::gate::limit::Limit;
+use recover::gate::{BoundGate, GateConfig};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+pub const TOKEN: &str = "test-token-123";
+
+/// What an upstream saw.
+#[derive(Default)]
+pub struct Seen {
+    pub requests: AtomicU64,
+    /// The smallest x-deadline-ms received (u64::MAX: none yet).
+    pub min_deadline_ms: AtomicU64,
+    pub max_deadline_ms: AtomicU64,
+}
+
+pub struct Upstream {
+    pub addr: SocketAddr,
+    pub seen: Arc<Seen>,
+    stop: CancellationToken,
+}
+
+impl Upstream {
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+    pub fn count(&self) -> u64 {
+        self.seen.requests.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// A real HTTP upstream that counts every request, waits `delay`, and echoes
+/// `METHOD path?query body` so tests can see what was forwarded.
+pub async fn upstream(delay: Duration) -> Upstream {
+    let seen = Arc::new(Seen {
+        min_deadline_ms: AtomicU64::new(u64::MAX),
+        ..Seen::default()
+    });
+    let app = Router::new()
+        .fallback(
+            |State((seen, delay)): State<(Arc<Seen>, Duration)>,
+             method: axum::http::Method,
+             uri: axum::http::Uri,
+             headers: HeaderMap,
+             body: axum::body::Bytes| async move {
+                seen.requests.fetch_add(1, Ordering::SeqCst);
+                if let Some(ms) = headers
+                    .get("x-deadline-ms")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                {
+                    seen.min_deadline_ms.fetch_min(ms, Ordering::SeqCst);
+                    seen.max_deadline_ms.fetch_max(ms, Ordering::SeqCst);
+                }
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                (
+                    StatusCode::OK,
+                    format!("{method} {uri} {}", String::from_utf8_lossy(&body)),
+                )
+            },
+        )
+        .with_state((seen.clone(), delay));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(s.cancelled_owned())
+            .await;
+    });
+    Upstream { addr, seen, stop }
+}
+
+/// A gate running in this process; stopped when dropped.
+pub struct Gate {
+    pub proxy: SocketAddr,
+    pub admin: SocketAddr,
+    stop: CancellationToken,
+}
+
+impl Gate {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.proxy, path)
+    }
+    pub fn admin_url(&self, path: &str) -> String {
+        format!("http://{}{}", self.admin, path)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+pub fn config(upstreams: &[&Upstream], limit: Limit) -> GateConfig {
+    let mut cfg = GateConfig::loopback(upstreams.iter().map(|u| u.url()).collect());
+    cfg.limit = limit;
+    cfg.admin_token = Some(TOKEN.to_string());
+    cfg
+}
+
+pub async fn start(cfg: GateConfig) -> Gate {
+    let bound = BoundGate::bind(cfg).await.expect("gate binds");
+    let (proxy, admin) = (bound.proxy_addr(), bound.admin_addr());
+    let stop = CancellationToken::new();
+    let s = stop.clone();
+    tokio::spawn(async move { bound.run(Vec::new(), s).await });
+    Gate { proxy, admin, stop }
+}
+
+pub fn limit(rate: Option<f64>, burst: u32, max_in_flight: Option<u32>) -> Limit {
+    Limit {
+        rate_per_s: rate,
+        burst,
+        max_in_flight,
+        note: None,
+    }
+}
+
+/// A plain HTTP/1.1 client over hyper (reqwest in test builds wants a TLS provider the
+/// dev-dependencies leave unset; loopback needs no TLS).
+#[derive(Clone)]
+pub struct Http {
+    inner: hyper_util::client::legacy::Client<
+        hyper_util::client::legacy::connect::HttpConnector,
+        http_body_util::Full<bytes::Bytes>,
+    >,
+}
+
+/// A response read whole.
+pub struct Reply {
+    pub status: u16,
+    pub headers: axum::http::HeaderMap,
+    pub body: String,
+}
+
+impl Reply {
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+pub fn client() -> Http {
+    Http {
+        inner: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http(),
+    }
+}
+
+impl Http {
+    pub async fn send(
+        &self,
+        method: &str,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: &str,
+    ) -> Result<Reply, String> {
+        let mut req = axum::http::Request::builder().method(method).uri(url);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.to_string(),
+            )))
+            .map_err(|e| e.to_string())?;
+        let fut = async {
+            let resp = self.inner.request(req).await.map_err(|e| e.to_string())?;
+            let (parts, body) = resp.into_parts();
+            let bytes = http_body_util::BodyExt::collect(body)
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            Ok(Reply {
+                status: parts.status.as_u16(),
+                headers: parts.headers,
+                body: String::from_utf8_lossy(&bytes).into_owned(),
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(10), fut)
+            .await
+            .map_err(|_| format!("{method} {url}: no answer in 10 s"))?
+    }
+
+    pub async fn get(&self, url: &str) -> Reply {
+        self.send("GET", url, &[], "").await.unwrap()
+    }
+
+    pub async fn status(&self, url: &str) -> Option<u16> {
+        self.send("GET", url, &[], "").await.ok().map(|r| r.status)
+    }
+}
+
+/// Responses a flood got, by status.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub ok: u64,
+    pub rejected: u64,
+    pub other: u64,
+}
+
+#[derive(Default)]
+pub struct LiveTally {
+    pub ok: AtomicU64,
+    pub rejected: AtomicU64,
+    pub other: AtomicU64,
+}
+
+impl LiveTally {
+    pub fn snapshot(&self) -> Tally {
+        Tally {
+            ok: self.ok.load(Ordering::SeqCst),
+            rejected: self.rejected.load(Ordering::SeqCst),
+            other: self.other.load(Ordering::SeqCst),
+        }
+    }
+}
+
+/// Offer about `rate` req/s to `url` from `workers` paced workers until `stop`.
+pub fn flood(
+    url: String,
+    rate: f64,
+    workers: usize,
+    stop: CancellationToken,
+) -> (Arc<LiveTally>, tokio::task::JoinHandle<()>) {
+    let tally = Arc::new(LiveTally::default());
+    let t = tally.clone();
+    let handle = tokio::spawn(async move {
+        let client = client();
+        let period = Duration::from_secs_f64(workers as f64 / rate);
+        let mut tasks = Vec::new();
+        for i in 0..workers {
+            let (client, url, t, stop) = (client.clone(), url.clone(), t.clone(), stop.clone());
+            // Stagger the workers so the offered load is smooth, not clumped on one tick.
+            let offset = period.mul_f64(i as f64 / workers as f64);
+            tasks.push(tokio::spawn(async move {
+                let mut tick =
+                    tokio::time::interval_at(tokio::time::Instant::now() + offset, period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                while !stop.is_cancelled() {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => {}
+                    }
+                    match client.status(&url).await {
+                        Some(200) => t.ok.fetch_add(1, Ordering::SeqCst),
+                        Some(429) => t.rejected.fetch_add(1, Ordering::SeqCst),
+                        _ => t.other.fetch_add(1, Ordering::SeqCst),
+                    };
+                }
+            }));
+        }
+        for task in tasks {
+            let _ = task.await;
+        }
+    });
+    (tally, handle)
+}
+
+/// Run a flood for `d` and return the tally and the wall time it took.
+pub async fn flood_for(url: String, rate: f64, workers: usize, d: Duration) -> (Tally, Duration) {
+    let stop = CancellationToken::new();
+    let started = Instant::now();
+    let (tally, handle) = flood(url, rate, workers, stop.clone());
+    tokio::time::sleep(d).await;
+    stop.cancel();
+    let _ = handle.await;
+    (tally.snapshot(), started.elapsed())
+}
+
+pub async fn put_limit(gate: &Gate, body: &str) -> Reply {
+    let auth = format!("Bearer {TOKEN}");
+    client()
+        .send(
+            "PUT",
+            &gate.admin_url("/admin/limit"),
+            &[
+                ("authorization", &auth),
+                ("content-type", "application/json"),
+            ],
+            body,
+        )
+        .await
+        .unwrap()
+}
+
+pub async fn metrics(admin: SocketAddr) -> String {
+    client().get(&format!("http://{admin}/metrics")).await.body
+}
+
+/// The value of one sample line, e.g. `recover_gate_requests_total{outcome="admitted"}`.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
