@@ -1,0 +1,163 @@
+//! The real [`RunLauncher`]: runs a runbook's own detection and the runbook itself with
+//! the runbook engine ([`crate::engine::run`]), in-process, against the platform a route
+//! names. The engine re-observes and re-decides before it acts (and takes the target's
+//! lock), so a verdict that went stale between the check and the run refuses the run
+//! instead of acting on old data.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use super::config::{ServeConfig, TargetSpec};
+use super::launcher::{
+    CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
+};
+use crate::detect::{detect_at, Verdict};
+use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
+use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use crate::metrics::source::MetricSource;
+use crate::platform::Platform;
+use crate::runbook::LoadedRunbook;
+
+/// Builds the platform for a route's target.
+pub type PlatformFactory =
+    Arc<dyn Fn(&TargetSpec) -> Result<Arc<dyn Platform>, String> + Send + Sync>;
+
+/// A runbook with the platform and metric source it runs against.
+type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
+
+/// Runs detection and runbooks with the engine.
+pub struct EngineLauncher {
+    pub runbook_dirs: Vec<PathBuf>,
+    pub journal_dir: PathBuf,
+    pub platforms: PlatformFactory,
+}
+
+/// The platforms built into this binary.
+pub fn default_platforms() -> PlatformFactory {
+    Arc::new(|t: &TargetSpec| match t {
+        TargetSpec::Local { inventory, .. } => local_platform(inventory),
+        TargetSpec::Kube { .. } => Err(format!(
+            "target {}: the kube platform is not available to `recover serve` yet",
+            t.id()
+        )),
+    })
+}
+
+fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
+    Err(format!(
+        "inventory {}: the local platform has not landed yet",
+        inventory.display()
+    ))
+}
+
+/// Build the launcher for `cfg`.
+pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
+    Ok(Arc::new(EngineLauncher {
+        runbook_dirs: cfg.runbook_dir.iter().cloned().collect(),
+        journal_dir: cfg
+            .journal_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("recover-runs")),
+        platforms: default_platforms(),
+    }))
+}
+
+impl EngineLauncher {
+    fn prepare(&self, runbook: &str, target: &TargetSpec) -> Result<Prepared, String> {
+        let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
+        let platform = (self.platforms)(target)?;
+        let metrics: Arc<dyn MetricSource> = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
+            platform: platform.clone(),
+        })));
+        Ok((rb, platform, metrics))
+    }
+}
+
+#[async_trait::async_trait]
+impl RunLauncher for EngineLauncher {
+    async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
+        let (loaded, _platform, metrics) = self
+            .prepare(&req.runbook, &req.target)
+            .map_err(LaunchError)?;
+        let rb = &loaded.runbook;
+        // The same window the engine observes before it decides.
+        let mut window = Vec::new();
+        for i in 0..rb.observe.samples.max(2) {
+            if i > 0 {
+                tokio::time::sleep(rb.observe.interval).await;
+            }
+            window.push(
+                metrics
+                    .snapshot(&rb.signals)
+                    .await
+                    .map_err(|e| LaunchError(format!("metrics: {e}")))?,
+            );
+        }
+        Ok(detect_at(&window, &rb.detect, SystemTime::now()))
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> RunReport {
+        let (runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
+            Ok(p) => p,
+            Err(e) => return report(RunOutcome::Failed, e, None),
+        };
+        let options = RunOptions {
+            dry_run: req.dry_run,
+            journal_dir: self.journal_dir.clone(),
+            invocation: serde_json::json!({
+                "by": "recover serve",
+                "serve_run_id": req.run_id,
+                "route": req.route,
+                "target": req.target,
+            }),
+            // The receiver is the confirmation: it has authenticated the alert and checked.
+            confirm: None,
+            ..RunOptions::default()
+        };
+        let request = RunRequest {
+            runbook,
+            platform,
+            metrics,
+            options,
+        };
+        match engine::run(request, tokio_util::sync::CancellationToken::new()).await {
+            Ok(r) => {
+                let outcome = match r.outcome {
+                    Outcome::Succeeded => RunOutcome::Succeeded,
+                    Outcome::Failed => RunOutcome::Failed,
+                    Outcome::Aborted => RunOutcome::Aborted,
+                    Outcome::Planned => RunOutcome::DryRun,
+                };
+                let message = r
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| format!("engine run {} {}", r.run_id, outcome.as_str()));
+                let mut out = report(outcome, message, serde_json::to_value(&r).ok());
+                out.journal = r.journal.as_ref().map(PathBuf::from);
+                out
+            }
+            Err(e) => {
+                // Refusals changed nothing and say nothing about the runbook; anything
+                // else (bad runbook, unreadable metrics, a broken journal) needs a human.
+                let outcome = match e {
+                    EngineError::LockHeld { .. }
+                    | EngineError::Precondition(_)
+                    | EngineError::Declined
+                    | EngineError::Cancelled => RunOutcome::Refused,
+                    _ => RunOutcome::Failed,
+                };
+                report(outcome, e.to_string(), None)
+            }
+        }
+    }
+}
+
+fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunReport {
+    RunReport {
+        outcome,
+        message,
+        journal: None,
+        details,
+    }
+}

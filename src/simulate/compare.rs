@@ -1,0 +1,131 @@
+//! `--compare`: the "if I change only one thing, which one?" table. Each variant is the
+//! scenario with exactly one `--set` applied, run with the same seed, so the rows differ
+//! only in that one thing.
+
+use super::error::SimError;
+use super::scenarios::{Report, Scenario};
+use crate::util::duration;
+use serde::Serialize;
+use std::fmt::Write;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub variant: String,
+    /// The one change, as `key=value` (empty for the baseline).
+    pub change: String,
+    pub recovered: bool,
+    pub time_to_recover_s: Option<f64>,
+    pub peak_calls: u64,
+    pub given_up: u64,
+    /// Work the server spent on requests nobody waited for (0 in the tick model).
+    pub wasted: u64,
+}
+
+/// The one-change variants for a scenario: (label, key, value).
+fn variants(s: &Scenario) -> Vec<(String, String, String)> {
+    let v = |l: &str, k: &str, val: String| (l.to_string(), k.to_string(), val);
+    match s {
+        Scenario::Storm { params, .. } => {
+            let mut out: Vec<_> = super::Policy::ALL
+                .into_iter()
+                .filter(|p| *p != params.policy)
+                .map(|p| v(&format!("policy {p}"), "policy", p.name().to_string()))
+                .collect();
+            out.push(v(
+                "fewer tries",
+                "max_tries",
+                (params.max_tries / 2).max(1).to_string(),
+            ));
+            out.push(v(
+                "shed instead of collapse",
+                "overload_served",
+                params.room.to_string(),
+            ));
+            out
+        }
+        Scenario::System { params: p, .. } => vec![
+            v(
+                "client timeout x4",
+                "timeout",
+                duration::format(p.timeout * 4),
+            ),
+            v(
+                "retry delay x10",
+                "retry_delay",
+                duration::format(p.retry_delay * 10),
+            ),
+            v("jitter", "jitter", (!p.jitter).to_string()),
+            v("exponential backoff", "backoff", (!p.backoff).to_string()),
+            v("retry budget 10%", "retry_budget", "0.1".into()),
+            v("load shedding", "shedding", (!p.shedding).to_string()),
+            v("overload factor 1", "overload_factor", "1".into()),
+        ],
+    }
+}
+
+fn row(variant: String, change: String, r: &Report) -> CompareRow {
+    match r {
+        Report::Storm(s) => CompareRow {
+            variant,
+            change,
+            recovered: s.recovered,
+            time_to_recover_s: s.time_to_recover_s,
+            peak_calls: u64::from(s.peak_calls),
+            given_up: u64::from(s.given_up),
+            wasted: 0,
+        },
+        Report::System(s) => CompareRow {
+            variant,
+            change,
+            recovered: s.recovered,
+            time_to_recover_s: s.time_to_recover_s,
+            peak_calls: s.peak_calls,
+            given_up: s.given_up,
+            wasted: s.totals.abandoned_work,
+        },
+    }
+}
+
+/// Run the baseline and every one-change variant with `seed`.
+pub fn compare(base: &Scenario, seed: u64) -> Result<Vec<CompareRow>, SimError> {
+    let mut rows = vec![row("baseline".into(), String::new(), &base.run(seed))];
+    for (label, key, value) in variants(base) {
+        let mut s = base.clone();
+        s.set(&key, &value)?;
+        rows.push(row(label, format!("{key}={value}"), &s.run(seed)));
+    }
+    Ok(rows)
+}
+
+/// The table, with times in the scenario's unit (seconds, or ticks for the tick model).
+pub fn render(scenario: &Scenario, seed: u64, rows: &[CompareRow]) -> String {
+    let mut o = String::new();
+    let unit = scenario.time_unit();
+    let _ = writeln!(
+        o,
+        "scenario {} (seed {seed}): one change at a time",
+        scenario.name()
+    );
+    let _ = writeln!(
+        o,
+        "{:<26}  {:<22}  {:>9}  {:>15}  {:>10}  {:>8}  {:>8}",
+        "variant", "change", "recovers", "time to recover", "peak calls", "given up", "wasted"
+    );
+    for r in rows {
+        let ttr = r
+            .time_to_recover_s
+            .map_or("-".into(), |t| format!("{t} {unit}"));
+        let _ = writeln!(
+            o,
+            "{:<26}  {:<22}  {:>9}  {:>15}  {:>10}  {:>8}  {:>8}",
+            r.variant,
+            r.change,
+            if r.recovered { "yes" } else { "no" },
+            ttr,
+            r.peak_calls,
+            r.given_up,
+            r.wasted
+        );
+    }
+    o
+}

@@ -1,0 +1,330 @@
+//! The continuous-time engine: advances clients, gate and server one tick at a time, with
+//! client events on a timing wheel, and records a per-second series. Deterministic: the
+//! only randomness is the crate's own seeded PRNG, drawn in a fixed order.
+
+use super::model::clients::{Client, Phase, RetryBudget};
+use super::model::gate::{Admission, Gate};
+use super::model::server::{Arrival, Req, Server, ServerConfig};
+use super::params::SystemParams;
+use super::policy::retry_delay_ticks;
+use super::procedure::Procedure;
+use super::report::{analyse, Second, SystemReport, Totals};
+use super::rng::SplitMix64;
+use super::wheel::Wheel;
+use crate::plan::Plan;
+use std::time::Duration;
+
+fn ticks(d: Duration, tick: Duration) -> u32 {
+    (d.as_nanos() / tick.as_nanos().max(1)).min(u128::from(u32::MAX / 4)) as u32
+}
+
+struct Engine<'a> {
+    p: &'a SystemParams,
+    rng: SplitMix64,
+    clients: Vec<Client>,
+    wheel: Wheel,
+    server: Server,
+    gate: Gate,
+    budget: Option<RetryBudget>,
+    cur: Second,
+    /// Per second of sending: attempts sent then that failed (known only later for
+    /// timeouts), so "every call arriving in that second was served" can be judged.
+    sent_failed: Vec<u64>,
+    per_s: u32,
+    totals: Totals,
+    in_retry: u64,
+    timeout_t: u32,
+    retry_t: u64,
+    retry_cap_t: u64,
+    interval_t: u32,
+    spike: Option<(u32, u32, u32)>,
+}
+
+impl Engine<'_> {
+    fn interval_at(&self, now: u32) -> u32 {
+        match self.spike {
+            Some((from, to, iv)) if now >= from && now < to => iv,
+            _ => self.interval_t,
+        }
+    }
+
+    fn at(&mut self, id: u32, when: u32) {
+        self.clients[id as usize].wake = when;
+        self.wheel.schedule(id, when);
+    }
+
+    /// A spike starts: idle clients would otherwise keep their next poll up to a whole
+    /// normal interval away; pull each into the spike's (shorter) interval.
+    fn start_spike(&mut self, now: u32, iv: u32) {
+        for id in 0..self.clients.len() as u32 {
+            let c = self.clients[id as usize];
+            if c.phase == Phase::Idle {
+                let at = now + self.rng.below(u64::from(iv)) as u32;
+                if at < c.wake {
+                    self.at(id, at);
+                }
+            }
+        }
+    }
+
+    fn wake(&mut self, id: u32, now: u32) {
+        let c = self.clients[id as usize];
+        if c.wake != now {
+            return; // stale: the client moved on (answered before its timeout)
+        }
+        match c.phase {
+            Phase::Idle => {
+                self.totals.calls += 1;
+                self.cur.first += 1;
+                if let Some(b) = self.budget.as_mut() {
+                    b.deposit();
+                }
+                self.clients[id as usize].attempt = 1;
+                self.send(id, now);
+            }
+            Phase::Backoff => {
+                self.cur.retries += 1;
+                self.clients[id as usize].attempt += 1;
+                self.send(id, now);
+            }
+            Phase::Waiting => {
+                self.cur.timeouts += 1;
+                self.mark_failed(c.sent);
+                self.gate.finished();
+                self.fail(id, now);
+            }
+        }
+    }
+
+    fn mark_failed(&mut self, sent: u32) {
+        if let Some(n) = self.sent_failed.get_mut((sent / self.per_s) as usize) {
+            *n += 1;
+        }
+    }
+
+    fn send(&mut self, id: u32, now: u32) {
+        self.cur.arriving += 1;
+        self.totals.attempts += 1;
+        let c = &mut self.clients[id as usize];
+        c.seq = c.seq.wrapping_add(1);
+        c.sent = now;
+        let req = Req {
+            client: id,
+            seq: c.seq,
+            sent: now,
+        };
+        if self.server.is_down(now) || self.gate.admit() != Admission::Admitted {
+            self.cur.rejected += 1;
+            self.mark_failed(now);
+            return self.fail(id, now);
+        }
+        match self.server.arrive(req, now) {
+            Arrival::Queued => {
+                self.clients[id as usize].phase = Phase::Waiting;
+                self.at(id, now + self.timeout_t);
+            }
+            Arrival::Refused | Arrival::Shed => {
+                self.gate.finished();
+                self.cur.rejected += 1;
+                self.mark_failed(now);
+                self.fail(id, now);
+            }
+        }
+    }
+
+    fn fail(&mut self, id: u32, now: u32) {
+        let c = &mut self.clients[id as usize];
+        if !c.in_retry {
+            c.in_retry = true;
+            self.in_retry += 1;
+        }
+        let attempt = c.attempt;
+        let p = self.p;
+        let out_of_attempts = p.max_attempts > 0 && attempt >= p.max_attempts;
+        let out_of_budget =
+            !out_of_attempts && self.budget.as_mut().is_some_and(|b| !b.try_withdraw());
+        if out_of_attempts || out_of_budget {
+            self.cur.given_up += 1;
+            self.totals.given_up += 1;
+            return self.end_poll(id, now);
+        }
+        let d = retry_delay_ticks(
+            attempt,
+            self.retry_t,
+            self.retry_cap_t,
+            p.backoff,
+            p.jitter,
+            &mut self.rng,
+        );
+        self.clients[id as usize].phase = Phase::Backoff;
+        self.at(id, now + d as u32);
+    }
+
+    fn end_poll(&mut self, id: u32, now: u32) {
+        let iv = self.interval_at(now);
+        let c = &mut self.clients[id as usize];
+        if c.in_retry {
+            c.in_retry = false;
+            self.in_retry -= 1;
+        }
+        c.phase = Phase::Idle;
+        self.at(id, now + iv);
+    }
+
+    fn complete(&mut self, req: Req, now: u32) {
+        let c = self.clients[req.client as usize];
+        if c.phase == Phase::Waiting && c.seq == req.seq {
+            self.cur.useful += 1;
+            self.totals.served += 1;
+            self.gate.finished();
+            self.end_poll(req.client, now);
+        } else {
+            self.cur.abandoned += 1;
+            self.totals.abandoned_work += 1;
+        }
+    }
+}
+
+/// Run the model; with a plan, its procedure starts at `plan_at`.
+pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> SystemReport {
+    let tick = p.tick;
+    let tick_s = tick.as_secs_f64();
+    let n = ticks(p.duration, tick).max(1);
+    let per_s = ticks(Duration::from_secs(1), tick).max(1);
+    let interval_t = ticks(p.interval, tick).max(1);
+    let spike = (!p.spike.is_zero()).then(|| {
+        let from = ticks(p.spike_at, tick);
+        let iv = ((f64::from(interval_t) / p.spike_factor).round() as u32).max(1);
+        (from, from + ticks(p.spike, tick), iv)
+    });
+    let retry_t = u64::from(ticks(p.retry_delay, tick).max(1));
+    let retry_cap_t = u64::from(ticks(p.retry_max_delay, tick).max(1));
+    let timeout_t = ticks(p.timeout, tick).max(1);
+    let longest_iv = spike.map_or(interval_t, |s| s.2.max(interval_t));
+    let horizon = u64::from(longest_iv.max(timeout_t)).max(2 * retry_t.max(retry_cap_t));
+    let mut rng = SplitMix64::new(seed);
+    let mut wheel = Wheel::new(horizon);
+    let clients = (0..p.clients)
+        .map(|id| {
+            let first = rng.below(u64::from(interval_t)) as u32;
+            wheel.schedule(id, first);
+            Client::new(first)
+        })
+        .collect();
+    let server = Server::new(ServerConfig {
+        per_tick: p.capacity * tick_s,
+        cold_factor: p.cold_factor,
+        warmup_ticks: ticks(p.warmup, tick),
+        overload_factor: p.overload_factor,
+        shedding: p.shedding,
+        honour_deadline: p.honour_deadline,
+        timeout_ticks: timeout_t,
+    });
+    let mut e = Engine {
+        p,
+        rng,
+        clients,
+        wheel,
+        server,
+        gate: Gate::new(p.gate_rate, p.gate_burst, p.gate_max_in_flight, tick_s),
+        budget: p.retry_budget.map(|r| RetryBudget::new(r, p.clients)),
+        cur: Second::default(),
+        sent_failed: vec![0; (n / per_s + 1) as usize],
+        per_s,
+        totals: Totals::default(),
+        in_retry: 0,
+        timeout_t,
+        retry_t,
+        retry_cap_t,
+        interval_t,
+        spike,
+    };
+    let outage = (!p.outage.is_zero()).then(|| {
+        let at = ticks(p.outage_at, tick);
+        (at, at + ticks(p.outage, tick).max(1))
+    });
+    let plan_at = ticks(p.plan_at, tick);
+    let mut procedure = plan.map(|pl| Procedure::new(pl, p.plan_admit_hold));
+    let mut series = Vec::with_capacity((n / per_s + 1) as usize);
+    let mut done: Vec<Req> = Vec::with_capacity(1024);
+
+    for now in 0..n {
+        if let Some((at, until)) = outage {
+            if now == at {
+                e.server.go_down(until);
+            }
+        }
+        if let Some(proc_) = procedure.as_mut() {
+            if now == plan_at {
+                e.gate.set_rate(proc_.start(now / per_s));
+                if p.plan_restart {
+                    e.server.restart(now);
+                } else {
+                    e.server.drain();
+                }
+            }
+        }
+        if let Some((from, _, iv)) = e.spike {
+            if now == from {
+                e.start_spike(now, iv);
+            }
+        }
+        e.gate.refill();
+        let due = e.wheel.take(now);
+        for &id in &due {
+            e.wake(id, now);
+        }
+        e.wheel.give_back(due);
+        // Completions go through a reusable buffer: the server cannot call back into the
+        // engine while it is borrowed.
+        e.server.step(now, |r| done.push(r));
+        for &r in &done {
+            e.complete(r, now);
+        }
+        done.clear();
+
+        if (now + 1) % per_s == 0 {
+            let t = now / per_s;
+            let mut s = std::mem::take(&mut e.cur);
+            s.t = t;
+            s.queue = e.server.queue_len() as u64;
+            s.in_retry = e.in_retry;
+            s.capacity = e.server.capacity_per_s(now, tick_s);
+            s.gate_rate = e.gate.rate_per_s();
+            if now >= plan_at {
+                if let Some(proc_) = procedure.as_mut() {
+                    if let Some(change) = proc_.after_second(t + 1, s.timeouts) {
+                        e.gate.set_rate(change);
+                    }
+                }
+            }
+            series.push(s);
+        }
+    }
+
+    for s in &mut series {
+        s.sent_failed = e.sent_failed[s.t as usize];
+    }
+    let pending = e.clients.iter().filter(|c| c.phase != Phase::Idle).count() as u64;
+    e.totals.pending = pending;
+    let (reference, reference_t) = match plan {
+        Some(_) => ("plan_start", plan_at / per_s),
+        None => ("trigger_end", ticks(p.trigger_end(), tick) / per_s),
+    };
+    let settle = ticks(p.settle_window, tick) / per_s;
+    let (settled, recovered, ttr) = analyse(&series, reference_t, settle);
+    SystemReport {
+        scenario: scenario.to_string(),
+        seed,
+        peak_calls: series.iter().map(|s| s.arriving).max().unwrap_or(0),
+        given_up: e.totals.given_up,
+        settled_s: settled.map(f64::from),
+        recovered,
+        time_to_recover_s: ttr.map(f64::from),
+        reference,
+        reference_s: f64::from(reference_t),
+        relapses: procedure.as_ref().map_or(0, Procedure::relapses),
+        totals: e.totals,
+        series,
+    }
+}

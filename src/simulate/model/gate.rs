@@ -1,0 +1,115 @@
+//! The admission gate as the model sees it: a token bucket (rate, burst) and an in-flight
+//! cap, rejecting fast. Same knobs as `recover::gate::limit::Limit`, so a plan's admit rate
+//! means the same here as on the real gate.
+
+/// Why the gate turned an attempt away (or that it let it through).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    Admitted,
+    RejectedRate,
+    RejectedInFlight,
+}
+
+#[derive(Debug, Clone)]
+pub struct Gate {
+    /// Tokens added per tick; `None` = no rate limit.
+    per_tick: Option<f64>,
+    burst: f64,
+    tokens: f64,
+    max_in_flight: Option<u32>,
+    in_flight: u32,
+    tick_s: f64,
+}
+
+impl Gate {
+    pub fn new(
+        rate_per_s: Option<f64>,
+        burst: u32,
+        max_in_flight: Option<u32>,
+        tick_s: f64,
+    ) -> Self {
+        let burst = f64::from(burst.max(1));
+        Gate {
+            per_tick: rate_per_s.map(|r| r * tick_s),
+            burst,
+            tokens: burst,
+            max_in_flight,
+            in_flight: 0,
+            tick_s,
+        }
+    }
+
+    /// Change the rate at runtime (the procedure does); `None` opens the gate.
+    pub fn set_rate(&mut self, rate_per_s: Option<f64>) {
+        self.per_tick = rate_per_s.map(|r| r * self.tick_s);
+        self.tokens = self.tokens.min(self.burst);
+    }
+
+    pub fn rate_per_s(&self) -> Option<f64> {
+        self.per_tick.map(|t| t / self.tick_s)
+    }
+
+    /// Called once per tick before arrivals.
+    pub fn refill(&mut self) {
+        if let Some(t) = self.per_tick {
+            self.tokens = (self.tokens + t).min(self.burst);
+        }
+    }
+
+    pub fn admit(&mut self) -> Admission {
+        if let Some(cap) = self.max_in_flight {
+            if self.in_flight >= cap {
+                return Admission::RejectedInFlight;
+            }
+        }
+        if self.per_tick.is_some() {
+            if self.tokens < 1.0 {
+                return Admission::RejectedRate;
+            }
+            self.tokens -= 1.0;
+        }
+        self.in_flight += 1;
+        Admission::Admitted
+    }
+
+    /// An admitted attempt ended (answered, or its client gave up on it).
+    pub fn finished(&mut self) {
+        self.in_flight = self.in_flight.saturating_sub(1);
+    }
+
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_admits_rate_times_time_after_the_burst() {
+        // 10/s with 10 ms ticks: 0.1 token a tick; burst 1.
+        let mut g = Gate::new(Some(10.0), 1, None, 0.01);
+        let mut admitted = 0;
+        for _ in 0..100 {
+            g.refill();
+            for _ in 0..5 {
+                if g.admit() == Admission::Admitted {
+                    admitted += 1;
+                    g.finished();
+                }
+            }
+        }
+        assert!((10..=11).contains(&admitted), "{admitted}");
+    }
+
+    #[test]
+    fn in_flight_cap_rejects_until_something_finishes() {
+        let mut g = Gate::new(None, 1, Some(2), 0.01);
+        assert_eq!(g.admit(), Admission::Admitted);
+        assert_eq!(g.admit(), Admission::Admitted);
+        assert_eq!(g.admit(), Admission::RejectedInFlight);
+        g.finished();
+        assert_eq!(g.admit(), Admission::Admitted);
+    }
+}

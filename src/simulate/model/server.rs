@@ -1,0 +1,243 @@
+//! The demo config service as a model: a FIFO queue served at a capacity that is lower right
+//! after a restart (cold) and warms up, costs `overload_factor` times the work while the
+//! queue holds more than it can serve within the client timeout, and either queues
+//! everything (no shedding: it serves abandoned work) or rejects fast what it cannot serve in
+//! time (shedding). Those three together are what make the failure self-sustaining.
+
+use std::collections::VecDeque;
+
+/// One queued attempt: whose it is and when it was sent (tick).
+#[derive(Debug, Clone, Copy)]
+pub struct Req {
+    pub client: u32,
+    pub seq: u32,
+    pub sent: u32,
+}
+
+/// What the server did with an arriving attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    Queued,
+    /// Down (restarting): connection refused, fast.
+    Refused,
+    /// Shed: it could not be served within the timeout, so it is rejected fast.
+    Shed,
+}
+
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Warm capacity in requests per tick.
+    pub per_tick: f64,
+    pub cold_factor: f64,
+    pub warmup_ticks: u32,
+    pub overload_factor: f64,
+    pub shedding: bool,
+    pub honour_deadline: bool,
+    pub timeout_ticks: u32,
+}
+
+#[derive(Debug, Clone)]
+pub struct Server {
+    cfg: ServerConfig,
+    queue: VecDeque<Req>,
+    /// Work available this tick, in warm-request units (carried while work is queued).
+    budget: f64,
+    down_until: Option<u32>,
+    restarted_at: Option<u32>,
+    overloaded: bool,
+}
+
+/// Counts of one tick's service.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Served {
+    /// Skipped at no cost (deadline passed, `honour_deadline`).
+    pub skipped: u32,
+}
+
+impl Server {
+    pub fn new(cfg: ServerConfig) -> Self {
+        Server {
+            cfg,
+            queue: VecDeque::with_capacity(1024),
+            budget: 0.0,
+            down_until: None,
+            restarted_at: None,
+            overloaded: false,
+        }
+    }
+
+    pub fn is_down(&self, now: u32) -> bool {
+        self.down_until.is_some_and(|u| now < u)
+    }
+
+    /// Capacity as a fraction of warm capacity at `now`: cold right after a restart, rising
+    /// linearly over the warm-up.
+    pub fn warm_fraction(&self, now: u32) -> f64 {
+        match self.restarted_at {
+            Some(r) if now >= r && self.cfg.warmup_ticks > 0 => {
+                let progress = (f64::from(now - r) / f64::from(self.cfg.warmup_ticks)).min(1.0);
+                self.cfg.cold_factor + (1.0 - self.cfg.cold_factor) * progress
+            }
+            Some(r) if now < r => self.cfg.cold_factor,
+            _ => 1.0,
+        }
+    }
+
+    /// How many queued requests can be served within the client timeout at healthy cost.
+    fn servable_in_time(&self, now: u32) -> f64 {
+        self.cfg.per_tick * self.warm_fraction(now) * f64::from(self.cfg.timeout_ticks)
+    }
+
+    /// The process dies (a deploy): its queue is lost, it refuses connections until
+    /// `until`, then comes back cold. Returns the number of queued requests lost.
+    pub fn go_down(&mut self, until: u32) -> usize {
+        self.down_until = Some(until);
+        self.restarted_at = Some(until);
+        self.drain()
+    }
+
+    /// Restart without downtime (batches behind a gate): cold again from `now`.
+    pub fn restart(&mut self, now: u32) -> usize {
+        self.restarted_at = Some(now);
+        self.drain()
+    }
+
+    /// Drop queued work instead of serving it.
+    pub fn drain(&mut self) -> usize {
+        let n = self.queue.len();
+        self.queue.clear();
+        self.budget = 0.0;
+        n
+    }
+
+    pub fn arrive(&mut self, req: Req, now: u32) -> Arrival {
+        if self.is_down(now) {
+            return Arrival::Refused;
+        }
+        if self.cfg.shedding && (self.queue.len() + 1) as f64 > self.servable_in_time(now).max(1.0)
+        {
+            return Arrival::Shed;
+        }
+        self.queue.push_back(req);
+        Arrival::Queued
+    }
+
+    /// Serve one tick's worth of work in FIFO order, calling `done` for every completed
+    /// request (useful or abandoned: the server cannot tell).
+    pub fn step(&mut self, now: u32, mut done: impl FnMut(Req)) -> Served {
+        let mut served = Served::default();
+        if self.is_down(now) {
+            return served;
+        }
+        let warm = self.warm_fraction(now);
+        self.overloaded = self.queue.len() as f64 > self.servable_in_time(now);
+        let cost = if self.overloaded {
+            self.cfg.overload_factor
+        } else {
+            1.0
+        };
+        self.budget += self.cfg.per_tick * warm;
+        while let Some(front) = self.queue.front() {
+            if self.cfg.honour_deadline && now.saturating_sub(front.sent) >= self.cfg.timeout_ticks
+            {
+                self.queue.pop_front();
+                served.skipped += 1;
+                continue;
+            }
+            if self.budget < cost {
+                break;
+            }
+            self.budget -= cost;
+            if let Some(req) = self.queue.pop_front() {
+                done(req);
+            }
+        }
+        if self.queue.is_empty() {
+            // Idle time is not banked: a server cannot serve earlier requests later.
+            self.budget = 0.0;
+        }
+        served
+    }
+
+    pub fn queue_len(&self) -> usize {
+        self.queue.len()
+    }
+
+    pub fn overloaded(&self) -> bool {
+        self.overloaded
+    }
+
+    /// Effective capacity in useful requests per second right now.
+    pub fn capacity_per_s(&self, now: u32, tick_s: f64) -> f64 {
+        if self.is_down(now) {
+            return 0.0;
+        }
+        let k = if self.overloaded {
+            self.cfg.overload_factor
+        } else {
+            1.0
+        };
+        self.cfg.per_tick * self.warm_fraction(now) / k / tick_s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(shedding: bool) -> ServerConfig {
+        ServerConfig {
+            per_tick: 2.0,
+            cold_factor: 0.5,
+            warmup_ticks: 100,
+            overload_factor: 4.0,
+            shedding,
+            honour_deadline: false,
+            timeout_ticks: 10,
+        }
+    }
+
+    fn req(i: u32) -> Req {
+        Req {
+            client: i,
+            seq: 0,
+            sent: 0,
+        }
+    }
+
+    #[test]
+    fn overloaded_queue_costs_k_times_the_work() {
+        let mut s = Server::new(cfg(false));
+        for i in 0..100 {
+            s.arrive(req(i), 0);
+        }
+        // 100 queued > 2 * 10 servable in time: each costs 4, so 2 per tick serves one per 2 ticks.
+        let mut n = 0;
+        for t in 0..10 {
+            s.step(t, |_| n += 1);
+        }
+        assert_eq!(n, 5);
+        assert!(s.overloaded());
+    }
+
+    #[test]
+    fn shedding_keeps_the_queue_within_what_is_served_in_time() {
+        let mut s = Server::new(cfg(true));
+        let shed = (0..100)
+            .filter(|i| s.arrive(req(*i), 0) == Arrival::Shed)
+            .count();
+        assert_eq!(s.queue_len(), 20);
+        assert_eq!(shed, 80);
+    }
+
+    #[test]
+    fn restart_loses_the_queue_and_comes_back_cold() {
+        let mut s = Server::new(cfg(false));
+        s.arrive(req(1), 0);
+        assert_eq!(s.go_down(10), 1);
+        assert_eq!(s.arrive(req(2), 5), Arrival::Refused);
+        assert_eq!(s.warm_fraction(10), 0.5);
+        assert_eq!(s.warm_fraction(60), 0.75);
+        assert_eq!(s.warm_fraction(500), 1.0);
+    }
+}
