@@ -213,7 +213,7 @@ fn latest_page<'a>(
 fn select(sel: &Selector, h: &History, alive_only: bool) -> Result<Vec<Point>, Miss> {
     let mut out = Vec::new();
     for t in targets(sel, h)? {
-        if alive_only && !t.latest().is_some_and(|s| s.page.is_ok()) {
+        if alive_only && t.latest().is_none_or(|s| s.page.is_err()) {
             continue;
         }
         if sel.metric == "up" {
