@@ -132,6 +132,20 @@ impl Scenario {
         }
     }
 
+    /// Run this scenario but switch to `changed`'s client, server and gate parameters at
+    /// `plan_at` ("what if we changed it now, once stuck?"). `None` for the tick model.
+    pub fn run_changed_at_plan(&self, changed: &Scenario, seed: u64) -> Option<SystemReport> {
+        match (self, changed) {
+            (
+                Scenario::System {
+                    name, params, plan, ..
+                },
+                Scenario::System { params: q, .. },
+            ) => Some(engine::run_with(params, plan.as_ref(), Some(q), seed, name)),
+            _ => None,
+        }
+    }
+
     /// Run it. Validate first; an invalid scenario runs with clamped values.
     pub fn run(&self, seed: u64) -> Report {
         match self {
