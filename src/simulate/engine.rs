@@ -344,7 +344,7 @@ pub fn run_with(
             s.t = t;
             s.queue = e.server.queue_len() as u64;
             s.in_retry = e.in_retry;
-            s.capacity = e.server.capacity_per_s(now, tick_s);
+            s.capacity = (e.server.capacity_per_s(now, tick_s) * 100.0).round() / 100.0;
             s.gate_rate = e.gate.rate_per_s();
             if now >= plan_at {
                 if let Some(proc_) = procedure.as_mut() {

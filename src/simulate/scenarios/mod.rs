@@ -128,7 +128,20 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), SimError> {
         match self {
             Scenario::Storm { params, .. } => params.validate(),
-            Scenario::System { params, .. } => params.validate(),
+            Scenario::System { params, plan, .. } => {
+                params.validate()?;
+                if let Some(plan) = plan {
+                    let rates = std::iter::once(plan.admit_rate)
+                        .chain(plan.ramp.iter().map(|s| s.rate_per_s));
+                    if rates.into_iter().any(|r| !(r.is_finite() && r >= 0.0)) {
+                        return Err(SimError::invalid(
+                            "plan",
+                            "admit_rate and ramp rate_per_s must be finite and 0 or more",
+                        ));
+                    }
+                }
+                Ok(())
+            }
         }
     }
 
