@@ -29,6 +29,8 @@ pub struct Facts<'a> {
     pub failure: Option<String>,
     pub baselines: BTreeMap<String, BaselineOutcome>,
     pub wall_time_s: f64,
+    pub endpoints: BTreeMap<String, String>,
+    pub predicted: Option<f64>,
 }
 
 /// Build the report and the rebased series.
@@ -223,9 +225,10 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .collect(),
         phases,
         baselines: f.baselines,
-        predicted_time_to_recover_s: None,
+        predicted_time_to_recover_s: f.predicted,
         wall_time_s: f.wall_time_s,
         files: Files::default(),
+        endpoints: f.endpoints.clone(),
     };
     (report, samples)
 }

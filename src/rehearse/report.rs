@@ -64,6 +64,9 @@ pub struct Report {
     pub wall_time_s: f64,
     /// Files written next to the report.
     pub files: Files,
+    /// Where the main system's processes listened (component -> address), so a run can
+    /// be matched with its logs and checked for leftovers.
+    pub endpoints: BTreeMap<String, String>,
 }
 
 /// The scenario numbers a reader needs to interpret the report.

@@ -58,8 +58,15 @@ pub fn check(sample: &Sample, demand: f64, workers: u32, c: &SteadyCriteria) -> 
     }
 }
 
-/// The first instant from which every sample is steady for at least `hold_s` (and up to
-/// the last sample, which must be at least `hold_s` later). `None` if there is none.
+/// A sample that cannot be judged (a scrape timed out on a loaded machine) is neither
+/// steady nor a failure; these errors mark it.
+fn no_data(err: &str) -> bool {
+    err.split("; ").all(|e| e.starts_with("no "))
+}
+
+/// The first instant from which every judged sample is steady, lasting at least `hold_s`
+/// up to the last sample. Samples without data neither break nor extend the run, but at
+/// least two thirds of the run's samples must have been judged (no data is no proof).
 pub fn steady_from(
     samples: &[Sample],
     demand: f64,
@@ -68,15 +75,23 @@ pub fn steady_from(
     hold_s: f64,
 ) -> Option<f64> {
     let last = samples.last()?.t_s;
-    let mut start: Option<f64> = None;
+    let mut start: Option<(f64, usize, usize)> = None; // (since, judged, total)
     for s in samples {
-        match (check(s, demand, workers, c).is_ok(), start) {
-            (true, None) => start = Some(s.t_s),
-            (false, _) => start = None,
-            _ => {}
+        match check(s, demand, workers, c) {
+            Ok(()) => {
+                let (t, j, n) = start.unwrap_or((s.t_s, 0, 0));
+                start = Some((t, j + 1, n + 1));
+            }
+            Err(e) if no_data(&e) => {
+                if let Some((t, j, n)) = start {
+                    start = Some((t, j, n + 1));
+                }
+            }
+            Err(_) => start = None,
         }
     }
-    start.filter(|t| last - t >= hold_s)
+    let (t, judged, total) = start?;
+    (last - t >= hold_s && judged * 3 >= total * 2).then_some(t)
 }
 
 /// Times the system left steady state after having reached it, counting a loss only if it
@@ -95,7 +110,10 @@ pub fn relapses(
         if check(s, demand, workers, c).is_ok() {
             was_steady = true;
             bad_run = 0;
-        } else if was_steady {
+        } else if let Err(e) = check(s, demand, workers, c).map_err(|e| no_data(&e)) {
+            if e || !was_steady {
+                continue;
+            }
             bad_run += 1;
             if bad_run == min_samples {
                 count += 1;
@@ -174,6 +192,14 @@ mod tests {
         v.push(s(14.0, 1.0, 400.0, 0.0));
         assert_eq!(relapses(&v, 20.0, 500, &c, 2), 1);
         assert_eq!(steady_from(&v, 20.0, 500, &c, 1.0), None);
+        // A sample without data neither breaks a steady run nor counts as a relapse.
+        let mut w: Vec<Sample> = (0..12).map(|i| s(i as f64, 20.0, 0.0, 0.0)).collect();
+        w[5] = Sample {
+            t_s: 5.0,
+            ..Sample::default()
+        };
+        assert_eq!(steady_from(&w, 20.0, 500, &c, 10.0), Some(0.0));
+        assert_eq!(relapses(&w, 20.0, 500, &c, 1), 0);
     }
 
     #[test]

@@ -97,16 +97,24 @@ pub fn compare(base: &Scenario, seed: u64) -> Result<Vec<CompareRow>, SimError> 
     Ok(rows)
 }
 
-pub fn render(scenario: &str, seed: u64, rows: &[CompareRow]) -> String {
+/// The table, with times in the scenario's unit (seconds, or ticks for the tick model).
+pub fn render(scenario: &Scenario, seed: u64, rows: &[CompareRow]) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "scenario {scenario} (seed {seed}): one change at a time");
+    let unit = scenario.time_unit();
+    let _ = writeln!(
+        o,
+        "scenario {} (seed {seed}): one change at a time",
+        scenario.name()
+    );
     let _ = writeln!(
         o,
         "{:<26}  {:<22}  {:>9}  {:>15}  {:>10}  {:>8}  {:>8}",
         "variant", "change", "recovers", "time to recover", "peak calls", "given up", "wasted"
     );
     for r in rows {
-        let ttr = r.time_to_recover_s.map_or("-".into(), |t| format!("{t} s"));
+        let ttr = r
+            .time_to_recover_s
+            .map_or("-".into(), |t| format!("{t} {unit}"));
         let _ = writeln!(
             o,
             "{:<26}  {:<22}  {:>9}  {:>15}  {:>10}  {:>8}  {:>8}",

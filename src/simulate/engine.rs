@@ -53,6 +53,20 @@ impl Engine<'_> {
         self.wheel.schedule(id, when);
     }
 
+    /// A spike starts: idle clients would otherwise keep their next poll up to a whole
+    /// normal interval away; pull each into the spike's (shorter) interval.
+    fn start_spike(&mut self, now: u32, iv: u32) {
+        for id in 0..self.clients.len() as u32 {
+            let c = self.clients[id as usize];
+            if c.phase == Phase::Idle {
+                let at = now + self.rng.below(u64::from(iv)) as u32;
+                if at < c.wake {
+                    self.at(id, at);
+                }
+            }
+        }
+    }
+
     fn wake(&mut self, id: u32, now: u32) {
         let c = self.clients[id as usize];
         if c.wake != now {
@@ -248,6 +262,11 @@ pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> 
                 } else {
                     e.server.drain();
                 }
+            }
+        }
+        if let Some((from, _, iv)) = e.spike {
+            if now == from {
+                e.start_spike(now, iv);
             }
         }
         e.gate.refill();

@@ -15,7 +15,8 @@
 //!            | ("sum" | "max" | "min" | "avg" | "count") "(" expr ")"
 //!            | "histogram_quantile" "(" NUMBER "," expr ")"
 //! selector  := METRIC [ "{" [ matcher ("," matcher)* [","] ] "}" ] [ "@" ROLE ]
-//! matcher   := LABEL ("=" | "!=") STRING            -- STRING is "double quoted", \" \\ \n
+//! matcher   := LABEL ("=" | "!=" | "=~" | "!~") STRING   -- "double quoted", \" \\ \n
+//!                                                     -- =~ !~: literals . * + ? | only
 //! DURATION  := a human duration: 10s, 500ms, 1m
 //! ```
 //!
@@ -28,6 +29,8 @@
 //!   counter resets handled; `increase` is the same without dividing by time.
 //! - `sum`, `max`, `min`, `avg`, `count` reduce the series to one number. Anywhere else
 //!   (arithmetic, or the final result) the series are summed, so `sum(x)` and `x` agree.
+//!   One exception, as in PromQL: a number literal combined with series applies to each
+//!   series, so `sum(1 - recover_demo_service_ready)` counts replicas not ready.
 //! - `histogram_quantile(q, rate(m_bucket[w]))` sums buckets by `le` across series and
 //!   targets, then interpolates linearly inside the bucket, as Prometheus does.
 //! - `a or b` falls back to `b` only when the targets answered and `a`'s series do not
@@ -39,11 +42,13 @@
 
 use std::time::Duration;
 
-/// A label matcher's operator. Regular expressions are not supported.
+/// A label matcher's operator. `=~` and `!~` take the pattern subset of [`super::pattern`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MatchOp {
     Eq,
     Ne,
+    Re,
+    NotRe,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +56,21 @@ pub struct Matcher {
     pub label: String,
     pub op: MatchOp,
     pub value: String,
+    /// Compiled `value` for `=~` and `!~`.
+    pub pattern: Option<super::pattern::Pattern>,
+}
+
+impl Matcher {
+    /// Does a label value (empty when the label is absent) satisfy this matcher?
+    pub fn accepts(&self, v: &str) -> bool {
+        match (self.op, &self.pattern) {
+            (MatchOp::Eq, _) => v == self.value,
+            (MatchOp::Ne, _) => v != self.value,
+            (MatchOp::Re, Some(p)) => p.matches(v),
+            (MatchOp::NotRe, Some(p)) => !p.matches(v),
+            (_, None) => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -343,8 +363,10 @@ impl<'a> Parser<'a> {
                 let label = self.ident("a label name")?.to_string();
                 let op = if self.eat("!=") {
                     MatchOp::Ne
-                } else if self.eat("=~") || self.eat("!~") {
-                    return Err(self.err("regular expression matchers are not supported"));
+                } else if self.eat("=~") {
+                    MatchOp::Re
+                } else if self.eat("!~") {
+                    MatchOp::NotRe
                 } else if self.eat("=") {
                     MatchOp::Eq
                 } else {
@@ -353,8 +375,20 @@ impl<'a> Parser<'a> {
                 self.expect("\"")?;
                 let (value, rest) = super::text::unescape_quoted(self.rest())
                     .ok_or_else(|| self.err(format!("label {label}: unterminated string")))?;
+                let pattern = match op {
+                    MatchOp::Re | MatchOp::NotRe => Some(
+                        super::pattern::Pattern::parse(&value)
+                            .map_err(|m| self.err(format!("label {label}: {m}")))?,
+                    ),
+                    _ => None,
+                };
                 self.pos = self.src.len() - rest.len();
-                matchers.push(Matcher { label, op, value });
+                matchers.push(Matcher {
+                    label,
+                    op,
+                    value,
+                    pattern,
+                });
                 if !self.eat(",") {
                     self.expect("}")?;
                     break;
@@ -412,7 +446,8 @@ mod tests {
             .unwrap_err()
             .message
             .contains("unknown function"));
-        assert!(parse("x{a=~\"b\"}").is_err());
+        assert!(parse("x{a=~\"(b)\"}").is_err());
+        assert!(parse("x{a=~\"rejected_.*\",b!~\"x|y\"}").is_ok());
         assert!(parse("x y").unwrap_err().at >= 1);
         assert!(parse("histogram_quantile(2, x)").is_err());
         assert!(parse("").is_err());

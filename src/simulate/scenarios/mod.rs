@@ -90,6 +90,14 @@ impl Scenario {
         }
     }
 
+    /// The unit of its times: the tick model counts ticks.
+    pub fn time_unit(&self) -> &'static str {
+        match self {
+            Scenario::Storm { .. } => "ticks",
+            Scenario::System { .. } => "s",
+        }
+    }
+
     /// The seed a scenario file asked for, if any.
     pub fn file_seed(&self) -> Option<u64> {
         match self {
