@@ -36,20 +36,23 @@ pub struct EngineLauncher {
 
 /// The platforms built into this binary.
 pub fn default_platforms() -> PlatformFactory {
-    Arc::new(|t: &TargetSpec| match t {
+    Arc::new(|t: &TargetSpec| {
+        match t {
         TargetSpec::Local { inventory, .. } => local_platform(inventory),
         TargetSpec::Kube { .. } => Err(format!(
-            "target {}: the kube platform is not available to `recover serve` yet",
+            "target {}: `recover serve` does not drive the kube platform in this build (use a local target, or `recover --runbook` on the cluster)",
             t.id()
         )),
+    }
     })
 }
 
 fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
-    Err(format!(
-        "inventory {}: the local platform has not landed yet",
-        inventory.display()
-    ))
+    // reqwest clients need a TLS provider installed first (see metrics::http).
+    crate::metrics::http::ensure_tls_provider();
+    let p =
+        crate::platform::local::LocalPlatform::from_file(inventory).map_err(|e| e.to_string())?;
+    Ok(Arc::new(p))
 }
 
 /// Build the launcher for `cfg`.
@@ -92,18 +95,16 @@ impl RunLauncher for EngineLauncher {
             .map_err(LaunchError)?;
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
-        let mut window = Vec::new();
-        for i in 0..rb.observe.samples.max(2) {
-            if i > 0 {
-                tokio::time::sleep(rb.observe.interval).await;
-            }
-            window.push(
-                metrics
-                    .snapshot(&rb.signals)
-                    .await
-                    .map_err(|e| LaunchError(format!("metrics: {e}")))?,
-            );
-        }
+        let interval = rb.observe.interval;
+        let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+            .unwrap_or(std::time::Duration::from_secs(5));
+        let span = rb.observe.span.unwrap_or_else(|| {
+            crate::detect::observe::span_needed(&rb.detect, rate_window, interval)
+        });
+        let window =
+            crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
+                .await
+                .map_err(|e| LaunchError(format!("metrics: {e}")))?;
         Ok(detect_at(&window, &rb.detect, SystemTime::now()))
     }
 
@@ -127,7 +128,7 @@ impl RunLauncher for EngineLauncher {
         // instead of waiting out a second detection window while the service is down.
         let assume = plan_inputs(&req.verdict, runbook.runbook.detect.demand_per_s);
         if assume.is_some() {
-            runbook.runbook.observe.samples = runbook.runbook.observe.samples.min(2);
+            runbook.runbook.observe.span = Some(runbook.runbook.observe.interval);
         }
         let options = RunOptions {
             dry_run: req.dry_run,
