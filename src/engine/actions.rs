@@ -185,10 +185,9 @@ async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), String> {
         .map_err(|e| format!("setting the gate limit: {e}"))?;
     let after = gate.get_limit().await.map_err(|e| e.to_string());
     let mut figs = Figures::new();
-    figs.insert(
-        "rate_per_s".into(),
-        limit.rate_per_s.unwrap_or(f64::INFINITY),
-    );
+    if let Some(r) = limit.rate_per_s {
+        figs.insert("rate_per_s".into(), r);
+    }
     finished(
         ctx,
         step,
@@ -237,10 +236,9 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                 .push(format!("gate limit -> {}", describe_limit(&limit)));
             ctx.info(name, format!("gate limit -> {}", describe_limit(&limit)));
             set_limit(ctx, name, limit.clone()).await?;
-            done.figures.insert(
-                "rate_per_s".into(),
-                limit.rate_per_s.unwrap_or(f64::INFINITY),
-            );
+            if let Some(r) = limit.rate_per_s {
+                done.figures.insert("rate_per_s".into(), r);
+            }
         }
         Action::BacklogDrain(_) => {
             let mut total = 0.0;
@@ -373,12 +371,7 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                     "ramp needs from > 0 and factor > 1 (got {from}, {factor})"
                 ));
             }
-            let ceiling = ctx
-                .fixed
-                .inputs
-                .arrival_rate
-                .max(ctx.fixed.inputs.capacity.unwrap_or(0.0))
-                .max(from);
+            let ceiling = ramp_ceiling(&ctx.fixed, from);
             let p = RampParams {
                 from,
                 factor,
@@ -579,11 +572,7 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
         Action::GateRamp(a) => {
             let from = fixed.quantity(&a.from).unwrap_or(0.0);
             let factor = fixed.quantity(&a.factor).unwrap_or(2.0);
-            let ceiling = fixed
-                .inputs
-                .arrival_rate
-                .max(fixed.inputs.capacity.unwrap_or(0.0))
-                .max(from);
+            let ceiling = ramp_ceiling(fixed, from);
             let mut rates = vec![];
             let mut r = from;
             while r < ceiling && rates.len() < 20 && factor > 1.0 {
@@ -634,4 +623,20 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
         )],
         Action::Notify(a) => vec![format!("notify: {}", a.message)],
     }
+}
+
+/// Where the ramp may lift the limit: the plan's ramp end rate, else the larger of the
+/// stuck-state arrival rate and healthy capacity (the gate cannot bind above that).
+fn ramp_ceiling(fixed: &Fixed, from: f64) -> f64 {
+    let end = fixed.plan.ramp_end_rate;
+    let fallback = fixed
+        .inputs
+        .arrival_rate
+        .max(fixed.inputs.capacity.unwrap_or(0.0));
+    (if end.is_finite() && end > 0.0 {
+        end
+    } else {
+        fallback
+    })
+    .max(from)
 }

@@ -63,7 +63,7 @@ pub fn decide(
                     capacity_cold,
                     k,
                     capacity: verdict.capacity,
-                    demand: None,
+                    demand: rb.detect.demand_per_s,
                 },
                 _ => {
                     return Err(EngineError::Precondition(format!(
@@ -74,6 +74,9 @@ pub fn decide(
             }
         }
     };
+    inputs
+        .validate()
+        .map_err(|e| EngineError::Precondition(format!("cannot plan from these inputs: {e}")))?;
     let plan = make_plan(&inputs, &rb.plan);
     Ok(Decision {
         verdict,
@@ -96,23 +99,25 @@ async fn observe(
     opts: &RunOptions,
     cancel: &CancellationToken,
 ) -> Result<Vec<Snapshot>, EngineError> {
-    let mut window = Vec::new();
-    for i in 0..rb.observe.samples {
-        if i > 0 {
-            tokio::select! {
-                _ = tokio::time::sleep(rb.observe.interval) => {}
-                _ = cancel.cancelled() => return Err(EngineError::Cancelled),
-            }
-        }
-        window.push(metrics.snapshot(&rb.signals).await?);
+    let interval = rb.observe.interval;
+    let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+        .unwrap_or(std::time::Duration::from_secs(5));
+    let span = rb
+        .observe
+        .span
+        .unwrap_or_else(|| crate::detect::observe::span_needed(&rb.detect, rate_window, interval));
+    let of = (span.as_secs_f64() / interval.as_secs_f64()).ceil() as u32 + 1;
+    let mut n = 0;
+    let watch = crate::detect::observe::observe(metrics, &rb.signals, span, interval, |_| {
+        n += 1;
         if let Some(o) = &opts.observer {
-            o.event(&ProgressEvent::Observing {
-                sample: i + 1,
-                of: rb.observe.samples,
-            });
+            o.event(&ProgressEvent::Observing { sample: n, of });
         }
+    });
+    tokio::select! {
+        w = watch => Ok(w?),
+        _ = cancel.cancelled() => Err(EngineError::Cancelled),
     }
-    Ok(window)
 }
 
 /// Start a new run. Errors mean nothing was changed (refused, declined, bad input); a run

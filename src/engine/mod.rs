@@ -12,6 +12,7 @@ pub mod actions;
 pub mod batches;
 pub mod check;
 pub mod executor;
+pub mod history;
 pub mod journal;
 pub mod progress;
 pub mod ramp;

@@ -130,8 +130,8 @@ impl RunReport {
         }
         let _ = writeln!(
             out,
-            "{:<3} {:<22} {:<16} {:<12} {:<24} {}",
-            "#", "step", "action", "outcome", "figures", "note"
+            "{:<3} {:<22} {:<16} {:<12} {:<24} note",
+            "#", "step", "action", "outcome", "figures"
         );
         for (i, s) in self.steps.iter().enumerate() {
             let figs: Vec<String> = s

@@ -31,6 +31,8 @@ impl Fixed {
             "capacity" => self.inputs.capacity?,
             "capacity_cold" => self.inputs.capacity_cold,
             "k" => self.inputs.k,
+            "clear_rate" => self.plan.clear_rate,
+            "ramp_end_rate" => self.plan.ramp_end_rate,
             _ => return None,
         };
         Some(v)

@@ -126,3 +126,21 @@ pub fn list(dirs: &[PathBuf]) -> Vec<ListedRunbook> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn shipped_runbooks_use_the_detectors_signal_definitions() {
+        let want = crate::detect::default_signals::demo_signals();
+        for (name, src) in super::embedded() {
+            let rb = super::parse_str(name, src).unwrap();
+            for (sig, spec) in &rb.signals {
+                assert_eq!(
+                    Some(spec),
+                    want.get(sig),
+                    "{name}: signal {sig} differs from detect::default_signals"
+                );
+            }
+        }
+    }
+}

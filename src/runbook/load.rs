@@ -3,7 +3,7 @@
 //! serde cannot (references, ranges, safety rules). Every problem becomes a
 //! [`Diagnostic`] naming file:line:column and the field path.
 
-use super::locate::{locate, path_string, Seg};
+use super::locate::{locate, path_string, segs_of as segs, Seg};
 use super::schema::RawRunbook;
 use super::Runbook;
 use std::fmt;
@@ -93,19 +93,6 @@ impl<'a> Reporter<'a> {
             message,
         });
     }
-}
-
-/// Convert a serde_path_to_error path into our segments.
-pub(crate) fn segs(path: &serde_path_to_error::Path) -> Vec<Seg> {
-    use serde_path_to_error::Segment;
-    path.iter()
-        .filter_map(|s| match s {
-            Segment::Seq { index } => Some(Seg::Index(*index)),
-            Segment::Map { key } => Some(Seg::Key(key.clone())),
-            Segment::Enum { variant } => Some(Seg::Key(variant.clone())),
-            Segment::Unknown => None,
-        })
-        .collect()
 }
 
 /// serde_yaml's message without the location and path it appends (we print our own).

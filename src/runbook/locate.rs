@@ -34,6 +34,19 @@ pub fn path_string(path: &[Seg]) -> String {
     out
 }
 
+/// Convert a serde_path_to_error path into our segments.
+pub fn segs_of(path: &serde_path_to_error::Path) -> Vec<Seg> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .filter_map(|s| match s {
+            Segment::Seq { index } => Some(Seg::Index(*index)),
+            Segment::Map { key } => Some(Seg::Key(key.clone())),
+            Segment::Enum { variant } => Some(Seg::Key(variant.clone())),
+            Segment::Unknown => None,
+        })
+        .collect()
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Line<'a> {
     /// 1-based line number.

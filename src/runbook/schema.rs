@@ -66,20 +66,25 @@ fn default_when() -> Vec<VerdictKind> {
     vec![VerdictKind::Stuck]
 }
 
-/// How the engine watches before deciding: `samples` snapshots `interval` apart.
+/// How the engine watches before deciding: a snapshot every `interval` for `span`
+/// (default: what the detector needs to say "stuck", see `detect::observe::span_needed`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Observe {
     #[serde(with = "crate::util::duration::serde_human")]
     pub interval: Duration,
-    pub samples: u32,
+    #[serde(
+        with = "crate::util::duration::serde_human_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub span: Option<Duration>,
 }
 
 impl Default for Observe {
     fn default() -> Self {
         Observe {
             interval: Duration::from_secs(1),
-            samples: 10,
+            span: None,
         }
     }
 }

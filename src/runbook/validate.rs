@@ -4,7 +4,8 @@
 
 use super::action::{self, Action, Quantity, RateSetting};
 use super::expr::{Expr, Type};
-use super::load::{bare_message, segs, Reporter};
+use super::load::{bare_message, Reporter};
+use super::locate::segs_of as segs;
 use super::locate::{path_string, Seg};
 use super::schema::{ActionKind, RawRunbook, RawStep, API_VERSION, KIND};
 use super::{Check, Runbook, Step};
@@ -20,6 +21,8 @@ pub const PLAN_VARS: &[&str] = &[
     "plan.capacity",
     "plan.capacity_cold",
     "plan.k",
+    "plan.clear_rate",
+    "plan.ramp_end_rate",
 ];
 
 fn k(s: &str) -> Seg {
@@ -121,10 +124,10 @@ pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
             );
         }
     }
-    if spec.observe.samples == 0 {
+    if spec.observe.interval.is_zero() {
         rep.at(
-            &[k("spec"), k("observe"), k("samples")],
-            "samples must be at least 1",
+            &[k("spec"), k("observe"), k("interval")],
+            "interval must be more than 0s",
         );
     }
     let plan = &spec.plan;
