@@ -102,6 +102,7 @@ fn stuck_plan() -> Plan {
             capacity_cold: 100.0,
             k: 4.0,
             capacity: Some(200.0),
+            demand: None,
         },
         &PlanConfig::default(),
     );
@@ -135,6 +136,7 @@ fn check_plan_predicts_that_a_restart_admitting_everything_at_once_does_not() {
         admit_rate: 10_000.0,
         ramp: vec![],
         arithmetic: vec![],
+        ..Default::default()
     };
     let c = check_plan(&SystemParams::default(), &plan, 1);
     assert!(!c.recovers, "{c:?}");

@@ -1,12 +1,72 @@
-//! `recover resume`.
+//! `recover resume RUN_ID`: continue a run that was interrupted (engine killed, host
+//! rebooted). The journal names the runbook text, the plan and how the platform was built.
 
-use super::{CliResult, Failure};
+use super::run::{build, cancel_on_signals, confirmation, engine_failure, finish, Output};
+use super::{runtime, CliResult, Failure};
+use anyhow::anyhow;
+use recover::engine::{self, journal, progress::TerminalObserver, RunOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
-pub struct ResumeArgs {}
+pub struct ResumeArgs {
+    /// The run to continue (a unique prefix is enough); see `recover history`.
+    pub run_id: String,
+    #[arg(long, value_name = "DIR", default_value = "recover-runs")]
+    pub journal_dir: PathBuf,
+    /// Do not ask for confirmation (required without a TTY).
+    #[arg(long)]
+    pub yes: bool,
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
 
-pub fn run(_args: ResumeArgs) -> CliResult {
-    Err(Failure::usage(anyhow::anyhow!(
-        "`recover resume` is not built yet"
-    )))
+/// The journal file of a run id or unique prefix.
+pub fn journal_of(dir: &Path, run_id: &str) -> Result<PathBuf, Failure> {
+    let exact = journal::path_for(dir, run_id);
+    if exact.is_file() {
+        return Ok(exact);
+    }
+    let matches: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| Failure::usage(anyhow!("journal dir {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "jsonl")
+                && p.file_stem()
+                    .is_some_and(|s| s.to_string_lossy().starts_with(run_id))
+        })
+        .collect();
+    match matches.len() {
+        1 => Ok(matches[0].clone()),
+        0 => Err(Failure::usage(anyhow!(
+            "no run {run_id:?} in {}",
+            dir.display()
+        ))),
+        n => Err(Failure::usage(anyhow!(
+            "{n} runs start with {run_id:?}; give more of the id"
+        ))),
+    }
+}
+
+pub fn run(args: ResumeArgs) -> CliResult {
+    let path = journal_of(&args.journal_dir, &args.run_id)?;
+    let entries = journal::read(&path).map_err(Failure::usage)?;
+    let point = journal::resume_point(&entries)
+        .map_err(|e| Failure::usage(anyhow!("{}: {e}", path.display())))?;
+    let confirm = confirmation(args.yes, false)?;
+    let rt = runtime()?;
+    rt.block_on(async {
+        let (platform, metrics) = build(&point.invocation)?;
+        let options = RunOptions {
+            journal_dir: args.journal_dir.clone(),
+            invocation: point.invocation.clone(),
+            observer: Some(Arc::new(TerminalObserver::new())),
+            confirm,
+            ..RunOptions::default()
+        };
+        let report = engine::resume(&path, platform, metrics, options, cancel_on_signals())
+            .await
+            .map_err(engine_failure)?;
+        finish(&report, args.output)
+    })
 }

@@ -1,21 +1,214 @@
-//! `recover --runbook NAME ...`: run a runbook against a target.
+//! `recover --runbook NAME ...`: run a runbook against a target. Flags map onto
+//! [`recover::engine::run`]; this file only builds the platform and metric source, asks for
+//! confirmation, wires Ctrl-C to a clean abort, and prints the report.
 
-use super::{CliResult, Failure};
+use super::{runtime, CliResult, Failure};
+use anyhow::{anyhow, Context};
+use recover::engine::{
+    self, progress::TerminalObserver, Outcome, RunOptions, RunReport, RunRequest,
+};
+use recover::exit::Exit;
+use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use recover::metrics::source::MetricSource;
+use recover::plan::PlanInputs;
+use recover::platform::{local::LocalPlatform, Platform};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    Local,
+    Kube,
+}
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Runbook name (looked up in runbooks/ and --runbook-dir) or path.
+    /// Runbook name (looked up in --runbook-dir, ./runbooks/, then the built-in ones) or path.
     #[arg(long)]
     pub runbook: Option<String>,
+    /// Extra directory to look for runbooks in, before ./runbooks/ (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub runbook_dir: Vec<PathBuf>,
+    /// What to act on.
+    #[arg(long, value_enum, default_value_t = Target::Local)]
+    pub target: Target,
+    /// Local target: the inventory YAML (replicas, gate, clients).
+    #[arg(long, value_name = "FILE")]
+    pub inventory: Option<PathBuf>,
+    /// Show the plan and every action it would take; change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Do not ask for confirmation (required without a TTY).
+    #[arg(long)]
+    pub yes: bool,
+    /// Final report format on stdout.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+    /// Where run journals are written.
+    #[arg(long, value_name = "DIR", default_value = "recover-runs")]
+    pub journal_dir: PathBuf,
+    /// Plan from these figures instead of measured ones (with --assume-capacity-cold and
+    /// --assume-k): arrival rate, req/s. The verdict is still observed and recorded.
+    #[arg(long, value_name = "REQ_PER_S", requires_all = ["assume_capacity_cold", "assume_k"])]
+    pub assume_arrival_rate: Option<f64>,
+    /// Capacity right after a restart, req/s (see --assume-arrival-rate).
+    #[arg(long, value_name = "REQ_PER_S", requires = "assume_arrival_rate")]
+    pub assume_capacity_cold: Option<f64>,
+    /// Work amplification k (see --assume-arrival-rate).
+    #[arg(long, value_name = "K", requires = "assume_arrival_rate")]
+    pub assume_k: Option<f64>,
+    /// Healthy capacity, req/s (optional with --assume-arrival-rate).
+    #[arg(long, value_name = "REQ_PER_S", requires = "assume_arrival_rate")]
+    pub assume_capacity: Option<f64>,
+}
+
+/// How the platform was built, recorded in the journal so `recover resume` can rebuild it.
+pub fn invocation(target: Target, inventory: Option<&Path>) -> serde_json::Value {
+    let inv = inventory.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+    serde_json::json!({ "target": match target { Target::Local => "local", Target::Kube => "kube" }, "inventory": inv })
+}
+
+/// Build the platform and metric source from a recorded invocation.
+pub fn build(
+    inv: &serde_json::Value,
+) -> Result<(Arc<dyn Platform>, Arc<dyn MetricSource>), Failure> {
+    match inv.get("target").and_then(|t| t.as_str()) {
+        Some("local") => {
+            let path = inv
+                .get("inventory")
+                .and_then(|p| p.as_str())
+                .ok_or_else(|| Failure::usage(anyhow!("--target local needs --inventory FILE")))?;
+            let p = LocalPlatform::from_file(Path::new(path)).map_err(Failure::usage)?;
+            let platform: Arc<dyn Platform> = Arc::new(p);
+            let metrics: Arc<dyn MetricSource> =
+                Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
+                    platform: platform.clone(),
+                })));
+            Ok((platform, metrics))
+        }
+        Some("kube") => Err(Failure::usage(anyhow!(
+            "--target kube is not wired into `recover --runbook` in this build; use --target local"
+        ))),
+        other => Err(Failure::usage(anyhow!("unknown target {other:?}"))),
+    }
+}
+
+/// The confirmation rule: --yes, or a TTY to ask on; otherwise refuse (exit 3).
+pub fn confirmation(yes: bool, dry_run: bool) -> Result<Option<engine::Confirm>, Failure> {
+    if yes || dry_run {
+        return Ok(None);
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Failure::new(
+            Exit::Refused,
+            anyhow!("refusing to act without confirmation: no TTY to ask on; pass --yes"),
+        ));
+    }
+    Ok(Some(Arc::new(|preview: &RunReport| {
+        eprintln!("{}", preview.summary_table());
+        eprint!(
+            "Proceed with run {} on {}? [y/N] ",
+            preview.run_id, preview.target
+        );
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        matches!(line.trim(), "y" | "Y" | "yes")
+    })))
+}
+
+/// Ctrl-C and SIGTERM cancel the run cleanly (on_failure steps still run).
+pub fn cancel_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        eprintln!("interrupted: aborting cleanly (running on_failure steps)...");
+        t.cancel();
+    });
+    token
+}
+
+/// Print the report and turn its outcome into an exit code.
+pub fn finish(report: &RunReport, output: Output) -> CliResult {
+    match output {
+        Output::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(report).context("encoding the report")?
+        ),
+        Output::Text => print!("{}", report.summary_table()),
+    }
+    Ok(match report.outcome {
+        Outcome::Succeeded | Outcome::Planned => Exit::Done,
+        Outcome::Failed | Outcome::Aborted => Exit::Failed,
+    })
+}
+
+pub fn engine_failure(e: engine::EngineError) -> Failure {
+    Failure::new(e.exit(), e)
 }
 
 pub fn run(args: RunArgs) -> CliResult {
-    match args.runbook {
-        None => Err(Failure::usage(anyhow::anyhow!(
+    let Some(name) = args.runbook.clone() else {
+        return Err(Failure::usage(anyhow!(
             "nothing to do: give --runbook NAME or a subcommand (see recover --help)"
-        ))),
-        Some(_) => Err(Failure::usage(anyhow::anyhow!(
-            "running runbooks is not built yet"
-        ))),
+        )));
+    };
+    let loaded = recover::runbook::find(&name, &args.runbook_dir).map_err(Failure::usage)?;
+    if args.target == Target::Local && args.inventory.is_none() {
+        return Err(Failure::usage(anyhow!(
+            "--target local needs --inventory FILE"
+        )));
     }
+    let confirm = confirmation(args.yes, args.dry_run)?;
+    let assume = args.assume_arrival_rate.map(|arrival_rate| PlanInputs {
+        arrival_rate,
+        capacity_cold: args.assume_capacity_cold.unwrap_or_default(),
+        k: args.assume_k.unwrap_or(1.0),
+        capacity: args.assume_capacity,
+        demand: None,
+    });
+    let invocation = invocation(args.target, args.inventory.as_deref());
+    let rt = runtime()?;
+    rt.block_on(async {
+        let (platform, metrics) = build(&invocation)?;
+        let options = RunOptions {
+            dry_run: args.dry_run,
+            journal_dir: args.journal_dir.clone(),
+            assume,
+            invocation: invocation.clone(),
+            observer: Some(Arc::new(TerminalObserver::new())),
+            confirm,
+            ..RunOptions::default()
+        };
+        let cancel = cancel_on_signals();
+        let report = engine::run(
+            RunRequest {
+                runbook: loaded,
+                platform,
+                metrics,
+                options,
+            },
+            cancel,
+        )
+        .await
+        .map_err(engine_failure)?;
+        finish(&report, args.output)
+    })
 }

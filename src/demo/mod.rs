@@ -1,3 +1,8 @@
 //! The demo system: a victim service whose overload sustains itself (`config_service`) and
 //! the fleet of clients that keeps it there (`workers`). Real HTTP on loopback, so the
 //! rehearsal and the tests exercise the same code paths a real incident would.
+//! [`defaults`] holds the numbers of the laptop scenario and their arithmetic.
+
+pub mod config_service;
+pub mod defaults;
+pub mod workers;

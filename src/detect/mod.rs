@@ -2,12 +2,26 @@
 //! verdict (Healthy, Triggered, Stuck, Unknown) with its evidence and the estimates the
 //! plan needs (work amplification k, capacity, cold capacity).
 //!
+//! Why it is careful: acting on a stuck overload destroys queued work on purpose, so the
+//! detector says Stuck only when the trigger has been gone for `grace` AND the failure has
+//! lasted `persist` without a break, and says Unknown rather than guess when data is
+//! missing or stale. A flapping service keeps resetting the failure clock, so it is
+//! never Stuck.
+//!
 //! CONTRACT (lead): `detect`, `DetectorConfig`, `Verdict` and `VerdictKind` are what the
 //! engine, the rehearsal and the webhook receiver call. Fields may be added; keep these.
 
+pub mod classify;
+pub mod default_signals;
+pub mod estimate;
+pub mod observe;
+mod verdict;
+
+pub use verdict::detect_at;
+
 use crate::metrics::signal::Snapshot;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Detection settings; the `spec.detect` section of a runbook.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -16,13 +30,38 @@ pub struct DetectorConfig {
     /// The trigger must have been gone at least this long before "stuck" is said.
     #[serde(with = "crate::util::duration::serde_human")]
     pub grace: Duration,
-    /// The failure must have persisted at least this long.
+    /// The failure must have persisted at least this long. Rates are averaged over their
+    /// window, so a short failure looks that much longer: keep this well above the
+    /// signals' rate window (the built-in signals use 5s).
     #[serde(with = "crate::util::duration::serde_human")]
     pub persist: Duration,
     /// Known healthy capacity, requests/s (else measured in the last healthy window).
     pub capacity_per_s: Option<f64>,
     /// Capacity right after a restart = capacity / cold_factor (else measured).
     pub cold_factor: Option<f64>,
+    /// Failing when goodput is below this fraction of the offered rate.
+    pub min_goodput_ratio: f64,
+    /// Failing when the error ratio is above this.
+    pub max_error_ratio: f64,
+    /// Failing when p99 latency is above this (e.g. the clients' timeout).
+    #[serde(with = "crate::util::duration::serde_human_opt")]
+    pub latency_limit: Option<Duration>,
+    /// Below this offered rate the goodput rule does not apply (an idle service is fine).
+    pub min_offered_per_s: f64,
+    /// First-attempt demand above this multiple of the baseline is a spike (a trigger).
+    pub spike_factor: f64,
+    /// Baseline first-attempt demand, requests/s (else measured while healthy).
+    pub demand_per_s: Option<f64>,
+    /// Healthy mean service time (else measured while healthy); used to estimate k.
+    #[serde(with = "crate::util::duration::serde_human_opt")]
+    pub healthy_service_time: Option<Duration>,
+    /// Known work amplification; overrides the estimate.
+    pub k: Option<f64>,
+    /// Estimates of k above this are capped (wasted-work ratios can explode).
+    pub k_max: f64,
+    /// A window whose newest snapshot is older than this is stale: Unknown.
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub stale_after: Duration,
 }
 
 impl Default for DetectorConfig {
@@ -32,30 +71,89 @@ impl Default for DetectorConfig {
             persist: Duration::from_secs(10),
             capacity_per_s: None,
             cold_factor: None,
+            min_goodput_ratio: 0.5,
+            max_error_ratio: 0.5,
+            latency_limit: None,
+            min_offered_per_s: 0.5,
+            spike_factor: 1.5,
+            demand_per_s: None,
+            healthy_service_time: None,
+            k: None,
+            k_max: 20.0,
+            stale_after: Duration::from_secs(30),
         }
     }
 }
 
 /// What the detector concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VerdictKind {
     Healthy,
     Triggered,
     Stuck,
+    /// The default: a verdict nobody computed claims nothing.
+    #[default]
     Unknown,
 }
 
+impl VerdictKind {
+    /// The `recover detect` exit code for this verdict.
+    pub fn exit(self) -> crate::exit::Exit {
+        use crate::exit::Exit;
+        match self {
+            VerdictKind::Healthy => Exit::Done,
+            VerdictKind::Triggered => Exit::Triggered,
+            VerdictKind::Stuck => Exit::Stuck,
+            VerdictKind::Unknown => Exit::Unknown,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerdictKind::Healthy => "healthy",
+            VerdictKind::Triggered => "triggered",
+            VerdictKind::Stuck => "stuck",
+            VerdictKind::Unknown => "unknown",
+        }
+    }
+}
+
 /// One fact behind a verdict.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Evidence {
     pub signal: String,
     pub value: Option<f64>,
     pub note: String,
+    /// Since when this has been true (RFC 3339), when the detector knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
+    /// For how long, seconds, up to the newest snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_s: Option<f64>,
+}
+
+impl Evidence {
+    pub fn new(signal: &str, value: Option<f64>, note: impl Into<String>) -> Self {
+        Evidence {
+            signal: signal.to_string(),
+            value,
+            note: note.into(),
+            since: None,
+            for_s: None,
+        }
+    }
+
+    /// Mark this fact as true since `since`, as of `now`.
+    pub fn since(mut self, since: SystemTime, now: SystemTime) -> Self {
+        self.since = Some(humantime::format_rfc3339_millis(since).to_string());
+        self.for_s = Some(now.duration_since(since).unwrap_or_default().as_secs_f64());
+        self
+    }
 }
 
 /// The verdict with its estimates and evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
     pub verdict: VerdictKind,
     pub k: Option<f64>,
@@ -63,18 +161,22 @@ pub struct Verdict {
     pub capacity: Option<f64>,
     pub capacity_cold: Option<f64>,
     pub evidence: Vec<Evidence>,
+    /// One line a person reads first.
+    #[serde(default)]
+    pub summary: String,
+    /// Where k came from (which signals), when it is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_from: Option<String>,
+    /// Where capacity_cold came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_cold_from: Option<String>,
 }
 
-/// Judge a window of snapshots (oldest first). Pure: no I/O, no clock.
-pub fn detect(window: &[Snapshot], _cfg: &DetectorConfig) -> Verdict {
-    // Placeholder until issue 4 lands: never claims more than it knows.
-    let _ = window;
-    Verdict {
-        verdict: VerdictKind::Unknown,
-        k: None,
-        arrival_rate: None,
-        capacity: None,
-        capacity_cold: None,
-        evidence: vec![],
+/// Judge a window of snapshots (oldest first). Pure: no I/O, no clock; "now" is the
+/// newest snapshot's time (use [`detect_at`] to also check staleness against a clock).
+pub fn detect(window: &[Snapshot], cfg: &DetectorConfig) -> Verdict {
+    match window.last() {
+        Some(last) => detect_at(window, cfg, last.at),
+        None => detect_at(window, cfg, SystemTime::UNIX_EPOCH),
     }
 }

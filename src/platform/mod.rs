@@ -2,6 +2,8 @@
 //! Deployment. The engine decides; a platform only carries out one action at a time and
 //! reports what it observed, so the decision logic is tested without a cluster.
 
+pub mod local;
+
 use crate::gate::limit::Limit;
 use std::time::{Duration, SystemTime};
 
@@ -134,3 +136,4 @@ pub trait Platform: Send + Sync {
         Ok(None)
     }
 }
+pub mod kube;

@@ -1,2 +1,31 @@
 //! `recover rehearse`: the whole failure and its recovery on one machine, with real
 //! processes, and a report.
+//!
+//! Layout, in the order a rehearsal uses it: [`scenario`] (the numbers), [`orchestrate`]
+//! (real processes on loopback, no orphans), [`recorder`] (every `/metrics` page into a
+//! time series: [`series`], parsed by [`expo`]), [`stage`] (system up, steady, then the
+//! [`trigger`]), [`detection`] (until Stuck), [`recovery`] (the runbook through the
+//! engine), [`verify`] (steady state, lower bound), [`baselines`], then [`assemble`] into
+//! the stable [`report`], the human [`summary`], the [`timeline`] SVG, written by
+//! [`output`]. [`rehearsal::rehearse`] runs the sequence.
+
+pub mod assemble;
+pub mod baselines;
+pub mod detection;
+pub mod expo;
+pub mod orchestrate;
+pub mod output;
+pub mod predict;
+pub mod recorder;
+pub mod recovery;
+pub mod rehearsal;
+pub mod report;
+pub mod scenario;
+pub mod series;
+pub mod stage;
+pub mod summary;
+pub mod timeline;
+pub mod trigger;
+pub mod verify;
+
+pub use rehearsal::{rehearse, Options, Outcome};

@@ -1,2 +1,115 @@
 //! Runbooks: versioned YAML documents naming signals, detection, plan and steps, loaded
 //! and validated (file:line:column and field path) before anything runs.
+//!
+//! A runbook is found by path, by name in `--runbook-dir`, `./runbooks/`, or among the
+//! runbooks built into the binary, so `recover --runbook stuck-overload` works anywhere.
+
+pub mod action;
+pub mod expr;
+mod find;
+mod load;
+pub mod locate;
+pub mod schema;
+mod validate;
+
+pub use find::{embedded, find, list, ListedRunbook};
+pub use load::{load_file, parse_str, Diagnostic, RunbookError};
+pub use validate::PLAN_VARS;
+
+use crate::detect::{DetectorConfig, VerdictKind};
+use crate::metrics::signal::SignalSpec;
+use crate::plan::PlanConfig;
+use action::Action;
+use expr::Expr;
+use schema::{Inconclusive, Observe};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A validated runbook: every reference resolved, every number in range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Runbook {
+    pub name: String,
+    pub description: String,
+    pub owner: Option<String>,
+    pub target: String,
+    pub when: Vec<VerdictKind>,
+    pub params: BTreeMap<String, f64>,
+    pub signals: BTreeMap<String, SignalSpec>,
+    pub observe: Observe,
+    pub detect: DetectorConfig,
+    pub plan: PlanConfig,
+    pub checks: BTreeMap<String, Check>,
+    pub abort_when: Vec<Expr>,
+    pub steps: Vec<Step>,
+    pub on_failure: Vec<Step>,
+}
+
+/// A repeated measurement with a verdict, modelled on Argo Rollouts analysis runs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub interval: Duration,
+    pub count: Option<u32>,
+    pub success: Expr,
+    pub failure: Option<Expr>,
+    pub failure_limit: u32,
+    pub consecutive_successes: u32,
+    pub inconclusive: Inconclusive,
+    pub inconclusive_limit: u32,
+}
+
+/// One step of a runbook.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Step {
+    pub name: String,
+    #[serde(flatten)]
+    pub action: Action,
+    #[serde(with = "crate::util::duration::serde_human_opt")]
+    pub timeout: Option<Duration>,
+    pub abort_when: Vec<Expr>,
+    pub on_failure: Option<Vec<String>>,
+    pub note: Option<String>,
+}
+
+impl Step {
+    pub fn action_name(&self) -> &'static str {
+        use schema::ActionKind as K;
+        match &self.action {
+            Action::GateLimit(_) => K::GateLimit,
+            Action::GateRamp(_) => K::GateRamp,
+            Action::BacklogDrain(_) => K::BacklogDrain,
+            Action::RestartBatched(_) => K::RestartBatched,
+            Action::CacheWarm(_) => K::CacheWarm,
+            Action::WaitUntil(_) => K::WaitUntil,
+            Action::Notify(_) => K::Notify,
+        }
+        .as_str()
+    }
+}
+
+/// Where a runbook came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", content = "at", rename_all = "snake_case")]
+pub enum Origin {
+    File(PathBuf),
+    Embedded(String),
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::File(p) => write!(f, "{}", p.display()),
+            Origin::Embedded(n) => write!(f, "(built in) {n}"),
+        }
+    }
+}
+
+/// A runbook with its source text (kept for the journal, so `resume` uses the same one).
+#[derive(Debug, Clone)]
+pub struct LoadedRunbook {
+    pub runbook: Runbook,
+    pub source: String,
+    pub origin: Origin,
+}

@@ -1,2 +1,27 @@
 //! `recover serve`: an Alertmanager webhook receiver that checks for itself before it runs
 //! a runbook, and never becomes a remediation storm.
+//!
+//! An alert is a hint, not a verdict. For each firing alert the receiver finds its route
+//! (runbook + target), then: joins a run or detection already in progress on the target,
+//! or refuses (breaker, budget, cooldown), or runs the runbook's own detection; only a
+//! Stuck verdict starts a run (a dry run in observe mode). Resolved alerts never act.
+//!
+//! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`decide`] (pure
+//! decisions), [`budget`], [`runs`] (registry), [`receiver`] (carrying decisions out),
+//! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
+
+pub mod alert;
+pub mod auth;
+pub mod budget;
+pub mod config;
+pub mod decide;
+pub mod engine_launcher;
+pub mod http;
+pub mod launcher;
+pub mod metrics;
+pub mod receiver;
+pub mod runs;
+
+pub use decide::Mode;
+pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunReport};
+pub use receiver::Receiver;

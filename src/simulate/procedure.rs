@@ -139,6 +139,7 @@ mod tests {
                 },
             ],
             arithmetic: vec![],
+            ..Default::default()
         }
     }
 

@@ -1,0 +1,265 @@
+//! The service's I/O: the HTTP routes, the worker pool that takes jobs off the queue and
+//! spends their (simulated) work time, and the startup phases.
+
+use super::metrics::{KindLabel, ServiceMetrics};
+use super::queue::{CostModel, FifoQueue, Job, Reply};
+use super::{ServiceConfig, ServiceError};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+
+struct Inner {
+    queue: FifoQueue,
+    served: u64,
+    warmed: bool,
+}
+
+struct Shared {
+    model: CostModel,
+    cfg: ServiceConfig,
+    inner: Mutex<Inner>,
+    work: Notify,
+    ready: AtomicBool,
+    metrics: ServiceMetrics,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A poisoned lock only means a panic elsewhere; the queue itself is still sound.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn warm_fraction(&self, inner: &Inner) -> f64 {
+        self.model.warm_fraction(inner.served, inner.warmed)
+    }
+}
+
+/// Run the service until `shutdown` is cancelled.
+pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<(), ServiceError> {
+    cfg.validate()?;
+    let model = CostModel {
+        concurrency: cfg.concurrency,
+        service_time: cfg.service_time,
+        cold_factor: cfg.cold_factor,
+        overload_factor: cfg.overload_factor,
+        warm_after_requests: cfg.warm_after_requests,
+        client_timeout: cfg.client_timeout,
+    };
+    let shared = Arc::new(Shared {
+        model,
+        cfg: cfg.clone(),
+        inner: Mutex::new(Inner {
+            queue: FifoQueue::default(),
+            served: 0,
+            warmed: false,
+        }),
+        work: Notify::new(),
+        ready: AtomicBool::new(false),
+        metrics: ServiceMetrics::new(),
+    });
+    shared
+        .metrics
+        .warm_fraction
+        .set(shared.warm_fraction(&shared.lock()));
+
+    let half = cfg.startup_delay / 2;
+    tokio::select! {
+        _ = tokio::time::sleep(half) => {}
+        _ = shutdown.cancelled() => return Ok(()),
+    }
+    let listener = tokio::net::TcpListener::bind(cfg.listen)
+        .await
+        .map_err(|source| ServiceError::Bind {
+            addr: cfg.listen,
+            source,
+        })?;
+    tracing::info!(addr = %cfg.listen, "config service listening");
+
+    let ready_after = cfg.startup_delay - half;
+    let s = shared.clone();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep(ready_after) => {
+                s.ready.store(true, Ordering::SeqCst);
+                s.metrics.ready.set(1);
+                tracing::info!("config service ready");
+            }
+            _ = stop.cancelled() => {}
+        }
+    });
+    for _ in 0..cfg.concurrency {
+        tokio::spawn(pool_worker(shared.clone(), shutdown.clone()));
+    }
+
+    let app = Router::new()
+        .route("/config", get(config))
+        .route("/admin/drain", post(drain))
+        .route("/admin/warm", post(warm))
+        .route("/readyz", get(readyz))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/metrics", get(metrics))
+        .with_state(shared.clone());
+    // No graceful shutdown: queued requests would hold it open; on stop they are cut off,
+    // as a killed process would.
+    tokio::select! {
+        r = axum::serve(listener, app) => r.map_err(ServiceError::Serve),
+        _ = shutdown.cancelled() => Ok(()),
+    }
+}
+
+/// One member of the worker pool: FIFO, no shedding, works for clients that have left.
+async fn pool_worker(shared: Arc<Shared>, shutdown: CancellationToken) {
+    loop {
+        let job = loop {
+            let popped = {
+                let mut inner = shared.lock();
+                let job = inner.queue.pop();
+                shared.metrics.queue_depth.set(inner.queue.len() as i64);
+                job.map(|j| (j, inner.queue.len(), shared.warm_fraction(&inner)))
+            };
+            if let Some(j) = popped {
+                break j;
+            }
+            tokio::select! {
+                _ = shared.work.notified() => {}
+                _ = shutdown.cancelled() => return,
+            }
+        };
+        let (job, depth, warm) = job;
+        if shared.cfg.honour_deadline && job.expired(SystemTime::now()) {
+            shared.metrics.skipped.inc();
+            let _ = job.reply.send(Reply::Skipped);
+            continue;
+        }
+        let overloaded = shared.model.overloaded(depth, warm);
+        shared.metrics.overloaded.set(i64::from(overloaded));
+        let cost = shared.model.cost(warm, overloaded);
+        shared.metrics.in_flight.inc();
+        tokio::select! {
+            _ = tokio::time::sleep(cost) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        shared.metrics.in_flight.dec();
+        shared.metrics.service_seconds.observe(cost.as_secs_f64());
+        {
+            let mut inner = shared.lock();
+            inner.served += 1;
+            shared
+                .metrics
+                .warm_fraction
+                .set(shared.warm_fraction(&inner));
+        }
+        // The client's connection dropped its receiver if it left: the work was wasted.
+        let kind = if job.reply.is_closed() || job.reply.send(Reply::Served).is_err() {
+            "abandoned"
+        } else {
+            "useful"
+        };
+        shared
+            .metrics
+            .completions
+            .get_or_create(&KindLabel { kind })
+            .inc();
+    }
+}
+
+/// Parse `x-deadline-ms` (Unix epoch milliseconds); a malformed value is ignored.
+fn deadline(headers: &HeaderMap) -> Option<SystemTime> {
+    let ms: u64 = headers
+        .get("x-deadline-ms")?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_millis(ms))
+}
+
+async fn config(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if !shared.ready.load(Ordering::SeqCst) {
+        return (StatusCode::SERVICE_UNAVAILABLE, "starting\n").into_response();
+    }
+    shared.metrics.requests.inc();
+    let (tx, rx) = oneshot::channel();
+    {
+        let mut inner = shared.lock();
+        inner.queue.push(Job {
+            enqueued: Instant::now(),
+            deadline: deadline(&headers),
+            reply: tx,
+        });
+        let depth = inner.queue.len();
+        shared.metrics.queue_depth.set(depth as i64);
+        let warm = shared.warm_fraction(&inner);
+        shared
+            .metrics
+            .overloaded
+            .set(i64::from(shared.model.overloaded(depth, warm)));
+    }
+    shared.work.notify_one();
+    match rx.await {
+        Ok(Reply::Served) => Json(serde_json::json!({
+            "version": 1,
+            "feature_flags": {"new_checkout": true}
+        }))
+        .into_response(),
+        Ok(Reply::Drained) => (StatusCode::SERVICE_UNAVAILABLE, "drained\n").into_response(),
+        Ok(Reply::Skipped) => (StatusCode::GATEWAY_TIMEOUT, "deadline passed\n").into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+    }
+}
+
+async fn drain(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
+    let jobs = {
+        let mut inner = shared.lock();
+        let jobs = inner.queue.drain_all();
+        shared.metrics.queue_depth.set(0);
+        jobs
+    };
+    let n = jobs.len();
+    for job in jobs {
+        let _ = job.reply.send(Reply::Drained);
+    }
+    shared.metrics.drained.inc_by(n as u64);
+    tracing::info!(drained = n, "backlog drained");
+    Json(serde_json::json!({ "drained": n }))
+}
+
+async fn warm(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
+    // Warming (loading caches) takes a moment of its own.
+    tokio::time::sleep(shared.cfg.warm_duration).await;
+    let fraction = {
+        let mut inner = shared.lock();
+        inner.warmed = true;
+        shared.warm_fraction(&inner)
+    };
+    shared.metrics.warm_fraction.set(fraction);
+    Json(serde_json::json!({ "warm_fraction": fraction }))
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.ready.load(Ordering::SeqCst) {
+        "ready\n".into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready\n").into_response()
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        shared.metrics.encode(),
+    )
+        .into_response()
+}

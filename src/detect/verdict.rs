@@ -1,0 +1,229 @@
+//! The verdict rules, in the order they are checked:
+//! 1. no snapshots, or the newest is older than `stale_after`: Unknown;
+//! 2. a trigger active now: Triggered (acting now would fight the trigger);
+//! 3. cannot judge the service now: Unknown;
+//! 4. not failing now: Healthy;
+//! 5. failing, but cannot tell whether a trigger is active: Unknown;
+//! 6. failing without a break for `persist` AND the trigger gone for `grace`: Stuck;
+//! 7. otherwise Triggered ("not stuck yet"), or Unknown when the window is too short to say.
+
+use super::classify::{health, trigger, Health, Trigger};
+use super::estimate;
+use super::{DetectorConfig, Evidence, Verdict, VerdictKind};
+use crate::metrics::signal::{names, Snapshot};
+use std::time::{Duration, SystemTime};
+
+fn secs(d: Duration) -> String {
+    crate::util::duration::format(Duration::from_millis(d.as_millis() as u64))
+}
+
+fn age(from: SystemTime, to: SystemTime) -> Duration {
+    to.duration_since(from).unwrap_or_default()
+}
+
+/// Like [`super::detect`], with `now` to judge staleness by.
+pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> Verdict {
+    let mut v = Verdict {
+        verdict: VerdictKind::Unknown,
+        k: None,
+        arrival_rate: None,
+        capacity: None,
+        capacity_cold: None,
+        evidence: vec![],
+        summary: String::new(),
+        k_from: None,
+        capacity_cold_from: None,
+    };
+    let Some(last) = window.last() else {
+        v.summary = "no snapshots: no data, no verdict".into();
+        return v;
+    };
+    let stale = age(last.at, now);
+    if stale > cfg.stale_after {
+        v.summary = format!(
+            "the newest data is {} old (stale after {}): no verdict",
+            secs(stale),
+            secs(cfg.stale_after)
+        );
+        return v;
+    }
+
+    let healths: Vec<Health> = window.iter().map(|s| health(s, cfg)).collect();
+    let baseline = cfg
+        .demand_per_s
+        .or_else(|| baseline_demand(window, &healths));
+    let triggers: Vec<Trigger> = window.iter().map(|s| trigger(s, cfg, baseline)).collect();
+    let healthy: Vec<&Snapshot> = window
+        .iter()
+        .zip(healths.iter().zip(&triggers))
+        .filter(|(_, (h, t))| **h == Health::Healthy && !matches!(t, Trigger::Active(_)))
+        .map(|(s, _)| s)
+        .collect();
+
+    estimates(&mut v, cfg, window, &healthy);
+    for name in [
+        names::OFFERED_RATE,
+        names::FIRST_ATTEMPT_RATE,
+        names::GOODPUT,
+        names::WORK_RATE,
+        names::ERROR_RATIO,
+        names::LATENCY_P99,
+        names::QUEUE_DEPTH,
+    ] {
+        if let Some(x) = last.get(name) {
+            v.evidence.push(Evidence::new(name, Some(x), "now"));
+        }
+    }
+    if let Some(b) = baseline {
+        v.evidence.push(Evidence::new(
+            names::FIRST_ATTEMPT_RATE,
+            Some(b),
+            if cfg.demand_per_s.is_some() {
+                "baseline demand (configured)"
+            } else {
+                "baseline demand (mean while healthy)"
+            },
+        ));
+    }
+    let flips = healths
+        .windows(2)
+        .filter(|w| {
+            matches!(
+                (&w[0], &w[1]),
+                (Health::Healthy, Health::Failing(_)) | (Health::Failing(_), Health::Healthy)
+            )
+        })
+        .count();
+    if flips >= 2 {
+        v.evidence.push(Evidence::new(
+            "health",
+            Some(flips as f64),
+            "flapping: healthy/failing transitions in the window",
+        ));
+    }
+
+    let n = window.len() - 1;
+    let (now_health, now_trigger) = (&healths[n], &triggers[n]);
+    if let Trigger::Active(why) = now_trigger {
+        let since = run_start(&triggers, |t| matches!(t, Trigger::Active(_)));
+        v.evidence
+            .push(Evidence::new("trigger", None, why.clone()).since(window[since].at, last.at));
+        v.verdict = VerdictKind::Triggered;
+        v.summary = format!("trigger still active: {why}");
+        return v;
+    }
+    let reasons = match now_health {
+        Health::NoData(why) => {
+            v.summary = format!("no verdict: {why}");
+            return v;
+        }
+        Health::Healthy => {
+            v.verdict = VerdictKind::Healthy;
+            v.summary = "healthy: goodput keeps up with the offered load".into();
+            return v;
+        }
+        Health::Failing(reasons) => reasons,
+    };
+    if let Trigger::NoData(why) = now_trigger {
+        v.summary = format!("failing ({}), but {why}", reasons.join("; "));
+        return v;
+    }
+
+    let fail_start = run_start(&healths, |h| matches!(h, Health::Failing(_)));
+    let gone_start = run_start(&triggers, |t| *t == Trigger::Gone);
+    let failing_for = age(window[fail_start].at, last.at);
+    let gone_for = age(window[gone_start].at, last.at);
+    for r in reasons {
+        v.evidence
+            .push(Evidence::new("failure", None, r.clone()).since(window[fail_start].at, last.at));
+    }
+    v.evidence.push(
+        Evidence::new("trigger", None, "no trigger active").since(window[gone_start].at, last.at),
+    );
+    let (fail_ok, gone_ok) = (failing_for >= cfg.persist, gone_for >= cfg.grace);
+    if fail_ok && gone_ok {
+        v.verdict = VerdictKind::Stuck;
+        v.summary = format!(
+            "stuck: failing for {} (persist {}) with no trigger for {} (grace {})",
+            secs(failing_for),
+            secs(cfg.persist),
+            secs(gone_for),
+            secs(cfg.grace)
+        );
+        return v;
+    }
+    // A run that starts with the window may have begun earlier: the window is too short
+    // to say, which is not the same as "it only just started".
+    let too_short = (!fail_ok && fail_start == 0) || (!gone_ok && gone_start == 0);
+    v.verdict = if too_short {
+        VerdictKind::Unknown
+    } else {
+        VerdictKind::Triggered
+    };
+    v.summary = format!(
+        "{}: failing for {} (persist {}), no trigger for {} (grace {})",
+        if too_short {
+            "window too short to tell stuck"
+        } else {
+            "not stuck yet"
+        },
+        secs(failing_for),
+        secs(cfg.persist),
+        secs(gone_for),
+        secs(cfg.grace)
+    );
+    v
+}
+
+/// Index where the trailing run of snapshots satisfying `pred` begins.
+fn run_start<T>(xs: &[T], pred: impl Fn(&T) -> bool) -> usize {
+    let mut i = xs.len();
+    while i > 0 && pred(&xs[i - 1]) {
+        i -= 1;
+    }
+    i.min(xs.len().saturating_sub(1))
+}
+
+/// Mean first-attempt rate over the healthy snapshots (trigger is not considered: this is
+/// what decides whether demand is spiking).
+fn baseline_demand(window: &[Snapshot], healths: &[Health]) -> Option<f64> {
+    let v: Vec<f64> = window
+        .iter()
+        .zip(healths)
+        .filter(|(_, h)| **h == Health::Healthy)
+        .filter_map(|(s, _)| s.get(names::FIRST_ATTEMPT_RATE))
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+fn estimates(v: &mut Verdict, cfg: &DetectorConfig, window: &[Snapshot], healthy: &[&Snapshot]) {
+    let Some(last) = window.last() else { return };
+    v.arrival_rate = last.get(names::OFFERED_RATE);
+    let cap = estimate::capacity(cfg, healthy);
+    if let Some(c) = &cap {
+        v.evidence
+            .push(Evidence::new("capacity", Some(c.value), c.from.clone()));
+    }
+    let cold = estimate::capacity_cold(cfg, window, cap.as_ref());
+    if let Some(c) = &cold {
+        v.evidence.push(Evidence::new(
+            "capacity_cold",
+            Some(c.value),
+            c.from.clone(),
+        ));
+        v.capacity_cold_from = Some(c.from.clone());
+    }
+    let mut ev = Vec::new();
+    if let Some(k) = estimate::k(cfg, last, healthy, &mut ev) {
+        v.k = Some(k.value);
+        v.k_from = Some(k.from.clone());
+        ev.push(Evidence::new(
+            "k",
+            Some(k.value),
+            format!("used: {}", k.from),
+        ));
+    }
+    v.evidence.extend(ev);
+    v.capacity = cap.map(|c| c.value);
+    v.capacity_cold = cold.map(|c| c.value);
+}

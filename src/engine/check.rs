@@ -1,0 +1,187 @@
+//! Check evaluation as pure functions, modelled on Argo Rollouts analysis runs: each
+//! measurement is a success, a failure, neutral or inconclusive; the check passes after
+//! `consecutive_successes`, fails past `failure_limit`, and missing data is never a pass
+//! (it pauses, or fails at once, as the check says).
+
+use crate::runbook::expr::Value;
+use crate::runbook::schema::Inconclusive;
+use crate::runbook::Check;
+use serde::Serialize;
+
+/// One measurement's classification.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Measurement {
+    Success,
+    Failure,
+    /// Not a success, but the explicit failure condition does not hold either.
+    Neutral,
+    /// Some signal had no data; names listed.
+    Inconclusive {
+        missing: Vec<String>,
+    },
+}
+
+/// Where a check stands.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum CheckStatus {
+    Running,
+    Passed,
+    Failed(String),
+}
+
+/// Counters a check keeps between measurements.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CheckState {
+    pub measurements: u32,
+    pub consecutive_successes: u32,
+    pub failures: u32,
+    pub inconclusive: u32,
+}
+
+/// Classify one measurement given a lookup for variable values.
+pub fn measure(check: &Check, lookup: &dyn Fn(&str) -> Option<f64>) -> Measurement {
+    match check.success.eval(lookup) {
+        Value::Missing(missing) => Measurement::Inconclusive { missing },
+        Value::Bool(true) => Measurement::Success,
+        _ => match &check.failure {
+            None => Measurement::Failure,
+            Some(f) => match f.eval(lookup) {
+                Value::Bool(true) => Measurement::Failure,
+                Value::Missing(missing) => Measurement::Inconclusive { missing },
+                _ => Measurement::Neutral,
+            },
+        },
+    }
+}
+
+/// Fold one measurement into the state and say where the check stands.
+pub fn record(check: &Check, state: &mut CheckState, m: &Measurement) -> CheckStatus {
+    state.measurements += 1;
+    match m {
+        Measurement::Success => {
+            state.consecutive_successes += 1;
+            if state.consecutive_successes >= check.consecutive_successes {
+                return CheckStatus::Passed;
+            }
+        }
+        Measurement::Failure => {
+            state.consecutive_successes = 0;
+            state.failures += 1;
+            if state.failures > check.failure_limit {
+                return CheckStatus::Failed(format!(
+                    "{} failed measurement(s), limit {}: `{}` does not hold",
+                    state.failures, check.failure_limit, check.success
+                ));
+            }
+        }
+        Measurement::Neutral => state.consecutive_successes = 0,
+        Measurement::Inconclusive { missing } => {
+            state.consecutive_successes = 0;
+            state.inconclusive += 1;
+            let why = format!("no data for {}", missing.join(", "));
+            match check.inconclusive {
+                Inconclusive::Fail => return CheckStatus::Failed(format!("inconclusive: {why}")),
+                Inconclusive::Pause if state.inconclusive > check.inconclusive_limit => {
+                    return CheckStatus::Failed(format!(
+                        "inconclusive {} times (limit {}): {why}",
+                        state.inconclusive, check.inconclusive_limit
+                    ))
+                }
+                Inconclusive::Pause => {}
+            }
+        }
+    }
+    if let Some(count) = check.count {
+        if state.measurements >= count {
+            return CheckStatus::Failed(format!(
+                "did not pass within {count} measurements ({} successes in a row needed)",
+                check.consecutive_successes
+            ));
+        }
+    }
+    CheckStatus::Running
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runbook::expr::Expr;
+    use std::time::Duration;
+
+    fn check(consecutive: u32, failure_limit: u32, inc: Inconclusive) -> Check {
+        Check {
+            interval: Duration::from_secs(1),
+            count: Some(6),
+            success: Expr::parse("q < 10").unwrap(),
+            failure: None,
+            failure_limit,
+            consecutive_successes: consecutive,
+            inconclusive: inc,
+            inconclusive_limit: 2,
+        }
+    }
+
+    fn run(c: &Check, values: &[Option<f64>]) -> CheckStatus {
+        let mut st = CheckState::default();
+        for v in values {
+            let v = *v;
+            let m = measure(c, &move |_| v);
+            let s = record(c, &mut st, &m);
+            if s != CheckStatus::Running {
+                return s;
+            }
+        }
+        CheckStatus::Running
+    }
+
+    #[test]
+    fn needs_consecutive_successes() {
+        let c = check(3, 5, Inconclusive::Pause);
+        assert_eq!(
+            run(
+                &c,
+                &[Some(1.0), Some(1.0), Some(50.0), Some(1.0), Some(1.0)]
+            ),
+            CheckStatus::Running
+        );
+        assert_eq!(
+            run(&c, &[Some(50.0), Some(1.0), Some(1.0), Some(1.0)]),
+            CheckStatus::Passed
+        );
+    }
+
+    #[test]
+    fn fails_past_the_failure_limit_or_count() {
+        let c = check(1, 1, Inconclusive::Pause);
+        assert!(
+            matches!(run(&c, &[Some(50.0), Some(50.0)]), CheckStatus::Failed(m) if m.contains("limit 1"))
+        );
+        let c = check(3, 10, Inconclusive::Pause);
+        let s = run(
+            &c,
+            &[
+                Some(50.0),
+                Some(1.0),
+                Some(50.0),
+                Some(1.0),
+                Some(1.0),
+                Some(50.0),
+            ],
+        );
+        assert!(matches!(s, CheckStatus::Failed(m) if m.contains("within 6")));
+    }
+
+    #[test]
+    fn missing_data_never_passes() {
+        let c = check(1, 5, Inconclusive::Fail);
+        assert!(matches!(run(&c, &[None]), CheckStatus::Failed(m) if m.contains("no data for q")));
+        let c = check(1, 5, Inconclusive::Pause);
+        assert_eq!(run(&c, &[None, None]), CheckStatus::Running);
+        assert!(
+            matches!(run(&c, &[None, None, None]), CheckStatus::Failed(m) if m.contains("inconclusive 3 times"))
+        );
+        assert_eq!(run(&c, &[None, Some(1.0)]), CheckStatus::Passed);
+    }
+}

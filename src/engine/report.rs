@@ -1,0 +1,181 @@
+//! The run report: what a run did, step by step, with its figures. It is the engine's
+//! return value (the rehearsal and the webhook receiver read it in-process), the final
+//! summary table, and the `--output json` document.
+
+use super::journal::Figures;
+use crate::detect::Verdict;
+use crate::plan::{Plan, PlanInputs};
+use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Succeeded,
+    Failed,
+    Aborted,
+    /// A dry run: nothing was done.
+    Planned,
+}
+
+/// Which list a step came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Main,
+    OnFailure,
+}
+
+/// How a step ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutcome {
+    Succeeded,
+    Failed,
+    Aborted,
+    TimedOut,
+    /// Done by an earlier attempt of this run (resume).
+    AlreadyDone,
+    /// Dry run: what would happen.
+    Planned,
+    Skipped,
+}
+
+/// One step's record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub name: String,
+    pub action: String,
+    pub phase: Phase,
+    pub started_at: Option<String>,
+    pub finished_at: Option<String>,
+    pub outcome: StepOutcome,
+    pub message: Option<String>,
+    /// What the step did or would do, in words, with its numbers.
+    pub actions: Vec<String>,
+    pub figures: Figures,
+}
+
+/// Everything a caller needs to know about a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub run_id: String,
+    pub runbook: String,
+    pub target: String,
+    pub outcome: Outcome,
+    pub dry_run: bool,
+    pub message: Option<String>,
+    pub verdict: Option<Verdict>,
+    pub plan_inputs: Option<PlanInputs>,
+    pub plan: Option<Plan>,
+    pub assumed_inputs: bool,
+    pub started_at: String,
+    pub finished_at: String,
+    pub steps: Vec<StepRecord>,
+    pub journal: Option<String>,
+}
+
+impl RunReport {
+    /// Requests destroyed on purpose (drained backlog), summed over steps.
+    pub fn dropped_requests(&self) -> f64 {
+        self.steps
+            .iter()
+            .filter_map(|s| s.figures.get("drained"))
+            .sum()
+    }
+
+    /// The human summary: plan, then one row per step.
+    pub fn summary_table(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "run {}  runbook {}  target {}",
+            self.run_id, self.runbook, self.target
+        );
+        if let Some(v) = &self.verdict {
+            let f = |x: Option<f64>| x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
+            let _ = writeln!(
+                out,
+                "verdict {:?}: k={} arrival={} req/s capacity={} cold={}",
+                v.verdict,
+                f(v.k),
+                f(v.arrival_rate),
+                f(v.capacity),
+                f(v.capacity_cold)
+            );
+        }
+        if let Some(i) = &self.plan_inputs {
+            let src = if self.assumed_inputs {
+                "given by the operator"
+            } else {
+                "measured"
+            };
+            let _ = writeln!(
+                out,
+                "plan inputs ({src}): arrival={:.1} req/s capacity_cold={:.1} req/s k={:.2}",
+                i.arrival_rate, i.capacity_cold, i.k
+            );
+        }
+        if let Some(p) = &self.plan {
+            let _ = writeln!(
+                out,
+                "plan: shed {:.0}%, admit {:.1} req/s",
+                p.shed_fraction * 100.0,
+                p.admit_rate
+            );
+            for a in &p.arithmetic {
+                let _ = writeln!(out, "  {a}");
+            }
+        }
+        let _ = writeln!(
+            out,
+            "{:<3} {:<22} {:<16} {:<12} {:<24} note",
+            "#", "step", "action", "outcome", "figures"
+        );
+        for (i, s) in self.steps.iter().enumerate() {
+            let figs: Vec<String> = s
+                .figures
+                .iter()
+                .map(|(k, v)| format!("{k}={}", trim(*v)))
+                .collect();
+            let phase = if s.phase == Phase::OnFailure { "!" } else { "" };
+            let _ = writeln!(
+                out,
+                "{:<3} {:<22} {:<16} {:<12} {:<24} {}",
+                format!("{}{phase}", i + 1),
+                s.name,
+                s.action,
+                format!("{:?}", s.outcome).to_lowercase(),
+                figs.join(" "),
+                s.message.clone().unwrap_or_default()
+            );
+            if self.dry_run {
+                for a in &s.actions {
+                    let _ = writeln!(out, "      would: {a}");
+                }
+            }
+        }
+        let _ = writeln!(
+            out,
+            "outcome: {:?}{}",
+            self.outcome,
+            self.message
+                .as_ref()
+                .map(|m| format!(" ({m})"))
+                .unwrap_or_default()
+        );
+        if let Some(j) = &self.journal {
+            let _ = writeln!(out, "journal: {j}");
+        }
+        out
+    }
+}
+
+fn trim(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e12 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.2}")
+    }
+}

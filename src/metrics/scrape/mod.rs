@@ -1,0 +1,166 @@
+//! The scrape source: read signals straight from `/metrics` endpoints, no Prometheus
+//! needed. It is the embedded default, so `recover` works on a laptop with nothing else.
+//!
+//! Split so the logic is testable without I/O: [`text`] parses pages, [`history`] keeps
+//! them, [`eval`] computes an [`expr`] at an instant; [`Scraper`] ties those together
+//! purely, and [`ScrapeSource`] adds the fetching (over the [`Fetch`] trait, so URLs and a
+//! platform's endpoints work alike) and the clock.
+
+pub mod eval;
+pub mod expr;
+pub mod fetch;
+pub mod history;
+pub mod pattern;
+pub mod text;
+
+pub use fetch::{Fetch, PlatformFetch, UrlFetch};
+
+use super::signal::{Reading, SignalSpec, Snapshot};
+use super::source::{MetricError, MetricSource};
+use crate::platform::ScrapeEndpoint;
+use history::History;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// Parse every signal's scrape expression; the first bad one is an error naming it.
+pub fn compile(
+    signals: &BTreeMap<String, SignalSpec>,
+) -> Result<BTreeMap<String, expr::Expr>, MetricError> {
+    let mut out = BTreeMap::new();
+    for (name, spec) in signals {
+        let src = spec.scrape.as_deref().ok_or(MetricError::NoExpression {
+            signal: name.clone(),
+            needs: "scrape",
+        })?;
+        let e = expr::parse(src).map_err(|e| MetricError::BadExpression {
+            signal: name.clone(),
+            message: e.to_string(),
+        })?;
+        out.insert(name.clone(), e);
+    }
+    Ok(out)
+}
+
+/// The pure core of the scrape source: record pages, evaluate signals at an instant.
+#[derive(Debug, Clone)]
+pub struct Scraper {
+    history: History,
+}
+
+impl Default for Scraper {
+    fn default() -> Self {
+        Scraper {
+            history: History::new(Duration::from_secs(60)),
+        }
+    }
+}
+
+impl Scraper {
+    /// Record one target's fetch result (the page text, or why it could not be fetched).
+    /// A page that does not parse counts as a failed fetch, with the parse error.
+    pub fn record(
+        &mut self,
+        endpoint: &ScrapeEndpoint,
+        at: SystemTime,
+        page: Result<&str, String>,
+    ) {
+        let parsed = page.and_then(|t| text::parse(t).map_err(|e| format!("bad exposition: {e}")));
+        self.history.record(endpoint, at, parsed);
+    }
+
+    /// Forget targets that are no longer listed.
+    pub fn retain_targets(&mut self, current: &[ScrapeEndpoint]) {
+        self.history.retain_targets(current);
+    }
+
+    /// Evaluate compiled signals at `at`.
+    pub fn snapshot(
+        &mut self,
+        compiled: &BTreeMap<String, expr::Expr>,
+        at: SystemTime,
+    ) -> Snapshot {
+        let mut readings = BTreeMap::new();
+        for (name, e) in compiled {
+            self.history.keep_at_least(e.max_window());
+            let reading = match eval::eval(e, &self.history, at) {
+                Ok(value) => Reading::Value { value },
+                Err(reason) => Reading::Missing { reason },
+            };
+            readings.insert(name.clone(), reading);
+        }
+        Snapshot { at, readings }
+    }
+}
+
+/// A [`MetricSource`] that scrapes `/metrics` pages itself.
+pub struct ScrapeSource {
+    fetch: Arc<dyn Fetch>,
+    state: Mutex<Scraper>,
+}
+
+impl ScrapeSource {
+    pub fn new(fetch: Arc<dyn Fetch>) -> Self {
+        ScrapeSource {
+            fetch,
+            state: Mutex::new(Scraper::default()),
+        }
+    }
+
+    /// Scrape `ROLE=URL` targets directly.
+    pub fn from_urls(targets: Vec<ScrapeEndpoint>, timeout: Duration) -> Result<Self, MetricError> {
+        Ok(Self::new(Arc::new(UrlFetch::new(targets, timeout)?)))
+    }
+}
+
+#[async_trait::async_trait]
+impl MetricSource for ScrapeSource {
+    fn kind(&self) -> &'static str {
+        "scrape"
+    }
+
+    async fn snapshot(
+        &self,
+        signals: &BTreeMap<String, SignalSpec>,
+    ) -> Result<Snapshot, MetricError> {
+        let compiled = compile(signals)?;
+        let targets = self.fetch.targets().await?;
+        let pages = futures::future::join_all(targets.iter().map(|t| async move {
+            let page = self.fetch.fetch(t).await.map_err(|e| e.to_string());
+            (t, SystemTime::now(), page)
+        }))
+        .await;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.retain_targets(&targets);
+        for (t, at, page) in &pages {
+            state.record(t, *at, page.as_deref().map_err(Clone::clone));
+        }
+        Ok(state.snapshot(&compiled, SystemTime::now()))
+    }
+}
+
+/// Parse a `ROLE=URL` flag value into an endpoint.
+pub fn parse_target(s: &str) -> Result<ScrapeEndpoint, String> {
+    let (role, url) = s.split_once('=').ok_or_else(|| {
+        format!("{s:?}: expected ROLE=URL, like gate=http://127.0.0.1:8080/metrics")
+    })?;
+    if role.is_empty()
+        || !role
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "{s:?}: the role must be a word like gate, service or clients"
+        ));
+    }
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(format!(
+            "{s:?}: the URL must start with http:// or https://"
+        ));
+    }
+    Ok(ScrapeEndpoint {
+        role: role.to_string(),
+        instance: url.to_string(),
+        locator: url.to_string(),
+    })
+}

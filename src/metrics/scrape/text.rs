@@ -1,0 +1,246 @@
+//! Prometheus text exposition (0.0.4) and OpenMetrics 1.0 text parser.
+//!
+//! Exists so the controller can read `/metrics` endpoints directly, without a Prometheus
+//! server in between. It accepts what `prometheus-client` and the Go client emit:
+//! `# HELP` / `# TYPE` / `# UNIT` comments, other comments, label values with `\\`, `\"`
+//! and `\n` escapes, `NaN`, `+Inf`, `-Inf`, optional timestamps, OpenMetrics exemplars
+//! (` # {...} v`) and the `# EOF` terminator (anything after it is ignored).
+//! Errors name the line, so a broken exporter is easy to find.
+
+use std::collections::BTreeMap;
+
+/// One sample line: `name{labels} value`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    /// Sorted by label name, so equal label sets compare equal.
+    pub labels: Vec<(String, String)>,
+    pub value: f64,
+}
+
+impl Sample {
+    pub fn label(&self, name: &str) -> Option<&str> {
+        self.labels
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// A parsed `/metrics` page.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Exposition {
+    pub samples: Vec<Sample>,
+    /// Family name -> type from `# TYPE` lines ("counter", "gauge", "histogram", ...).
+    pub types: BTreeMap<String, String>,
+}
+
+/// What is wrong with an exposition, and where.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct ParseError {
+    pub line: usize,
+    pub message: String,
+}
+
+/// Parse a whole exposition page.
+pub fn parse(text: &str) -> Result<Exposition, ParseError> {
+    let mut out = Exposition::default();
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let line = raw.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(comment) = line.strip_prefix('#') {
+            let comment = comment.trim_start();
+            if comment == "EOF" {
+                break;
+            }
+            let mut parts = comment.splitn(3, char::is_whitespace);
+            if parts.next() == Some("TYPE") {
+                if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
+                    out.types.insert(name.to_string(), kind.trim().to_string());
+                }
+            }
+            continue;
+        }
+        let sample = parse_sample(line).map_err(|message| ParseError {
+            line: line_no,
+            message,
+        })?;
+        out.samples.push(sample);
+    }
+    Ok(out)
+}
+
+fn is_name_start(c: char) -> bool {
+    c.is_ascii_alphabetic() || c == '_' || c == ':'
+}
+
+fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == ':'
+}
+
+fn parse_sample(line: &str) -> Result<Sample, String> {
+    let name_end = line
+        .char_indices()
+        .find(|&(_, c)| !is_name_char(c))
+        .map(|(i, _)| i)
+        .unwrap_or(line.len());
+    let name = &line[..name_end];
+    if name.is_empty() || !name.starts_with(is_name_start) {
+        return Err(format!("expected a metric name, found {:?}", short(line)));
+    }
+    let mut rest = &line[name_end..];
+    let mut labels = Vec::new();
+    if let Some(after) = rest.strip_prefix('{') {
+        let (parsed, remaining) = parse_labels(after)?;
+        labels = parsed;
+        rest = remaining;
+    }
+    if !rest.starts_with([' ', '\t']) {
+        return Err(format!("{name}: expected a space before the value"));
+    }
+    // An OpenMetrics exemplar follows " # "; the value and timestamp come before it.
+    let rest = match rest.find(" # ") {
+        Some(i) => &rest[..i],
+        None => rest,
+    };
+    let mut fields = rest.split_whitespace();
+    let value_text = fields
+        .next()
+        .ok_or_else(|| format!("{name}: missing value"))?;
+    let value =
+        parse_value(value_text).ok_or_else(|| format!("{name}: bad value {value_text:?}"))?;
+    if let Some(ts) = fields.next() {
+        if ts.parse::<f64>().is_err() {
+            return Err(format!("{name}: bad timestamp {ts:?}"));
+        }
+    }
+    if let Some(extra) = fields.next() {
+        return Err(format!("{name}: unexpected {extra:?} after the value"));
+    }
+    labels.sort();
+    Ok(Sample {
+        name: name.to_string(),
+        labels,
+        value,
+    })
+}
+
+/// Parse `a="x",b="y"}` (the opening brace already consumed); returns the rest after `}`.
+type Labels = Vec<(String, String)>;
+
+fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
+    let mut labels = Vec::new();
+    loop {
+        s = s.trim_start();
+        if let Some(rest) = s.strip_prefix('}') {
+            return Ok((labels, rest));
+        }
+        let end = s
+            .char_indices()
+            .find(|&(_, c)| !is_name_char(c))
+            .map(|(i, _)| i)
+            .unwrap_or(s.len());
+        let label = &s[..end];
+        if label.is_empty() {
+            return Err(format!("expected a label name, found {:?}", short(s)));
+        }
+        s = s[end..].trim_start();
+        s = s
+            .strip_prefix('=')
+            .ok_or_else(|| format!("label {label}: expected '='"))?
+            .trim_start();
+        s = s
+            .strip_prefix('"')
+            .ok_or_else(|| format!("label {label}: expected a quoted value"))?;
+        let (value, rest) =
+            unescape_quoted(s).ok_or_else(|| format!("label {label}: unterminated value"))?;
+        labels.push((label.to_string(), value));
+        s = rest.trim_start();
+        if let Some(rest) = s.strip_prefix(',') {
+            s = rest;
+        } else if !s.starts_with('}') {
+            return Err(format!("label {label}: expected ',' or '}}'"));
+        }
+    }
+}
+
+/// Read a label value up to its closing quote, resolving escapes. Returns the rest.
+pub(crate) fn unescape_quoted(s: &str) -> Option<(String, &str)> {
+    let mut out = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        match c {
+            '"' => return Some((out, &s[i + 1..])),
+            '\\' => match chars.next()?.1 {
+                'n' => out.push('\n'),
+                '\\' => out.push('\\'),
+                '"' => out.push('"'),
+                // Unknown escapes are kept verbatim, as the Prometheus parser does.
+                other => {
+                    out.push('\\');
+                    out.push(other);
+                }
+            },
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+fn parse_value(s: &str) -> Option<f64> {
+    match s {
+        "NaN" => Some(f64::NAN),
+        "+Inf" | "Inf" => Some(f64::INFINITY),
+        "-Inf" => Some(f64::NEG_INFINITY),
+        _ => {
+            // Rust also accepts "inf"/"infinity" spelled oddly; exposition does not.
+            if s.chars()
+                .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
+            {
+                return None;
+            }
+            s.parse().ok()
+        }
+    }
+}
+
+fn short(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_special_values_and_eof() {
+        let text = "# HELP x help with \"quotes\"\n# TYPE x gauge\n\
+            x{path=\"a\\\\b\",msg=\"say \\\"hi\\\"\\n\"} NaN\n\
+            y +Inf 1700000000000\n\
+            z_total{a=\"1\"} 3 # {trace_id=\"abc\"} 1.0\n\
+            # EOF\n\
+            garbage after eof\n";
+        let e = parse(text).unwrap();
+        assert_eq!(e.samples.len(), 3);
+        assert_eq!(e.samples[0].label("path"), Some("a\\b"));
+        assert_eq!(e.samples[0].label("msg"), Some("say \"hi\"\n"));
+        assert!(e.samples[0].value.is_nan());
+        assert_eq!(e.samples[1].value, f64::INFINITY);
+        assert_eq!(e.samples[2].value, 3.0);
+        assert_eq!(e.types.get("x").map(String::as_str), Some("gauge"));
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let err = parse("ok 1\nbad{a=\"1\" 2\n").unwrap_err();
+        assert_eq!(err.line, 2);
+        let err = parse("ok 1\n\nnovalue\n").unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(parse("x abc").is_err());
+        assert!(parse("x infinity").is_err());
+    }
+}

@@ -1,0 +1,240 @@
+//! The local platform: real OS processes on this host, described by an inventory
+//! ([`inventory::Inventory`]). Replicas are restarted by pid (pid files in the state dir)
+//! and started detached so they outlive an engine crash; admin endpoints and the gate are
+//! reached over HTTP; the per-target lock is a file in the state dir.
+
+pub mod gate;
+pub mod inventory;
+pub mod lock;
+pub mod process;
+
+use crate::platform::{
+    AdminOp, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica, ScrapeEndpoint,
+    StepEvent,
+};
+use inventory::Inventory;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub struct LocalPlatform {
+    inv: Inventory,
+    state_dir: PathBuf,
+    gate: Arc<gate::HttpGate>,
+    client: reqwest::Client,
+}
+
+impl LocalPlatform {
+    /// Build from a loaded inventory.
+    pub fn new(inv: Inventory) -> Self {
+        let state_dir = inv.state_dir();
+        let gate = Arc::new(gate::HttpGate::new(
+            &inv.gate.admin_url,
+            inv.gate.token_file.clone(),
+        ));
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(5))
+            .build()
+            .unwrap_or_default();
+        LocalPlatform {
+            inv,
+            state_dir,
+            gate,
+            client,
+        }
+    }
+
+    /// Load the inventory file and build the platform.
+    pub fn from_file(path: &Path) -> Result<Self, inventory::InventoryError> {
+        Ok(Self::new(Inventory::load(path)?))
+    }
+
+    pub fn inventory(&self) -> &Inventory {
+        &self.inv
+    }
+
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+
+    /// The pid of a replica's current process, if it runs.
+    pub fn pid(&self, replica: &str) -> Option<u32> {
+        process::read_pid(&self.state_dir, replica).filter(|p| process::running(*p))
+    }
+
+    /// Start every replica that is not running (the rehearsal and tests bring a system up
+    /// this way, so the platform owns the pid files from the start).
+    pub fn start_missing(&self) -> Result<Vec<String>, PlatformError> {
+        let mut started = Vec::new();
+        for r in &self.inv.replicas {
+            if self.pid(&r.name).is_none() {
+                process::start(&self.state_dir, r)
+                    .map_err(|e| PlatformError::Other(format!("starting {}: {e}", r.name)))?;
+                started.push(r.name.clone());
+            }
+        }
+        Ok(started)
+    }
+
+    /// Stop every replica this platform started (end of a rehearsal or test).
+    pub fn stop_all(&self) {
+        for r in &self.inv.replicas {
+            process::stop(&self.state_dir, &r.name, self.inv.stop_grace);
+        }
+    }
+
+    fn spec(&self, replica: &str) -> Result<&inventory::ReplicaSpec, PlatformError> {
+        self.inv
+            .replica(replica)
+            .ok_or_else(|| PlatformError::NoSuchReplica(replica.to_string()))
+    }
+
+    async fn ready(&self, url: &str) -> bool {
+        matches!(self.client.get(url).timeout(Duration::from_millis(800)).send().await, Ok(r) if r.status().is_success())
+    }
+}
+
+#[async_trait::async_trait]
+impl Platform for LocalPlatform {
+    fn kind(&self) -> &'static str {
+        "local"
+    }
+
+    fn target_id(&self) -> String {
+        format!("local:{}", self.inv.name)
+    }
+
+    async fn replicas(&self) -> Result<Vec<Replica>, PlatformError> {
+        let mut out = Vec::new();
+        for r in &self.inv.replicas {
+            let started_at = self.pid(&r.name).and_then(|_| {
+                std::fs::metadata(process::pid_file(&self.state_dir, &r.name))
+                    .ok()?
+                    .modified()
+                    .ok()
+            });
+            out.push(Replica {
+                id: r.name.clone(),
+                ready: self.ready(&r.readiness_url).await,
+                started_at,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn restart(&self, replica: &str) -> Result<(), PlatformError> {
+        let spec = self.spec(replica)?.clone();
+        let dir = self.state_dir.clone();
+        let grace = self.inv.stop_grace;
+        if process::read_pid(&dir, replica).is_none() && self.ready(&spec.readiness_url).await {
+            return Err(PlatformError::Other(format!(
+                "replica {replica} answers at {} but has no pid file in {}; it was not started by recover, so it cannot be restarted safely",
+                spec.readiness_url,
+                dir.display()
+            )));
+        }
+        tokio::task::spawn_blocking(move || {
+            process::stop(&dir, &spec.name, grace);
+            process::start(&dir, &spec).map(|_| ())
+        })
+        .await
+        .map_err(|e| PlatformError::Other(e.to_string()))?
+        .map_err(|e| PlatformError::Other(format!("starting {replica}: {e}")))
+    }
+
+    async fn wait_ready(
+        &self,
+        replicas: &[String],
+        timeout: Duration,
+    ) -> Result<(), PlatformError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        for r in replicas {
+            let spec = self.spec(r)?;
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            crate::util::net::wait_http_ok(&spec.readiness_url, left)
+                .await
+                .map_err(|_| PlatformError::Timeout {
+                    what: format!("{r} to be ready ({})", spec.readiness_url),
+                    after: timeout,
+                })?;
+        }
+        Ok(())
+    }
+
+    async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError> {
+        let spec = self.spec(replica)?;
+        let url = format!("{}{}", spec.admin_url.trim_end_matches('/'), op.path());
+        let call = |m: String| PlatformError::Call {
+            what: format!("POST {url}"),
+            message: m,
+        };
+        let r = self
+            .client
+            .post(&url)
+            .send()
+            .await
+            .map_err(|e| call(e.to_string()))?;
+        let status = r.status();
+        let text = r.text().await.map_err(|e| call(e.to_string()))?;
+        if !status.is_success() {
+            return Err(call(format!("HTTP {status}: {text}")));
+        }
+        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+    }
+
+    fn gate(&self) -> Arc<dyn GateControl> {
+        self.gate.clone()
+    }
+
+    async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError> {
+        let mut out = vec![ScrapeEndpoint {
+            role: "gate".into(),
+            instance: "gate".into(),
+            locator: self.inv.gate.metrics_url.clone().unwrap_or_else(|| {
+                format!("{}/metrics", self.inv.gate.admin_url.trim_end_matches('/'))
+            }),
+        }];
+        for r in &self.inv.replicas {
+            out.push(ScrapeEndpoint {
+                role: "service".into(),
+                instance: r.name.clone(),
+                locator: r.metrics_url.clone(),
+            });
+        }
+        for c in &self.inv.clients {
+            out.push(ScrapeEndpoint {
+                role: "clients".into(),
+                instance: c.name.clone(),
+                locator: c.metrics_url.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn scrape(&self, endpoint: &ScrapeEndpoint) -> Result<String, PlatformError> {
+        let call = |m: String| PlatformError::Call {
+            what: format!("GET {}", endpoint.locator),
+            message: m,
+        };
+        let r = self
+            .client
+            .get(&endpoint.locator)
+            .send()
+            .await
+            .map_err(|e| call(e.to_string()))?;
+        if !r.status().is_success() {
+            return Err(call(format!("HTTP {}", r.status())));
+        }
+        r.text().await.map_err(|e| call(e.to_string()))
+    }
+
+    async fn lock(&self, holder: &LockHolder) -> Result<Box<dyn LockGuard>, PlatformError> {
+        let l = lock::acquire(&self.state_dir.join("lock"), &self.target_id(), holder)?;
+        Ok(Box::new(l))
+    }
+
+    async fn record_event(&self, event: &StepEvent) -> Result<(), PlatformError> {
+        tracing::info!(run_id = %event.run_id, step = %event.step, phase = %event.phase, "{}", event.message);
+        Ok(())
+    }
+}

@@ -1,0 +1,328 @@
+//! Turns what a rehearsal observed into the [`Report`]: rebases every instant so 0 is the
+//! trigger, names the phases, counts dropped work and relapses, computes the lower bound.
+//!
+//! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
+//! apart from the processes that produced the numbers.
+
+use super::detection::Detection;
+use super::recorder::Recording;
+use super::report::*;
+use super::scenario::Scenario;
+use super::series::{total_increase, Role, Sample};
+use super::trigger::TriggerTimes;
+use super::verify::{lower_bound, relapses, SteadyCriteria};
+use crate::plan::Plan;
+use std::collections::BTreeMap;
+
+/// Everything the rehearsal knows at the end (rehearsal clock).
+pub struct Facts<'a> {
+    pub scenario: &'a Scenario,
+    pub runbook_name: &'a str,
+    pub steady_from_s: f64,
+    pub trigger: TriggerTimes,
+    pub detection: Option<&'a Detection>,
+    pub detector: &'a crate::detect::DetectorConfig,
+    pub plan: Option<&'a Plan>,
+    pub runbook: &'a super::recovery::RunbookOutcome,
+    /// When the held steady state after the runbook began.
+    pub steady_at_s: Option<f64>,
+    pub end_s: f64,
+    pub failure: Option<String>,
+    pub baselines: BTreeMap<String, BaselineOutcome>,
+    pub wall_time_s: f64,
+    pub endpoints: BTreeMap<String, String>,
+    pub predicted: Option<f64>,
+}
+
+/// Build the report and the rebased series.
+pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
+    let sc = f.scenario;
+    let zero = f.trigger.fired_s;
+    let at = |t: f64| t - zero;
+    let demand = sc.demand_per_s();
+    let workers = sc.workers.count;
+    let crit = SteadyCriteria::default();
+    let ran = f.runbook.error.is_none() || !f.runbook.steps.is_empty();
+    let rb_start = f
+        .runbook
+        .steps
+        .first()
+        .map(|s| s.start_s)
+        .unwrap_or(f.runbook.started_s);
+    let recovered = f.steady_at_s.is_some() && f.failure.is_none();
+
+    let samples: Vec<Sample> = rec
+        .samples
+        .iter()
+        .map(|s| Sample {
+            t_s: at(s.t_s),
+            ..s.clone()
+        })
+        .collect();
+
+    let mut phases = vec![
+        phase(
+            "steady",
+            at(f.steady_from_s),
+            0.0,
+            format!("{workers} workers polling, goodput at demand ({demand:.1} req/s)"),
+        ),
+        phase(
+            "trigger",
+            0.0,
+            at(f.trigger.ended_s),
+            format!(
+                "config service restarted, unavailable {:.0} s (a deploy)",
+                sc.outage.as_secs_f64()
+            ),
+        ),
+    ];
+    let stuck_end = if ran && f.detection.is_some() {
+        rb_start
+    } else {
+        f.end_s
+    };
+    let stuck_note = match f.detection {
+        Some(d) => format!(
+            "trigger gone, still down; detector said stuck {:.1} s after the trigger ended",
+            d.at_s - f.trigger.ended_s
+        ),
+        None => "trigger gone, still down; the detector never said stuck".into(),
+    };
+    phases.push(phase(
+        "stuck",
+        at(f.trigger.ended_s),
+        at(stuck_end),
+        stuck_note,
+    ));
+    if f.detection.is_some() && ran {
+        let rec_end = f.steady_at_s.unwrap_or(f.end_s);
+        phases.push(phase(
+            "recovery",
+            at(rb_start),
+            at(rec_end),
+            format!(
+                "runbook {}: {} step(s)",
+                f.runbook_name,
+                f.runbook.steps.len()
+            ),
+        ));
+        if let Some(t) = f.steady_at_s {
+            phases.push(phase(
+                "hold",
+                at(t),
+                at(f.end_s),
+                "steady state held: goodput at demand, no client retrying, gate rejecting nothing"
+                    .into(),
+            ));
+        }
+    }
+
+    let (dropped, lb, relapse_count) = if f.detection.is_some() && ran {
+        let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
+            .iter()
+            .map(|o| {
+                total_increase(
+                    &rec.raws,
+                    Role::Gate,
+                    "recover_gate_requests_total",
+                    &[("outcome", o)],
+                    rb_start,
+                    f.end_s,
+                )
+            })
+            .sum();
+        let drained_metric = total_increase(
+            &rec.raws,
+            Role::Service,
+            "recover_demo_service_drained_total",
+            &[],
+            rb_start,
+            f.end_s,
+        );
+        let drained = f
+            .runbook
+            .drained
+            .map(|d| d as f64)
+            .unwrap_or(0.0)
+            .max(drained_metric);
+        let backlog = rec
+            .samples
+            .iter()
+            .filter(|s| s.t_s <= rb_start)
+            .filter_map(|s| s.workers_retrying)
+            .next_back()
+            .unwrap_or(workers as f64);
+        let restart_s = if f.runbook.steps.iter().any(|s| s.name.contains("restart")) {
+            f.runbook
+                .steps
+                .iter()
+                .filter(|s| s.name.contains("restart"))
+                .map(|s| s.end_s - s.start_s)
+                .fold(f64::INFINITY, f64::min)
+        } else {
+            0.0
+        };
+        let lb = lower_bound(
+            restart_s,
+            backlog,
+            sc.capacity_cold_per_s(),
+            demand,
+            sc.retry_delay().as_secs_f64(),
+        );
+        let after: Vec<Sample> = rec
+            .samples
+            .iter()
+            .filter(|s| s.t_s >= rb_start)
+            .cloned()
+            .collect();
+        let rel = relapses(
+            &after,
+            demand,
+            workers,
+            &crit,
+            2,
+            sc.workers.timeout.as_secs_f64(),
+        );
+        (
+            Dropped {
+                drained: drained.round() as u64,
+                rejected_at_gate: gate_rej.round() as u64,
+            },
+            lb,
+            rel,
+        )
+    } else {
+        (Dropped::default(), None, 0)
+    };
+
+    let report = Report {
+        schema_version: SCHEMA_VERSION,
+        runbook: f.runbook_name.to_string(),
+        scenario: ScenarioFacts {
+            name: sc.name.clone(),
+            replicas: sc.replicas,
+            workers,
+            demand_per_s: demand,
+            capacity_per_s: sc.capacity_per_s(),
+            unavailable_s: at(f.trigger.ended_s),
+            client_timeout_s: sc.workers.timeout.as_secs_f64(),
+        },
+        recovered,
+        failure: f.failure.clone(),
+        trigger_end_s: at(f.trigger.ended_s),
+        detected_stuck_s: f.detection.map(|d| d.at_s - f.trigger.ended_s),
+        detection: f
+            .detection
+            .map(|d| detection_facts(d, f.detector, sc, d.at_s - f.trigger.ended_s)),
+        time_to_recover_s: f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start),
+        lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
+        lower_bound: lb,
+        relapses: relapse_count,
+        ramp_step_backs: f.runbook.relapses,
+        k: f.detection.and_then(|d| d.verdict.k),
+        shed_fraction: f.plan.map(|p| p.shed_fraction),
+        admit_rate_per_s: f.plan.map(|p| p.admit_rate),
+        dropped_requests: dropped.drained + dropped.rejected_at_gate,
+        dropped,
+        steps: f
+            .runbook
+            .steps
+            .iter()
+            .map(|s| StepRecord {
+                start_s: at(s.start_s),
+                end_s: at(s.end_s),
+                ..s.clone()
+            })
+            .collect(),
+        phases,
+        baselines: f.baselines,
+        predicted_time_to_recover_s: f.predicted,
+        wall_time_s: f.wall_time_s,
+        files: Files::default(),
+        endpoints: f.endpoints.clone(),
+    };
+    (report, samples)
+}
+
+/// Pure: the detector's timing facts from its Stuck verdict.
+pub fn detection_facts(
+    d: &Detection,
+    cfg: &crate::detect::DetectorConfig,
+    sc: &Scenario,
+    detected_stuck_s: f64,
+) -> DetectionFacts {
+    let for_s = |signal: &str| {
+        d.verdict
+            .evidence
+            .iter()
+            .filter(|e| e.signal == signal)
+            .filter_map(|e| e.for_s)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let (persist_s, grace_s) = (cfg.persist.as_secs_f64(), cfg.grace.as_secs_f64());
+    let failing = for_s("failure");
+    let gone = for_s("trigger");
+    DetectionFacts {
+        summary: d.verdict.summary.clone(),
+        persist_s,
+        grace_s,
+        failing_for_s: failing,
+        trigger_gone_for_s: gone,
+        after_window_s: match (failing, gone) {
+            (Some(fl), Some(g)) => Some((fl - persist_s).min(g - grace_s)),
+            _ => None,
+        },
+        trigger_end_seen_after_s: gone.map(|g| detected_stuck_s - g),
+        scrape_interval_s: sc.scrape_interval.as_secs_f64(),
+        k_from: d.verdict.k_from.clone(),
+        arrival_rate: d.verdict.arrival_rate,
+        capacity_cold: d.verdict.capacity_cold,
+        capacity_cold_from: d.verdict.capacity_cold_from.clone(),
+    }
+}
+
+fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
+    PhaseRecord {
+        name: name.into(),
+        start_s,
+        end_s: end_s.max(start_s),
+        note,
+    }
+}
+
+/// The recorded series as CSV, one row per sample (empty cell = no data; `inf` = the gate
+/// is unlimited).
+pub fn series_csv(samples: &[Sample]) -> String {
+    let mut out = String::from(
+        "t_s,offered_per_s,admitted_per_s,rejected_per_s,goodput_per_s,first_attempt_per_s,p99_latency_s,gate_limit_per_s,queue_depth,workers_retrying,work_per_s,services_up\n",
+    );
+    let cell = |v: Option<f64>| {
+        v.map(|x| {
+            if x.is_infinite() {
+                "inf".to_string()
+            } else {
+                format!("{x:.3}")
+            }
+        })
+        .unwrap_or_default()
+    };
+    for s in samples {
+        out.push_str(&format!(
+            "{:.3},{},{},{},{},{},{},{},{},{},{},{}\n",
+            s.t_s,
+            cell(s.offered_per_s),
+            cell(s.admitted_per_s),
+            cell(s.rejected_per_s),
+            cell(s.goodput_per_s),
+            cell(s.first_attempt_per_s),
+            cell(s.p99_latency_s),
+            cell(s.gate_limit_per_s),
+            cell(s.queue_depth),
+            cell(s.workers_retrying),
+            cell(s.work_per_s),
+            s.services_up
+        ));
+    }
+    out
+}

@@ -1,0 +1,138 @@
+//! Feeds the runbook's signals to the detector for the whole rehearsal and waits until it
+//! says Stuck, measuring when.
+//!
+//! Why it exists: the rehearsal must show that detection works on the real system, with
+//! the runbook's own signal definitions read through the shared scrape source (the same
+//! path the engine and `recover detect` take), and how long after the trigger ended it
+//! took. The feed starts before the trigger so the detector sees the healthy baseline.
+
+use super::recorder::Clock;
+use crate::detect::{detect_at, DetectorConfig, Verdict, VerdictKind};
+use crate::metrics::signal::{SignalSpec, Snapshot};
+use crate::metrics::source::MetricSource;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Snapshots of the runbook's signals, taken every interval in the background.
+pub struct SignalFeed {
+    snaps: Arc<Mutex<Vec<Snapshot>>>,
+    cancel: CancellationToken,
+}
+
+impl SignalFeed {
+    pub fn start(
+        source: Arc<dyn MetricSource>,
+        signals: BTreeMap<String, SignalSpec>,
+        interval: Duration,
+    ) -> Self {
+        let snaps = Arc::new(Mutex::new(Vec::new()));
+        let cancel = CancellationToken::new();
+        let (s, c) = (snaps.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                match source.snapshot(&signals).await {
+                    Ok(snap) => s.lock().unwrap_or_else(|e| e.into_inner()).push(snap),
+                    Err(e) => tracing::warn!("signal feed: {e}"),
+                }
+            }
+        });
+        SignalFeed { snaps, cancel }
+    }
+
+    /// Snapshots no older than `span`, oldest first.
+    pub fn window(&self, span: Duration) -> Vec<Snapshot> {
+        let cutoff = SystemTime::now()
+            .checked_sub(span)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        self.snaps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| s.at >= cutoff)
+            .cloned()
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.snaps.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for SignalFeed {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// When the detector said Stuck, and what it said.
+#[derive(Debug, Clone)]
+pub struct Detection {
+    /// Rehearsal clock, seconds.
+    pub at_s: f64,
+    pub verdict: Verdict,
+}
+
+/// The detector never said Stuck in time.
+#[derive(Debug, thiserror::Error)]
+#[error("the detector did not say stuck within {waited:?} (last verdict {last:?}: {evidence})")]
+pub struct NotDetected {
+    pub waited: Duration,
+    pub last: Option<VerdictKind>,
+    pub evidence: String,
+}
+
+/// How far back the detector looks: enough for the healthy baseline before the trigger,
+/// the trigger, and the persist window.
+pub const WINDOW: Duration = Duration::from_secs(60);
+
+/// Judge each new snapshot until Stuck or `timeout`.
+pub async fn wait_stuck(
+    feed: &SignalFeed,
+    clock: Clock,
+    cfg: &DetectorConfig,
+    timeout: Duration,
+) -> Result<Detection, NotDetected> {
+    let start = clock.now_s();
+    let mut seen = feed.len();
+    let mut last: Option<Verdict> = None;
+    while clock.now_s() - start < timeout.as_secs_f64() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if feed.len() == seen {
+            continue;
+        }
+        seen = feed.len();
+        let v = detect_at(&feed.window(WINDOW), cfg, SystemTime::now());
+        if v.verdict == VerdictKind::Stuck {
+            return Ok(Detection {
+                at_s: clock.now_s(),
+                verdict: v,
+            });
+        }
+        last = Some(v);
+    }
+    Err(NotDetected {
+        waited: timeout,
+        last: last.as_ref().map(|v| v.verdict),
+        evidence: last
+            .map(|v| {
+                v.evidence
+                    .iter()
+                    .map(|e| format!("{} {:?}: {}", e.signal, e.value, e.note))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
+            .unwrap_or_default(),
+    })
+}

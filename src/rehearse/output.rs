@@ -1,0 +1,52 @@
+//! Writes a rehearsal's files into the report directory: `report.json`, `timeline.svg`
+//! and `series.csv`, each atomically.
+//!
+//! Why it exists: a half-written report.json read by CI would be worse than none.
+
+use super::rehearsal::Outcome;
+use super::timeline::render_svg;
+use crate::util::atomic_file::write_atomic;
+use std::path::Path;
+
+/// Why the files could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    #[error("writing {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Timeline(#[from] super::timeline::TimelineError),
+    #[error("encoding report.json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Write every file of `outcome` into `dir` (created if missing).
+pub fn write(dir: &Path, outcome: &Outcome) -> Result<(), OutputError> {
+    let put = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        write_atomic(&path, bytes).map_err(|source| OutputError::Io {
+            path: path.display().to_string(),
+            source,
+        })
+    };
+    std::fs::create_dir_all(dir).map_err(|source| OutputError::Io {
+        path: dir.display().to_string(),
+        source,
+    })?;
+    let files = &outcome.report.files;
+    put(
+        &files.report,
+        serde_json::to_string_pretty(&outcome.report)?.as_bytes(),
+    )?;
+    put(
+        &files.timeline,
+        render_svg(&outcome.report, &outcome.samples)?.as_bytes(),
+    )?;
+    put(
+        &files.series,
+        super::assemble::series_csv(&outcome.samples).as_bytes(),
+    )?;
+    Ok(())
+}

@@ -1,0 +1,206 @@
+//! The recorder: scrapes every component's `/metrics` on a fixed interval for the whole
+//! rehearsal and keeps the raw pages plus the derived [`Sample`]s.
+//!
+//! Why it exists: the report and the timeline must show what really happened, measured
+//! from outside the way an operator would, independent of what the engine believes.
+
+use super::expo;
+use super::series::{derive, RawScrape, Role, Sample, TargetScrape};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// The rehearsal's clock: seconds since its origin. Everything the rehearsal records (scrapes,
+/// steps, phases) uses one clock so the timeline lines up; the report rebases it so that
+/// 0 is the moment the trigger fired.
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    origin: Instant,
+    origin_wall: std::time::SystemTime,
+}
+
+impl Clock {
+    pub fn start() -> Self {
+        Clock {
+            origin: Instant::now(),
+            origin_wall: std::time::SystemTime::now(),
+        }
+    }
+
+    /// A wall-clock time (the engine's step timestamps) on this clock.
+    pub fn wall_s(&self, at: std::time::SystemTime) -> f64 {
+        match at.duration_since(self.origin_wall) {
+            Ok(d) => d.as_secs_f64(),
+            Err(e) => -e.duration().as_secs_f64(),
+        }
+    }
+
+    pub fn now_s(&self) -> f64 {
+        self.origin.elapsed().as_secs_f64()
+    }
+
+    pub fn at_s(&self, at: Instant) -> f64 {
+        at.saturating_duration_since(self.origin).as_secs_f64()
+    }
+}
+
+/// One `/metrics` page to scrape.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub role: Role,
+    pub instance: String,
+    pub url: String,
+}
+
+#[derive(Default)]
+struct State {
+    raws: Vec<RawScrape>,
+    samples: Vec<Sample>,
+}
+
+/// A running recorder. Stop it with [`Recorder::stop`] to get the series.
+pub struct Recorder {
+    state: Arc<Mutex<State>>,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// What a stopped recorder hands back.
+pub struct Recording {
+    pub raws: Vec<RawScrape>,
+    pub samples: Vec<Sample>,
+}
+
+impl Recorder {
+    /// Start scraping `targets` every `interval`; rates are computed over `window`.
+    pub fn start(targets: Vec<Target>, clock: Clock, interval: Duration, window: Duration) -> Self {
+        let state = Arc::new(Mutex::new(State::default()));
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(run(
+            targets,
+            clock,
+            interval,
+            window,
+            state.clone(),
+            cancel.clone(),
+        ));
+        Recorder {
+            state,
+            cancel,
+            task,
+        }
+    }
+
+    /// The samples so far (oldest first).
+    pub fn samples(&self) -> Vec<Sample> {
+        self.lock().samples.clone()
+    }
+
+    /// The samples taken at or after `from_s`.
+    pub fn samples_since(&self, from_s: f64) -> Vec<Sample> {
+        self.lock()
+            .samples
+            .iter()
+            .filter(|s| s.t_s >= from_s)
+            .cloned()
+            .collect()
+    }
+
+    /// Number of samples so far; lets callers wait for the next one.
+    pub fn len(&self) -> usize {
+        self.lock().samples.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The last raw scrape, if any (for one-off readings such as a queue depth).
+    pub fn last_raw(&self) -> Option<RawScrape> {
+        self.lock().raws.last().cloned()
+    }
+
+    pub async fn stop(mut self) -> Recording {
+        self.cancel.cancel();
+        let _ = (&mut self.task).await;
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        Recording {
+            raws: std::mem::take(&mut st.raws),
+            samples: std::mem::take(&mut st.samples),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding this lock cannot leave the vectors half-written.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        // A rehearsal aborted by Ctrl-C or a panic must not leave the scrape loop running.
+        self.cancel.cancel();
+    }
+}
+
+async fn run(
+    targets: Vec<Target>,
+    clock: Clock,
+    interval: Duration,
+    window: Duration,
+    state: Arc<Mutex<State>>,
+    cancel: CancellationToken,
+) {
+    let timeout = interval.mul_f64(0.8).max(Duration::from_millis(200));
+    let client = match reqwest::Client::builder().timeout(timeout).build() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!("recorder: cannot build HTTP client: {e}");
+            return;
+        }
+    };
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let t_s = clock.now_s();
+        let pages = futures::future::join_all(targets.iter().map(|t| fetch(&client, t))).await;
+        let raw = RawScrape {
+            t_s,
+            targets: targets
+                .iter()
+                .zip(pages)
+                .map(|(t, points)| TargetScrape {
+                    role: t.role,
+                    instance: t.instance.clone(),
+                    points,
+                })
+                .collect(),
+        };
+        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        let want = t_s - window.as_secs_f64();
+        let base = st
+            .raws
+            .iter()
+            .rev()
+            .find(|r| r.t_s <= want)
+            .or(st.raws.first());
+        if let Some(base) = base {
+            let sample = derive(base, &raw);
+            st.samples.push(sample);
+        }
+        st.raws.push(raw);
+    }
+}
+
+async fn fetch(client: &reqwest::Client, target: &Target) -> Option<Vec<expo::Point>> {
+    let resp = client.get(&target.url).send().await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    let text = resp.text().await.ok()?;
+    Some(expo::parse(&text))
+}

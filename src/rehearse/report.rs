@@ -1,0 +1,206 @@
+//! `report.json`: what a rehearsal found, in stable, documented fields.
+//!
+//! Why it exists: scripts, CI and people compare rehearsals over time, so the field names
+//! and their meaning are a contract (schema version 1). Add fields; never rename or
+//! repurpose one.
+//!
+//! Time: every `*_s` field that names an instant (`trigger_end_s`, `steps[].start_s`,
+//! `phases[].start_s`, ...) is seconds on the rehearsal clock, where 0 is the moment the
+//! trigger fired (so steady state before it has negative times). Fields that name a
+//! duration say after what: `detected_stuck_s` is seconds after `trigger_end_s`;
+//! `time_to_recover_s` is seconds from the first runbook action to steady state.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the report's field set; bumped only if a field changes meaning.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema_version: u32,
+    /// Runbook run against the stuck system (`stuck-overload`).
+    pub runbook: String,
+    /// Scenario name and the numbers that matter for reading the report.
+    pub scenario: ScenarioFacts,
+    /// True when steady state was reached after the runbook and held for the hold period.
+    pub recovered: bool,
+    /// Why the rehearsal did not recover (a failed step, no steady state, ...); else null.
+    pub failure: Option<String>,
+    /// When the service was back (listening and ready) after the trigger.
+    pub trigger_end_s: f64,
+    /// Seconds after `trigger_end_s` when the detector first said Stuck; null if never.
+    pub detected_stuck_s: Option<f64>,
+    /// How the detector reached Stuck; null if it never did.
+    pub detection: Option<DetectionFacts>,
+    /// Seconds from the first runbook action until steady state was reached (and then
+    /// held); null if never.
+    pub time_to_recover_s: Option<f64>,
+    /// The fastest recovery physically possible for this system (formula in the README,
+    /// inputs in `lower_bound`); null when its inputs could not be measured.
+    pub lower_bound_s: Option<f64>,
+    pub lower_bound: Option<LowerBound>,
+    /// Times the measured system fell back into failure after it had started to recover:
+    /// client p99 back at or above the client timeout after answering within it, or steady
+    /// state lost after it was reached (each for at least two samples). Measured from the
+    /// recorder, not taken from the engine.
+    pub relapses: u32,
+    /// Times the engine's readmission ramp stepped back because a check failed. A step-back
+    /// without a measured relapse means the check judged on stale or noisy signals.
+    pub ramp_step_backs: u32,
+    /// Work amplification the detector estimated when it said Stuck.
+    pub k: Option<f64>,
+    /// Fraction of arrivals the plan shed: `max(0, 1 - (capacity_cold / k) / arrival)`.
+    pub shed_fraction: Option<f64>,
+    /// The gate rate the plan admitted first, requests/s.
+    pub admit_rate_per_s: Option<f64>,
+    /// Requests destroyed on purpose during recovery: `dropped.drained + dropped.rejected_at_gate`.
+    pub dropped_requests: u64,
+    pub dropped: Dropped,
+    /// Runbook steps as the engine ran them.
+    pub steps: Vec<StepRecord>,
+    /// steady, trigger, stuck, recovery, hold: what the timeline shades.
+    pub phases: Vec<PhaseRecord>,
+    /// Baseline name -> outcome, with `--baselines` (`no-intervention`, `plain-restart`,
+    /// `shed-20pct`); empty otherwise.
+    pub baselines: BTreeMap<String, BaselineOutcome>,
+    /// The simulator's predicted time to recover for the same plan, when available.
+    pub predicted_time_to_recover_s: Option<f64>,
+    /// Wall time of the whole rehearsal, seconds.
+    pub wall_time_s: f64,
+    /// Files written next to the report.
+    pub files: Files,
+    /// Where the main system's processes listened (component -> address), so a run can
+    /// be matched with its logs and checked for leftovers.
+    pub endpoints: BTreeMap<String, String>,
+}
+
+/// The scenario numbers a reader needs to interpret the report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioFacts {
+    pub name: String,
+    pub replicas: u32,
+    pub workers: u32,
+    /// Normal demand, requests/s (workers / poll interval).
+    pub demand_per_s: f64,
+    /// Warm capacity of all replicas together, requests/s.
+    pub capacity_per_s: f64,
+    /// How long the trigger kept the service unavailable, seconds.
+    pub unavailable_s: f64,
+    /// Client timeout, seconds (the p99 line on the timeline is drawn against it).
+    pub client_timeout_s: f64,
+}
+
+/// Inputs and result of the lower-bound formula (README, `## recover rehearse`):
+/// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LowerBound {
+    /// Time for a replica to come back ready after a restart (0 if the runbook restarts
+    /// nothing), seconds.
+    pub restart_s: f64,
+    /// Requests owed when recovery starts: clients in a retry loop (each needs one useful
+    /// response). Queued requests are not counted: draining them is instant.
+    pub backlog: f64,
+    /// Capacity right after a restart, requests/s.
+    pub capacity_cold_per_s: f64,
+    /// Normal demand, requests/s.
+    pub demand_per_s: f64,
+    /// A client in a retry loop cannot come back sooner than its next retry.
+    pub retry_delay_s: f64,
+    pub lower_bound_s: f64,
+}
+
+/// The detector's view when it said Stuck. It says Stuck once the failure has lasted
+/// `persist_s` and the trigger has been gone `grace_s` (as it perceives them, through the
+/// signals' rate windows); `after_window_s` is how long after the later of the two it
+/// said so: the detection loop's own latency (goal: at most two scrape intervals).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetectionFacts {
+    pub summary: String,
+    pub persist_s: f64,
+    pub grace_s: f64,
+    /// How long the detector had seen the failure, at detection.
+    pub failing_for_s: Option<f64>,
+    /// How long the detector had seen no trigger, at detection.
+    pub trigger_gone_for_s: Option<f64>,
+    /// `min(failing_for_s - persist_s, trigger_gone_for_s - grace_s)`.
+    pub after_window_s: Option<f64>,
+    /// `detected_stuck_s - trigger_gone_for_s`: how late the signals showed the trigger's end.
+    pub trigger_end_seen_after_s: Option<f64>,
+    pub scrape_interval_s: f64,
+    /// k, arrival, capacity and cold capacity as the detector estimated them, with sources.
+    pub k_from: Option<String>,
+    pub arrival_rate: Option<f64>,
+    pub capacity_cold: Option<f64>,
+    pub capacity_cold_from: Option<String>,
+}
+
+/// Work dropped on purpose.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Dropped {
+    /// Queued requests the drain step threw away.
+    pub drained: u64,
+    /// Requests the gate answered 429 between the first runbook action and the end.
+    pub rejected_at_gate: u64,
+}
+
+/// One runbook step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepRecord {
+    pub name: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// "ok", "failed: ...", "skipped", ...
+    pub outcome: String,
+}
+
+/// A shaded span of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhaseRecord {
+    /// steady | trigger | stuck | recovery | hold
+    pub name: String,
+    pub start_s: f64,
+    pub end_s: f64,
+    /// One line for the summary ("config service unavailable", ...).
+    pub note: String,
+}
+
+/// How one baseline ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BaselineOutcome {
+    /// Steady state reached by the end of the observation window.
+    pub recovered: bool,
+    /// Goodput over demand in the last seconds of the observation window.
+    pub goodput_ratio_end: Option<f64>,
+    /// What was done ("nothing", "restart all replicas", "gate at 80% of arrival").
+    pub intervention: String,
+    /// How long it was watched after the trigger ended, seconds.
+    pub observed_s: f64,
+}
+
+/// File names (relative to the report directory).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Files {
+    pub report: String,
+    pub timeline: String,
+    /// The recorded series, one row per scrape.
+    pub series: String,
+}
+
+impl Default for Files {
+    fn default() -> Self {
+        Files {
+            report: "report.json".into(),
+            timeline: "timeline.svg".into(),
+            series: "series.csv".into(),
+        }
+    }
+}
+
+impl Report {
+    /// The phase named `name`, if it happened.
+    pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
+        self.phases.iter().find(|p| p.name == name)
+    }
+}

@@ -1,0 +1,258 @@
+//! The rehearsal's scenario: the system's numbers (replicas, workers, service costs, the
+//! trigger) and the rehearsal's own timings, loadable from YAML (`--scenario FILE`).
+//!
+//! Why it exists: the default must reproduce the laptop scenario of the demo system, and a
+//! team must be able to rehearse its own numbers without touching code. Every field has a
+//! default; a file names only what it changes. Unknown fields are refused (a typo must not
+//! silently rehearse the default).
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Duration;
+
+use crate::demo::defaults;
+use crate::util::duration::serde_human;
+
+/// Everything a rehearsal needs to know about the system it builds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Scenario {
+    pub name: String,
+    /// Config-service replicas behind the gate.
+    pub replicas: u32,
+    pub service: ServiceSpec,
+    pub workers: WorkersSpec,
+    /// The trigger: how long a restarted replica stays unavailable.
+    #[serde(with = "serde_human")]
+    pub outage: Duration,
+    /// Steady state must hold this long before the trigger fires.
+    #[serde(with = "serde_human")]
+    pub steady: Duration,
+    /// Steady state must hold this long after the runbook for "recovered".
+    #[serde(with = "serde_human")]
+    pub hold: Duration,
+    /// How often every `/metrics` page is scraped.
+    #[serde(with = "serde_human")]
+    pub scrape_interval: Duration,
+    /// Rates and p99 are computed over this window.
+    #[serde(with = "serde_human")]
+    pub rate_window: Duration,
+    /// Give up waiting for the detector to say Stuck after this long past the trigger.
+    #[serde(with = "serde_human")]
+    pub detect_timeout: Duration,
+    /// Give up on the runbook (and steady state) after this long.
+    #[serde(with = "serde_human")]
+    pub recovery_timeout: Duration,
+    /// Each baseline is watched this long after the trigger ended.
+    #[serde(with = "serde_human")]
+    pub baseline_observe: Duration,
+}
+
+/// `recover demo config-service` flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServiceSpec {
+    pub concurrency: u32,
+    #[serde(with = "serde_human")]
+    pub service_time: Duration,
+    pub cold_factor: f64,
+    pub overload_factor: f64,
+    pub warm_after: u64,
+    #[serde(with = "serde_human")]
+    pub warm_duration: Duration,
+}
+
+/// `recover demo workers` flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkersSpec {
+    pub count: u32,
+    #[serde(with = "serde_human")]
+    pub interval: Duration,
+    #[serde(with = "serde_human")]
+    pub timeout: Duration,
+    /// As `--retry` spells it: `fixed:1s`, `exp:base=100ms,max=10s`, ...
+    pub retry: String,
+}
+
+// The laptop scenario of the demo system: `demo::defaults` (its README section explains
+// the arithmetic), so the rehearsal follows the demo's numbers wherever they change.
+impl Default for ServiceSpec {
+    fn default() -> Self {
+        ServiceSpec {
+            concurrency: defaults::SERVICE_CONCURRENCY as u32,
+            service_time: defaults::SERVICE_TIME,
+            cold_factor: defaults::COLD_FACTOR,
+            overload_factor: defaults::OVERLOAD_FACTOR,
+            warm_after: defaults::WARM_AFTER_REQUESTS,
+            warm_duration: defaults::WARM_DURATION,
+        }
+    }
+}
+
+impl Default for WorkersSpec {
+    fn default() -> Self {
+        WorkersSpec {
+            count: defaults::WORKERS as u32,
+            interval: defaults::POLL_INTERVAL,
+            timeout: defaults::CLIENT_TIMEOUT,
+            retry: defaults::RETRY_POLICY.into(),
+        }
+    }
+}
+
+impl Default for Scenario {
+    fn default() -> Self {
+        Scenario {
+            name: "laptop".into(),
+            replicas: 1,
+            service: ServiceSpec::default(),
+            workers: WorkersSpec::default(),
+            outage: defaults::OUTAGE,
+            steady: Duration::from_secs(3),
+            hold: Duration::from_secs(8),
+            scrape_interval: Duration::from_millis(500),
+            rate_window: Duration::from_secs(2),
+            detect_timeout: Duration::from_secs(40),
+            recovery_timeout: Duration::from_secs(70),
+            baseline_observe: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A scenario file could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    /// serde_yaml's message carries line and column; the path names the field.
+    #[error("{path}: field `{field}`: {message}")]
+    Parse {
+        path: String,
+        field: String,
+        message: String,
+    },
+    #[error("{path}: field `{field}`: {message}")]
+    Invalid {
+        path: String,
+        field: &'static str,
+        message: String,
+    },
+}
+
+impl Scenario {
+    /// Load a scenario file; fields it omits keep their defaults.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::parse(&text, &shown)
+    }
+
+    /// Parse scenario YAML; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let de = serde_yaml::Deserializer::from_str(text);
+        let sc: Scenario =
+            serde_path_to_error::deserialize(de).map_err(|e| ScenarioError::Parse {
+                path: origin.to_string(),
+                field: e.path().to_string(),
+                message: e.inner().to_string(),
+            })?;
+        sc.validate(origin)?;
+        Ok(sc)
+    }
+
+    fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
+        let bad = |field: &'static str, message: &str| {
+            Err(ScenarioError::Invalid {
+                path: origin.to_string(),
+                field,
+                message: message.to_string(),
+            })
+        };
+        if self.replicas == 0 {
+            return bad("replicas", "must be at least 1");
+        }
+        if self.workers.count == 0 {
+            return bad("workers.count", "must be at least 1");
+        }
+        if self.workers.interval.is_zero() {
+            return bad("workers.interval", "must be more than 0s");
+        }
+        if self.service.concurrency == 0 || self.service.service_time.is_zero() {
+            return bad(
+                "service",
+                "concurrency and service_time must be more than 0",
+            );
+        }
+        if self.scrape_interval < Duration::from_millis(100) {
+            return bad("scrape_interval", "must be at least 100ms");
+        }
+        if self.rate_window < self.scrape_interval {
+            return bad("rate_window", "must be at least one scrape_interval");
+        }
+        Ok(())
+    }
+
+    /// Normal demand, requests/s: every worker polls once per interval.
+    pub fn demand_per_s(&self) -> f64 {
+        self.workers.count as f64 / self.workers.interval.as_secs_f64()
+    }
+
+    /// Warm capacity of all replicas, requests/s.
+    pub fn capacity_per_s(&self) -> f64 {
+        self.replicas as f64 * self.service.concurrency as f64
+            / self.service.service_time.as_secs_f64()
+    }
+
+    /// Capacity right after a restart, requests/s.
+    pub fn capacity_cold_per_s(&self) -> f64 {
+        self.capacity_per_s() / self.service.cold_factor.max(1.0)
+    }
+
+    /// The delay before a client's next attempt, when the policy says (fixed or the base
+    /// of an exponential policy); 0 when it cannot be read.
+    pub fn retry_delay(&self) -> Duration {
+        let r = self.workers.retry.as_str();
+        let text = if let Some(d) = r.strip_prefix("fixed:") {
+            d
+        } else if let Some(i) = r.find("base=") {
+            r[i + 5..].split(',').next().unwrap_or("")
+        } else {
+            ""
+        };
+        crate::util::duration::parse(text).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partial_file_keeps_defaults_and_names_bad_fields() {
+        let sc = Scenario::parse("replicas: 2\nworkers:\n  count: 400\n", "x.yaml").unwrap();
+        assert_eq!(sc.replicas, 2);
+        assert_eq!(sc.workers.count, 400);
+        assert_eq!(sc.workers.interval, defaults::POLL_INTERVAL);
+        assert!((sc.capacity_per_s() - 2.0 * defaults::capacity_warm()).abs() < 1e-9);
+        assert_eq!(sc.retry_delay(), Duration::from_secs(1));
+        let e = Scenario::parse("workers:\n  cuont: 4\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("x.yaml") && e.contains("cuont"), "{e}");
+        let e = Scenario::parse("outage: 4\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outage") && e.contains("unit"), "{e}");
+        let e = Scenario::parse("replicas: 0\n", "x.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("replicas"), "{e}");
+    }
+}

@@ -1,0 +1,122 @@
+//! The human summary printed on stdout after a rehearsal: phases and their durations, k
+//! and the shed, work dropped on purpose, time to recover against the lower bound.
+//!
+//! Why it exists: the person who ran `recover rehearse` reads this first; it must answer
+//! "did it work, how fast, and at what cost" in a dozen lines.
+
+use super::report::Report;
+use std::fmt::Write;
+
+/// Render the summary (ends with a newline).
+pub fn render(r: &Report) -> String {
+    let mut out = String::new();
+    let verdict = if r.recovered {
+        "RECOVERED"
+    } else {
+        "NOT RECOVERED"
+    };
+    let _ = writeln!(
+        out,
+        "recover rehearse: {verdict} (runbook {}, scenario {}, {:.0} s wall time)",
+        r.runbook, r.scenario.name, r.wall_time_s
+    );
+    if let Some(f) = &r.failure {
+        let _ = writeln!(out, "  why: {f}");
+    }
+    let sc = &r.scenario;
+    let _ = writeln!(
+        out,
+        "  system: {} workers ({:.1} req/s demand) -> gate -> {} config-service replica(s), {:.0} req/s warm capacity; client timeout {}",
+        sc.workers, sc.demand_per_s, sc.replicas, sc.capacity_per_s, secs(sc.client_timeout_s)
+    );
+    let _ = writeln!(out, "  phases (t = 0 when the trigger fired):");
+    for p in &r.phases {
+        let _ = writeln!(
+            out,
+            "    {:<9} {:>7} .. {:>7}  {:>7}  {}",
+            p.name,
+            secs(p.start_s),
+            secs(p.end_s),
+            secs(p.end_s - p.start_s),
+            p.note
+        );
+    }
+    match r.detected_stuck_s {
+        Some(d) => {
+            let _ = writeln!(
+                out,
+                "  detection: stuck {} after the trigger ended",
+                secs(d)
+            );
+        }
+        None => {
+            let _ = writeln!(out, "  detection: never said stuck");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "  k {}, shed {} (admit {} at first)",
+        opt(r.k, |k| format!("{k:.1}")),
+        opt(r.shed_fraction, |s| format!("{:.0}%", s * 100.0)),
+        opt(r.admit_rate_per_s, |a| format!("{a:.1} req/s")),
+    );
+    let _ = writeln!(
+        out,
+        "  dropped on purpose: {} requests ({} drained from queues, {} rejected at the gate)",
+        r.dropped_requests, r.dropped.drained, r.dropped.rejected_at_gate
+    );
+    if !r.steps.is_empty() {
+        let _ = writeln!(out, "  steps:");
+        for s in &r.steps {
+            let _ = writeln!(
+                out,
+                "    {:<24} {:>7} .. {:>7}  {}",
+                s.name,
+                secs(s.start_s),
+                secs(s.end_s),
+                s.outcome
+            );
+        }
+    }
+    let ratio = match (r.time_to_recover_s, r.lower_bound_s) {
+        (Some(t), Some(lb)) if lb > 0.0 => format!(" ({:.1}x)", t / lb),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "  time to recover {} vs lower bound {}{ratio}; relapses {} (ramp step-backs {})",
+        opt(r.time_to_recover_s, secs),
+        opt(r.lower_bound_s, secs),
+        r.relapses,
+        r.ramp_step_backs
+    );
+    if let Some(p) = r.predicted_time_to_recover_s {
+        let _ = writeln!(out, "  simulator predicted {}", secs(p));
+    }
+    if !r.baselines.is_empty() {
+        let _ = writeln!(out, "  baselines (same trigger):");
+        for (name, b) in &r.baselines {
+            let _ = writeln!(
+                out,
+                "    {:<16} {:<14} goodput/demand at the end {}  ({})",
+                name,
+                if b.recovered {
+                    "recovered"
+                } else {
+                    "stayed stuck"
+                },
+                opt(b.goodput_ratio_end, |g| format!("{:.0}%", g * 100.0)),
+                b.intervention
+            );
+        }
+    }
+    out
+}
+
+fn secs(s: f64) -> String {
+    format!("{s:.1} s")
+}
+
+fn opt<T: Copy>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "n/a".to_string())
+}

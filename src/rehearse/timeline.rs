@@ -1,0 +1,623 @@
+//! `timeline.svg`: the incident on one page, drawn with plotters.
+//!
+//! Why it exists: a report in numbers convinces the person who ran it; a picture explains
+//! the incident to someone who was not there. Three panels share one time axis (0 = the
+//! trigger fired) with the phases shaded across all of them:
+//! 1. requests/s: offered at the edge, admitted by the gate, goodput, demand and the gate's
+//!    limit (the line is absent while the gate is unlimited);
+//! 2. client p99 latency against the client timeout (above it, every answer is wasted);
+//! 3. clients stuck in a retry loop, and the service's queue depth (right axis).
+//!    The moment the detector said Stuck is a vertical line through all three.
+
+use super::report::Report;
+use super::series::Sample;
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+/// Drawing failed (plotters reports backend errors as strings).
+#[derive(Debug, thiserror::Error)]
+#[error("drawing timeline: {0}")]
+pub struct TimelineError(String);
+
+fn err<E: std::fmt::Debug>(e: E) -> TimelineError {
+    TimelineError(format!("{e:?}"))
+}
+
+const W: u32 = 1280;
+const H: u32 = 980;
+const OFFERED: RGBColor = RGBColor(214, 39, 40);
+const ADMITTED: RGBColor = RGBColor(31, 119, 180);
+const GOODPUT: RGBColor = RGBColor(44, 160, 44);
+const LIMIT: RGBColor = RGBColor(40, 40, 40);
+const DEMAND: RGBColor = RGBColor(120, 120, 120);
+const LATENCY: RGBColor = RGBColor(148, 103, 189);
+const RETRYING: RGBColor = RGBColor(255, 127, 14);
+const QUEUE: RGBColor = RGBColor(140, 86, 75);
+const DETECT: RGBColor = RGBColor(200, 0, 120);
+
+fn phase_color(name: &str) -> RGBColor {
+    match name {
+        "steady" | "hold" => RGBColor(120, 200, 120),
+        "trigger" => RGBColor(230, 80, 80),
+        "stuck" => RGBColor(250, 170, 60),
+        "recovery" => RGBColor(90, 150, 230),
+        _ => RGBColor(180, 180, 180),
+    }
+}
+
+/// Render the timeline of `report` from its recorded `samples` (times already on the
+/// report's clock).
+pub fn render_svg(report: &Report, samples: &[Sample]) -> Result<String, TimelineError> {
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        let (title, body) = root.split_vertically(90);
+        draw_title(&title, report)?;
+        let (rates, rest) = body.split_vertically(430);
+        let (latency, clients) = rest.split_vertically(230);
+        let x = x_range(report, samples);
+        draw_rates(&rates, report, samples, x)?;
+        draw_latency(&latency, report, samples, x)?;
+        draw_clients(&clients, report, samples, x)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+fn x_range(report: &Report, samples: &[Sample]) -> (f64, f64) {
+    let lo = samples.first().map(|s| s.t_s).unwrap_or(0.0);
+    let hi = samples.last().map(|s| s.t_s).unwrap_or(1.0);
+    let lo = report.phases.iter().map(|p| p.start_s).fold(lo, f64::min);
+    let hi = report.phases.iter().map(|p| p.end_s).fold(hi, f64::max);
+    (lo, if hi > lo { hi } else { lo + 1.0 })
+}
+
+fn draw_title(area: &DrawingArea<SVGBackend, Shift>, r: &Report) -> Result<(), TimelineError> {
+    let verdict = match (r.recovered, r.time_to_recover_s, r.lower_bound_s) {
+        (true, Some(t), Some(lb)) => format!("recovered in {t:.1} s (lower bound {lb:.1} s)"),
+        (true, Some(t), None) => format!("recovered in {t:.1} s"),
+        (true, None, _) => "recovered".to_string(),
+        (false, _, _) => format!(
+            "NOT recovered: {}",
+            r.failure.as_deref().unwrap_or("no steady state")
+        ),
+    };
+    let line1 = format!(
+        "recover rehearse: {}, runbook {}: {verdict}",
+        r.scenario.name, r.runbook
+    );
+    let sc = &r.scenario;
+    let line2 = format!(
+        "{} workers ({:.1} req/s demand) -> gate -> {} replica(s), {:.0} req/s warm capacity; unavailable {:.0} s; k {}, shed {}",
+        sc.workers,
+        sc.demand_per_s,
+        sc.replicas,
+        sc.capacity_per_s,
+        sc.unavailable_s,
+        r.k.map(|k| format!("{k:.1}")).unwrap_or_else(|| "n/a".into()),
+        r.shed_fraction.map(|s| format!("{:.0}%", s * 100.0)).unwrap_or_else(|| "n/a".into()),
+    );
+    area.draw(&Text::new(
+        line1,
+        (20, 10),
+        ("sans-serif", 24).into_font().style(FontStyle::Bold),
+    ))
+    .map_err(err)?;
+    area.draw(&Text::new(line2, (20, 42), ("sans-serif", 16).into_font()))
+        .map_err(err)?;
+    if let Some(why) = &r.failure {
+        let mut why = format!("why: {why}");
+        if why.len() > 150 {
+            let cut = (0..=150)
+                .rev()
+                .find(|i| why.is_char_boundary(*i))
+                .unwrap_or(0);
+            why.truncate(cut);
+            why.push_str("...");
+        }
+        area.draw(&Text::new(
+            why,
+            (20, 66),
+            ("sans-serif", 16).into_font().color(&OFFERED),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Runs of consecutive samples where `f` has a finite value: a gap in the data is a gap
+/// in the line, never a drop to zero.
+fn segments(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
+    let mut out = vec![];
+    let mut cur: Vec<(f64, f64)> = vec![];
+    for s in samples {
+        match f(s).filter(|v| v.is_finite()) {
+            Some(v) => cur.push((s.t_s, v)),
+            None if !cur.is_empty() => out.push(std::mem::take(&mut cur)),
+            None => {}
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+fn max_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> f64 {
+    samples
+        .iter()
+        .filter_map(f)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+}
+
+type Chart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Shade the phases and mark the detection moment on a panel.
+fn decorate(
+    chart: &mut Chart,
+    r: &Report,
+    y_max: f64,
+    label_phases: bool,
+) -> Result<(), TimelineError> {
+    chart
+        .draw_series(r.phases.iter().map(|p| {
+            Rectangle::new(
+                [(p.start_s, 0.0), (p.end_s, y_max)],
+                phase_color(&p.name).mix(0.16).filled(),
+            )
+        }))
+        .map_err(err)?;
+    if label_phases {
+        chart
+            .draw_series(r.phases.iter().map(|p| {
+                Text::new(
+                    p.name.clone(),
+                    (p.start_s + 0.3, y_max * 0.985),
+                    ("sans-serif", 15)
+                        .into_font()
+                        .color(&phase_color(&p.name).mix(1.0)),
+                )
+            }))
+            .map_err(err)?;
+    }
+    if let Some(d) = r.detected_stuck_s {
+        let t = r.trigger_end_s + d;
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(t, 0.0), (t, y_max)],
+                6,
+                4,
+                DETECT.stroke_width(2),
+            ))
+            .map_err(err)?;
+        if label_phases {
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    "stuck detected".to_string(),
+                    (t + 0.3, y_max * 0.92),
+                    ("sans-serif", 15).into_font().color(&DETECT),
+                )))
+                .map_err(err)?;
+        }
+    }
+    Ok(())
+}
+
+/// Tick and name each runbook step where it started, staggered so short steps stay legible.
+fn mark_steps(chart: &mut Chart, r: &Report, y_max: f64) -> Result<(), TimelineError> {
+    for (i, step) in r.steps.iter().enumerate() {
+        let y = y_max * (0.66 - 0.055 * (i % 8) as f64);
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(step.start_s, 0.0), (step.start_s, y)],
+                ADMITTED.mix(0.35).stroke_width(1),
+            )))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("> {}", step.name),
+                (step.start_s, y),
+                ("sans-serif", 13).into_font().color(&ADMITTED),
+            )))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Which figure of a sample a line draws.
+type Pick = Box<dyn Fn(&Sample) -> Option<f64>>;
+
+fn draw_rates(
+    area: &DrawingArea<SVGBackend, Shift>,
+    r: &Report,
+    s: &[Sample],
+    x: (f64, f64),
+) -> Result<(), TimelineError> {
+    let demand = r.scenario.demand_per_s;
+    let traffic = max_of(s, |v| v.offered_per_s)
+        .max(max_of(s, |v| v.admitted_per_s))
+        .max(max_of(s, |v| v.goodput_per_s))
+        .max(demand);
+    let y_max = (traffic * 1.15).max(1.0);
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(70)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .caption("Requests per second", ("sans-serif", 18))
+        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .y_desc("req/s")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(err)?;
+    decorate(&mut chart, r, y_max, true)?;
+    mark_steps(&mut chart, r, y_max)?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            vec![(x.0, demand), (x.1, demand)],
+            8,
+            6,
+            DEMAND.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label(format!("demand ({demand:.1}/s)"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], DEMAND.stroke_width(2)));
+    // The limit is drawn only where finite; clipped to the panel when far above traffic.
+    let series: [(&str, RGBColor, u32, Pick); 4] = [
+        (
+            "offered at the edge (incl. retries)",
+            OFFERED,
+            2,
+            Box::new(|v| v.offered_per_s),
+        ),
+        (
+            "admitted by the gate",
+            ADMITTED,
+            2,
+            Box::new(|v| v.admitted_per_s),
+        ),
+        (
+            "goodput (useful answers)",
+            GOODPUT,
+            3,
+            Box::new(|v| v.goodput_per_s),
+        ),
+        (
+            "gate limit (absent = unlimited)",
+            LIMIT,
+            2,
+            Box::new(move |v| {
+                v.gate_limit_per_s
+                    .filter(|l| l.is_finite())
+                    .map(|l| l.min(y_max * 0.99))
+            }),
+        ),
+    ];
+    for (label, color, width, f) in series {
+        let mut first = true;
+        for seg in segments(s, f) {
+            let drawn = chart
+                .draw_series(LineSeries::new(seg, color.stroke_width(width)))
+                .map_err(err)?;
+            if first {
+                drawn.label(label).legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+                });
+                first = false;
+            }
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(legend_spot(area))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+/// Upper right, but below the phase names drawn along the top edge.
+fn legend_spot(area: &DrawingArea<SVGBackend, Shift>) -> SeriesLabelPosition {
+    let (w, _) = area.dim_in_pixel();
+    SeriesLabelPosition::Coordinate(w as i32 - 420, 28)
+}
+
+fn draw_latency(
+    area: &DrawingArea<SVGBackend, Shift>,
+    r: &Report,
+    s: &[Sample],
+    x: (f64, f64),
+) -> Result<(), TimelineError> {
+    let timeout = r.scenario.client_timeout_s;
+    let y_max = (max_of(s, |v| v.p99_latency_s).max(timeout) * 1.2).max(0.1);
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(70)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .caption("Client p99 latency vs client timeout", ("sans-serif", 18))
+        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .y_desc("seconds")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(err)?;
+    decorate(&mut chart, r, y_max, false)?;
+    chart
+        .draw_series(DashedLineSeries::new(
+            vec![(x.0, timeout), (x.1, timeout)],
+            8,
+            6,
+            OFFERED.stroke_width(2),
+        ))
+        .map_err(err)?
+        .label(format!(
+            "client timeout ({timeout:.1} s): above it, answers are wasted"
+        ))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OFFERED.stroke_width(2)));
+    let mut first = true;
+    for seg in segments(s, |v| v.p99_latency_s) {
+        let drawn = chart
+            .draw_series(LineSeries::new(seg, LATENCY.stroke_width(2)))
+            .map_err(err)?;
+        if first {
+            drawn.label("p99 latency seen by clients").legend(|(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], LATENCY.stroke_width(2))
+            });
+            first = false;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(legend_spot(area))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+fn draw_clients(
+    area: &DrawingArea<SVGBackend, Shift>,
+    r: &Report,
+    s: &[Sample],
+    x: (f64, f64),
+) -> Result<(), TimelineError> {
+    let y_max = (r.scenario.workers as f64)
+        .max(max_of(s, |v| v.workers_retrying))
+        .max(1.0)
+        * 1.1;
+    let q_max = (max_of(s, |v| v.queue_depth) * 1.1).max(10.0);
+    let mut chart = ChartBuilder::on(area)
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .right_y_label_area_size(60)
+        .caption(
+            "Clients in a retry loop, and the service's queue",
+            ("sans-serif", 18),
+        )
+        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
+        .map_err(err)?
+        .set_secondary_coord(x.0..x.1, 0.0..q_max);
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the trigger fired")
+        .y_desc("clients")
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .light_line_style(WHITE.mix(0.0))
+        .draw()
+        .map_err(err)?;
+    chart
+        .configure_secondary_axes()
+        .y_desc("queued requests")
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()
+        .map_err(err)?;
+    {
+        let primary: &mut Chart = &mut chart;
+        decorate(primary, r, y_max, false)?;
+    }
+    let mut first = true;
+    for seg in segments(s, |v| v.workers_retrying) {
+        let drawn = chart
+            .draw_series(LineSeries::new(seg, RETRYING.stroke_width(2)))
+            .map_err(err)?;
+        if first {
+            drawn
+                .label("clients in a retry loop (left)")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], RETRYING.stroke_width(2))
+                });
+            first = false;
+        }
+    }
+    let mut first = true;
+    for seg in segments(s, |v| v.queue_depth) {
+        let drawn = chart
+            .draw_secondary_series(LineSeries::new(seg, QUEUE.stroke_width(2)))
+            .map_err(err)?;
+        if first {
+            drawn
+                .label("queued at the service (right)")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], QUEUE.stroke_width(2))
+                });
+            first = false;
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(legend_spot(area))
+        .background_style(WHITE.mix(0.9))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw()
+        .map_err(err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rehearse::report::*;
+    use std::collections::BTreeMap;
+
+    /// A made-up incident shaped like the real one: steady, a 5 s outage, a retry storm
+    /// that sustains itself, the runbook (block, restart, ramp), then a hold.
+    pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
+        let demand = 16.7;
+        let mut samples = vec![];
+        let mut t = -10.0;
+        while t <= 60.0 {
+            let (offered, admitted, goodput, p99, limit, retrying, queue) = if t < 0.0 {
+                (demand, demand, demand, 0.05, f64::INFINITY, 0.0, 0.0)
+            } else if t < 5.0 {
+                (
+                    demand + t * 10.0,
+                    0.0,
+                    0.0,
+                    2.0,
+                    f64::INFINITY,
+                    t * 100.0,
+                    0.0,
+                )
+            } else if t < 22.0 {
+                (170.0, 170.0, 3.0, 2.0, f64::INFINITY, 500.0, 400.0)
+            } else if t < 30.0 {
+                (
+                    170.0 - (t - 22.0) * 15.0,
+                    30.0,
+                    25.0,
+                    0.3,
+                    30.0,
+                    500.0 - (t - 22.0) * 60.0,
+                    0.0,
+                )
+            } else if t < 40.0 {
+                (demand + 5.0, demand + 5.0, demand, 0.1, 45.0, 0.0, 0.0)
+            } else {
+                (demand, demand, demand, 0.05, f64::INFINITY, 0.0, 0.0)
+            };
+            samples.push(Sample {
+                t_s: t,
+                offered_per_s: Some(offered),
+                admitted_per_s: Some(admitted),
+                rejected_per_s: Some(offered - admitted),
+                goodput_per_s: Some(goodput),
+                first_attempt_per_s: Some(demand),
+                p99_latency_s: (!(0.0..5.0).contains(&t)).then_some(p99),
+                gate_limit_per_s: Some(limit),
+                queue_depth: (!(0.0..5.0).contains(&t)).then_some(queue),
+                workers_retrying: Some(retrying),
+                work_per_s: None,
+                services_up: 1,
+            });
+            t += 0.5;
+        }
+        let phase = |name: &str, a: f64, b: f64| PhaseRecord {
+            name: name.into(),
+            start_s: a,
+            end_s: b,
+            note: String::new(),
+        };
+        let report = Report {
+            schema_version: SCHEMA_VERSION,
+            runbook: "stuck-overload".into(),
+            scenario: ScenarioFacts {
+                name: "synthetic".into(),
+                replicas: 1,
+                workers: 500,
+                demand_per_s: demand,
+                capacity_per_s: 100.0,
+                unavailable_s: 5.0,
+                client_timeout_s: 2.0,
+            },
+            recovered: true,
+            failure: None,
+            trigger_end_s: 5.0,
+            detected_stuck_s: Some(16.0),
+            detection: None,
+            time_to_recover_s: Some(14.0),
+            lower_bound_s: Some(7.5),
+            lower_bound: None,
+            relapses: 0,
+            ramp_step_backs: 0,
+            k: Some(4.0),
+            shed_fraction: Some(0.82),
+            admit_rate_per_s: Some(30.0),
+            dropped_requests: 1200,
+            dropped: Dropped {
+                drained: 400,
+                rejected_at_gate: 800,
+            },
+            steps: [
+                "block at the edge",
+                "drain backlog",
+                "restart in batches",
+                "warm caches",
+                "readmit progressively",
+            ]
+            .iter()
+            .enumerate()
+            .map(|(i, n)| StepRecord {
+                name: n.to_string(),
+                start_s: 22.0 + i as f64 * 2.0,
+                end_s: 24.0 + i as f64 * 2.0,
+                outcome: "ok".into(),
+            })
+            .collect(),
+            phases: vec![
+                phase("steady", -10.0, 0.0),
+                phase("trigger", 0.0, 5.0),
+                phase("stuck", 5.0, 22.0),
+                phase("recovery", 22.0, 36.0),
+                phase("hold", 36.0, 60.0),
+            ],
+            baselines: BTreeMap::new(),
+            predicted_time_to_recover_s: None,
+            wall_time_s: 70.0,
+            files: Files::default(),
+            endpoints: BTreeMap::new(),
+        };
+        (report, samples)
+    }
+
+    #[test]
+    fn draws_every_series_phase_and_the_detection_mark() {
+        let (report, samples) = synthetic();
+        let svg = render_svg(&report, &samples).unwrap();
+        for needle in [
+            "goodput",
+            "offered",
+            "gate limit",
+            "client timeout",
+            "stuck detected",
+            "recovery",
+            "retry loop",
+        ] {
+            assert!(svg.contains(needle), "timeline lacks {needle:?}");
+        }
+        if let Ok(path) = std::env::var("RECOVER_TIMELINE_OUT") {
+            std::fs::write(path, &svg).unwrap();
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The steady-state check and the lower bound: pure functions over the recorded series.
+//!
+//! Why it exists: "recovered" must mean the same thing in the rehearsal, its baselines and
+//! the report: goodput near demand, no client in a retry loop, the gate rejecting
+//! (almost) nothing; held, not glimpsed.
+
+use super::report::LowerBound;
+use super::series::Sample;
+use serde::{Deserialize, Serialize};
+
+/// What counts as steady state.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SteadyCriteria {
+    /// Goodput at least this fraction of demand.
+    pub goodput_ratio_min: f64,
+    /// At most this fraction of the clients in a retry loop (a stray timeout on a loaded
+    /// laptop is not an incident).
+    pub retrying_fraction_max: f64,
+    /// The gate rejects at most this fraction of what it is offered.
+    pub reject_ratio_max: f64,
+}
+
+impl Default for SteadyCriteria {
+    fn default() -> Self {
+        SteadyCriteria {
+            goodput_ratio_min: 0.85,
+            retrying_fraction_max: 0.01,
+            reject_ratio_max: 0.01,
+        }
+    }
+}
+
+/// Is this one sample steady? `Err` lists what is not (or what is missing).
+pub fn check(sample: &Sample, demand: f64, workers: u32, c: &SteadyCriteria) -> Result<(), String> {
+    let mut bad = Vec::new();
+    match sample.goodput_per_s {
+        Some(g) if g >= c.goodput_ratio_min * demand => {}
+        Some(g) => bad.push(format!(
+            "goodput {g:.1}/s < {:.0}% of demand {demand:.1}/s",
+            c.goodput_ratio_min * 100.0
+        )),
+        None => bad.push("no goodput data".to_string()),
+    }
+    match sample.workers_retrying {
+        Some(r) if r <= c.retrying_fraction_max * workers as f64 => {}
+        Some(r) => bad.push(format!("{r:.0} clients in a retry loop")),
+        None => bad.push("no retry-loop data".to_string()),
+    }
+    match (sample.rejected_per_s, sample.offered_per_s) {
+        (Some(rej), Some(off)) if rej <= c.reject_ratio_max * off.max(1.0) => {}
+        (Some(rej), _) => bad.push(format!("gate rejecting {rej:.1}/s")),
+        _ => bad.push("no gate data".to_string()),
+    }
+    if bad.is_empty() {
+        Ok(())
+    } else {
+        Err(bad.join("; "))
+    }
+}
+
+/// A sample that cannot be judged (a scrape timed out on a loaded machine) is neither
+/// steady nor a failure; these errors mark it.
+fn no_data(err: &str) -> bool {
+    err.split("; ").all(|e| e.starts_with("no "))
+}
+
+/// The first instant from which every judged sample is steady, lasting at least `hold_s`
+/// up to the last sample. Samples without data neither break nor extend the run, but at
+/// least two thirds of the run's samples must have been judged (no data is no proof).
+pub fn steady_from(
+    samples: &[Sample],
+    demand: f64,
+    workers: u32,
+    c: &SteadyCriteria,
+    hold_s: f64,
+) -> Option<f64> {
+    let last = samples.last()?.t_s;
+    let mut start: Option<(f64, usize, usize)> = None; // (since, judged, total)
+    for s in samples {
+        match check(s, demand, workers, c) {
+            Ok(()) => {
+                let (t, j, n) = start.unwrap_or((s.t_s, 0, 0));
+                start = Some((t, j + 1, n + 1));
+            }
+            Err(e) if no_data(&e) => {
+                if let Some((t, j, n)) = start {
+                    start = Some((t, j, n + 1));
+                }
+            }
+            Err(_) => start = None,
+        }
+    }
+    let (t, judged, total) = start?;
+    (last - t >= hold_s && judged * 3 >= total * 2).then_some(t)
+}
+
+/// Times the system fell back into failure after it had started to recover: after a
+/// sample answered within the client timeout (p99 below it, some goodput), a run of
+/// `min_samples` samples with p99 at or above the timeout (answers wasted again), or,
+/// once steady state was reached, a run of `min_samples` unsteady ones. Samples without
+/// data are skipped; one noisy sample is not a relapse.
+pub fn relapses(
+    samples: &[Sample],
+    demand: f64,
+    workers: u32,
+    c: &SteadyCriteria,
+    min_samples: usize,
+    timeout_s: f64,
+) -> u32 {
+    let mut serving = false;
+    let mut steady = false;
+    let mut bad_run = 0usize;
+    let mut count = 0;
+    for s in samples {
+        let verdict = check(s, demand, workers, c);
+        let wasted = s.p99_latency_s.map(|p| p >= timeout_s);
+        let fine = wasted == Some(false) && s.goodput_per_s.is_some_and(|g| g > 0.0);
+        if verdict.is_ok() {
+            steady = true;
+        }
+        if fine || verdict.is_ok() {
+            serving = true;
+            bad_run = 0;
+            continue;
+        }
+        let lost_steady = steady && matches!(&verdict, Err(e) if !no_data(e));
+        if serving && (wasted == Some(true) || lost_steady) {
+            bad_run += 1;
+            if bad_run == min_samples {
+                count += 1;
+                serving = false;
+                steady = false;
+            }
+        }
+    }
+    count
+}
+
+/// Goodput over demand, averaged over the samples in the last `window_s` seconds.
+pub fn goodput_ratio_end(samples: &[Sample], demand: f64, window_s: f64) -> Option<f64> {
+    let last = samples.last()?.t_s;
+    let vals: Vec<f64> = samples
+        .iter()
+        .filter(|s| s.t_s >= last - window_s)
+        .filter_map(|s| s.goodput_per_s)
+        .collect();
+    if vals.is_empty() || demand <= 0.0 {
+        return None;
+    }
+    Some(vals.iter().sum::<f64>() / vals.len() as f64 / demand)
+}
+
+/// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
+/// `None` when cold capacity does not exceed demand: then no recovery is possible at all
+/// without more capacity, and a bound would be meaningless.
+pub fn lower_bound(
+    restart_s: f64,
+    backlog: f64,
+    capacity_cold: f64,
+    demand: f64,
+    retry_delay_s: f64,
+) -> Option<LowerBound> {
+    let spare = capacity_cold - demand;
+    if spare <= 0.0 || !spare.is_finite() {
+        return None;
+    }
+    let drain = backlog.max(0.0) / spare;
+    Some(LowerBound {
+        restart_s,
+        backlog,
+        capacity_cold_per_s: capacity_cold,
+        demand_per_s: demand,
+        retry_delay_s,
+        lower_bound_s: restart_s + drain.max(retry_delay_s),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(t: f64, goodput: f64, retrying: f64, rejected: f64) -> Sample {
+        Sample {
+            t_s: t,
+            goodput_per_s: Some(goodput),
+            workers_retrying: Some(retrying),
+            rejected_per_s: Some(rejected),
+            offered_per_s: Some(goodput + rejected),
+            ..Sample::default()
+        }
+    }
+
+    #[test]
+    fn steady_needs_all_three_and_a_hold() {
+        let c = SteadyCriteria::default();
+        let mut v = vec![s(0.0, 2.0, 300.0, 0.0), s(1.0, 20.0, 0.0, 5.0)];
+        for i in 2..=12 {
+            v.push(s(i as f64, 20.0, 0.0, 0.0));
+        }
+        assert_eq!(steady_from(&v, 20.0, 500, &c, 10.0), Some(2.0));
+        assert_eq!(steady_from(&v, 20.0, 500, &c, 11.0), None);
+        assert_eq!(relapses(&v, 20.0, 500, &c, 2, 2.0), 0);
+        v.push(s(13.0, 1.0, 400.0, 0.0));
+        v.push(s(14.0, 1.0, 400.0, 0.0));
+        assert_eq!(relapses(&v, 20.0, 500, &c, 2, 2.0), 1);
+        assert_eq!(steady_from(&v, 20.0, 500, &c, 1.0), None);
+        // A sample without data neither breaks a steady run nor counts as a relapse.
+        let mut w: Vec<Sample> = (0..12).map(|i| s(i as f64, 20.0, 0.0, 0.0)).collect();
+        w[5] = Sample {
+            t_s: 5.0,
+            ..Sample::default()
+        };
+        assert_eq!(steady_from(&w, 20.0, 500, &c, 10.0), Some(0.0));
+        assert_eq!(relapses(&w, 20.0, 500, &c, 1, 2.0), 0);
+        // Recovering under a gate (not yet steady), then answers past the timeout again.
+        let mut r: Vec<Sample> = (0..4)
+            .map(|i| Sample {
+                p99_latency_s: Some(0.1),
+                ..s(i as f64, 8.0, 100.0, 50.0)
+            })
+            .collect();
+        for i in 4..7 {
+            r.push(Sample {
+                p99_latency_s: Some(2.5),
+                ..s(i as f64, 1.0, 150.0, 50.0)
+            });
+        }
+        assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 1);
+    }
+
+    #[test]
+    fn lower_bound_formula() {
+        let lb = lower_bound(2.0, 500.0, 116.7, 16.7, 1.0).unwrap();
+        assert!((lb.lower_bound_s - 7.0).abs() < 1e-9);
+        assert_eq!(lower_bound(2.0, 500.0, 10.0, 16.7, 1.0), None);
+        // A tiny backlog is still bounded by the clients' retry delay.
+        assert!(
+            (lower_bound(0.0, 1.0, 100.0, 10.0, 1.0)
+                .unwrap()
+                .lower_bound_s
+                - 1.0)
+                .abs()
+                < 1e-9
+        );
+    }
+}

@@ -1,0 +1,390 @@
+//! `serve.yaml`: which alerts map to which runbook and target, how callers authenticate,
+//! and the limits that keep automated remediation from becoming a storm. Loaded and
+//! validated before the receiver listens, so a typo fails at start-up (file:line:column
+//! and field path), not at 3 am when the first alert arrives.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The whole `serve.yaml`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeConfig {
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    pub kind: String,
+    pub auth: AuthConfig,
+    #[serde(default)]
+    pub budget: BudgetConfig,
+    #[serde(default)]
+    pub recheck: RecheckConfig,
+    /// Largest accepted webhook body; larger ones get 413.
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: usize,
+    /// Where the breaker and budget survive a restart of the receiver. Without it a
+    /// restarted receiver forgets an open breaker, so production configs should set it.
+    #[serde(default)]
+    pub state_file: Option<PathBuf>,
+    /// Where runs write their journals (default: `./journal`).
+    #[serde(default)]
+    pub journal_dir: Option<PathBuf>,
+    /// Where runbooks are looked up by name (besides `runbooks/`).
+    #[serde(default)]
+    pub runbook_dir: Option<PathBuf>,
+    pub routes: Vec<Route>,
+}
+
+fn default_max_body() -> usize {
+    256 * 1024
+}
+
+/// Secrets are read from a file or an environment variable, never written in the YAML.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretRef {
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+/// How callers prove who they are. At least one of `bearer_token` and `hmac_secret`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// `Authorization: Bearer <token>` (Alertmanager `http_config.authorization`).
+    #[serde(default)]
+    pub bearer_token: Option<SecretRef>,
+    /// `X-Recover-Signature: sha256=<hex HMAC-SHA256 of the body>`.
+    #[serde(default)]
+    pub hmac_secret: Option<SecretRef>,
+    /// Token for the admin API (breaker reset). Absent: the admin API is disabled, so the
+    /// credential Alertmanager holds can never reset a breaker.
+    #[serde(default)]
+    pub admin_token: Option<SecretRef>,
+}
+
+/// Per-target limits on automated runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// At most this many runs per target within `window`.
+    pub runs_per_window: u32,
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub window: Duration,
+    /// Open the breaker after this many failed or aborted runs on a target (since the last
+    /// reset); only a human reset closes it.
+    pub breaker_after_failures: u32,
+    /// After a run on a target ends, leave the target alone this long: alerts lag the
+    /// recovery, and the system needs time to settle before it is judged again.
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub cooldown: Duration,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig {
+            runs_per_window: 2,
+            window: Duration::from_secs(3600),
+            breaker_after_failures: 2,
+            cooldown: Duration::from_secs(300),
+        }
+    }
+}
+
+/// When a firing alert met a Triggered or Unknown verdict, look again later.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RecheckConfig {
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub after: Duration,
+    /// Rechecks per alert before waiting for Alertmanager to repeat it.
+    pub max: u32,
+}
+
+impl Default for RecheckConfig {
+    fn default() -> Self {
+        RecheckConfig {
+            after: Duration::from_secs(60),
+            max: 5,
+        }
+    }
+}
+
+/// Alerts whose labels match `match` start `runbook` against `target`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    pub name: String,
+    /// Label equality matchers; all must hold. Empty matches nothing (a catch-all
+    /// remediation route is a storm waiting to happen).
+    #[serde(rename = "match")]
+    pub matchers: BTreeMap<String, String>,
+    pub runbook: String,
+    pub target: TargetSpec,
+}
+
+/// Where a route's runbook acts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "platform", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TargetSpec {
+    /// Local processes described by an inventory file.
+    Local { name: String, inventory: PathBuf },
+    /// A Kubernetes Deployment.
+    Kube {
+        namespace: String,
+        deployment: String,
+    },
+}
+
+impl TargetSpec {
+    /// The stable target id, the same string the platform uses for its lock and journal.
+    pub fn id(&self) -> String {
+        match self {
+            TargetSpec::Local { name, .. } => format!("local:{name}"),
+            TargetSpec::Kube {
+                namespace,
+                deployment,
+            } => format!("kube:{namespace}/{deployment}"),
+        }
+    }
+}
+
+impl Route {
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        !self.matchers.is_empty()
+            && self
+                .matchers
+                .iter()
+                .all(|(k, v)| labels.get(k).is_some_and(|l| l == v))
+    }
+}
+
+impl ServeConfig {
+    /// The first route whose matchers all hold.
+    pub fn route_for(&self, labels: &BTreeMap<String, String>) -> Option<&Route> {
+        self.routes.iter().find(|r| r.matches(labels))
+    }
+}
+
+/// Why `serve.yaml` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{file}: {source}")]
+    Read {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error("{file}:{line}:{column}: {path}: {message}")]
+    Parse {
+        file: String,
+        line: usize,
+        column: usize,
+        path: String,
+        message: String,
+    },
+    #[error("{file}: {path}: {message}")]
+    Invalid {
+        file: String,
+        path: String,
+        message: String,
+    },
+}
+
+/// Read and validate a `serve.yaml`.
+pub fn load(path: &Path) -> Result<ServeConfig, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    parse(&text, &file)
+}
+
+/// Parse and validate `serve.yaml` text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<ServeConfig, ConfigError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    let cfg: ServeConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = inner
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        ConfigError::Parse {
+            file: file.to_string(),
+            line,
+            column,
+            path,
+            message: inner.to_string(),
+        }
+    })?;
+    validate(&cfg).map_err(|(path, message)| ConfigError::Invalid {
+        file: file.to_string(),
+        path,
+        message,
+    })?;
+    Ok(cfg)
+}
+
+fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
+    let bad = |p: &str, m: &str| Err((p.to_string(), m.to_string()));
+    if cfg.api_version != "recover/v1" {
+        return bad("apiVersion", "expected recover/v1");
+    }
+    if cfg.kind != "ServeConfig" {
+        return bad("kind", "expected ServeConfig");
+    }
+    if cfg.auth.bearer_token.is_none() && cfg.auth.hmac_secret.is_none() {
+        return bad(
+            "auth",
+            "set bearer_token or hmac_secret: an unauthenticated receiver that restarts services is not allowed",
+        );
+    }
+    for (name, s) in [
+        ("auth.bearer_token", &cfg.auth.bearer_token),
+        ("auth.hmac_secret", &cfg.auth.hmac_secret),
+        ("auth.admin_token", &cfg.auth.admin_token),
+    ] {
+        if let Some(s) = s {
+            if s.file.is_some() == s.env.is_some() {
+                return bad(name, "give exactly one of file or env");
+            }
+        }
+    }
+    if cfg.budget.runs_per_window == 0 {
+        return bad(
+            "budget.runs_per_window",
+            "must be at least 1 (use --mode observe to never act)",
+        );
+    }
+    if cfg.budget.breaker_after_failures == 0 {
+        return bad("budget.breaker_after_failures", "must be at least 1");
+    }
+    if cfg.budget.window.is_zero() {
+        return bad("budget.window", "must be longer than zero");
+    }
+    if cfg.recheck.after.is_zero() {
+        return bad("recheck.after", "must be longer than zero");
+    }
+    if cfg.max_body_bytes < 1024 {
+        return bad("max_body_bytes", "must be at least 1024");
+    }
+    if cfg.routes.is_empty() {
+        return bad("routes", "at least one route is needed");
+    }
+    let mut names = std::collections::BTreeSet::new();
+    for (i, r) in cfg.routes.iter().enumerate() {
+        if r.matchers.is_empty() {
+            return bad(
+                &format!("routes[{i}].match"),
+                "needs at least one label matcher",
+            );
+        }
+        if r.runbook.trim().is_empty() {
+            return bad(&format!("routes[{i}].runbook"), "must not be empty");
+        }
+        if !names.insert(r.name.as_str()) {
+            return bad(&format!("routes[{i}].name"), "duplicate route name");
+        }
+    }
+    Ok(())
+}
+
+/// Resolve a secret reference to its value (trailing newline trimmed).
+pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, String> {
+    let value = match (&s.file, &s.env) {
+        (Some(f), None) => std::fs::read_to_string(f)
+            .map_err(|e| format!("{what}: cannot read {}: {e}", f.display()))?,
+        (None, Some(v)) => {
+            std::env::var(v).map_err(|_| format!("{what}: environment variable {v} is not set"))?
+        }
+        _ => return Err(format!("{what}: give exactly one of file or env")),
+    };
+    let value = value.trim_end_matches(['\r', '\n']).to_string();
+    if value.len() < 16 {
+        return Err(format!(
+            "{what}: secret is {} bytes; use at least 16",
+            value.len()
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+apiVersion: recover/v1
+kind: ServeConfig
+auth:
+  bearer_token: { env: TOKEN }
+budget: { runs_per_window: 3, window: 1h, breaker_after_failures: 2 }
+routes:
+  - name: stuck
+    match: { alertname: ConfigServiceStuck }
+    runbook: stuck-overload
+    target: { platform: local, name: demo, inventory: inv.yaml }
+  - name: kube
+    match: { alertname: ConfigServiceStuck, namespace: shop }
+    runbook: stuck-overload
+    target: { platform: kube, namespace: shop, deployment: config-service }
+"#;
+
+    #[test]
+    fn parses_routes_and_target_ids() {
+        let c = parse(GOOD, "serve.yaml").unwrap();
+        assert_eq!(c.routes[0].target.id(), "local:demo");
+        assert_eq!(c.routes[1].target.id(), "kube:shop/config-service");
+        assert_eq!(c.budget.runs_per_window, 3);
+        assert_eq!(c.recheck, RecheckConfig::default());
+        let labels: BTreeMap<_, _> = [("alertname".to_string(), "ConfigServiceStuck".into())]
+            .into_iter()
+            .collect();
+        assert_eq!(c.route_for(&labels).unwrap().name, "stuck");
+    }
+
+    #[test]
+    fn unknown_field_names_line_column_and_path() {
+        let text = GOOD.replace("runs_per_window: 3", "runs_per_windw: 3");
+        let e = parse(&text, "serve.yaml").unwrap_err().to_string();
+        assert!(e.starts_with("serve.yaml:6:"), "{e}");
+        assert!(e.contains("budget"), "{e}");
+        assert!(e.contains("runs_per_windw"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_and_missing_auth_are_refused() {
+        let e = parse(&GOOD.replace("window: 1h", "window: 60"), "s.yaml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("budget.window") && e.contains("with a unit"),
+            "{e}"
+        );
+        let e = parse(
+            &GOOD.replace("  bearer_token: { env: TOKEN }\n", ""),
+            "s.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("auth") && e.contains("bearer_token or hmac_secret"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn empty_matcher_is_refused() {
+        let e = parse(
+            &GOOD.replace("match: { alertname: ConfigServiceStuck }", "match: {}"),
+            "s.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("routes[0].match"), "{e}");
+    }
+}

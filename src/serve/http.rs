@@ -1,0 +1,188 @@
+//! The receiver's HTTP surface (axum): the webhook, the read-only views of runs and
+//! decisions, metrics, health, and the admin reset. Authentication happens before the
+//! body is parsed, so an unauthenticated caller learns nothing about the payload format.
+
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::json;
+use std::sync::Arc;
+
+use super::alert;
+use super::auth::{self, SIGNATURE_HEADER};
+use super::receiver::Receiver;
+
+/// The receiver's routes.
+pub fn router(rx: Arc<Receiver>) -> Router {
+    let limit = rx.cfg.max_body_bytes;
+    Router::new()
+        .route("/alerts", post(alerts))
+        .route("/runs", get(runs))
+        .route("/runs/{id}", get(run))
+        .route("/decisions", get(decisions))
+        .route("/targets", get(targets))
+        .route("/admin/reset", post(reset))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(limit))
+        .with_state(rx)
+}
+
+/// Serve until `shutdown` resolves.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    rx: Arc<Receiver>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(rx))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+fn error(status: StatusCode, body: serde_json::Value) -> Response {
+    let mut r = (status, Json(body)).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        r.headers_mut()
+            .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static"));
+    }
+    r
+}
+
+fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(e) = auth::check(
+        &rx.creds,
+        header_str(&headers, header::AUTHORIZATION.as_str()),
+        header_str(&headers, SIGNATURE_HEADER),
+        &body,
+    ) {
+        rx.metrics.webhook("unauthorized");
+        tracing::warn!("webhook refused: {e}");
+        return error(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "unauthorized: send Authorization: Bearer <token> or X-Recover-Signature: sha256=<hmac>"}),
+        );
+    }
+    let payload = match alert::parse(&body) {
+        Ok(p) => p,
+        Err(e) => {
+            rx.metrics.webhook("bad_request");
+            tracing::warn!("webhook payload refused: {e}");
+            return error(
+                StatusCode::BAD_REQUEST,
+                json!({"error": e.to_string(), "field": e.field}),
+            );
+        }
+    };
+    rx.metrics.webhook("accepted");
+    let decisions = rx.handle(&payload);
+    Json(json!({
+        "mode": rx.mode,
+        "group_key": payload.group_key,
+        "decisions": decisions,
+    }))
+    .into_response()
+}
+
+async fn runs(State(rx): State<Arc<Receiver>>) -> Response {
+    let st = rx.state();
+    let list: Vec<_> = st.runs_newest_first().into_iter().cloned().collect();
+    Json(json!({ "runs": list })).into_response()
+}
+
+async fn run(State(rx): State<Arc<Receiver>>, Path(id): Path<String>) -> Response {
+    let rec = rx.state().runs.get(&id).cloned();
+    let Some(rec) = rec else {
+        return error(
+            StatusCode::NOT_FOUND,
+            json!({"error": format!("no run {id}")}),
+        );
+    };
+    // The journal is JSONL; lines that do not parse (a torn last line) are kept as text.
+    let journal: Option<Vec<serde_json::Value>> = match &rec.journal {
+        Some(p) => tokio::fs::read_to_string(p).await.ok().map(|text| {
+            text.lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).unwrap_or_else(|_| json!(l)))
+                .collect()
+        }),
+        None => None,
+    };
+    Json(json!({ "run": rec, "journal": journal })).into_response()
+}
+
+async fn decisions(State(rx): State<Arc<Receiver>>) -> Response {
+    let list: Vec<_> = rx.state().decisions.iter().cloned().collect();
+    Json(json!({ "decisions": list })).into_response()
+}
+
+async fn targets(State(rx): State<Arc<Receiver>>) -> Response {
+    Json(json!({ "mode": rx.mode, "targets": rx.targets() })).into_response()
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetBody {
+    target: String,
+    #[serde(default)]
+    budget: bool,
+}
+
+async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> Response {
+    let Some(expected) = &rx.admin_token else {
+        return error(
+            StatusCode::FORBIDDEN,
+            json!({"error": "the admin API is disabled: set auth.admin_token in serve.yaml"}),
+        );
+    };
+    let admin = auth::Credentials {
+        bearer_token: Some(expected.clone()),
+        hmac_secret: None,
+    };
+    if auth::check(
+        &admin,
+        header_str(&headers, header::AUTHORIZATION.as_str()),
+        None,
+        &body,
+    )
+    .is_err()
+    {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            json!({"error": "unauthorized: the admin API takes the admin token"}),
+        );
+    }
+    let req: ResetBody = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                json!({"error": format!("body: {e}; expected {{\"target\": \"local:demo\", \"budget\": false}}")}),
+            )
+        }
+    };
+    match rx.reset(&req.target, req.budget) {
+        Some(status) => Json(json!({ "reset": status })).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            json!({"error": format!("unknown target {}", req.target)}),
+        ),
+    }
+}
+
+async fn metrics(State(rx): State<Arc<Receiver>>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        rx.encode_metrics(),
+    )
+        .into_response()
+}

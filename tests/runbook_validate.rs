@@ -1,0 +1,170 @@
+//! `recover runbooks validate` on broken runbooks: every error names file:line:column and
+//! the field path, and the command exits 2. Also checks the shipped runbooks load.
+
+use std::path::Path;
+use std::process::Command;
+
+fn recover() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_recover"))
+}
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/tests/fixtures/runbooks/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// (file, line:column, field path, words in the message)
+const CASES: &[(&str, &str, &str, &str)] = &[
+    (
+        "unknown-field.yaml",
+        "16:7",
+        "spec.steps[0].retries",
+        "unknown field `retries`",
+    ),
+    (
+        "unknown-action.yaml",
+        "15:15",
+        "spec.steps[0].action",
+        "unknown variant `wait.forever`",
+    ),
+    (
+        "undefined-check.yaml",
+        "17:9",
+        "spec.steps[0].with.check",
+        "check \"relaxed\" is not defined",
+    ),
+    (
+        "undefined-signal.yaml",
+        "12:7",
+        "spec.checks.calm.success",
+        "signal `queue_length` is not defined",
+    ),
+    (
+        "bad-duration.yaml",
+        "12:7",
+        "spec.checks.calm.interval",
+        "with a unit",
+    ),
+    (
+        "bad-percentage.yaml",
+        "14:9",
+        "spec.steps[0].with.batch",
+        "at most 100%",
+    ),
+    (
+        "undefined-step.yaml",
+        "15:7",
+        "spec.steps[0].on_failure[0]",
+        "\"page-someone\" is not defined in spec.on_failure",
+    ),
+    (
+        "block-without-deadline.yaml",
+        "14:9",
+        "spec.steps[0].with.rate",
+        "needs a `deadline` and a `note`",
+    ),
+    (
+        "bad-quantity.yaml",
+        "14:9",
+        "spec.steps[0].with.rate",
+        "unknown plan value `plan.admit_rat`",
+    ),
+    (
+        "syntax.yaml",
+        "10:1",
+        "spec.steps[0].name",
+        "unexpected end of stream",
+    ),
+];
+
+#[test]
+fn each_broken_runbook_is_reported_with_location_and_field() {
+    for (file, at, path, words) in CASES {
+        let f = fixture(&format!("broken/{file}"));
+        let out = recover()
+            .args(["runbooks", "validate", &f])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{file}: {err}");
+        let want = format!("{f}:{at}: {path}: ");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with(&want))
+            .unwrap_or_else(|| panic!("{file}: no line starting {want:?} in:\n{err}"));
+        assert!(line.contains(words), "{file}: {line:?} lacks {words:?}");
+    }
+}
+
+#[test]
+fn validate_prints_all_errors_and_passes_good_files() {
+    let good = fixture("minimal.yaml");
+    let bad1 = fixture("broken/bad-percentage.yaml");
+    let bad2 = fixture("broken/undefined-check.yaml");
+    let out = recover()
+        .args(["runbooks", "validate", &good, &bad1, &bad2])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad-percentage.yaml:14:9"), "{err}");
+    assert!(err.contains("undefined-check.yaml:17:9"), "{err}");
+    assert!(err.contains("2 of 3 runbook(s) invalid"), "{err}");
+    let ok = recover()
+        .args(["runbooks", "validate", &good])
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+}
+
+#[test]
+fn shipped_runbooks_are_valid_and_found_from_anywhere() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    for name in ["stuck-overload", "retry-storm"] {
+        let p = format!("{root}/runbooks/{name}.yaml");
+        let out = recover()
+            .args(["runbooks", "validate", &p])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Built in: `show` works from a directory without runbooks/.
+        let tmp = tempfile::tempdir().unwrap();
+        let out = recover()
+            .args(["runbooks", "show", name])
+            .current_dir(tmp.path())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("(built in)"));
+    }
+}
+
+#[test]
+fn runbook_dir_overrides_the_built_in_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(fixture("minimal.yaml"))
+        .unwrap()
+        .replace("name: minimal", "name: stuck-overload");
+    std::fs::write(tmp.path().join("stuck-overload.yaml"), text).unwrap();
+    let l = recover::runbook::find("stuck-overload", &[tmp.path().to_path_buf()]).unwrap();
+    assert_eq!(l.runbook.steps.len(), 1);
+    assert!(matches!(l.origin, recover::runbook::Origin::File(ref p) if p.starts_with(tmp.path())));
+    let err = recover::runbook::find("no-such-runbook", &[tmp.path().to_path_buf()]).unwrap_err();
+    assert!(err.to_string().contains("built-in"), "{err}");
+    let listed = recover::runbook::list(&[tmp.path().to_path_buf()]);
+    assert!(listed
+        .iter()
+        .any(|r| r.name == "stuck-overload" && !r.active));
+    assert!(Path::new(root_runbooks()).exists());
+}
+
+fn root_runbooks() -> &'static str {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/runbooks")
+}
