@@ -164,7 +164,10 @@ impl SystemParams {
         if tick < Duration::from_micros(100) || tick > Duration::from_secs(1) {
             return Err(SimError::invalid("tick", "must be between 100us and 1s"));
         }
-        if Duration::from_secs(1).as_nanos() % tick.as_nanos() != 0 {
+        if !Duration::from_secs(1)
+            .as_nanos()
+            .is_multiple_of(tick.as_nanos())
+        {
             return Err(SimError::invalid(
                 "tick",
                 "must divide one second evenly (like 10ms)",
