@@ -55,6 +55,12 @@ pub struct PlanArgs {
     /// How long a window to measure (as `recover detect --observe`).
     #[arg(long, value_parser = recover::util::duration::parse)]
     pub observe: Option<Duration>,
+    /// Also predict with the simulator whether this plan recovers without relapse.
+    #[arg(long)]
+    pub check_with_sim: bool,
+    /// Simulator parameter for --check-with-sim (as `recover simulate --set`); repeatable.
+    #[arg(long = "sim-set", value_name = "KEY=VALUE", requires = "check_with_sim")]
+    pub sim_set: Vec<String>,
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 }
@@ -155,8 +161,62 @@ pub fn run(args: PlanArgs) -> CliResult {
         cfg.step_hold = h;
     }
     let plan = make_plan(&inputs, &cfg);
-    print_plan(&plan, args.output)?;
+    if !args.check_with_sim {
+        print_plan(&plan, args.output)?;
+        return Ok(Exit::Done);
+    }
+    let check = sim_check(&inputs, &plan, &args.sim_set)?;
+    match args.output {
+        Output::Json => {
+            let mut v = serde_json::to_value(&plan).map_err(|e| Failure::new(Exit::Failed, e))?;
+            v["predicted"] = serde_json::to_value(&check).map_err(|e| Failure::new(Exit::Failed, e))?;
+            println!("{}", serde_json::to_string_pretty(&v).map_err(|e| Failure::new(Exit::Failed, e))?);
+        }
+        Output::Text => {
+            print_plan(&plan, args.output)?;
+            println!("{}", check_text(&check));
+        }
+    }
     Ok(Exit::Done)
+}
+
+/// Run the plan through the deterministic model of the same system.
+fn sim_check(
+    inputs: &PlanInputs,
+    plan: &Plan,
+    sets: &[String],
+) -> Result<recover::simulate::PlanCheck, Failure> {
+    let mut base = recover::simulate::SystemParams::default();
+    for kv in sets {
+        let (k, v) = kv.split_once('=').ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: expected KEY=VALUE"))
+        })?;
+        recover::simulate::overrides::apply(&mut base, k.trim(), v.trim())
+            .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: {e}")))?;
+    }
+    let system = recover::simulate::from_plan::system_for(inputs, &base);
+    system
+        .validate()
+        .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set: {e}")))?;
+    Ok(recover::simulate::check_plan(
+        &system,
+        plan,
+        recover::simulate::DEFAULT_SEED,
+    ))
+}
+
+fn check_text(c: &recover::simulate::PlanCheck) -> String {
+    match (c.recovers, c.time_to_recover_s) {
+        (true, Some(t)) => format!(
+            "\nsimulator: recovers in {t:.0} s from the first action, {} relapse(s)",
+            c.relapses
+        ),
+        (true, None) => format!("\nsimulator: recovers, {} relapse(s)", c.relapses),
+        (false, _) => format!(
+            "\nsimulator: does NOT recover with this plan ({} relapse(s)); shed more or ramp slower",
+            c.relapses
+        ),
+    }
 }
 
 /// Name the flag, not the library field.
