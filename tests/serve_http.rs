@@ -14,17 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
+mod serve_support;
+use serve_support::{fixture, Http};
+
 const TOKEN: &str = "test-token-0123456789abcdef";
 const HMAC: &str = "test-hmac-secret-0123456789";
 const ADMIN: &str = "test-admin-token-0123456789";
-
-fn fixture(name: &str) -> Vec<u8> {
-    let p = format!(
-        "{}/tests/fixtures/alertmanager/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
 
 /// Records every call; verdicts and outcomes come from queues (default: Stuck, Succeeded).
 /// Runs block until the test releases them, so "in progress" is under the test's control.
@@ -107,6 +102,7 @@ impl RunLauncher for Recorder {
             outcome,
             message: format!("scripted {}", outcome.as_str()),
             journal: None,
+            details: None,
         }
     }
 }
@@ -114,7 +110,7 @@ impl RunLauncher for Recorder {
 struct Rx {
     base: String,
     rec: Arc<Recorder>,
-    client: reqwest::Client,
+    client: Http,
     _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
@@ -162,7 +158,7 @@ async fn start_with(mode: Mode, budget: &str, rec: Recorder) -> Rx {
     Rx {
         base,
         rec,
-        client: reqwest::Client::new(),
+        client: Http::default(),
         _dir: dir,
         _stop: tx,
     }
@@ -178,39 +174,46 @@ impl Rx {
     }
 
     async fn post_body(&self, body: Vec<u8>, token: Option<&str>) -> (u16, Value) {
-        let mut req = self
-            .client
-            .post(format!("{}/alerts", self.base))
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(a) = &auth {
+            headers.push(("authorization", a.as_str()));
         }
-        let r = req.send().await.unwrap();
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
+        self.client
+            .post_json(&format!("{}/alerts", self.base), &headers, body)
+            .await
     }
 
     async fn get(&self, path: &str) -> Value {
-        self.client
-            .get(format!("{}{path}", self.base))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.client.get_json(&format!("{}{path}", self.base)).await
     }
 
     async fn metrics(&self) -> String {
         self.client
-            .get(format!("{}/metrics", self.base))
-            .send()
+            .get_text(&format!("{}/metrics", self.base))
             .await
-            .unwrap()
-            .text()
+    }
+
+    async fn reset(&self, token: &str) -> (u16, Value) {
+        let auth = format!("Bearer {token}");
+        self.client
+            .post_json(
+                &format!("{}/admin/reset", self.base),
+                &[("authorization", auth.as_str())],
+                br#"{"target": "local:demo"}"#.to_vec(),
+            )
             .await
-            .unwrap()
+    }
+
+    async fn post_signed(&self, body: Vec<u8>, sig: &str) -> u16 {
+        self.client
+            .post_json(
+                &format!("{}/alerts", self.base),
+                &[("x-recover-signature", sig)],
+                body,
+            )
+            .await
+            .0
     }
 
     async fn decisions(&self) -> Vec<String> {
@@ -484,17 +487,9 @@ async fn breaker_opens_after_failures_and_admin_reset_closes_it() {
     assert!(state.contains("breaker_opened_at"), "{state}");
 
     // Reset: the webhook token is not enough, the admin token is.
-    let reset = |token: &'static str| {
-        rx.client
-            .post(format!("{}/admin/reset", rx.base))
-            .bearer_auth(token)
-            .json(&serde_json::json!({"target": "local:demo"}))
-            .send()
-    };
-    assert_eq!(reset(TOKEN).await.unwrap().status(), 401);
-    let r = reset(ADMIN).await.unwrap();
-    assert_eq!(r.status(), 200);
-    let body: Value = r.json().await.unwrap();
+    assert_eq!(rx.reset(TOKEN).await.0, 401);
+    let (status, body) = rx.reset(ADMIN).await;
+    assert_eq!(status, 200, "{body}");
     assert_eq!(body["reset"]["budget"]["breaker_open"], false);
     rx.post("firing.json").await;
     rx.wait_runs_finished(3).await;
@@ -562,24 +557,12 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
     // HMAC signature instead of a token.
     let body = fixture("resolved.json");
     let sig = recover::serve::auth::sign(HMAC, &body);
-    let r = rx
-        .client
-        .post(format!("{}/alerts", rx.base))
-        .header("x-recover-signature", sig.clone())
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let r = rx
-        .client
-        .post(format!("{}/alerts", rx.base))
-        .header("x-recover-signature", sig)
-        .body(fixture("firing.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 401, "a signature for another body");
+    assert_eq!(rx.post_signed(body, &sig).await, 200);
+    assert_eq!(
+        rx.post_signed(fixture("firing.json"), &sig).await,
+        401,
+        "a signature for another body"
+    );
 
     assert_eq!(rx.rec.checks(), 0);
     let m = rx.metrics().await;

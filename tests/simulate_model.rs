@@ -141,3 +141,25 @@ fn check_plan_predicts_that_a_restart_admitting_everything_at_once_does_not() {
     let c = check_plan(&SystemParams::default(), &plan, 1);
     assert!(!c.recovers, "{c:?}");
 }
+
+/// A load spike is a trigger too: 20 s of polling 100x as often (the 500 clients then keep
+/// about 500 requests outstanding, more than 200 req/s x 2 s) tips the service over, and
+/// without shedding it stays stuck after the spike ends.
+#[test]
+fn a_load_spike_alone_can_leave_it_stuck_and_shedding_rides_it_out() {
+    let spike = SystemParams {
+        outage: Duration::ZERO,
+        spike_at: Duration::from_secs(30),
+        spike: Duration::from_secs(20),
+        spike_factor: 100.0,
+        ..SystemParams::default()
+    };
+    let r = run(&spike);
+    assert_eq!(r.reference_s, 50.0);
+    assert!(!r.recovered);
+    let shed = run(&SystemParams {
+        shedding: true,
+        ..spike
+    });
+    assert!(shed.recovered, "{:?}", shed.time_to_recover_s);
+}

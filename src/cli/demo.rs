@@ -98,24 +98,42 @@ fn parse_budget(s: &str) -> Result<f64, String> {
     }
 }
 
+fn service_config(a: ConfigServiceArgs) -> ServiceConfig {
+    ServiceConfig {
+        listen: a.listen,
+        concurrency: a.concurrency,
+        service_time: a.service_time,
+        cold_factor: a.cold_factor,
+        overload_factor: a.overload_factor,
+        warm_after_requests: a.warm_after,
+        warm_duration: a.warm_duration,
+        client_timeout: a.client_timeout,
+        startup_delay: a.startup_delay,
+        honour_deadline: a.honour_deadline,
+    }
+}
+
+fn workers_config(a: WorkersArgs) -> WorkersConfig {
+    WorkersConfig {
+        target: a.target,
+        count: a.count,
+        interval: a.interval,
+        timeout: a.timeout,
+        retry: a.retry,
+        max_attempts: a.max_attempts,
+        retry_budget: a.retry_budget,
+        metrics_listen: a.metrics_listen,
+        duration: a.duration,
+    }
+}
+
 pub fn run(cmd: DemoCommand) -> CliResult {
     let rt = super::runtime()?;
     let shutdown = CancellationToken::new();
     rt.spawn(stop_on_signal(shutdown.clone()));
     match cmd {
         DemoCommand::ConfigService(a) => {
-            let cfg = ServiceConfig {
-                listen: a.listen,
-                concurrency: a.concurrency,
-                service_time: a.service_time,
-                cold_factor: a.cold_factor,
-                overload_factor: a.overload_factor,
-                warm_after_requests: a.warm_after,
-                warm_duration: a.warm_duration,
-                client_timeout: a.client_timeout,
-                startup_delay: a.startup_delay,
-                honour_deadline: a.honour_deadline,
-            };
+            let cfg = service_config(a);
             rt.block_on(config_service::serve(cfg, shutdown))
                 .map_err(|e| match e {
                     config_service::ServiceError::Invalid(_) => Failure::usage(e),
@@ -123,17 +141,7 @@ pub fn run(cmd: DemoCommand) -> CliResult {
                 })?;
         }
         DemoCommand::Workers(a) => {
-            let cfg = WorkersConfig {
-                target: a.target,
-                count: a.count,
-                interval: a.interval,
-                timeout: a.timeout,
-                retry: a.retry,
-                max_attempts: a.max_attempts,
-                retry_budget: a.retry_budget,
-                metrics_listen: a.metrics_listen,
-                duration: a.duration,
-            };
+            let cfg = workers_config(a);
             rt.block_on(workers::run(cfg, shutdown))
                 .map_err(|e| match e {
                     workers::WorkersError::Invalid(_) => Failure::usage(e),
@@ -161,4 +169,48 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     }
     tracing::info!("signal received, stopping");
     shutdown.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(args: &[&str]) -> DemoCommand {
+        match Cli::try_parse_from(args).expect("parses").command {
+            Some(Command::Demo(c)) => c,
+            other => panic!("not a demo command: {other:?}"),
+        }
+    }
+
+    /// The flag defaults are the numbers of `recover::demo::defaults`, which the README
+    /// and the rehearsal reason with.
+    #[test]
+    fn flag_defaults_are_the_library_defaults() {
+        let DemoCommand::ConfigService(a) = parse(&[
+            "recover",
+            "demo",
+            "config-service",
+            "--listen",
+            "127.0.0.1:1",
+        ]) else {
+            panic!("config-service")
+        };
+        let want = ServiceConfig {
+            listen: "127.0.0.1:1".parse().unwrap(),
+            ..ServiceConfig::default()
+        };
+        assert_eq!(service_config(a), want);
+        let DemoCommand::Workers(a) = parse(&[
+            "recover",
+            "demo",
+            "workers",
+            "--target",
+            "http://127.0.0.1:1",
+        ]) else {
+            panic!("workers")
+        };
+        assert_eq!(workers_config(a), WorkersConfig::new("http://127.0.0.1:1"));
+    }
 }

@@ -54,10 +54,12 @@ pub fn run(args: RehearseArgs) -> CliResult {
         .with_context(|| format!("--report-dir {}: cannot create it", report_dir.display()))
         .map_err(Failure::usage)?;
     let exe = std::env::current_exe().context("locating the recover binary")?;
+    let dirs: Vec<PathBuf> = args.runbook_dir.iter().cloned().collect();
+    let runbook = recover::runbook::find(&args.runbook, &dirs)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("--runbook {}: {e}", args.runbook)))?;
     let opts = Options {
         scenario,
-        runbook: args.runbook.clone(),
-        runbook_dir: args.runbook_dir.clone(),
+        runbook,
         baselines: args.baselines,
         report_dir: report_dir.clone(),
         exe,
@@ -83,6 +85,12 @@ pub fn run(args: RehearseArgs) -> CliResult {
     };
     output::write(&report_dir, &outcome)
         .with_context(|| format!("writing the report into {}", report_dir.display()))?;
+    if !outcome.engine_summary.is_empty() {
+        let path = report_dir.join("engine-summary.txt");
+        if let Err(e) = std::fs::write(&path, &outcome.engine_summary) {
+            tracing::warn!("could not write {}: {e}", path.display());
+        }
+    }
     match args.output {
         OutputFormat::Text => {
             print!("{}", summary::render(&outcome.report));

@@ -103,19 +103,15 @@ fn reset(args: ResetArgs) -> CliResult {
     };
     let token = token.trim().to_string();
     let url = format!("{}/admin/reset", args.url.trim_end_matches('/'));
+    let body = serde_json::json!({"target": args.target, "budget": args.budget}).to_string();
     runtime()?.block_on(async move {
-        let resp = reqwest::Client::new()
-            .post(&url)
-            .bearer_auth(token)
-            .json(&serde_json::json!({"target": args.target, "budget": args.budget}))
-            .send()
+        let (status, body) = post(&url, &token, body)
             .await
             .with_context(|| format!("POST {url}"))?;
-        let status = resp.status();
-        let body: serde_json::Value = resp.json().await.unwrap_or(serde_json::Value::Null);
-        if !status.is_success() {
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+        if !(200..300).contains(&status) {
             let msg = body["error"].as_str().unwrap_or("no detail").to_string();
-            let code = match status.as_u16() {
+            let code = match status {
                 401 | 403 => Exit::Refused,
                 404 | 400 => Exit::Usage,
                 _ => Exit::Failed,
@@ -140,4 +136,24 @@ fn reset(args: ResetArgs) -> CliResult {
         );
         Ok(Exit::Done)
     })
+}
+
+/// POST JSON over plain HTTP (the receiver serves no TLS; put a proxy in front for that).
+async fn post(url: &str, token: &str, body: String) -> anyhow::Result<(u16, bytes::Bytes)> {
+    use http_body_util::{BodyExt, Full};
+    if !url.starts_with("http://") {
+        anyhow::bail!("--url must be http://HOST:PORT (the receiver serves plain HTTP)");
+    }
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build_http::<Full<bytes::Bytes>>();
+    let req = http::Request::post(url)
+        .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(Full::new(bytes::Bytes::from(body)))?;
+    let resp = tokio::time::timeout(std::time::Duration::from_secs(10), client.request(req))
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer in 10 s"))??;
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await?.to_bytes();
+    Ok((status, bytes))
 }

@@ -62,7 +62,7 @@ pub fn run(args: SimulateArgs) -> CliResult {
     if args.compare {
         let rows = compare::compare(&scenario, seed).map_err(Failure::usage)?;
         match args.output {
-            Output::Text => emit(&compare::render(scenario.name(), seed, &rows)),
+            Output::Text => emit(&compare::render(&scenario, seed, &rows)),
             Output::Json => emit(&(to_json(&rows)? + "\n")),
         }
         return Ok(Exit::Done);

@@ -26,5 +26,6 @@ pub mod telemetry;
 pub mod validate;
 
 pub use config::GateConfig;
+pub use control::AppliedLimit;
 pub use error::GateError;
 pub use server::{serve, BoundGate};

@@ -105,10 +105,8 @@ pub struct PromqlSource {
 impl PromqlSource {
     /// `base` is the server URL, like `http://127.0.0.1:9090`.
     pub fn new(base: &str, timeout: Duration) -> Result<Self, PromqlError> {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| PromqlError::Unreachable {
+        let client =
+            crate::metrics::http::client(timeout).map_err(|e| PromqlError::Unreachable {
                 url: base.to_string(),
                 message: e.to_string(),
             })?;

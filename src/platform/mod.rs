@@ -136,3 +136,4 @@ pub trait Platform: Send + Sync {
         Ok(None)
     }
 }
+pub mod kube;

@@ -14,6 +14,8 @@ use super::stage::{Stage, StageError};
 use super::verify::{goodput_ratio_end, steady_from, SteadyCriteria};
 use crate::detect::DetectorConfig;
 use crate::gate::limit::Limit;
+use crate::metrics::signal::SignalSpec;
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -47,24 +49,16 @@ pub async fn run(
     which: Baseline,
     exe: &Path,
     scenario: &Scenario,
+    signals: &BTreeMap<String, SignalSpec>,
     detector: &DetectorConfig,
     dir: &Path,
 ) -> Result<BaselineOutcome, StageError> {
-    let mut stage = Stage::start(exe, scenario, dir).await?;
+    let mut stage = Stage::start(exe, scenario, signals, dir).await?;
     let trig = stage.trigger().await?;
     let clock: Clock = stage.clock;
     // Act when the runbook would; if the detector stays silent, act anyway at its timeout
     // (the baseline's point is what the action does, not whether detection works).
-    let detected = wait_stuck(
-        &stage.recorder,
-        clock,
-        detector,
-        trig.ended_s,
-        scenario.replicas,
-        30.0,
-        scenario.detect_timeout,
-    )
-    .await;
+    let detected = wait_stuck(&stage.feed, clock, detector, scenario.detect_timeout).await;
     let act_s = clock.now_s();
     let intervention = match which {
         Baseline::NoIntervention => "nothing".to_string(),

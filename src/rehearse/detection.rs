@@ -1,19 +1,80 @@
-//! Runs the detector over the recorded series until it says Stuck, and measures when.
+//! Feeds the runbook's signals to the detector for the whole rehearsal and waits until it
+//! says Stuck, measuring when.
 //!
-//! Why it exists: the rehearsal must show that detection works on the real system and
-//! how long after the trigger ended it took; the verdict's estimates (k, arrival, cold
-//! capacity) feed the plan the runbook executes.
-//!
-//! The detector sees signal snapshots built from the recorder's samples
-//! ([`snapshot_of`]), named as in `metrics::signal::names`, so detection and the timeline
-//! read the same numbers.
+//! Why it exists: the rehearsal must show that detection works on the real system, with
+//! the runbook's own signal definitions read through the shared scrape source (the same
+//! path the engine and `recover detect` take), and how long after the trigger ended it
+//! took. The feed starts before the trigger so the detector sees the healthy baseline.
 
-use super::recorder::{Clock, Recorder};
-use super::series::Sample;
-use crate::detect::{detect, DetectorConfig, Verdict, VerdictKind};
-use crate::metrics::signal::{names, Reading, Snapshot};
+use super::recorder::Clock;
+use crate::detect::{detect_at, DetectorConfig, Verdict, VerdictKind};
+use crate::metrics::signal::{SignalSpec, Snapshot};
+use crate::metrics::source::MetricSource;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// Snapshots of the runbook's signals, taken every interval in the background.
+pub struct SignalFeed {
+    snaps: Arc<Mutex<Vec<Snapshot>>>,
+    cancel: CancellationToken,
+}
+
+impl SignalFeed {
+    pub fn start(
+        source: Arc<dyn MetricSource>,
+        signals: BTreeMap<String, SignalSpec>,
+        interval: Duration,
+    ) -> Self {
+        let snaps = Arc::new(Mutex::new(Vec::new()));
+        let cancel = CancellationToken::new();
+        let (s, c) = (snaps.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(interval);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = c.cancelled() => return,
+                    _ = tick.tick() => {}
+                }
+                match source.snapshot(&signals).await {
+                    Ok(snap) => s.lock().unwrap_or_else(|e| e.into_inner()).push(snap),
+                    Err(e) => tracing::warn!("signal feed: {e}"),
+                }
+            }
+        });
+        SignalFeed { snaps, cancel }
+    }
+
+    /// Snapshots no older than `span`, oldest first.
+    pub fn window(&self, span: Duration) -> Vec<Snapshot> {
+        let cutoff = SystemTime::now()
+            .checked_sub(span)
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        self.snaps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|s| s.at >= cutoff)
+            .cloned()
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.snaps.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for SignalFeed {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
 
 /// When the detector said Stuck, and what it said.
 #[derive(Debug, Clone)]
@@ -32,82 +93,30 @@ pub struct NotDetected {
     pub evidence: String,
 }
 
-/// Signal snapshot of one sample. `trigger_active` is known to the rehearsal, which fires
-/// the trigger itself; `replicas` is how many replicas should be up.
-pub fn snapshot_of(s: &Sample, at: SystemTime, trigger_active: bool, replicas: u32) -> Snapshot {
-    let mut readings = BTreeMap::new();
-    let mut put = |name: &str, v: Option<f64>| {
-        let r = match v {
-            Some(value) if value.is_finite() => Reading::Value { value },
-            _ => Reading::Missing {
-                reason: "no data in the recorder's window".into(),
-            },
-        };
-        readings.insert(name.to_string(), r);
-    };
-    put(names::OFFERED_RATE, s.offered_per_s);
-    put(names::FIRST_ATTEMPT_RATE, s.first_attempt_per_s);
-    put(names::GOODPUT, s.goodput_per_s);
-    put(names::LATENCY_P99, s.p99_latency_s);
-    put(names::QUEUE_DEPTH, s.queue_depth);
-    put(names::WORK_RATE, s.work_per_s);
-    put(names::GATE_ADMITTED_RATE, s.admitted_per_s);
-    put(names::GATE_REJECTED_RATE, s.rejected_per_s);
-    put(names::CLIENTS_RETRYING, s.workers_retrying);
-    put(
-        names::REPLICAS_NOT_READY,
-        Some(replicas.saturating_sub(s.services_up) as f64),
-    );
-    put(
-        names::TRIGGER_ACTIVE,
-        Some(if trigger_active { 1.0 } else { 0.0 }),
-    );
-    let error_ratio = match (s.goodput_per_s, s.admitted_per_s.or(s.offered_per_s)) {
-        (Some(g), Some(a)) if a > 0.0 => Some((1.0 - g / a).clamp(0.0, 1.0)),
-        _ => None,
-    };
-    put(names::ERROR_RATIO, error_ratio);
-    Snapshot { at, readings }
-}
+/// How far back the detector looks: enough for the healthy baseline before the trigger,
+/// the trigger, and the persist window.
+pub const WINDOW: Duration = Duration::from_secs(60);
 
-/// Map rehearsal-clock seconds to wall time for snapshots (the detector reasons with
-/// `SystemTime`s).
-fn wall(clock_now_s: f64, t_s: f64) -> SystemTime {
-    let now = SystemTime::now();
-    let back = Duration::from_secs_f64((clock_now_s - t_s).max(0.0));
-    now.checked_sub(back).unwrap_or(now)
-}
-
-/// Poll the detector once per new sample until Stuck or `timeout`. `trigger_end_s` marks
-/// when the trigger was over (snapshots before it say `trigger_active = 1`).
+/// Judge each new snapshot until Stuck or `timeout`.
 pub async fn wait_stuck(
-    recorder: &Recorder,
+    feed: &SignalFeed,
     clock: Clock,
     cfg: &DetectorConfig,
-    trigger_end_s: f64,
-    replicas: u32,
-    window_s: f64,
     timeout: Duration,
 ) -> Result<Detection, NotDetected> {
     let start = clock.now_s();
-    let mut seen = recorder.len();
+    let mut seen = feed.len();
     let mut last: Option<Verdict> = None;
     while clock.now_s() - start < timeout.as_secs_f64() {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        if recorder.len() == seen {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if feed.len() == seen {
             continue;
         }
-        seen = recorder.len();
-        let now_s = clock.now_s();
-        let window: Vec<Snapshot> = recorder
-            .samples_since(now_s - window_s)
-            .iter()
-            .map(|s| snapshot_of(s, wall(now_s, s.t_s), s.t_s < trigger_end_s, replicas))
-            .collect();
-        let v = detect(&window, cfg);
+        seen = feed.len();
+        let v = detect_at(&feed.window(WINDOW), cfg, SystemTime::now());
         if v.verdict == VerdictKind::Stuck {
             return Ok(Detection {
-                at_s: now_s,
+                at_s: clock.now_s(),
                 verdict: v,
             });
         }

@@ -15,6 +15,7 @@ pub mod detection;
 pub mod expo;
 pub mod orchestrate;
 pub mod output;
+pub mod predict;
 pub mod recorder;
 pub mod recovery;
 pub mod rehearsal;

@@ -237,6 +237,15 @@ impl System {
         self.replicas[i].take().and_then(ChildGuard::detach)
     }
 
+    /// Stop replicas handed to the local platform (its pid files under `platform/`); they
+    /// run detached, so nothing else stops them.
+    fn stop_handed_over(&self, grace: Duration) {
+        let dir = self.run_dir.join("platform");
+        for i in 0..self.addrs.replicas.len() {
+            crate::platform::local::process::stop(&dir, &format!("replica-{i}"), grace);
+        }
+    }
+
     /// Every `/metrics` page, for the recorder. The gate is scraped on its admin listener,
     /// so scrapes are not counted as traffic.
     pub fn targets(&self) -> Vec<Target> {
@@ -280,6 +289,21 @@ impl System {
         Ok(())
     }
 
+    /// Component name -> listen address.
+    pub fn endpoints(&self) -> std::collections::BTreeMap<String, String> {
+        let mut m = std::collections::BTreeMap::new();
+        m.insert("gate".to_string(), self.addrs.gate.to_string());
+        m.insert("gate-admin".to_string(), self.addrs.gate_admin.to_string());
+        m.insert(
+            "workers-metrics".to_string(),
+            self.addrs.workers_metrics.to_string(),
+        );
+        for (i, r) in self.addrs.replicas.iter().enumerate() {
+            m.insert(format!("replica-{i}"), r.to_string());
+        }
+        m
+    }
+
     /// Strings on the command line of every process this system started (ports and the
     /// run directory), for [`sweep`] and for tests that look for leftovers.
     pub fn markers(&self) -> Vec<String> {
@@ -305,6 +329,7 @@ impl System {
                 r.stop(grace);
             }
         }
+        self.stop_handed_over(grace);
         let left = sweep(&self.markers());
         if !left.is_empty() {
             tracing::warn!(

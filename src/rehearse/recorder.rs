@@ -16,12 +16,22 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     origin: Instant,
+    origin_wall: std::time::SystemTime,
 }
 
 impl Clock {
     pub fn start() -> Self {
         Clock {
             origin: Instant::now(),
+            origin_wall: std::time::SystemTime::now(),
+        }
+    }
+
+    /// A wall-clock time (the engine's step timestamps) on this clock.
+    pub fn wall_s(&self, at: std::time::SystemTime) -> f64 {
+        match at.duration_since(self.origin_wall) {
+            Ok(d) => d.as_secs_f64(),
+            Err(e) => -e.duration().as_secs_f64(),
         }
     }
 

@@ -1,45 +1,190 @@
 //! Runs the runbook against the stuck system through the engine, in-process, on the local
-//! platform whose inventory the rehearsal generates.
+//! platform, with an inventory the rehearsal generates.
 //!
-//! Why it exists: the rehearsal proves the real procedure, so it must go through the same
-//! engine an on-call engineer runs; this module is the one seam between the rehearsal and
-//! the engine, turning the engine's result into report steps on the rehearsal clock.
+//! Why it exists: the rehearsal proves the real procedure, so it goes through the same
+//! engine and platform an on-call engineer uses. This is the one seam between the two: it
+//! writes `inventory.yaml`, hands the running replicas to the platform (pid files), calls
+//! `engine::run`, and turns the engine's report into steps on the rehearsal clock.
+//!
+//! The detector already said Stuck on the rehearsal's own feed, so the engine gets the plan
+//! inputs from that verdict (`assume`) and its pre-action observation is cut to two
+//! samples instead of waiting out a second persist window.
 
+use super::orchestrate::System;
+use super::recorder::Clock;
 use super::report::StepRecord;
-use super::stage::Stage;
-use crate::detect::Verdict;
-use crate::plan::Plan;
-use std::path::Path;
+use crate::engine::{self, RunOptions, RunReport, RunRequest};
+use crate::metrics::scrape::ScrapeSource;
+use crate::plan::{Plan, PlanInputs};
+use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
+use crate::platform::local::LocalPlatform;
+use crate::runbook::LoadedRunbook;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// What the runbook did.
 #[derive(Debug, Clone, Default)]
 pub struct RunbookOutcome {
-    /// Steps on the rehearsal clock.
+    /// Steps on the rehearsal clock (on_failure steps prefixed `on_failure:`).
     pub steps: Vec<StepRecord>,
     /// Relapses the engine saw and stepped back from during readmission.
     pub relapses: u32,
     /// Queued requests the drain step reported dropping.
     pub drained: Option<u64>,
-    /// The engine's own error, if the run failed or aborted.
+    /// The engine's error, or why the run failed or aborted.
     pub error: Option<String>,
     /// When the engine was started (rehearsal clock), even if it did nothing.
     pub started_s: f64,
+    /// The plan the engine executed.
+    pub plan: Option<Plan>,
+    /// The engine's own summary table, kept in the run directory.
+    pub summary: String,
 }
 
-/// Run `runbook` against `stage`'s system.
+/// The inventory describing `sys` to the local platform; replicas restart without the
+/// trigger's startup delay.
+pub fn inventory(sys: &System) -> Inventory {
+    let replicas = sys
+        .addrs
+        .replicas
+        .iter()
+        .enumerate()
+        .map(|(i, a)| ReplicaSpec {
+            name: format!("replica-{i}"),
+            command: sys.replica_command(i, Duration::ZERO),
+            env: Default::default(),
+            admin_url: format!("http://{a}"),
+            metrics_url: format!("http://{a}/metrics"),
+            readiness_url: format!("http://{a}/readyz"),
+        })
+        .collect();
+    Inventory {
+        name: "rehearsal".into(),
+        state_dir: Some(sys.run_dir.join("platform")),
+        replicas,
+        gate: GateSpec {
+            admin_url: format!("http://{}", sys.addrs.gate_admin),
+            token_file: sys.run_dir.join("gate-token"),
+            metrics_url: Some(format!("http://{}/metrics", sys.addrs.gate_admin)),
+        },
+        clients: vec![ClientSpec {
+            name: "workers".into(),
+            metrics_url: format!("http://{}/metrics", sys.addrs.workers_metrics),
+        }],
+        stop_grace: Duration::from_millis(500),
+    }
+}
+
+/// Run `loaded` against `sys` with the plan inputs from the rehearsal's verdict.
 pub async fn run_runbook(
-    stage: &mut Stage,
-    runbook: &str,
-    _runbook_dir: Option<&Path>,
-    _verdict: &Verdict,
-    _plan: &Plan,
+    sys: &mut System,
+    clock: Clock,
+    metrics: Arc<ScrapeSource>,
+    loaded: &LoadedRunbook,
+    assume: PlanInputs,
 ) -> RunbookOutcome {
-    let started_s = stage.clock.now_s();
-    RunbookOutcome {
+    let started_s = clock.now_s();
+    let fail = |error: String| RunbookOutcome {
         started_s,
-        error: Some(format!(
-            "cannot run runbook {runbook}: the runbook engine and local platform (issue 5) are not on main yet"
-        )),
+        error: Some(error),
         ..RunbookOutcome::default()
+    };
+    let inv = inventory(sys);
+    let state_dir = sys.run_dir.join("platform");
+    if let Err(e) = handover(sys, &inv, &state_dir) {
+        return fail(format!("handing the replicas to the local platform: {e}"));
+    }
+    let platform = Arc::new(LocalPlatform::new(inv));
+    let mut loaded = loaded.clone();
+    // The rehearsal has already watched the stuck state; the engine needs only a short
+    // look to confirm before it acts on the assumed inputs.
+    loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
+    let options = RunOptions {
+        journal_dir: sys.run_dir.join("journal"),
+        assume: Some(assume),
+        invocation: serde_json::json!({"rehearsal": sys.run_dir.display().to_string()}),
+        ..RunOptions::default()
+    };
+    let req = RunRequest {
+        runbook: loaded,
+        platform,
+        metrics,
+        options,
+    };
+    match engine::run(req, CancellationToken::new()).await {
+        Ok(report) => convert(&report, clock, started_s),
+        Err(e) => fail(format!("the engine refused to run: {e}")),
+    }
+}
+
+/// Write the inventory (for the record and for `recover resume`) and the pid files that
+/// make the platform the owner of the running replicas.
+fn handover(sys: &mut System, inv: &Inventory, state_dir: &std::path::Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(state_dir)?;
+    let yaml = serde_yaml::to_string(inv).map_err(std::io::Error::other)?;
+    crate::util::atomic_file::write_atomic(&sys.run_dir.join("inventory.yaml"), yaml.as_bytes())?;
+    for (i, r) in inv.replicas.iter().enumerate() {
+        if let Some(pid) = sys.release_replica(i) {
+            let pid_file = crate::platform::local::process::pid_file(state_dir, &r.name);
+            crate::util::atomic_file::write_atomic(&pid_file, format!("{pid}\n").as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// The engine's report on the rehearsal clock.
+pub fn convert(r: &RunReport, clock: Clock, started_s: f64) -> RunbookOutcome {
+    let at = |s: &Option<String>| {
+        s.as_deref()
+            .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+            .map(|t| clock.wall_s(t))
+    };
+    let steps: Vec<StepRecord> = r
+        .steps
+        .iter()
+        .filter(|s| s.started_at.is_some())
+        .map(|s| {
+            let start_s = at(&s.started_at).unwrap_or(started_s);
+            let outcome = format!("{:?}", s.outcome).to_lowercase();
+            StepRecord {
+                name: match s.phase {
+                    engine::Phase::OnFailure => format!("on_failure:{}", s.name),
+                    engine::Phase::Main => s.name.clone(),
+                },
+                start_s,
+                end_s: at(&s.finished_at).unwrap_or(start_s),
+                outcome: match &s.message {
+                    Some(m) if outcome != "succeeded" => format!("{outcome}: {m}"),
+                    _ => outcome,
+                },
+            }
+        })
+        .collect();
+    let relapses: f64 = r
+        .steps
+        .iter()
+        .filter_map(|s| s.figures.get("relapses"))
+        .sum();
+    let error = match r.outcome {
+        engine::Outcome::Succeeded => None,
+        other => Some(format!(
+            "run {} {:?}{}",
+            r.run_id,
+            other,
+            r.message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default()
+        )),
+    };
+    RunbookOutcome {
+        steps,
+        relapses: relapses as u32,
+        drained: Some(r.dropped_requests().round() as u64),
+        error,
+        started_s,
+        plan: r.plan.clone(),
+        summary: r.summary_table(),
     }
 }

@@ -1,5 +1,5 @@
-//! The rehearsal from start to report: stage the incident, detect, plan, run the runbook,
-//! verify a held steady state, tear down, then the baselines.
+//! The rehearsal from start to report: stage the incident, detect, run the runbook through
+//! the engine, verify a held steady state, tear down, then the baselines.
 //!
 //! Why it exists: this is the sequence the README promises; keeping it in one short
 //! function makes the order of events (and so the report's clock) easy to audit.
@@ -14,7 +14,8 @@ use super::series::Sample;
 use super::stage::{Stage, StageError};
 use super::verify::{steady_from, SteadyCriteria};
 use crate::detect::DetectorConfig;
-use crate::plan::{make_plan, Plan, PlanConfig, PlanInputs};
+use crate::plan::PlanInputs;
+use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -22,10 +23,10 @@ use std::time::{Duration, Instant};
 #[derive(Debug, Clone)]
 pub struct Options {
     pub scenario: Scenario,
-    pub runbook: String,
-    pub runbook_dir: Option<PathBuf>,
+    /// The runbook, found and validated by the caller (`runbook::find`).
+    pub runbook: LoadedRunbook,
     pub baselines: bool,
-    /// Run directory: logs, gate state, and the report files.
+    /// Run directory: logs, gate state, journal, and the report files.
     pub report_dir: PathBuf,
     /// The `recover` binary to start the components with.
     pub exe: PathBuf,
@@ -35,50 +36,39 @@ pub struct Options {
 pub struct Outcome {
     pub report: Report,
     pub samples: Vec<Sample>,
+    /// The engine's summary table, if it ran.
+    pub engine_summary: String,
 }
 
 /// Run the whole rehearsal. An `Err` means no incident could even be staged; a failed
 /// recovery is an `Ok` report with `recovered: false`.
 pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
     let wall = Instant::now();
+    // reqwest clients below (ours, the scrape source's, the local platform's) need it.
+    crate::metrics::http::ensure_tls_provider();
     let sc = &opts.scenario;
-    let detector = detector_config(sc);
-    let mut stage = Stage::start(&opts.exe, sc, &opts.report_dir.join("main")).await?;
+    let rb = &opts.runbook.runbook;
+    let detector = detector_config(&rb.detect, sc);
+    let mut stage = Stage::start(&opts.exe, sc, &rb.signals, &opts.report_dir.join("main")).await?;
     let trig = stage.trigger().await?;
     tracing::info!(
         "trigger over after {:.1} s; waiting for the detector",
         trig.ended_s - trig.fired_s
     );
-    let detection = wait_stuck(
-        &stage.recorder,
-        stage.clock,
-        &detector,
-        trig.ended_s,
-        sc.replicas,
-        30.0,
-        sc.detect_timeout,
-    )
-    .await;
+    let detection = wait_stuck(&stage.feed, stage.clock, &detector, sc.detect_timeout).await;
     let mut failure = None;
-    let mut plan = None;
     let mut runbook = RunbookOutcome::default();
     let mut steady_at = None;
     match &detection {
         Ok(d) => {
             tracing::info!(
-                "stuck detected {:.1} s after the trigger ended",
-                d.at_s - trig.ended_s
+                "stuck detected {:.1} s after the trigger ended; running runbook {}",
+                d.at_s - trig.ended_s,
+                rb.name
             );
-            let p = plan_for(d, &stage, sc);
-            runbook = run_runbook(
-                &mut stage,
-                &opts.runbook,
-                opts.runbook_dir.as_deref(),
-                &d.verdict,
-                &p,
-            )
-            .await;
-            plan = Some(p);
+            let inputs = plan_inputs(d, &stage, sc);
+            let (clock, source) = (stage.clock, stage.source.clone());
+            runbook = run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs).await;
             match &runbook.error {
                 Some(e) => failure = Some(format!("runbook failed: {e}")),
                 None => {
@@ -98,6 +88,7 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
     let end_s = stage.clock.now_s();
     let steady_before_s = stage.steady_from_s;
     let markers = stage.sys.markers();
+    let endpoints = stage.sys.endpoints();
     let rec = stage.finish().await;
     let leftovers = super::orchestrate::find_processes(&markers);
     if !leftovers.is_empty() {
@@ -108,41 +99,56 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
         for b in Baseline::ALL {
             tracing::info!("baseline {}", b.name());
             let dir = opts.report_dir.join("baselines").join(b.name());
-            let outcome = baselines::run(b, &opts.exe, sc, &detector, &dir).await?;
+            let outcome = baselines::run(b, &opts.exe, sc, &rb.signals, &detector, &dir).await?;
             base.insert(b.name().to_string(), outcome);
         }
     }
+    let predicted = match (&runbook.plan, &detection) {
+        (Some(plan), Ok(d)) => {
+            let after = Duration::from_secs_f64((runbook.started_s - trig.ended_s).max(0.0));
+            let _ = d;
+            super::predict::predicted_time_to_recover(sc, plan, after)
+        }
+        _ => None,
+    };
     let facts = Facts {
         scenario: sc,
-        runbook_name: &opts.runbook,
+        runbook_name: &rb.name,
         steady_from_s: steady_before_s,
         trigger: trig,
         detection: detection.as_ref().ok(),
-        plan: plan.as_ref(),
+        detector: &detector,
+        plan: runbook.plan.as_ref(),
         runbook: &runbook,
         steady_at_s: steady_at,
         end_s,
         failure,
         baselines: base,
         wall_time_s: wall.elapsed().as_secs_f64(),
+        endpoints,
+        predicted,
     };
     let (report, samples) = assemble(facts, &rec);
-    Ok(Outcome { report, samples })
+    Ok(Outcome {
+        report,
+        samples,
+        engine_summary: runbook.summary.clone(),
+    })
 }
 
-/// The detector's settings: the runbook's defaults, with the capacity the rehearsal
-/// configured (it built the system, so capacity is known, not guessed).
-fn detector_config(sc: &Scenario) -> DetectorConfig {
-    DetectorConfig {
-        capacity_per_s: Some(sc.capacity_per_s()),
-        cold_factor: Some(sc.service.cold_factor),
-        ..DetectorConfig::default()
-    }
+/// The runbook's detector settings, completed with what the rehearsal configured (it
+/// built the system, so healthy capacity and the cold factor are known, not guessed) where
+/// the runbook leaves them open.
+pub fn detector_config(from_runbook: &DetectorConfig, sc: &Scenario) -> DetectorConfig {
+    let mut cfg = from_runbook.clone();
+    cfg.capacity_per_s = cfg.capacity_per_s.or(Some(sc.capacity_per_s()));
+    cfg.cold_factor = cfg.cold_factor.or(Some(sc.service.cold_factor));
+    cfg
 }
 
-/// The plan from the verdict's estimates, falling back to what the rehearsal measured or
-/// configured when the detector left one out.
-fn plan_for(d: &Detection, stage: &Stage, sc: &Scenario) -> Plan {
+/// Plan inputs from the verdict's estimates, falling back to what the rehearsal measured
+/// or configured where the detector left one out.
+fn plan_inputs(d: &Detection, stage: &Stage, sc: &Scenario) -> PlanInputs {
     let v = &d.verdict;
     let recent = stage.recorder.samples_since(d.at_s - 3.0);
     let offered: Vec<f64> = recent.iter().filter_map(|s| s.offered_per_s).collect();
@@ -151,14 +157,13 @@ fn plan_for(d: &Detection, stage: &Stage, sc: &Scenario) -> Plan {
     } else {
         offered.iter().sum::<f64>() / offered.len() as f64
     };
-    let inputs = PlanInputs {
+    PlanInputs {
         arrival_rate: v.arrival_rate.unwrap_or(measured_arrival),
         capacity_cold: v.capacity_cold.unwrap_or(sc.capacity_cold_per_s()),
         k: v.k.unwrap_or(sc.service.overload_factor),
         capacity: v.capacity.or(Some(sc.capacity_per_s())),
         demand: Some(sc.demand_per_s()),
-    };
-    make_plan(&inputs, &PlanConfig::default())
+    }
 }
 
 /// Wait until steady state has held for the hold period after `from_s`, or the recovery

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::demo::defaults;
 use crate::util::duration::serde_human;
 
 /// Everything a rehearsal needs to know about the system it builds.
@@ -74,18 +75,17 @@ pub struct WorkersSpec {
     pub retry: String,
 }
 
-// The laptop scenario of the demo system (its README section explains the arithmetic):
-// 4 x 40 ms = 100 req/s warm, cold factor 1.5, overload factor 3; 200 workers every 12 s
-// (16.7 req/s), 2 s timeout, fixed 1 s retry; a 4 s outage.
+// The laptop scenario of the demo system: `demo::defaults` (its README section explains
+// the arithmetic), so the rehearsal follows the demo's numbers wherever they change.
 impl Default for ServiceSpec {
     fn default() -> Self {
         ServiceSpec {
-            concurrency: 4,
-            service_time: Duration::from_millis(40),
-            cold_factor: 1.5,
-            overload_factor: 3.0,
-            warm_after: 300,
-            warm_duration: Duration::from_millis(500),
+            concurrency: defaults::SERVICE_CONCURRENCY as u32,
+            service_time: defaults::SERVICE_TIME,
+            cold_factor: defaults::COLD_FACTOR,
+            overload_factor: defaults::OVERLOAD_FACTOR,
+            warm_after: defaults::WARM_AFTER_REQUESTS,
+            warm_duration: defaults::WARM_DURATION,
         }
     }
 }
@@ -93,10 +93,10 @@ impl Default for ServiceSpec {
 impl Default for WorkersSpec {
     fn default() -> Self {
         WorkersSpec {
-            count: 200,
-            interval: Duration::from_secs(12),
-            timeout: Duration::from_secs(2),
-            retry: "fixed:1s".into(),
+            count: defaults::WORKERS as u32,
+            interval: defaults::POLL_INTERVAL,
+            timeout: defaults::CLIENT_TIMEOUT,
+            retry: defaults::RETRY_POLICY.into(),
         }
     }
 }
@@ -108,13 +108,13 @@ impl Default for Scenario {
             replicas: 1,
             service: ServiceSpec::default(),
             workers: WorkersSpec::default(),
-            outage: Duration::from_secs(4),
-            steady: Duration::from_secs(4),
+            outage: defaults::OUTAGE,
+            steady: Duration::from_secs(3),
             hold: Duration::from_secs(8),
             scrape_interval: Duration::from_millis(500),
             rate_window: Duration::from_secs(2),
             detect_timeout: Duration::from_secs(40),
-            recovery_timeout: Duration::from_secs(50),
+            recovery_timeout: Duration::from_secs(70),
             baseline_observe: Duration::from_secs(30),
         }
     }
@@ -239,8 +239,8 @@ mod tests {
         let sc = Scenario::parse("replicas: 2\nworkers:\n  count: 400\n", "x.yaml").unwrap();
         assert_eq!(sc.replicas, 2);
         assert_eq!(sc.workers.count, 400);
-        assert_eq!(sc.workers.interval, Duration::from_secs(12));
-        assert!((sc.capacity_per_s() - 200.0).abs() < 1e-9);
+        assert_eq!(sc.workers.interval, defaults::POLL_INTERVAL);
+        assert!((sc.capacity_per_s() - 2.0 * defaults::capacity_warm()).abs() < 1e-9);
         assert_eq!(sc.retry_delay(), Duration::from_secs(1));
         let e = Scenario::parse("workers:\n  cuont: 4\n", "x.yaml")
             .unwrap_err()

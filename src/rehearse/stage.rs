@@ -4,18 +4,29 @@
 //! Why it exists: a baseline is only a fair comparison if it starts from the same system
 //! in the same state with the same trigger; one code path guarantees that.
 
+use super::detection::SignalFeed;
 use super::orchestrate::{OrchestrateError, System};
 use super::recorder::{Clock, Recorder, Recording};
 use super::scenario::Scenario;
 use super::trigger::{restart_with_outage, TriggerTimes};
 use super::verify::{check, SteadyCriteria};
+use crate::metrics::scrape::ScrapeSource;
+use crate::metrics::signal::SignalSpec;
+use crate::platform::ScrapeEndpoint;
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// A running system with its recorder.
 pub struct Stage {
     pub clock: Clock,
     pub recorder: Recorder,
+    /// The runbook's signals, read through the shared scrape source, for the detector.
+    pub feed: SignalFeed,
+    /// The scrape source behind the feed; the engine reads through it too, so its rate
+    /// windows always have history (the feed scrapes it every interval).
+    pub source: Arc<ScrapeSource>,
     pub sys: System,
     pub scenario: Scenario,
     /// When steady state began before the trigger (rehearsal clock).
@@ -27,6 +38,8 @@ pub struct Stage {
 pub enum StageError {
     #[error(transparent)]
     System(#[from] OrchestrateError),
+    #[error("metric source: {0}")]
+    Metrics(#[from] crate::metrics::source::MetricError),
     #[error("the system never reached steady state before the trigger ({0})")]
     NeverSteady(String),
 }
@@ -38,6 +51,7 @@ impl Stage {
     pub async fn start(
         exe: &Path,
         scenario: &Scenario,
+        signals: &BTreeMap<String, SignalSpec>,
         run_dir: &Path,
     ) -> Result<Stage, StageError> {
         let clock = Clock::start();
@@ -48,9 +62,16 @@ impl Stage {
             scenario.scrape_interval,
             scenario.rate_window,
         );
+        let source = Arc::new(ScrapeSource::from_urls(
+            scrape_endpoints(&sys),
+            scenario.scrape_interval,
+        )?);
+        let feed = SignalFeed::start(source.clone(), signals.clone(), scenario.scrape_interval);
         let mut stage = Stage {
             clock,
             recorder,
+            feed,
+            source,
             sys,
             scenario: scenario.clone(),
             steady_from_s: 0.0,
@@ -119,4 +140,21 @@ impl Stage {
         sys.stop();
         rec
     }
+}
+
+/// The system's `/metrics` pages as the shared scrape source names them.
+pub fn scrape_endpoints(sys: &System) -> Vec<ScrapeEndpoint> {
+    sys.targets()
+        .into_iter()
+        .map(|t| ScrapeEndpoint {
+            role: match t.role {
+                super::series::Role::Gate => "gate",
+                super::series::Role::Service => "service",
+                super::series::Role::Clients => "clients",
+            }
+            .to_string(),
+            instance: t.instance,
+            locator: t.url,
+        })
+        .collect()
 }

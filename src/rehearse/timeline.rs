@@ -24,7 +24,7 @@ fn err<E: std::fmt::Debug>(e: E) -> TimelineError {
 }
 
 const W: u32 = 1280;
-const H: u32 = 960;
+const H: u32 = 980;
 const OFFERED: RGBColor = RGBColor(214, 39, 40);
 const ADMITTED: RGBColor = RGBColor(31, 119, 180);
 const GOODPUT: RGBColor = RGBColor(44, 160, 44);
@@ -52,7 +52,7 @@ pub fn render_svg(report: &Report, samples: &[Sample]) -> Result<String, Timelin
     {
         let root = SVGBackend::with_string(&mut svg, (W, H)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let (title, body) = root.split_vertically(70);
+        let (title, body) = root.split_vertically(90);
         draw_title(&title, report)?;
         let (rates, rest) = body.split_vertically(430);
         let (latency, clients) = rest.split_vertically(230);
@@ -106,6 +106,23 @@ fn draw_title(area: &DrawingArea<SVGBackend, Shift>, r: &Report) -> Result<(), T
     .map_err(err)?;
     area.draw(&Text::new(line2, (20, 42), ("sans-serif", 16).into_font()))
         .map_err(err)?;
+    if let Some(why) = &r.failure {
+        let mut why = format!("why: {why}");
+        if why.len() > 150 {
+            let cut = (0..=150)
+                .rev()
+                .find(|i| why.is_char_boundary(*i))
+                .unwrap_or(0);
+            why.truncate(cut);
+            why.push_str("...");
+        }
+        area.draw(&Text::new(
+            why,
+            (20, 66),
+            ("sans-serif", 16).into_font().color(&OFFERED),
+        ))
+        .map_err(err)?;
+    }
     Ok(())
 }
 
@@ -195,7 +212,7 @@ fn decorate(
 /// Tick and name each runbook step where it started, staggered so short steps stay legible.
 fn mark_steps(chart: &mut Chart, r: &Report, y_max: f64) -> Result<(), TimelineError> {
     for (i, step) in r.steps.iter().enumerate() {
-        let y = y_max * (0.62 - 0.07 * (i % 5) as f64);
+        let y = y_max * (0.66 - 0.055 * (i % 8) as f64);
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(step.start_s, 0.0), (step.start_s, y)],
@@ -303,13 +320,19 @@ fn draw_rates(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend_spot(area))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+/// Upper right, but below the phase names drawn along the top edge.
+fn legend_spot(area: &DrawingArea<SVGBackend, Shift>) -> SeriesLabelPosition {
+    let (w, _) = area.dim_in_pixel();
+    SeriesLabelPosition::Coordinate(w as i32 - 420, 28)
 }
 
 fn draw_latency(
@@ -362,7 +385,7 @@ fn draw_latency(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend_spot(area))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -443,7 +466,7 @@ fn draw_clients(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(legend_spot(area))
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
@@ -532,10 +555,12 @@ mod tests {
             failure: None,
             trigger_end_s: 5.0,
             detected_stuck_s: Some(16.0),
+            detection: None,
             time_to_recover_s: Some(14.0),
             lower_bound_s: Some(7.5),
             lower_bound: None,
             relapses: 0,
+            ramp_step_backs: 0,
             k: Some(4.0),
             shed_fraction: Some(0.82),
             admit_rate_per_s: Some(30.0),
@@ -571,6 +596,7 @@ mod tests {
             predicted_time_to_recover_s: None,
             wall_time_s: 70.0,
             files: Files::default(),
+            endpoints: BTreeMap::new(),
         };
         (report, samples)
     }

@@ -58,8 +58,15 @@ pub fn check(sample: &Sample, demand: f64, workers: u32, c: &SteadyCriteria) -> 
     }
 }
 
-/// The first instant from which every sample is steady for at least `hold_s` (and up to
-/// the last sample, which must be at least `hold_s` later). `None` if there is none.
+/// A sample that cannot be judged (a scrape timed out on a loaded machine) is neither
+/// steady nor a failure; these errors mark it.
+fn no_data(err: &str) -> bool {
+    err.split("; ").all(|e| e.starts_with("no "))
+}
+
+/// The first instant from which every judged sample is steady, lasting at least `hold_s`
+/// up to the last sample. Samples without data neither break nor extend the run, but at
+/// least two thirds of the run's samples must have been judged (no data is no proof).
 pub fn steady_from(
     samples: &[Sample],
     demand: f64,
@@ -68,38 +75,61 @@ pub fn steady_from(
     hold_s: f64,
 ) -> Option<f64> {
     let last = samples.last()?.t_s;
-    let mut start: Option<f64> = None;
+    let mut start: Option<(f64, usize, usize)> = None; // (since, judged, total)
     for s in samples {
-        match (check(s, demand, workers, c).is_ok(), start) {
-            (true, None) => start = Some(s.t_s),
-            (false, _) => start = None,
-            _ => {}
+        match check(s, demand, workers, c) {
+            Ok(()) => {
+                let (t, j, n) = start.unwrap_or((s.t_s, 0, 0));
+                start = Some((t, j + 1, n + 1));
+            }
+            Err(e) if no_data(&e) => {
+                if let Some((t, j, n)) = start {
+                    start = Some((t, j, n + 1));
+                }
+            }
+            Err(_) => start = None,
         }
     }
-    start.filter(|t| last - t >= hold_s)
+    let (t, judged, total) = start?;
+    (last - t >= hold_s && judged * 3 >= total * 2).then_some(t)
 }
 
-/// Times the system left steady state after having reached it, counting a loss only if it
-/// lasts `min_samples` consecutive samples (one noisy sample is not a relapse).
+/// Times the system fell back into failure after it had started to recover: after a
+/// sample answered within the client timeout (p99 below it, some goodput), a run of
+/// `min_samples` samples with p99 at or above the timeout (answers wasted again), or,
+/// once steady state was reached, a run of `min_samples` unsteady ones. Samples without
+/// data are skipped; one noisy sample is not a relapse.
 pub fn relapses(
     samples: &[Sample],
     demand: f64,
     workers: u32,
     c: &SteadyCriteria,
     min_samples: usize,
+    timeout_s: f64,
 ) -> u32 {
-    let mut was_steady = false;
+    let mut serving = false;
+    let mut steady = false;
     let mut bad_run = 0usize;
     let mut count = 0;
     for s in samples {
-        if check(s, demand, workers, c).is_ok() {
-            was_steady = true;
+        let verdict = check(s, demand, workers, c);
+        let wasted = s.p99_latency_s.map(|p| p >= timeout_s);
+        let fine = wasted == Some(false) && s.goodput_per_s.is_some_and(|g| g > 0.0);
+        if verdict.is_ok() {
+            steady = true;
+        }
+        if fine || verdict.is_ok() {
+            serving = true;
             bad_run = 0;
-        } else if was_steady {
+            continue;
+        }
+        let lost_steady = steady && matches!(&verdict, Err(e) if !no_data(e));
+        if serving && (wasted == Some(true) || lost_steady) {
             bad_run += 1;
             if bad_run == min_samples {
                 count += 1;
-                was_steady = false;
+                serving = false;
+                steady = false;
             }
         }
     }
@@ -169,11 +199,33 @@ mod tests {
         }
         assert_eq!(steady_from(&v, 20.0, 500, &c, 10.0), Some(2.0));
         assert_eq!(steady_from(&v, 20.0, 500, &c, 11.0), None);
-        assert_eq!(relapses(&v, 20.0, 500, &c, 2), 0);
+        assert_eq!(relapses(&v, 20.0, 500, &c, 2, 2.0), 0);
         v.push(s(13.0, 1.0, 400.0, 0.0));
         v.push(s(14.0, 1.0, 400.0, 0.0));
-        assert_eq!(relapses(&v, 20.0, 500, &c, 2), 1);
+        assert_eq!(relapses(&v, 20.0, 500, &c, 2, 2.0), 1);
         assert_eq!(steady_from(&v, 20.0, 500, &c, 1.0), None);
+        // A sample without data neither breaks a steady run nor counts as a relapse.
+        let mut w: Vec<Sample> = (0..12).map(|i| s(i as f64, 20.0, 0.0, 0.0)).collect();
+        w[5] = Sample {
+            t_s: 5.0,
+            ..Sample::default()
+        };
+        assert_eq!(steady_from(&w, 20.0, 500, &c, 10.0), Some(0.0));
+        assert_eq!(relapses(&w, 20.0, 500, &c, 1, 2.0), 0);
+        // Recovering under a gate (not yet steady), then answers past the timeout again.
+        let mut r: Vec<Sample> = (0..4)
+            .map(|i| Sample {
+                p99_latency_s: Some(0.1),
+                ..s(i as f64, 8.0, 100.0, 50.0)
+            })
+            .collect();
+        for i in 4..7 {
+            r.push(Sample {
+                p99_latency_s: Some(2.5),
+                ..s(i as f64, 1.0, 150.0, 50.0)
+            });
+        }
+        assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 1);
     }
 
     #[test]

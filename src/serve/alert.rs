@@ -77,6 +77,18 @@ pub struct PayloadError {
     pub message: String,
 }
 
+/// serde reports a missing field at its parent; name the field itself.
+fn with_missing_field(path: String, message: &str) -> String {
+    let missing = message
+        .strip_prefix("missing field `")
+        .and_then(|m| m.split('`').next());
+    match missing {
+        Some(name) if path == "." => name.to_string(),
+        Some(name) => format!("{path}.{name}"),
+        None => path,
+    }
+}
+
 /// Parse and check a webhook body.
 pub fn parse(body: &[u8]) -> Result<WebhookPayload, PayloadError> {
     let de = &mut serde_json::Deserializer::from_slice(body);
@@ -84,11 +96,14 @@ pub fn parse(body: &[u8]) -> Result<WebhookPayload, PayloadError> {
         let field = e.path().to_string();
         let inner = e.into_inner();
         // Broken JSON is the body's fault, wherever the parser happened to be.
-        let whole_body = inner.is_syntax() || inner.is_eof() || field == "." || field == "?";
-        PayloadError {
-            field: if whole_body { "body".into() } else { field },
-            message: inner.to_string(),
-        }
+        let whole_body = inner.is_syntax() || inner.is_eof() || field == "?";
+        let message = inner.to_string();
+        let field = if whole_body {
+            "body".into()
+        } else {
+            with_missing_field(field, &message)
+        };
+        PayloadError { field, message }
     })?;
     let err = |field: String, message: &str| PayloadError {
         field,
@@ -151,6 +166,8 @@ mod tests {
         assert_eq!(e.field, "version");
         let e = parse(b"{not json").unwrap_err();
         assert_eq!(e.field, "body");
+        let e = parse(br#"{"version":"4"}"#).unwrap_err();
+        assert_eq!(e.field, "groupKey");
         let no_labels =
             body("firing", "a").replace(r#""labels":{"alertname":"X"}"#, r#""labels":7"#);
         assert_eq!(

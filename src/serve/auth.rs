@@ -69,7 +69,7 @@ fn mac(secret: &str) -> Hmac<Sha256> {
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())

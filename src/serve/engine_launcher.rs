@@ -1,12 +1,203 @@
-//! The real [`RunLauncher`]: runs a runbook's detection and the runbook itself with the
-//! runbook engine, against the platform a route names.
+//! The real [`RunLauncher`]: runs a runbook's own detection and the runbook itself with
+//! the runbook engine ([`crate::engine::run`]), in-process, against the platform a route
+//! names. The engine re-observes and re-decides before it acts (and takes the target's
+//! lock), so a verdict that went stale between the check and the run refuses the run
+//! instead of acting on old data.
 
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::SystemTime;
 
-use super::config::ServeConfig;
-use super::launcher::RunLauncher;
+use super::config::{ServeConfig, TargetSpec};
+use super::launcher::{
+    CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
+};
+use crate::detect::{detect_at, Verdict, VerdictKind};
+use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
+use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use crate::metrics::source::MetricSource;
+use crate::plan::PlanInputs;
+use crate::platform::Platform;
+use crate::runbook::LoadedRunbook;
 
-/// Build the launcher for `cfg`'s routes.
-pub fn launcher(_cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
-    Err("`recover serve` needs the runbook engine (issue 5), which has not landed yet".into())
+/// Builds the platform for a route's target.
+pub type PlatformFactory =
+    Arc<dyn Fn(&TargetSpec) -> Result<Arc<dyn Platform>, String> + Send + Sync>;
+
+/// A runbook with the platform and metric source it runs against.
+type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
+
+/// Runs detection and runbooks with the engine.
+pub struct EngineLauncher {
+    pub runbook_dirs: Vec<PathBuf>,
+    pub journal_dir: PathBuf,
+    pub platforms: PlatformFactory,
+}
+
+/// The platforms built into this binary.
+pub fn default_platforms() -> PlatformFactory {
+    Arc::new(|t: &TargetSpec| {
+        match t {
+        TargetSpec::Local { inventory, .. } => local_platform(inventory),
+        TargetSpec::Kube { .. } => Err(format!(
+            "target {}: `recover serve` does not drive the kube platform in this build (use a local target, or `recover --runbook` on the cluster)",
+            t.id()
+        )),
+    }
+    })
+}
+
+fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
+    // reqwest clients need a TLS provider installed first (see metrics::http).
+    crate::metrics::http::ensure_tls_provider();
+    let p =
+        crate::platform::local::LocalPlatform::from_file(inventory).map_err(|e| e.to_string())?;
+    Ok(Arc::new(p))
+}
+
+/// Build the launcher for `cfg`.
+pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
+    Ok(Arc::new(EngineLauncher {
+        runbook_dirs: cfg.runbook_dir.iter().cloned().collect(),
+        journal_dir: cfg
+            .journal_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("recover-runs")),
+        platforms: default_platforms(),
+    }))
+}
+
+impl EngineLauncher {
+    fn prepare(&self, runbook: &str, target: &TargetSpec) -> Result<Prepared, String> {
+        let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
+        let platform = (self.platforms)(target)?;
+        // The budget and breaker are kept under the route's target id; the engine's lock
+        // and journal use the platform's. They must be the same target.
+        if platform.target_id() != target.id() {
+            return Err(format!(
+                "route target {} but the platform says it is {}",
+                target.id(),
+                platform.target_id()
+            ));
+        }
+        let metrics: Arc<dyn MetricSource> = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
+            platform: platform.clone(),
+        })));
+        Ok((rb, platform, metrics))
+    }
+}
+
+#[async_trait::async_trait]
+impl RunLauncher for EngineLauncher {
+    async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
+        let (loaded, _platform, metrics) = self
+            .prepare(&req.runbook, &req.target)
+            .map_err(LaunchError)?;
+        let rb = &loaded.runbook;
+        // The same window the engine observes before it decides.
+        let interval = rb.observe.interval;
+        let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+            .unwrap_or(std::time::Duration::from_secs(5));
+        let span = rb.observe.span.unwrap_or_else(|| {
+            crate::detect::observe::span_needed(&rb.detect, rate_window, interval)
+        });
+        let window =
+            crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
+                .await
+                .map_err(|e| LaunchError(format!("metrics: {e}")))?;
+        Ok(detect_at(&window, &rb.detect, SystemTime::now()))
+    }
+
+    async fn launch(&self, req: &LaunchRequest) -> RunReport {
+        let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
+            Ok(p) => p,
+            Err(e) => return report(RunOutcome::Failed, e, None),
+        };
+        if !runbook.runbook.when.contains(&VerdictKind::Stuck) {
+            return report(
+                RunOutcome::Refused,
+                format!(
+                    "runbook {} does not run on a stuck verdict (when: {:?})",
+                    req.runbook, runbook.runbook.when
+                ),
+                None,
+            );
+        }
+        // The check just observed a full window and said Stuck: plan from that verdict and
+        // let the engine take only a short look before acting (as the rehearsal does),
+        // instead of waiting out a second detection window while the service is down.
+        let assume = plan_inputs(&req.verdict, runbook.runbook.detect.demand_per_s);
+        if assume.is_some() {
+            runbook.runbook.observe.span = Some(runbook.runbook.observe.interval);
+        }
+        let options = RunOptions {
+            dry_run: req.dry_run,
+            journal_dir: self.journal_dir.clone(),
+            invocation: serde_json::json!({
+                "by": "recover serve",
+                "serve_run_id": req.run_id,
+                "route": req.route,
+                "target": req.target,
+            }),
+            // The receiver is the confirmation: it has authenticated the alert and checked.
+            confirm: None,
+            assume,
+            ..RunOptions::default()
+        };
+        let request = RunRequest {
+            runbook,
+            platform,
+            metrics,
+            options,
+        };
+        match engine::run(request, tokio_util::sync::CancellationToken::new()).await {
+            Ok(r) => {
+                let outcome = match r.outcome {
+                    Outcome::Succeeded => RunOutcome::Succeeded,
+                    Outcome::Failed => RunOutcome::Failed,
+                    Outcome::Aborted => RunOutcome::Aborted,
+                    Outcome::Planned => RunOutcome::DryRun,
+                };
+                let message = r
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| format!("engine run {} {}", r.run_id, outcome.as_str()));
+                let mut out = report(outcome, message, serde_json::to_value(&r).ok());
+                out.journal = r.journal.as_ref().map(PathBuf::from);
+                out
+            }
+            Err(e) => {
+                // Refusals changed nothing and say nothing about the runbook; anything
+                // else (bad runbook, unreadable metrics, a broken journal) needs a human.
+                let outcome = match e {
+                    EngineError::LockHeld { .. }
+                    | EngineError::Precondition(_)
+                    | EngineError::Declined
+                    | EngineError::Cancelled => RunOutcome::Refused,
+                    _ => RunOutcome::Failed,
+                };
+                report(outcome, e.to_string(), None)
+            }
+        }
+    }
+}
+
+/// Plan inputs from a verdict that carries all three estimates.
+fn plan_inputs(v: &Verdict, demand: Option<f64>) -> Option<PlanInputs> {
+    Some(PlanInputs {
+        arrival_rate: v.arrival_rate?,
+        capacity_cold: v.capacity_cold?,
+        k: v.k?,
+        capacity: v.capacity,
+        demand,
+    })
+}
+
+fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunReport {
+    RunReport {
+        outcome,
+        message,
+        journal: None,
+        details,
+    }
 }

@@ -68,6 +68,9 @@ pub struct RunReport {
     pub message: String,
     /// The run's JSONL journal, served by `GET /runs/ID`.
     pub journal: Option<PathBuf>,
+    /// The engine's own report (the plan with its numbers, each step): for a dry run,
+    /// this is the record of what would have been done.
+    pub details: Option<serde_json::Value>,
 }
 
 /// Detection could not be run at all (the receiver treats it as an Unknown verdict).

@@ -299,6 +299,7 @@ impl Receiver {
                     alerts: vec![],
                     message: None,
                     journal: self.launcher.journal_path(&req),
+                    report: None,
                 };
                 for a in &alerts {
                     record.join(&a.fingerprint, &a.alertname, now);
@@ -403,6 +404,7 @@ impl Receiver {
                 outcome: RunOutcome::Failed,
                 message: format!("the run crashed: {e}"),
                 journal: None,
+                details: None,
             },
         };
         let target = req.target.id();
@@ -415,6 +417,7 @@ impl Receiver {
             if report.journal.is_some() {
                 rec.journal = report.journal.clone();
             }
+            rec.report = report.details.clone();
         }
         st.set_activity(&target, Activity::Idle);
         let opened = st.budget.record_outcome(
@@ -518,6 +521,7 @@ fn unknown(note: &str) -> Verdict {
             note: note.to_string(),
             ..Default::default()
         }],
+        summary: note.to_string(),
         ..Default::default()
     }
 }
@@ -525,13 +529,18 @@ fn unknown(note: &str) -> Verdict {
 /// One line of the verdict's evidence for the decision log.
 fn summarize(v: &Verdict) -> String {
     let mut parts: Vec<String> = vec![];
+    if !v.summary.is_empty() {
+        parts.push(v.summary.clone());
+    }
     if let Some(k) = v.k {
         parts.push(format!("k={k:.2}"));
     }
     if let Some(a) = v.arrival_rate {
         parts.push(format!("arrival={a:.1}/s"));
     }
-    parts.extend(v.evidence.iter().take(3).map(|e| e.note.clone()));
+    if v.summary.is_empty() {
+        parts.extend(v.evidence.iter().take(3).map(|e| e.note.clone()));
+    }
     if parts.is_empty() {
         "no evidence".into()
     } else {

@@ -52,6 +52,8 @@ pub struct RunRecord {
     pub alerts: Vec<JoinedAlert>,
     pub message: Option<String>,
     pub journal: Option<PathBuf>,
+    /// The engine's report once the run ended (for a dry run: the plan it would follow).
+    pub report: Option<serde_json::Value>,
 }
 
 impl RunRecord {

@@ -74,6 +74,7 @@ fn storm(root: &Area, r: &StormReport) -> PlotResult {
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
@@ -115,19 +116,36 @@ fn system(root: &Area, r: &SystemReport) -> PlotResult {
         .configure_secondary_axes()
         .y_desc("queue depth")
         .draw()?;
-    let lines: [Line<super::Second, f64>; 5] = [
-        ("arriving/s", BLUE, |s| s.arriving as f64),
-        ("useful/s", GREEN, |s| s.useful as f64),
-        ("wasted/s (served after timeout)", RED, |s| {
-            s.abandoned as f64
-        }),
-        ("rejected/s", MAGENTA, |s| s.rejected as f64),
-        ("capacity (useful/s)", BLACK, |s| s.capacity),
+    // Drawn back to front: the wide grey capacity line stays visible under the wasted
+    // work that, in a stuck state, uses all of it.
+    let lines: [(Line<super::Second, f64>, u32); 5] = [
+        (
+            ("capacity (useful/s)", RGBColor(170, 170, 170), |s| {
+                s.capacity
+            }),
+            5,
+        ),
+        (
+            (
+                "arriving/s (retries come in waves)",
+                RGBColor(90, 120, 230),
+                |s| s.arriving as f64,
+            ),
+            1,
+        ),
+        (("rejected/s", MAGENTA, |s| s.rejected as f64), 2),
+        (
+            ("wasted/s (served after timeout)", RED, |s| {
+                s.abandoned as f64
+            }),
+            2,
+        ),
+        (("useful/s", GREEN, |s| s.useful as f64), 2),
     ];
-    for (label, color, f) in lines {
+    for ((label, color, f), width) in lines {
         let pts = r.series.iter().map(|s| (f64::from(s.t), f(s)));
         chart
-            .draw_series(LineSeries::new(pts, color.stroke_width(2)))?
+            .draw_series(LineSeries::new(pts, color.stroke_width(width)))?
             .label(label)
             .legend(legend(color));
     }

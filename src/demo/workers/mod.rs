@@ -58,22 +58,31 @@ impl WorkersConfig {
     }
 
     /// The URL each attempt requests.
-    pub fn url(&self) -> Result<reqwest::Url, WorkersError> {
-        let mut url = reqwest::Url::parse(&self.target)
-            .map_err(|e| WorkersError::Invalid(format!("--target {:?}: {e}", self.target)))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(WorkersError::Invalid(format!(
-                "--target {:?}: only http:// URLs are supported",
-                self.target
-            )));
+    pub fn url(&self) -> Result<http::Uri, WorkersError> {
+        let bad = |why: String| WorkersError::Invalid(format!("--target {:?}: {why}", self.target));
+        let uri: http::Uri = self.target.parse().map_err(|e| bad(format!("{e}")))?;
+        if uri.scheme_str() != Some("http") {
+            return Err(bad(
+                "write an http:// URL, like http://127.0.0.1:8080".into()
+            ));
         }
-        if url.path() == "/" || url.path().is_empty() {
-            url.set_path("/config");
-        }
-        Ok(url)
+        let authority = uri
+            .authority()
+            .cloned()
+            .ok_or_else(|| bad("no host:port".into()))?;
+        let path = match uri.path_and_query().map(|p| p.as_str()) {
+            None | Some("") | Some("/") => "/config",
+            Some(p) => p,
+        };
+        http::Uri::builder()
+            .scheme("http")
+            .authority(authority)
+            .path_and_query(path)
+            .build()
+            .map_err(|e| bad(format!("{e}")))
     }
 
-    pub fn validate(&self) -> Result<reqwest::Url, WorkersError> {
+    pub fn validate(&self) -> Result<http::Uri, WorkersError> {
         let bad = |s: &str| Err(WorkersError::Invalid(s.to_string()));
         if self.count == 0 {
             return bad("--count: must be at least 1");
@@ -103,17 +112,15 @@ pub enum WorkersError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("http client: {0}")]
-    Client(String),
 }
 
 /// Run the fleet until `shutdown` is cancelled or `duration` has passed.
 pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), WorkersError> {
     let url = cfg.validate()?;
-    let client = reqwest::Client::builder()
+    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .pool_timer(hyper_util::rt::TokioTimer::new())
         .pool_idle_timeout(Duration::from_secs(30))
-        .build()
-        .map_err(|e| WorkersError::Client(e.to_string()))?;
+        .build_http();
     let budget = cfg.retry_budget.map(|ratio| {
         // Holds (and starts with) what one round of successful polls earns, so a burst of
         // failures spends a bounded number of retries and then the fleet stops retrying.

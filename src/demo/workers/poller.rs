@@ -4,6 +4,9 @@
 
 use super::metrics::{OutcomeLabel, WorkerMetrics};
 use super::retry::{RetryBudget, RetryPolicy};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
@@ -29,10 +32,14 @@ pub fn phase(index: usize, count: usize, interval: Duration) -> Duration {
     interval.mul_f64(index as f64 / count as f64)
 }
 
+/// Plain HTTP/1 client (hyper): the demo speaks http:// on loopback only, and a TLS-capable
+/// client would drag in a crypto provider for nothing.
+pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
+
 /// What every poller shares.
 pub struct Fleet {
-    pub client: reqwest::Client,
-    pub url: reqwest::Url,
+    pub client: HttpClient,
+    pub url: http::Uri,
     pub interval: Duration,
     pub timeout: Duration,
     pub policy: RetryPolicy,
@@ -145,24 +152,25 @@ async fn attempt(fleet: &Fleet, attempt_no: u32) -> Attempt {
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let started = Instant::now();
-    let result = fleet
-        .client
-        .get(fleet.url.clone())
+    let request = http::Request::get(fleet.url.clone())
         .header("x-attempt", attempt_no.to_string())
         .header("x-deadline-ms", deadline_ms.to_string())
-        .timeout(fleet.timeout)
-        .send()
-        .await;
-    let outcome = match result {
-        // The body is part of the answer: read it within the same timeout.
-        Ok(resp) if resp.status().is_success() => match resp.bytes().await {
-            Ok(_) => Attempt::Ok,
-            Err(e) if e.is_timeout() => Attempt::Timeout,
-            Err(_) => Attempt::Error,
-        },
-        Ok(_) => Attempt::Error,
-        Err(e) if e.is_timeout() => Attempt::Timeout,
-        Err(_) => Attempt::Error,
+        .body(Empty::new());
+    let Ok(request) = request else {
+        return Attempt::Error;
+    };
+    // The body is part of the answer: read it within the same timeout. Dropping the future
+    // on timeout closes the connection, as a client that gives up does.
+    let exchange = async {
+        let resp = fleet.client.request(request).await.map_err(|_| ())?;
+        let ok = resp.status().is_success();
+        resp.into_body().collect().await.map_err(|_| ())?;
+        Ok::<bool, ()>(ok)
+    };
+    let outcome = match tokio::time::timeout(fleet.timeout, exchange).await {
+        Ok(Ok(true)) => Attempt::Ok,
+        Ok(Ok(false)) | Ok(Err(())) => Attempt::Error,
+        Err(_) => Attempt::Timeout,
     };
     fleet
         .metrics

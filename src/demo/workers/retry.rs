@@ -131,8 +131,9 @@ impl RetryBudget {
 
     /// Take one token for a retry; false (and nothing taken) if the budget is spent.
     pub fn try_spend(&mut self) -> bool {
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        // Tolerate float rounding: ten deposits of 0.1 make one token.
+        if self.tokens + 1e-9 >= 1.0 {
+            self.tokens = (self.tokens - 1.0).max(0.0);
             true
         } else {
             false

@@ -76,7 +76,8 @@ pub fn eval(expr: &Expr, history: &History, now: SystemTime) -> Result<f64, Stri
 fn eval_val(expr: &Expr, h: &History, now: SystemTime) -> Result<Val, Miss> {
     Ok(match expr {
         Expr::Number(n) => Val::Scalar(*n),
-        Expr::Select(sel) => Val::Vector(select(sel, h)?),
+        Expr::Select(sel) => Val::Vector(select(sel, h, false)?),
+        Expr::Alive(sel) => Val::Vector(select(sel, h, true)?),
         Expr::Rate {
             sel,
             window,
@@ -88,26 +89,51 @@ fn eval_val(expr: &Expr, h: &History, now: SystemTime) -> Result<Val, Miss> {
             Val::Scalar(_) => return Err("histogram_quantile needs _bucket series".into()),
         },
         Expr::Neg(e) => Val::Scalar(-eval_val(e, h, now)?.scalar()),
-        Expr::Bin(op, a, b) => {
-            let a = eval_val(a, h, now)?.scalar();
-            let b = eval_val(b, h, now)?.scalar();
-            Val::Scalar(match op {
-                BinOp::Add => a + b,
-                BinOp::Sub => a - b,
-                BinOp::Mul => a * b,
-                BinOp::Div if b == 0.0 => {
-                    return Err(
-                        format!("division by zero ({a} / 0): nothing to compare against").into(),
-                    )
+        Expr::Bin(op, ea, eb) => {
+            let (a, b) = (eval_val(ea, h, now)?, eval_val(eb, h, now)?);
+            match (ea.as_ref(), a, eb.as_ref(), b) {
+                // A number literal with series applies per series (PromQL's scalar/vector).
+                (Expr::Number(n), _, _, Val::Vector(ps)) => {
+                    Val::Vector(per_series(ps, |v| arith(*op, *n, v))?)
                 }
-                BinOp::Div => a / b,
-            })
+                (_, Val::Vector(ps), Expr::Number(n), _) => {
+                    Val::Vector(per_series(ps, |v| arith(*op, v, *n))?)
+                }
+                (_, a, _, b) => Val::Scalar(arith(*op, a.scalar(), b.scalar())?),
+            }
         }
-        Expr::Or(a, b) => match eval_val(a, h, now) {
-            Err(m) if m.absent => eval_val(b, h, now)?,
-            other => other?,
-        },
+        // Reduced to one number, so `(x or 0) / y` never turns into a per-series division.
+        Expr::Or(a, b) => Val::Scalar(
+            match eval_val(a, h, now) {
+                Err(m) if m.absent => eval_val(b, h, now)?,
+                other => other?,
+            }
+            .scalar(),
+        ),
     })
+}
+
+fn arith(op: BinOp, a: f64, b: f64) -> Result<f64, Miss> {
+    Ok(match op {
+        BinOp::Add => a + b,
+        BinOp::Sub => a - b,
+        BinOp::Mul => a * b,
+        BinOp::Div if b == 0.0 => {
+            return Err(format!("division by zero ({a} / 0): nothing to compare against").into())
+        }
+        BinOp::Div => a / b,
+    })
+}
+
+fn per_series(ps: Vec<Point>, f: impl Fn(f64) -> Result<f64, Miss>) -> Result<Vec<Point>, Miss> {
+    ps.into_iter()
+        .map(|p| {
+            Ok(Point {
+                value: f(p.value)?,
+                labels: p.labels,
+            })
+        })
+        .collect()
 }
 
 fn aggregate(agg: Agg, v: Val) -> f64 {
@@ -133,7 +159,12 @@ impl fmt::Display for Selector {
                 .matchers
                 .iter()
                 .map(|m| {
-                    let op = if m.op == MatchOp::Eq { "=" } else { "!=" };
+                    let op = match m.op {
+                        MatchOp::Eq => "=",
+                        MatchOp::Ne => "!=",
+                        MatchOp::Re => "=~",
+                        MatchOp::NotRe => "!~",
+                    };
                     format!("{}{op}{:?}", m.label, m.value)
                 })
                 .collect();
@@ -148,10 +179,10 @@ impl fmt::Display for Selector {
 
 fn matches(sel: &Selector, s: &Sample) -> bool {
     s.name == sel.metric
-        && sel.matchers.iter().all(|m| {
-            let v = s.label(&m.label).unwrap_or("");
-            (v == m.value) == (m.op == MatchOp::Eq)
-        })
+        && sel
+            .matchers
+            .iter()
+            .all(|m| m.accepts(s.label(&m.label).unwrap_or("")))
 }
 
 fn targets<'a>(sel: &'a Selector, h: &'a History) -> Result<Vec<&'a TargetHistory>, String> {
@@ -179,9 +210,12 @@ fn latest_page<'a>(
     }
 }
 
-fn select(sel: &Selector, h: &History) -> Result<Vec<Point>, Miss> {
+fn select(sel: &Selector, h: &History, alive_only: bool) -> Result<Vec<Point>, Miss> {
     let mut out = Vec::new();
     for t in targets(sel, h)? {
+        if alive_only && t.latest().is_none_or(|s| s.page.is_err()) {
+            continue;
+        }
         if sel.metric == "up" {
             // Synthesised like Prometheus's own `up`, so "how many replicas are down" is
             // answerable precisely when the others give nothing.

@@ -14,8 +14,10 @@
 //! call      := ("rate" | "increase") "(" selector "[" DURATION "]" ")"
 //!            | ("sum" | "max" | "min" | "avg" | "count") "(" expr ")"
 //!            | "histogram_quantile" "(" NUMBER "," expr ")"
+//!            | "alive" "(" selector ")"
 //! selector  := METRIC [ "{" [ matcher ("," matcher)* [","] ] "}" ] [ "@" ROLE ]
-//! matcher   := LABEL ("=" | "!=") STRING            -- STRING is "double quoted", \" \\ \n
+//! matcher   := LABEL ("=" | "!=" | "=~" | "!~") STRING   -- "double quoted", \" \\ \n
+//!                                                     -- =~ !~: literals . * + ? | only
 //! DURATION  := a human duration: 10s, 500ms, 1m
 //! ```
 //!
@@ -23,11 +25,16 @@
 //! - A selector picks the series with that metric name and labels from the latest scrape
 //!   of every target, or only of targets whose role is ROLE (`@gate`, `@service`,
 //!   `@clients`, as given by `--metrics-url ROLE=URL` or the platform).
+//! - `alive(sel)` reads only the targets that are up (a down target is left out instead of
+//!   making the result missing), so `count(up@service) - sum(up@service) +
+//!   (sum(1 - alive(ready@service)) or 0)` counts replicas down or not ready.
 //! - `up` is synthesised per target, as Prometheus does: 1 if its last scrape worked, 0 if not.
 //! - `rate(m[w])`: per-second increase of counter `m` over the scrapes of the last `w`,
 //!   counter resets handled; `increase` is the same without dividing by time.
 //! - `sum`, `max`, `min`, `avg`, `count` reduce the series to one number. Anywhere else
 //!   (arithmetic, or the final result) the series are summed, so `sum(x)` and `x` agree.
+//!   One exception, as in PromQL: a number literal combined with series applies to each
+//!   series, so `sum(1 - recover_demo_service_ready)` counts replicas not ready.
 //! - `histogram_quantile(q, rate(m_bucket[w]))` sums buckets by `le` across series and
 //!   targets, then interpolates linearly inside the bucket, as Prometheus does.
 //! - `a or b` falls back to `b` only when the targets answered and `a`'s series do not
@@ -39,11 +46,13 @@
 
 use std::time::Duration;
 
-/// A label matcher's operator. Regular expressions are not supported.
+/// A label matcher's operator. `=~` and `!~` take the pattern subset of [`super::pattern`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MatchOp {
     Eq,
     Ne,
+    Re,
+    NotRe,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -51,6 +60,21 @@ pub struct Matcher {
     pub label: String,
     pub op: MatchOp,
     pub value: String,
+    /// Compiled `value` for `=~` and `!~`.
+    pub pattern: Option<super::pattern::Pattern>,
+}
+
+impl Matcher {
+    /// Does a label value (empty when the label is absent) satisfy this matcher?
+    pub fn accepts(&self, v: &str) -> bool {
+        match (self.op, &self.pattern) {
+            (MatchOp::Eq, _) => v == self.value,
+            (MatchOp::Ne, _) => v != self.value,
+            (MatchOp::Re, Some(p)) => p.matches(v),
+            (MatchOp::NotRe, Some(p)) => !p.matches(v),
+            (_, None) => false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +106,8 @@ pub enum BinOp {
 pub enum Expr {
     Number(f64),
     Select(Selector),
+    /// `alive(sel)`: the selector over the targets that are up only.
+    Alive(Selector),
     Rate {
         sel: Selector,
         window: Duration,
@@ -98,7 +124,7 @@ impl Expr {
     /// The longest rate window used, so the history keeps enough scrapes.
     pub fn max_window(&self) -> Duration {
         match self {
-            Expr::Number(_) | Expr::Select(_) => Duration::ZERO,
+            Expr::Number(_) | Expr::Select(_) | Expr::Alive(_) => Duration::ZERO,
             Expr::Rate { window, .. } => *window,
             Expr::Agg(_, e) | Expr::Quantile(_, e) | Expr::Neg(e) => e.max_window(),
             Expr::Bin(_, a, b) | Expr::Or(a, b) => a.max_window().max(b.max_window()),
@@ -292,6 +318,7 @@ impl<'a> Parser<'a> {
                 };
                 Expr::Agg(agg, Box::new(self.expr()?))
             }
+            "alive" => Expr::Alive(self.selector()?),
             "histogram_quantile" => {
                 self.skip_ws();
                 let q = self.number()?;
@@ -304,7 +331,7 @@ impl<'a> Parser<'a> {
             other => {
                 self.pos = start;
                 return Err(self.err(format!(
-                    "unknown function {other:?} (known: rate, increase, sum, max, min, avg, count, histogram_quantile)"
+                    "unknown function {other:?} (known: rate, increase, sum, max, min, avg, count, histogram_quantile, alive)"
                 )));
             }
         };
@@ -343,8 +370,10 @@ impl<'a> Parser<'a> {
                 let label = self.ident("a label name")?.to_string();
                 let op = if self.eat("!=") {
                     MatchOp::Ne
-                } else if self.eat("=~") || self.eat("!~") {
-                    return Err(self.err("regular expression matchers are not supported"));
+                } else if self.eat("=~") {
+                    MatchOp::Re
+                } else if self.eat("!~") {
+                    MatchOp::NotRe
                 } else if self.eat("=") {
                     MatchOp::Eq
                 } else {
@@ -353,8 +382,20 @@ impl<'a> Parser<'a> {
                 self.expect("\"")?;
                 let (value, rest) = super::text::unescape_quoted(self.rest())
                     .ok_or_else(|| self.err(format!("label {label}: unterminated string")))?;
+                let pattern = match op {
+                    MatchOp::Re | MatchOp::NotRe => Some(
+                        super::pattern::Pattern::parse(&value)
+                            .map_err(|m| self.err(format!("label {label}: {m}")))?,
+                    ),
+                    _ => None,
+                };
                 self.pos = self.src.len() - rest.len();
-                matchers.push(Matcher { label, op, value });
+                matchers.push(Matcher {
+                    label,
+                    op,
+                    value,
+                    pattern,
+                });
                 if !self.eat(",") {
                     self.expect("}")?;
                     break;
@@ -412,7 +453,8 @@ mod tests {
             .unwrap_err()
             .message
             .contains("unknown function"));
-        assert!(parse("x{a=~\"b\"}").is_err());
+        assert!(parse("x{a=~\"(b)\"}").is_err());
+        assert!(parse("x{a=~\"rejected_.*\",b!~\"x|y\"}").is_ok());
         assert!(parse("x y").unwrap_err().at >= 1);
         assert!(parse("histogram_quantile(2, x)").is_err());
         assert!(parse("").is_err());

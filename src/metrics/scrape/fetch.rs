@@ -23,13 +23,10 @@ pub struct UrlFetch {
 
 impl UrlFetch {
     pub fn new(targets: Vec<ScrapeEndpoint>, timeout: Duration) -> Result<Self, MetricError> {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .map_err(|e| MetricError::Fetch {
-                target: "http client".into(),
-                message: e.to_string(),
-            })?;
+        let client = crate::metrics::http::client(timeout).map_err(|e| MetricError::Fetch {
+            target: "http client".into(),
+            message: e.to_string(),
+        })?;
         Ok(UrlFetch {
             targets,
             client,

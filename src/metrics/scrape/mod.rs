@@ -10,6 +10,7 @@ pub mod eval;
 pub mod expr;
 pub mod fetch;
 pub mod history;
+pub mod pattern;
 pub mod text;
 
 pub use fetch::{Fetch, PlatformFetch, UrlFetch};
