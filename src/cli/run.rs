@@ -76,10 +76,11 @@ pub fn invocation(target: Target, inventory: Option<&Path>) -> serde_json::Value
     serde_json::json!({ "target": match target { Target::Local => "local", Target::Kube => "kube" }, "inventory": inv })
 }
 
+/// A platform and the metric source that reads it.
+pub type Built = (Arc<dyn Platform>, Arc<dyn MetricSource>);
+
 /// Build the platform and metric source from a recorded invocation.
-pub fn build(
-    inv: &serde_json::Value,
-) -> Result<(Arc<dyn Platform>, Arc<dyn MetricSource>), Failure> {
+pub fn build(inv: &serde_json::Value) -> Result<Built, Failure> {
     match inv.get("target").and_then(|t| t.as_str()) {
         Some("local") => {
             let path = inv
