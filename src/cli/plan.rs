@@ -59,7 +59,11 @@ pub struct PlanArgs {
     #[arg(long)]
     pub check_with_sim: bool,
     /// Simulator parameter for --check-with-sim (as `recover simulate --set`); repeatable.
-    #[arg(long = "sim-set", value_name = "KEY=VALUE", requires = "check_with_sim")]
+    #[arg(
+        long = "sim-set",
+        value_name = "KEY=VALUE",
+        requires = "check_with_sim"
+    )]
     pub sim_set: Vec<String>,
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -169,8 +173,12 @@ pub fn run(args: PlanArgs) -> CliResult {
     match args.output {
         Output::Json => {
             let mut v = serde_json::to_value(&plan).map_err(|e| Failure::new(Exit::Failed, e))?;
-            v["predicted"] = serde_json::to_value(&check).map_err(|e| Failure::new(Exit::Failed, e))?;
-            println!("{}", serde_json::to_string_pretty(&v).map_err(|e| Failure::new(Exit::Failed, e))?);
+            v["predicted"] =
+                serde_json::to_value(&check).map_err(|e| Failure::new(Exit::Failed, e))?;
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&v).map_err(|e| Failure::new(Exit::Failed, e))?
+            );
         }
         Output::Text => {
             print_plan(&plan, args.output)?;
@@ -191,7 +199,7 @@ fn sim_check(
         let (k, v) = kv.split_once('=').ok_or_else(|| {
             Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: expected KEY=VALUE"))
         })?;
-        recover::simulate::overrides::apply(&mut base, k.trim(), v.trim())
+        base = recover::simulate::overrides::apply(&base, "config-deploy", k.trim(), v.trim())
             .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: {e}")))?;
     }
     let system = recover::simulate::from_plan::system_for(inputs, &base);
