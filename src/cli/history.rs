@@ -26,8 +26,8 @@ pub fn run(args: HistoryArgs) -> CliResult {
         ),
         Output::Text => {
             println!(
-                "{:<24} {:<16} {:<18} {:<26} {:<10} {}",
-                "run", "runbook", "target", "started", "steps", "status"
+                "{:<24} {:<16} {:<18} {:<26} {:<10} status",
+                "run", "runbook", "target", "started", "steps"
             );
             for r in &runs {
                 println!(

@@ -56,7 +56,7 @@ pub fn run(args: ResumeArgs) -> CliResult {
     let confirm = confirmation(args.yes, false)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let (platform, metrics) = build(&point.invocation)?;
+        let (platform, metrics) = build(&point.invocation).await?;
         let options = RunOptions {
             journal_dir: args.journal_dir.clone(),
             invocation: point.invocation.clone(),

@@ -43,6 +43,22 @@ pub struct RunArgs {
     /// Local target: the inventory YAML (replicas, gate, clients).
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
+    /// Kubernetes target: the namespace of the Deployment.
+    #[arg(long, value_name = "NS")]
+    pub namespace: Option<String>,
+    /// Kubernetes target: kubeconfig context (default: current context or in-cluster).
+    #[arg(long, value_name = "CTX")]
+    pub context: Option<String>,
+    /// Kubernetes target: the Deployment [default: the runbook's spec.target].
+    #[arg(long, value_name = "NAME", conflicts_with = "selector")]
+    pub deployment: Option<String>,
+    /// Kubernetes target: pods by label selector instead of a Deployment name.
+    #[arg(long, value_name = "LABELS")]
+    pub selector: Option<String>,
+    /// Read signals from this Prometheus server instead of scraping pods through the API
+    /// server (the runbook's `promql` expressions are used).
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
     /// Show the plan and every action it would take; change nothing.
     #[arg(long)]
     pub dry_run: bool,
@@ -71,15 +87,31 @@ pub struct RunArgs {
 }
 
 /// How the platform was built, recorded in the journal so `recover resume` can rebuild it.
-pub fn invocation(target: Target, inventory: Option<&Path>) -> serde_json::Value {
-    let inv = inventory.map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
-    serde_json::json!({ "target": match target { Target::Local => "local", Target::Kube => "kube" }, "inventory": inv })
+pub fn invocation(args: &RunArgs, runbook_target: &str) -> serde_json::Value {
+    match args.target {
+        Target::Local => {
+            let inv = args
+                .inventory
+                .as_deref()
+                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
+            serde_json::json!({ "target": "local", "inventory": inv })
+        }
+        Target::Kube => serde_json::json!({
+            "target": "kube",
+            "namespace": args.namespace,
+            "context": args.context,
+            "deployment": args.deployment.clone().unwrap_or_else(|| runbook_target.to_string()),
+            "selector": args.selector,
+            "prometheus": args.prometheus,
+        }),
+    }
 }
 
+/// A platform and the metric source that reads it.
+pub type Built = (Arc<dyn Platform>, Arc<dyn MetricSource>);
+
 /// Build the platform and metric source from a recorded invocation.
-pub fn build(
-    inv: &serde_json::Value,
-) -> Result<(Arc<dyn Platform>, Arc<dyn MetricSource>), Failure> {
+pub async fn build(inv: &serde_json::Value) -> Result<Built, Failure> {
     match inv.get("target").and_then(|t| t.as_str()) {
         Some("local") => {
             let path = inv
@@ -94,10 +126,46 @@ pub fn build(
                 })));
             Ok((platform, metrics))
         }
-        Some("kube") => Err(Failure::usage(anyhow!(
-            "--target kube is not wired into `recover --runbook` in this build; use --target local"
-        ))),
+        Some("kube") => build_kube(inv).await,
         other => Err(Failure::usage(anyhow!("unknown target {other:?}"))),
+    }
+}
+
+async fn build_kube(inv: &serde_json::Value) -> Result<Built, Failure> {
+    use recover::platform::kube::{KubeOptions, KubePlatform, Target as KubeTarget};
+    let field = |k: &str| inv.get(k).and_then(|v| v.as_str()).map(str::to_string);
+    let namespace = field("namespace")
+        .ok_or_else(|| Failure::usage(anyhow!("--target kube needs --namespace NS")))?;
+    let target = match (field("selector"), field("deployment")) {
+        (Some(sel), _) => KubeTarget::Selector(sel),
+        (None, Some(d)) => KubeTarget::Deployment(d),
+        (None, None) => {
+            return Err(Failure::usage(anyhow!(
+                "--target kube needs --deployment NAME or --selector LABELS"
+            )))
+        }
+    };
+    let opts = KubeOptions::new(&namespace, target);
+    let context = field("context");
+    let prometheus = field("prometheus");
+    {
+        let platform = KubePlatform::connect(context.as_deref(), opts)
+            .await
+            .map_err(|e| Failure::new(Exit::Refused, e))?;
+        let platform: Arc<dyn Platform> = Arc::new(platform);
+        let metrics: Arc<dyn MetricSource> = match prometheus {
+            Some(url) => Arc::new(
+                recover::metrics::promql::PromqlSource::new(
+                    &url,
+                    std::time::Duration::from_secs(5),
+                )
+                .map_err(|e| Failure::usage(anyhow!("--prometheus {url}: {e}")))?,
+            ),
+            None => Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
+                platform: platform.clone(),
+            }))),
+        };
+        Ok((platform, metrics))
     }
 }
 
@@ -171,6 +239,11 @@ pub fn run(args: RunArgs) -> CliResult {
         )));
     };
     let loaded = recover::runbook::find(&name, &args.runbook_dir).map_err(Failure::usage)?;
+    if args.target == Target::Kube && args.namespace.is_none() {
+        return Err(Failure::usage(anyhow!(
+            "--target kube needs --namespace NS"
+        )));
+    }
     if args.target == Target::Local && args.inventory.is_none() {
         return Err(Failure::usage(anyhow!(
             "--target local needs --inventory FILE"
@@ -184,10 +257,10 @@ pub fn run(args: RunArgs) -> CliResult {
         capacity: args.assume_capacity,
         demand: None,
     });
-    let invocation = invocation(args.target, args.inventory.as_deref());
+    let invocation = invocation(&args, &loaded.runbook.target);
     let rt = runtime()?;
     rt.block_on(async {
-        let (platform, metrics) = build(&invocation)?;
+        let (platform, metrics) = build(&invocation).await?;
         let options = RunOptions {
             dry_run: args.dry_run,
             journal_dir: args.journal_dir.clone(),

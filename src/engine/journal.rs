@@ -28,6 +28,8 @@ pub struct Entry {
 }
 
 /// What happened.
+// Entries are built one per action and written at once; their size does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {

@@ -7,8 +7,8 @@
 //! `engine::run`, and turns the engine's report into steps on the rehearsal clock.
 //!
 //! The detector already said Stuck on the rehearsal's own feed, so the engine gets the plan
-//! inputs from that verdict (`assume`) and its pre-action observation is cut to one
-//! interval (two reads) instead of waiting out a second persist window.
+//! inputs from that verdict (`assume`) and its pre-action observation is cut to two
+//! intervals instead of waiting out a second persist window.
 
 use super::orchestrate::System;
 use super::recorder::Clock;
@@ -97,7 +97,9 @@ pub async fn run_runbook(
     }
     let platform = Arc::new(LocalPlatform::new(inv));
     let mut loaded = loaded.clone();
-    loaded.runbook.observe.span = Some(loaded.runbook.observe.interval);
+    // The rehearsal has already watched the stuck state; the engine needs only a short
+    // look to confirm before it acts on the assumed inputs.
+    loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
     let options = RunOptions {
         journal_dir: sys.run_dir.join("journal"),
         assume: Some(assume),

@@ -12,10 +12,11 @@ use super::config::{ServeConfig, TargetSpec};
 use super::launcher::{
     CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
 };
-use crate::detect::{detect_at, Verdict};
+use crate::detect::{detect_at, Verdict, VerdictKind};
 use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
 use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
 use crate::metrics::source::MetricSource;
+use crate::plan::PlanInputs;
 use crate::platform::Platform;
 use crate::runbook::LoadedRunbook;
 
@@ -35,20 +36,23 @@ pub struct EngineLauncher {
 
 /// The platforms built into this binary.
 pub fn default_platforms() -> PlatformFactory {
-    Arc::new(|t: &TargetSpec| match t {
+    Arc::new(|t: &TargetSpec| {
+        match t {
         TargetSpec::Local { inventory, .. } => local_platform(inventory),
         TargetSpec::Kube { .. } => Err(format!(
-            "target {}: the kube platform is not available to `recover serve` yet",
+            "target {}: `recover serve` does not drive the kube platform in this build (use a local target, or `recover --runbook` on the cluster)",
             t.id()
         )),
+    }
     })
 }
 
 fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
-    Err(format!(
-        "inventory {}: the local platform has not landed yet",
-        inventory.display()
-    ))
+    // reqwest clients need a TLS provider installed first (see metrics::http).
+    crate::metrics::http::ensure_tls_provider();
+    let p =
+        crate::platform::local::LocalPlatform::from_file(inventory).map_err(|e| e.to_string())?;
+    Ok(Arc::new(p))
 }
 
 /// Build the launcher for `cfg`.
@@ -67,6 +71,15 @@ impl EngineLauncher {
     fn prepare(&self, runbook: &str, target: &TargetSpec) -> Result<Prepared, String> {
         let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
         let platform = (self.platforms)(target)?;
+        // The budget and breaker are kept under the route's target id; the engine's lock
+        // and journal use the platform's. They must be the same target.
+        if platform.target_id() != target.id() {
+            return Err(format!(
+                "route target {} but the platform says it is {}",
+                target.id(),
+                platform.target_id()
+            ));
+        }
         let metrics: Arc<dyn MetricSource> = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
             platform: platform.clone(),
         })));
@@ -82,26 +95,41 @@ impl RunLauncher for EngineLauncher {
             .map_err(LaunchError)?;
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
-        let mut window = Vec::new();
-        for i in 0..rb.observe.samples.max(2) {
-            if i > 0 {
-                tokio::time::sleep(rb.observe.interval).await;
-            }
-            window.push(
-                metrics
-                    .snapshot(&rb.signals)
-                    .await
-                    .map_err(|e| LaunchError(format!("metrics: {e}")))?,
-            );
-        }
+        let interval = rb.observe.interval;
+        let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+            .unwrap_or(std::time::Duration::from_secs(5));
+        let span = rb.observe.span.unwrap_or_else(|| {
+            crate::detect::observe::span_needed(&rb.detect, rate_window, interval)
+        });
+        let window =
+            crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
+                .await
+                .map_err(|e| LaunchError(format!("metrics: {e}")))?;
         Ok(detect_at(&window, &rb.detect, SystemTime::now()))
     }
 
     async fn launch(&self, req: &LaunchRequest) -> RunReport {
-        let (runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
+        let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
             Ok(p) => p,
             Err(e) => return report(RunOutcome::Failed, e, None),
         };
+        if !runbook.runbook.when.contains(&VerdictKind::Stuck) {
+            return report(
+                RunOutcome::Refused,
+                format!(
+                    "runbook {} does not run on a stuck verdict (when: {:?})",
+                    req.runbook, runbook.runbook.when
+                ),
+                None,
+            );
+        }
+        // The check just observed a full window and said Stuck: plan from that verdict and
+        // let the engine take only a short look before acting (as the rehearsal does),
+        // instead of waiting out a second detection window while the service is down.
+        let assume = plan_inputs(&req.verdict, runbook.runbook.detect.demand_per_s);
+        if assume.is_some() {
+            runbook.runbook.observe.span = Some(runbook.runbook.observe.interval);
+        }
         let options = RunOptions {
             dry_run: req.dry_run,
             journal_dir: self.journal_dir.clone(),
@@ -113,6 +141,7 @@ impl RunLauncher for EngineLauncher {
             }),
             // The receiver is the confirmation: it has authenticated the alert and checked.
             confirm: None,
+            assume,
             ..RunOptions::default()
         };
         let request = RunRequest {
@@ -151,6 +180,17 @@ impl RunLauncher for EngineLauncher {
             }
         }
     }
+}
+
+/// Plan inputs from a verdict that carries all three estimates.
+fn plan_inputs(v: &Verdict, demand: Option<f64>) -> Option<PlanInputs> {
+    Some(PlanInputs {
+        arrival_rate: v.arrival_rate?,
+        capacity_cold: v.capacity_cold?,
+        k: v.k?,
+        capacity: v.capacity,
+        demand,
+    })
 }
 
 fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunReport {

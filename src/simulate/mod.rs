@@ -10,6 +10,7 @@
 pub mod compare;
 mod engine;
 pub mod error;
+pub mod from_plan;
 pub mod model;
 pub mod overrides;
 pub mod params;

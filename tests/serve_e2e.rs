@@ -1,0 +1,331 @@
+//! `recover serve` end to end with real processes: the demo system (gate, config service,
+//! workers) is driven into a stuck overload, the replicas are handed to the local
+//! platform, and recorded Alertmanager payloads are posted over HTTP to a receiver whose
+//! launcher is the real engine. One system, staged once, carries the whole story:
+//! observe mode changes nothing; a failing runbook opens the breaker, which refuses until
+//! a human resets it; the real runbook recovers the system once although the alert
+//! repeats; the budget then refuses; resolved alerts never act.
+
+use recover::platform::local::inventory::Inventory;
+use recover::rehearse::orchestrate::{sweep, System};
+use recover::rehearse::rehearsal::detector_config;
+use recover::rehearse::scenario::Scenario;
+use recover::rehearse::stage::Stage;
+use recover::serve::{config, engine_launcher, Mode, Receiver};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+mod serve_support;
+use serve_support::{fixture, Http};
+
+const TOKEN: &str = "e2e-token-0123456789abcdef";
+const ADMIN: &str = "e2e-admin-token-0123456789";
+
+/// Kills whatever the test started if it panics half-way.
+struct Sweep(Vec<String>);
+impl Drop for Sweep {
+    fn drop(&mut self) {
+        sweep(&self.0);
+    }
+}
+
+/// Hand the running replicas to the local platform, as the rehearsal does: an inventory
+/// and one pid file per replica. Returns the inventory path.
+fn handover(sys: &mut System) -> PathBuf {
+    let inv: Inventory = recover::rehearse::recovery::inventory(sys);
+    let state_dir = inv.state_dir.clone().unwrap();
+    std::fs::create_dir_all(&state_dir).unwrap();
+    let path = sys.run_dir.join("inventory.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&inv).unwrap()).unwrap();
+    for (i, r) in inv.replicas.iter().enumerate() {
+        let pid = sys.release_replica(i).unwrap();
+        let pid_file = recover::platform::local::process::pid_file(&state_dir, &r.name);
+        std::fs::write(pid_file, format!("{pid}\n")).unwrap();
+    }
+    path
+}
+
+/// The shipped runbook, told what the operator knows about this service (capacity, cold
+/// factor) and with detection windows sized for a test; and a runbook that always fails.
+fn write_runbooks(dir: &Path, sc: &Scenario) {
+    let src = recover::runbook::find("stuck-overload", &[])
+        .unwrap()
+        .source;
+    let mut rb: serde_yaml::Value = serde_yaml::from_str(&src).unwrap();
+    let detect = &mut rb["spec"]["detect"];
+    detect["capacity_per_s"] = sc.capacity_per_s().into();
+    detect["cold_factor"] = sc.service.cold_factor.into();
+    detect["grace"] = "2s".into();
+    detect["persist"] = "4s".into();
+    std::fs::write(
+        dir.join("stuck-overload.yaml"),
+        serde_yaml::to_string(&rb).unwrap(),
+    )
+    .unwrap();
+    rb["metadata"]["name"] = "doomed".into();
+    rb["spec"]["steps"] = serde_yaml::from_str(
+        "[{name: hopeless, action: wait.until, with: {check: steady}, timeout: 2s}]",
+    )
+    .unwrap();
+    rb["spec"]["on_failure"] =
+        serde_yaml::from_str("[{name: page, action: notify, with: {message: doomed}}]").unwrap();
+    std::fs::write(dir.join("doomed.yaml"), serde_yaml::to_string(&rb).unwrap()).unwrap();
+}
+
+fn serve_config(dir: &Path, inventory: &Path) -> config::ServeConfig {
+    std::fs::write(dir.join("token"), TOKEN).unwrap();
+    std::fs::write(dir.join("admin"), ADMIN).unwrap();
+    let text = format!(
+        r#"apiVersion: recover/v1
+kind: ServeConfig
+auth:
+  bearer_token: {{ file: {d}/token }}
+  admin_token: {{ file: {d}/admin }}
+budget: {{ runs_per_window: 2, window: 1h, breaker_after_failures: 1, cooldown: 1ms }}
+recheck: {{ after: 1s, max: 10 }}
+state_file: {d}/serve-state.json
+journal_dir: {d}/journal
+runbook_dir: {d}/runbooks
+routes:
+  - name: stuck
+    match: {{ alertname: ConfigServiceStuck }}
+    runbook: stuck-overload
+    target: {{ platform: local, name: rehearsal, inventory: {inv} }}
+  - name: doomed
+    match: {{ alertname: ConfigServiceDoomed }}
+    runbook: doomed
+    target: {{ platform: local, name: rehearsal, inventory: {inv} }}
+"#,
+        d = dir.display(),
+        inv = inventory.display()
+    );
+    config::parse(&text, "serve.yaml").unwrap()
+}
+
+struct Rx {
+    base: String,
+    http: Http,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start(cfg: config::ServeConfig, mode: Mode) -> Rx {
+    let launcher = engine_launcher::launcher(&cfg).unwrap();
+    let rx = Receiver::new(cfg, mode, launcher).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, stop) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(recover::serve::http::serve(listener, rx, async move {
+        let _ = stop.await;
+    }));
+    Rx {
+        base,
+        http: Http::default(),
+        _stop: tx,
+    }
+}
+
+impl Rx {
+    async fn post(&self, body: Vec<u8>) -> Value {
+        let auth = format!("Bearer {TOKEN}");
+        let (s, v) = self
+            .http
+            .post_json(
+                &format!("{}/alerts", self.base),
+                &[("authorization", &auth)],
+                body,
+            )
+            .await;
+        assert_eq!(s, 200, "{v}");
+        v
+    }
+
+    async fn decision(&self, body: Vec<u8>) -> String {
+        self.post(body).await["decisions"][0]["decision"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// Wait (bounded) for the newest run to finish; returns it.
+    async fn finished_run(&self, n: usize, limit: Duration) -> Value {
+        let start = Instant::now();
+        loop {
+            let runs = self.http.get_json(&format!("{}/runs", self.base)).await;
+            let list = runs["runs"].as_array().unwrap();
+            if list.len() >= n && list[0]["state"] != "running" {
+                return list[0].clone();
+            }
+            let d = self
+                .http
+                .get_json(&format!("{}/decisions", self.base))
+                .await;
+            assert!(
+                start.elapsed() < limit,
+                "no finished run #{n} after {limit:?}: runs {runs}; decisions {d}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+fn doomed_alert() -> Vec<u8> {
+    String::from_utf8(fixture("firing.json"))
+        .unwrap()
+        .replace("ConfigServiceStuck", "ConfigServiceDoomed")
+        .replace("5c2a6e1bd1f08c3e", "d00d00d00d00d00d")
+        .into_bytes()
+}
+
+fn pids(state_dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(state_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pid"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect();
+    v.sort();
+    v
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
+    recover::metrics::http::ensure_tls_provider();
+    let tmp = tempfile::tempdir().unwrap();
+    let sc = Scenario::default();
+    let rb = recover::runbook::find("stuck-overload", &[]).unwrap();
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_recover"));
+    let mut stage = Stage::start(&exe, &sc, &rb.runbook.signals, &tmp.path().join("sys"))
+        .await
+        .expect("demo system up and steady");
+    let _sweep = Sweep(stage.sys.markers());
+    stage.trigger().await.expect("trigger");
+    // A true alert: wait until the rehearsal's own detector says Stuck.
+    let det = detector_config(&rb.runbook.detect, &sc);
+    recover::rehearse::detection::wait_stuck(&stage.feed, stage.clock, &det, sc.detect_timeout)
+        .await
+        .expect("the demo system gets stuck");
+    let inventory = handover(&mut stage.sys);
+    let state_dir = tmp.path().join("sys/platform");
+    std::fs::create_dir_all(tmp.path().join("runbooks")).unwrap();
+    write_runbooks(&tmp.path().join("runbooks"), &sc);
+    let cfg = serve_config(tmp.path(), &inventory);
+    let gate_limit = format!("http://{}/admin/limit", stage.sys.addrs.gate_admin);
+    let gate_auth = format!("Bearer {}", stage.sys.token);
+    let http = Http::default();
+    let limit = || async {
+        http.send("GET", &gate_limit, &[("authorization", &gate_auth)], vec![])
+            .await
+            .unwrap()
+            .1
+    };
+    let limit_before = limit().await;
+    let pids_before = pids(&state_dir);
+
+    // 1. Observe mode: detection runs for real, the run is a dry run, nothing changes.
+    {
+        let obs = start(cfg.clone(), Mode::Observe).await;
+        assert_eq!(obs.decision(fixture("firing.json")).await, "checking");
+        let run = obs.finished_run(1, Duration::from_secs(60)).await;
+        assert_eq!(run["dry_run"], true, "{run}");
+        assert_eq!(run["state"]["finished"], "dry_run", "{run}");
+        assert!(
+            run["report"]["plan"].is_object(),
+            "the dry run records its plan: {run}"
+        );
+        assert_eq!(limit().await, limit_before, "observe mode changed the gate");
+        assert_eq!(
+            pids(&state_dir),
+            pids_before,
+            "observe mode restarted replicas"
+        );
+    }
+    std::fs::remove_file(tmp.path().join("serve-state.json")).ok();
+
+    // 2. Act mode: a failing runbook opens the breaker (after 1 failure in this config).
+    let rx = start(cfg, Mode::Act).await;
+    assert_eq!(rx.decision(doomed_alert()).await, "checking");
+    let run = rx.finished_run(1, Duration::from_secs(60)).await;
+    assert_eq!(run["state"]["finished"], "failed", "{run}");
+    assert_eq!(rx.decision(fixture("firing.json")).await, "refused_breaker");
+    assert_eq!(
+        pids(&state_dir),
+        pids_before,
+        "a refused alert must not act"
+    );
+    // A human resets it.
+    let auth = format!("Bearer {ADMIN}");
+    let (s, _) = rx
+        .http
+        .post_json(
+            &format!("{}/admin/reset", rx.base),
+            &[("authorization", &auth)],
+            br#"{"target":"local:rehearsal"}"#.to_vec(),
+        )
+        .await;
+    assert_eq!(s, 200);
+
+    // 3. The real runbook recovers the system once, although the alert repeats (an
+    // Unknown verdict from a scrape the stuck service answered late is rechecked).
+    assert_eq!(rx.decision(fixture("firing.json")).await, "checking");
+    let start_t = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        seen.push(rx.decision(fixture("repeated.json")).await);
+        let runs = rx.http.get_json(&format!("{}/runs", rx.base)).await;
+        let list = runs["runs"].as_array().unwrap();
+        if list.len() >= 2 && list[0]["state"] != "running" {
+            break;
+        }
+        assert!(
+            start_t.elapsed() < Duration::from_secs(150),
+            "no recovery run finished: {runs}; decisions on repeats: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter().any(|d| d == "joined_run"),
+        "repeats during the run join it: {seen:?}"
+    );
+    let run = rx.finished_run(2, Duration::from_secs(5)).await;
+    assert_eq!(run["state"]["finished"], "succeeded", "{run}");
+    assert_eq!(run["runbook"], "stuck-overload");
+    assert!(run["alerts"].as_array().unwrap().len() > 1, "{run}");
+    let one = rx
+        .http
+        .get_json(&format!("{}/runs/{}", rx.base, run["id"].as_str().unwrap()))
+        .await;
+    assert!(
+        one["journal"].as_array().is_some_and(|j| !j.is_empty()),
+        "GET /runs/ID serves the journal: {one}"
+    );
+    assert_ne!(
+        pids(&state_dir),
+        pids_before,
+        "the runbook restarted the replicas"
+    );
+
+    // 4. The budget (2 runs per hour) refuses a third; resolved never acts.
+    let runs = rx.http.get_json(&format!("{}/runs", rx.base)).await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
+    assert_eq!(rx.decision(fixture("firing.json")).await, "refused_budget");
+    assert_eq!(
+        rx.decision(fixture("resolved.json")).await,
+        "ignored_resolved"
+    );
+    let m = rx.http.get_text(&format!("{}/metrics", rx.base)).await;
+    assert!(
+        m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_runs_total{outcome="failed"} 1"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"recover_serve_budget_remaining{target="local:rehearsal"} 0"#),
+        "{m}"
+    );
+
+    stage.finish().await;
+}
