@@ -10,7 +10,7 @@ use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
 use super::trigger::TriggerTimes;
-use super::verify::{lower_bound, relapses, SteadyCriteria};
+use super::verify::{lower_bound, over_timeout_s, relapses, SteadyCriteria};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
@@ -118,7 +118,8 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         }
     }
 
-    let (dropped, lb, relapse_count) = if f.detection.is_some() && ran {
+    let timeout_s = sc.workers.timeout.as_secs_f64();
+    let (dropped, lb, relapse_count, over_s) = if f.detection.is_some() && ran {
         let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
             .iter()
             .map(|o| {
@@ -182,8 +183,9 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             workers,
             &crit,
             2,
-            sc.workers.timeout.as_secs_f64(),
+            timeout_s,
         );
+        let over = over_timeout_s(&after, timeout_s);
         (
             Dropped {
                 drained: drained.round() as u64,
@@ -191,9 +193,10 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             },
             lb,
             rel,
+            over,
         )
     } else {
-        (Dropped::default(), None, 0)
+        (Dropped::default(), None, 0, 0.0)
     };
 
     let report = Report {
@@ -220,6 +223,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         lower_bound: lb,
         relapses: relapse_count,
         ramp_step_backs: f.runbook.relapses,
+        p99_over_timeout_s: over_s,
         k: f.detection.and_then(|d| d.verdict.k),
         shed_fraction: f.plan.map(|p| p.shed_fraction),
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),

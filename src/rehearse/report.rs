@@ -41,11 +41,15 @@ pub struct Report {
     /// inputs in `lower_bound`); null when its inputs could not be measured.
     pub lower_bound_s: Option<f64>,
     pub lower_bound: Option<LowerBound>,
-    /// Times the measured system fell back into failure after it had started to recover:
-    /// client p99 back at or above the client timeout after answering within it, or steady
-    /// state lost after it was reached (each for at least two samples). Measured from the
-    /// recorder, not taken from the engine.
+    /// Times the measured system fell back into the stuck state after it had started to
+    /// recover: goodput under half of what the gate let through (capped at demand) after it
+    /// had served well, or steady state lost after it was reached (each for at least two
+    /// samples). Measured from the recorder, not taken from the engine.
     pub relapses: u32,
+    /// Seconds after the runbook's start, once client p99 had fallen under the client
+    /// timeout, that it spent at or above it again (wasted answers, e.g. the burst of the
+    /// last retrying clients when the gate opens), even if goodput stayed up.
+    pub p99_over_timeout_s: f64,
     /// Times the engine's readmission ramp stepped back because a check failed. A step-back
     /// without a measured relapse means the check judged on stale or noisy signals.
     pub ramp_step_backs: u32,

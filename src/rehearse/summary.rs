@@ -84,11 +84,12 @@ pub fn render(r: &Report) -> String {
     };
     let _ = writeln!(
         out,
-        "  time to recover {} vs lower bound {}{ratio}; relapses {} (ramp step-backs {})",
+        "  time to recover {} vs lower bound {}{ratio}; relapses {} (ramp step-backs {}; p99 over the timeout {} after recovery began)",
         opt(r.time_to_recover_s, secs),
         opt(r.lower_bound_s, secs),
         r.relapses,
-        r.ramp_step_backs
+        r.ramp_step_backs,
+        secs(r.p99_over_timeout_s)
     );
     if let Some(p) = r.predicted_time_to_recover_s {
         let _ = writeln!(out, "  simulator predicted {}", secs(p));

@@ -83,6 +83,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         lower_bound: None,
         relapses: 0,
         ramp_step_backs: 0,
+        p99_over_timeout_s: 0.0,
         k: Some(4.0),
         shed_fraction: Some(0.82),
         admit_rate_per_s: Some(30.0),

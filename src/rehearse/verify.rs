@@ -94,11 +94,12 @@ pub fn steady_from(
     (last - t >= hold_s && judged * 3 >= total * 2).then_some(t)
 }
 
-/// Times the system fell back into failure after it had started to recover: after a
-/// sample answered within the client timeout (p99 below it, some goodput), a run of
-/// `min_samples` samples with p99 at or above the timeout (answers wasted again), or,
-/// once steady state was reached, a run of `min_samples` unsteady ones. Samples without
-/// data are skipped; one noisy sample is not a relapse.
+/// Times the system fell back into the stuck state after it had started to recover:
+/// after a sample that served well (goodput at least half of what it was given, capped at
+/// demand, with p99 under the client timeout), a run of `min_samples` samples in which
+/// goodput fell under half of that again; or, once steady state was reached, a run of
+/// `min_samples` unsteady ones. Samples without data are skipped; a brief p99 excursion
+/// while goodput stays high is not a relapse (see [`over_timeout_s`]).
 pub fn relapses(
     samples: &[Sample],
     demand: f64,
@@ -113,18 +114,22 @@ pub fn relapses(
     let mut count = 0;
     for s in samples {
         let verdict = check(s, demand, workers, c);
-        let wasted = s.p99_latency_s.map(|p| p >= timeout_s);
-        let fine = wasted == Some(false) && s.goodput_per_s.is_some_and(|g| g > 0.0);
+        let given = s.admitted_per_s.map(|a| a.min(demand));
+        let good = match (s.goodput_per_s, given) {
+            (Some(g), Some(a)) if a > 0.0 => Some(g >= 0.5 * a),
+            _ => None,
+        };
+        let fast = s.p99_latency_s.is_some_and(|p| p < timeout_s);
         if verdict.is_ok() {
             steady = true;
         }
-        if fine || verdict.is_ok() {
+        if (good == Some(true) && fast) || verdict.is_ok() {
             serving = true;
             bad_run = 0;
             continue;
         }
         let lost_steady = steady && matches!(&verdict, Err(e) if !no_data(e));
-        if serving && (wasted == Some(true) || lost_steady) {
+        if serving && (good == Some(false) || lost_steady) {
             bad_run += 1;
             if bad_run == min_samples {
                 count += 1;
@@ -134,6 +139,22 @@ pub fn relapses(
         }
     }
     count
+}
+
+/// Seconds, after client p99 first fell under the timeout, during which it was at or
+/// above it again (answers wasted), summed over samples (each counts for the gap to the
+/// next one).
+pub fn over_timeout_s(samples: &[Sample], timeout_s: f64) -> f64 {
+    let mut below = false;
+    let mut total = 0.0;
+    for w in samples.windows(2) {
+        match w[0].p99_latency_s {
+            Some(p) if p < timeout_s => below = true,
+            Some(_) if below => total += w[1].t_s - w[0].t_s,
+            _ => {}
+        }
+    }
+    total
 }
 
 /// Goodput over demand, averaged over the samples in the last `window_s` seconds.
@@ -212,18 +233,21 @@ mod tests {
         };
         assert_eq!(steady_from(&w, 20.0, 500, &c, 10.0), Some(0.0));
         assert_eq!(relapses(&w, 20.0, 500, &c, 1, 2.0), 0);
-        // Recovering under a gate (not yet steady), then answers past the timeout again.
-        let mut r: Vec<Sample> = (0..4)
-            .map(|i| Sample {
-                p99_latency_s: Some(0.1),
-                ..s(i as f64, 8.0, 100.0, 50.0)
-            })
-            .collect();
-        for i in 4..7 {
-            r.push(Sample {
-                p99_latency_s: Some(2.5),
-                ..s(i as f64, 1.0, 150.0, 50.0)
-            });
+        // Recovering under a gate (not yet steady), then goodput collapses again.
+        let gated = |t: f64, g: f64, p99: f64| Sample {
+            p99_latency_s: Some(p99),
+            admitted_per_s: Some(10.0),
+            ..s(t, g, 100.0, 50.0)
+        };
+        let mut r: Vec<Sample> = (0..4).map(|i| gated(i as f64, 8.0, 0.1)).collect();
+        // A burst past the timeout while goodput stays up: no relapse, but counted.
+        r.push(gated(4.0, 9.0, 2.5));
+        r.push(gated(5.0, 9.0, 2.5));
+        r.push(gated(6.0, 8.0, 0.1));
+        assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 0);
+        assert!((over_timeout_s(&r, 2.0) - 2.0).abs() < 1e-9);
+        for i in 7..10 {
+            r.push(gated(i as f64, 1.0, 2.5));
         }
         assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 1);
     }
