@@ -4,19 +4,23 @@
 # rejecting (a rate limit that refuses nearly everything: `recover gate --rate 1` vs
 # nginx `limit_req rate=1r/s`). Loopback only; every case is bounded (--duration).
 #
-# usage: scripts/bench-gate.sh [--duration 10s] [--connections 32] [--threads 2]
+# usage: scripts/bench-gate.sh [--duration 10s] [--rounds 1] [--connections 32] [--threads 2]
+# With --rounds N the cases run interleaved N times and the table shows the median of each
+# figure: on a shared 2-core machine one round is at the mercy of whatever else runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=10s
 CONNS=32
 THREADS=2
+ROUNDS=1
 while (($#)); do
   case "$1" in
     --duration) DURATION=$2; shift 2 ;;
     --connections) CONNS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
-    *) echo "unknown flag $1 (use --duration, --connections, --threads)" >&2; exit 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    *) echo "unknown flag $1 (use --duration, --rounds, --connections, --threads)" >&2; exit 2 ;;
   esac
 done
 
@@ -86,7 +90,7 @@ http {
   access_log off;
   keepalive_requests 1000000;
   upstream backend { server 127.0.0.1:$UP; keepalive 64; }
-  limit_req_zone \$server_name zone=all:1m rate=1r/s;
+  limit_req_zone \$binary_remote_addr zone=all:1m rate=1r/s; # one client address on loopback: a global limit
   server {
     listen 127.0.0.1:$EDGE;
     location / { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
@@ -116,38 +120,46 @@ to_us() {
     printf "%.0f", n * m }'
 }
 
-declare -A RPS P50 P99
-run_case() { # name url
-  local name=$1 url=$2 out
-  wrk -t"$THREADS" -c"$CONNS" -d2s "$url" >/dev/null 2>&1 || true # warm pools and caches
-  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$url")
-  echo "$out" >"$WORK/$name.wrk"
-  RPS[$name]=$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out")
-  P50[$name]=$(to_us "$(awk '$1 == "50%" {print $2}' <<<"$out")")
-  P99[$name]=$(to_us "$(awk '$1 == "99%" {print $2}' <<<"$out")")
-  echo "measured $name: ${RPS[$name]} req/s" >&2
+declare -A RPS P50 P99 REJ
+CASES=(direct gate nginx gate_reject nginx_reject)
+declare -A URL=(
+  [direct]="http://127.0.0.1:$UP/" [gate]="http://127.0.0.1:$GATE/" [nginx]="http://127.0.0.1:$EDGE/"
+  [gate_reject]="http://127.0.0.1:$GATE_LIMIT/" [nginx_reject]="http://127.0.0.1:$EDGE_LIMIT/"
+)
+run_case() { # name round
+  local name=$1 round=$2 out
+  wrk -t"$THREADS" -c"$CONNS" -d2s "${URL[$name]}" >/dev/null 2>&1 || true # warm pools
+  out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "${URL[$name]}")
+  echo "$out" >"$WORK/$name.$round.wrk"
+  RPS[$name]+="$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out") "
+  P50[$name]+="$(to_us "$(awk '$1 == "50%" {print $2}' <<<"$out")") "
+  P99[$name]+="$(to_us "$(awk '$1 == "99%" {print $2}' <<<"$out")") "
+  REJ[$name]+="$(awk '/Non-2xx/ {print $NF}' <<<"$out") "
+  echo "round $round $name: $(awk '/^Requests\/sec:/ {print $2}' <<<"$out") req/s" >&2
 }
+median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : 0)}'; }
 
-run_case direct "http://127.0.0.1:$UP/"
-run_case gate "http://127.0.0.1:$GATE/"
-run_case nginx "http://127.0.0.1:$EDGE/"
-run_case gate_reject "http://127.0.0.1:$GATE_LIMIT/"
-run_case nginx_reject "http://127.0.0.1:$EDGE_LIMIT/"
+for round in $(seq "$ROUNDS"); do
+  for c in "${CASES[@]}"; do run_case "$c" "$round"; done
+done
+declare -A M_RPS M_P50 M_P99
+for c in "${CASES[@]}"; do
+  M_RPS[$c]=$(median "${RPS[$c]}"); M_P50[$c]=$(median "${P50[$c]}"); M_P99[$c]=$(median "${P99[$c]}")
+done
 
 echo
-echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, loopback, $(nproc) cores shared by wrk, servers and upstream"
-printf '%-28s %12s %10s %10s %12s %12s\n' case req/s p50_us p99_us +p50_us +p99_us
+echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, median of $ROUNDS round(s), loopback,"
+echo "$(nproc) cores shared by wrk, both proxies and the upstream (nginx return 200, 1 worker)"
+printf '%-28s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us
 row() { # name label
   local n=$1
-  printf '%-28s %12s %10s %10s %12s %12s\n' "$2" "${RPS[$n]}" "${P50[$n]}" "${P99[$n]}" \
-    "$((P50[$n] - P50[direct]))" "$((P99[$n] - P99[direct]))"
+  printf '%-28s %10s %10s %10s %10s %10s\n' "$2" "${M_RPS[$n]}" "${M_P50[$n]}" "${M_P99[$n]}" \
+    "$((M_P50[$n] - M_P50[direct]))" "$((M_P99[$n] - M_P99[direct]))"
 }
-row direct "direct (nginx return 200)"
+row direct "direct (no proxy)"
 row gate "recover gate pass-through"
 row nginx "nginx proxy_pass"
 row gate_reject "recover gate --rate 1"
 row nginx_reject "nginx limit_req 1r/s"
-for n in gate_reject nginx_reject; do
-  non2xx=$(awk '/Non-2xx/ {print $NF}' "$WORK/$n.wrk")
-  echo "$n: ${non2xx:-0} rejected (non-2xx) responses"
-done
+echo "rejected responses per round: recover gate ${REJ[gate_reject]}| nginx ${REJ[nginx_reject]}"
+echo "per-round req/s: gate ${RPS[gate]}| nginx ${RPS[nginx]}| direct ${RPS[direct]}"

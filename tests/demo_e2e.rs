@@ -142,8 +142,10 @@ async fn e2e_demo_gate_at_cold_capacity_over_k_recovers() {
     );
 
     let rate = defaults::recovery_rate();
-    gate.set_rate(rate, ((rate / 10.0).ceil() as u32).max(1))
-        .await;
+    // Burst of one second's worth: the drain answers the whole backlog at once, so the
+    // fleet's fixed 1 s retries come back in synchronized waves; with a burst of a tenth
+    // of the rate the limiter idles between waves and admits about half the rate.
+    gate.set_rate(rate, rate.ceil() as u32).await;
     let drained = service.post("/admin/drain").await;
     assert!(
         drained["drained"].as_u64().unwrap_or(0) > 0,

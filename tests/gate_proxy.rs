@@ -7,7 +7,15 @@ mod gate_support;
 
 use gate_support::*;
 use recover::util::net::free_loopback_addr;
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime};
+
+fn epoch_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwards_requests_and_passes_the_deadline() {
@@ -27,20 +35,24 @@ async fn forwards_requests_and_passes_the_deadline() {
         .unwrap();
     assert_eq!(r.status, 200);
     assert_eq!(r.body, "POST /config/a?b=1 hello");
-    let d = up
-        .seen
-        .max_deadline_ms
-        .load(std::sync::atomic::Ordering::SeqCst);
-    assert!((1000..=1500).contains(&d), "x-deadline-ms {d}");
-    // A client's tighter deadline is kept.
+    // x-deadline-ms is when the gate stops waiting, in Unix epoch milliseconds.
+    let left = up.seen.max_deadline_ms.load(Ordering::SeqCst) as i64 - epoch_ms();
+    assert!(
+        (900..=1500).contains(&left),
+        "x-deadline-ms is {left} ms away"
+    );
+    // A client's tighter deadline is kept, as a duration or as an epoch deadline.
     c.send("GET", &gate.url("/"), &[("x-deadline-ms", "300")], "")
         .await
         .unwrap();
-    let d = up
-        .seen
-        .min_deadline_ms
-        .load(std::sync::atomic::Ordering::SeqCst);
-    assert!(d <= 300, "x-deadline-ms {d}");
+    let left = up.seen.min_deadline_ms.load(Ordering::SeqCst) as i64 - epoch_ms();
+    assert!(left <= 300, "x-deadline-ms is {left} ms away");
+    let theirs = (epoch_ms() + 200).to_string();
+    c.send("GET", &gate.url("/"), &[("x-deadline-ms", &theirs)], "")
+        .await
+        .unwrap();
+    let left = up.seen.min_deadline_ms.load(Ordering::SeqCst) as i64 - epoch_ms();
+    assert!(left <= 200, "x-deadline-ms is {left} ms away");
     let m = metrics(gate.admin).await;
     assert_eq!(
         sample(&m, r#"recover_gate_attempts_total{kind="retry"}"#),
@@ -48,11 +60,11 @@ async fn forwards_requests_and_passes_the_deadline() {
     );
     assert_eq!(
         sample(&m, r#"recover_gate_attempts_total{kind="first"}"#),
-        Some(1.0)
+        Some(2.0)
     );
     assert_eq!(
         sample(&m, r#"recover_gate_upstream_responses_total{class="2xx"}"#),
-        Some(2.0)
+        Some(3.0)
     );
 }
 

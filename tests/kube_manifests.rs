@@ -95,6 +95,13 @@ fn parse_file(path: &Path, into: &mut Parsed) {
             "Kustomization" => {}
             other => panic!("{file} document {idx}: kind {other} has no parser in this test"),
         }
+        if !matches!(kind.as_str(), "Namespace" | "Kustomization") {
+            assert_eq!(
+                doc["metadata"]["namespace"].as_str(),
+                Some("recover-demo"),
+                "{file} document {idx} ({kind}): everything lives in namespace recover-demo"
+            );
+        }
         into.kinds.push(kind);
     }
 }
@@ -144,6 +151,7 @@ fn every_manifest_parses_into_its_kubernetes_type() {
         BTreeSet::from([
             "config-service".into(),
             "recover-gate".into(),
+            "recover-serve".into(),
             "workers".into()
         ])
     );

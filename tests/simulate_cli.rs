@@ -155,5 +155,14 @@ fn compare_shows_which_single_change_recovers() {
     assert_eq!(get("baseline")["recovered"], false);
     assert_eq!(get("load shedding")["recovered"], true);
     assert_eq!(get("overload factor 1")["recovered"], true);
+    // Once stuck, spreading retries no longer helps, but shedding still gets it out.
+    assert_eq!(get("jitter")["recovers_if_changed_when_stuck"], false);
+    assert_eq!(get("load shedding")["recovers_if_changed_when_stuck"], true);
+    assert!(
+        get("load shedding")["time_to_recover_after_change_s"]
+            .as_f64()
+            .unwrap()
+            > 0.0
+    );
     assert!(rows.len() >= 7);
 }

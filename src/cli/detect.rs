@@ -14,6 +14,13 @@ use std::time::{Duration, SystemTime};
 
 #[derive(Debug, clap::Args)]
 pub struct DetectArgs {
+    /// Runbook whose signals and `spec.detect` to use (name or path). Without it, the
+    /// built-in signal set for the demo system and default detection settings.
+    #[arg(long, value_name = "NAME")]
+    pub runbook: Option<String>,
+    /// Extra directory to look for runbooks in (before ./runbooks and the built-in ones).
+    #[arg(long, value_name = "DIR")]
+    pub runbook_dir: Vec<std::path::PathBuf>,
     /// Scrape a `/metrics` endpoint directly: ROLE=URL (roles of the built-in signals:
     /// gate, service, clients). Repeat for each target.
     #[arg(long = "metrics-url", value_name = "ROLE=URL", value_parser = parse_target, conflicts_with = "prometheus")]
@@ -53,8 +60,23 @@ pub struct DetectArgs {
     pub output: Output,
 }
 
-fn config(args: &DetectArgs) -> Result<DetectorConfig, Failure> {
-    let mut cfg = DetectorConfig::default();
+/// The signals and detection settings: the runbook's, or the built-in demo set.
+pub fn signals_and_config(
+    runbook: Option<&str>,
+    dirs: &[std::path::PathBuf],
+) -> Result<(BTreeMap<String, SignalSpec>, DetectorConfig), Failure> {
+    match runbook {
+        Some(name) => {
+            let loaded = recover::runbook::find(name, dirs)
+                .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+            Ok((loaded.runbook.signals, loaded.runbook.detect))
+        }
+        None => Ok((default_signals::demo_signals(), DetectorConfig::default())),
+    }
+}
+
+fn config(args: &DetectArgs, base: DetectorConfig) -> Result<DetectorConfig, Failure> {
+    let mut cfg = base;
     if let Some(g) = args.grace {
         cfg.grace = g;
     }
@@ -82,6 +104,13 @@ fn config(args: &DetectArgs) -> Result<DetectorConfig, Failure> {
 }
 
 pub fn run(args: DetectArgs) -> CliResult {
+    let verdict = judge(&args)?;
+    print_verdict(&verdict, args.output)?;
+    Ok(verdict.verdict.exit())
+}
+
+/// Read the window and judge it (shared with `recover plan` when it measures).
+pub fn judge(args: &DetectArgs) -> Result<Verdict, Failure> {
     if args.metrics_urls.is_empty() && args.prometheus.is_none() {
         return Err(Failure::usage(anyhow::anyhow!(
             "say where the metrics are: --metrics-url ROLE=URL (repeatable) or --prometheus URL"
@@ -92,25 +121,35 @@ pub fn run(args: DetectArgs) -> CliResult {
             "--interval must be above zero"
         )));
     }
-    let cfg = config(&args)?;
-    let signals = default_signals::demo_signals();
-    let rate_window = recover::util::duration::parse(default_signals::RATE_WINDOW)
-        .unwrap_or(Duration::from_secs(10));
+    let (signals, base) = signals_and_config(args.runbook.as_deref(), &args.runbook_dir)?;
+    let cfg = config(args, base)?;
     let span = args
         .observe
-        .unwrap_or_else(|| observe::span_needed(&cfg, rate_window, args.interval));
+        .unwrap_or_else(|| observe::span_needed(&cfg, rate_window(&signals), args.interval));
     let rt = runtime()?;
-    let window = rt.block_on(collect(&args, &signals, span));
-    let verdict = match window {
+    let window = rt.block_on(collect(args, &signals, span));
+    Ok(match window {
         Ok(w) => detect_at(&w, &cfg, SystemTime::now()),
         Err(e @ (MetricError::BadExpression { .. } | MetricError::NoExpression { .. })) => {
             return Err(Failure::usage(anyhow::anyhow!(e)))
         }
         // The source as a whole is unusable: no data, so no verdict (never a guess).
         Err(e) => unknown(format!("no data: {e}")),
-    };
-    print_verdict(&verdict, args.output)?;
-    Ok(verdict.verdict.exit())
+    })
+}
+
+/// The longest rate window the signals use (the first rates need that much history).
+fn rate_window(signals: &BTreeMap<String, SignalSpec>) -> Duration {
+    let fallback = recover::util::duration::parse(default_signals::RATE_WINDOW)
+        .unwrap_or(Duration::from_secs(5));
+    signals
+        .values()
+        .filter_map(|s| s.scrape.as_deref())
+        .filter_map(|src| recover::metrics::scrape::expr::parse(src).ok())
+        .map(|e| e.max_window())
+        .max()
+        .filter(|w| !w.is_zero())
+        .unwrap_or(fallback)
 }
 
 async fn collect(
@@ -145,19 +184,12 @@ async fn collect(
 
 fn unknown(summary: String) -> Verdict {
     Verdict {
-        verdict: recover::detect::VerdictKind::Unknown,
-        k: None,
-        arrival_rate: None,
-        capacity: None,
-        capacity_cold: None,
-        evidence: vec![],
         summary,
-        k_from: None,
-        capacity_cold_from: None,
+        ..Verdict::default()
     }
 }
 
-fn print_verdict(v: &Verdict, output: Output) -> Result<(), Failure> {
+pub fn print_verdict(v: &Verdict, output: Output) -> Result<(), Failure> {
     match output {
         Output::Json => {
             let text =

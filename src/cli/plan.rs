@@ -15,63 +15,145 @@ pub enum Output {
 
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// Requests per second arriving now (first attempts and retries).
+    /// Requests per second arriving now (first attempts and retries). Measured when a
+    /// source is given.
     #[arg(long, value_name = "REQ_PER_S")]
-    pub arrival: f64,
+    pub arrival: Option<f64>,
     /// Capacity right after a restart (cold caches), requests per second.
     #[arg(long, value_name = "REQ_PER_S")]
-    pub capacity_cold: f64,
+    pub capacity_cold: Option<f64>,
     /// Work amplification: work per useful response now / when healthy (>= 1).
     #[arg(long)]
-    pub k: f64,
+    pub k: Option<f64>,
     /// Healthy capacity, requests per second (the ramp ends there at the latest).
     #[arg(long, value_name = "REQ_PER_S")]
     pub capacity: Option<f64>,
     /// Healthy demand, first attempts per second (the ramp ends there when lower).
     #[arg(long, value_name = "REQ_PER_S")]
     pub demand: Option<f64>,
-    /// Admit this fraction of capacity_cold / k (0..1).
-    #[arg(long, default_value_t = PlanConfig::default().headroom)]
-    pub headroom: f64,
-    /// Each ramp step multiplies the admitted rate by this (> 1).
-    #[arg(long, default_value_t = PlanConfig::default().step_factor)]
-    pub step_factor: f64,
-    /// How long each ramp step is held and checked.
-    #[arg(long, value_parser = recover::util::duration::parse, default_value = "5s")]
-    pub step_hold: Duration,
+    /// Admit this fraction of capacity_cold / k (0..1]. Default: the runbook's, else 0.9.
+    #[arg(long)]
+    pub headroom: Option<f64>,
+    /// Each ramp step multiplies the admitted rate by this (> 1). Default 1.5.
+    #[arg(long)]
+    pub step_factor: Option<f64>,
+    /// How long each ramp step is held and checked. Default 5s.
+    #[arg(long, value_parser = recover::util::duration::parse)]
+    pub step_hold: Option<Duration>,
+    /// Runbook whose signals, `spec.detect` and `spec.plan` to use (name or path).
+    #[arg(long, value_name = "NAME")]
+    pub runbook: Option<String>,
+    /// Extra directory to look for runbooks in.
+    #[arg(long, value_name = "DIR")]
+    pub runbook_dir: Vec<std::path::PathBuf>,
+    /// Measure the inputs by scraping ROLE=URL targets (as `recover detect`).
+    #[arg(long = "metrics-url", value_name = "ROLE=URL", value_parser = recover::metrics::scrape::parse_target, conflicts_with = "prometheus")]
+    pub metrics_urls: Vec<recover::platform::ScrapeEndpoint>,
+    /// Measure the inputs by querying a Prometheus server.
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// How long a window to measure (as `recover detect --observe`).
+    #[arg(long, value_parser = recover::util::duration::parse)]
+    pub observe: Option<Duration>,
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 }
 
 pub fn run(args: PlanArgs) -> CliResult {
-    let inputs = PlanInputs {
-        arrival_rate: args.arrival,
-        capacity_cold: args.capacity_cold,
-        k: args.k,
-        capacity: args.capacity,
+    let measuring = !args.metrics_urls.is_empty() || args.prometheus.is_some();
+    let mut cfg = PlanConfig::default();
+    if let Some(name) = &args.runbook {
+        let loaded = recover::runbook::find(name, &args.runbook_dir)
+            .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
+        cfg = loaded.runbook.plan;
+    }
+    let mut inputs = PlanInputs {
+        arrival_rate: f64::NAN,
+        capacity_cold: f64::NAN,
+        k: f64::NAN,
+        capacity: None,
         demand: args.demand,
     };
+    if measuring {
+        let verdict = super::detect::judge(&super::detect::DetectArgs {
+            runbook: args.runbook.clone(),
+            runbook_dir: args.runbook_dir.clone(),
+            metrics_urls: args.metrics_urls.clone(),
+            prometheus: args.prometheus.clone(),
+            observe: args.observe,
+            interval: Duration::from_secs(1),
+            timeout: Duration::from_secs(2),
+            grace: None,
+            persist: None,
+            capacity: args.capacity,
+            cold_factor: None,
+            k: args.k,
+            latency_limit: None,
+            output: args.output,
+        })?;
+        eprintln!(
+            "measured: {} ({})",
+            verdict.verdict.as_str(),
+            verdict.summary
+        );
+        inputs.arrival_rate = verdict.arrival_rate.unwrap_or(f64::NAN);
+        inputs.capacity_cold = verdict.capacity_cold.unwrap_or(f64::NAN);
+        inputs.k = verdict.k.unwrap_or(f64::NAN);
+        inputs.capacity = verdict.capacity;
+    } else if args.runbook.is_some() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--runbook needs a source to measure with: --metrics-url ROLE=URL or --prometheus URL (or give --arrival, --capacity-cold and --k)"
+        )));
+    }
+    // Numbers given on the command line win over measured ones.
+    inputs.arrival_rate = args.arrival.unwrap_or(inputs.arrival_rate);
+    inputs.capacity_cold = args.capacity_cold.unwrap_or(inputs.capacity_cold);
+    inputs.k = args.k.unwrap_or(inputs.k);
+    inputs.capacity = args.capacity.or(inputs.capacity);
+    let unknown: Vec<&str> = [
+        ("--arrival", inputs.arrival_rate),
+        ("--capacity-cold", inputs.capacity_cold),
+        ("--k", inputs.k),
+    ]
+    .iter()
+    .filter(|(_, v)| v.is_nan())
+    .map(|(f, _)| *f)
+    .collect();
+    if !unknown.is_empty() {
+        let what = unknown.join(", ");
+        return Err(if measuring {
+            Failure::new(
+                Exit::Unknown,
+                anyhow::anyhow!("could not measure {what}; give them as flags"),
+            )
+        } else {
+            Failure::usage(anyhow::anyhow!(
+                "give {what} (or a source: --metrics-url / --prometheus)"
+            ))
+        });
+    }
     inputs
         .validate()
         .map_err(|e| Failure::usage(anyhow::anyhow!("{}", flag_error(&e.to_string()))))?;
-    if !(args.headroom > 0.0 && args.headroom <= 1.0) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--headroom must be in (0, 1], got {}",
-            args.headroom
-        )));
+    if let Some(h) = args.headroom {
+        if !(h > 0.0 && h <= 1.0) {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--headroom must be in (0, 1], got {h}"
+            )));
+        }
+        cfg.headroom = h;
     }
-    if !(args.step_factor.is_finite() && args.step_factor > 1.0) {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--step-factor must be above 1, got {}",
-            args.step_factor
-        )));
+    if let Some(f) = args.step_factor {
+        if !(f.is_finite() && f > 1.0) {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "--step-factor must be above 1, got {f}"
+            )));
+        }
+        cfg.step_factor = f;
     }
-    let cfg = PlanConfig {
-        headroom: args.headroom,
-        step_factor: args.step_factor,
-        step_hold: args.step_hold,
-        ..PlanConfig::default()
-    };
+    if let Some(h) = args.step_hold {
+        cfg.step_hold = h;
+    }
     let plan = make_plan(&inputs, &cfg);
     print_plan(&plan, args.output)?;
     Ok(Exit::Done)

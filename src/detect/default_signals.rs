@@ -78,7 +78,7 @@ pub fn demo_signals() -> BTreeMap<String, SignalSpec> {
         ),
         (
             names::REPLICAS_NOT_READY,
-            "count(up@service) - sum(up@service) + ((count(recover_demo_service_ready@service) - sum(recover_demo_service_ready@service)) or 0)",
+            "count(up@service) - sum(up@service) + (sum(1 - alive(recover_demo_service_ready@service)) or 0)",
             r#"(count(up{role="service"} == 0) or vector(0)) + (count(recover_demo_service_ready == 0) or vector(0))"#,
             "service replicas down or not ready",
         ),

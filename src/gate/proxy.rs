@@ -33,7 +33,7 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 pub struct Proxy {
     pub admission: Arc<Admission>,
     pub metrics: Arc<GateMetrics>,
-    replicas: Replicas,
+    replicas: Arc<Replicas>,
     client: Client<HttpConnector, Incoming>,
     timeout: Duration,
 }
@@ -42,7 +42,7 @@ impl Proxy {
     pub fn new(
         admission: Arc<Admission>,
         metrics: Arc<GateMetrics>,
-        replicas: Replicas,
+        replicas: Arc<Replicas>,
         timeout: Duration,
     ) -> Self {
         let mut connector = HttpConnector::new();
@@ -91,7 +91,8 @@ impl Proxy {
             Err(_) => return plain(StatusCode::BAD_REQUEST, "bad request target\n"),
         }
         strip_hop_by_hop(req.headers_mut());
-        let left = deadline::remaining_ms(
+        let deadline = deadline::compute(
+            deadline::now_epoch_ms(),
             self.timeout,
             arrived.elapsed(),
             req.headers()
@@ -99,8 +100,8 @@ impl Proxy {
                 .map(HeaderValue::as_bytes),
         );
         req.headers_mut()
-            .insert(deadline::HEADER, HeaderValue::from(left));
-        let wait = Duration::from_millis(left);
+            .insert(deadline::HEADER, HeaderValue::from(deadline.epoch_ms));
+        let wait = deadline.wait;
 
         let sent = Instant::now();
         match tokio::time::timeout(wait, self.client.request(req)).await {

@@ -32,7 +32,9 @@ const DRAIN_GRACE: Duration = Duration::from_secs(5);
 pub struct BoundGate {
     proxy_listener: TcpListener,
     admin_listener: TcpListener,
-    proxy: Arc<Proxy>,
+    admission: Arc<Admission>,
+    replicas: Arc<Replicas>,
+    upstream_timeout: Duration,
     control: Arc<LimitControl>,
     metrics: Arc<GateMetrics>,
     token: Option<String>,
@@ -84,16 +86,12 @@ impl BoundGate {
             metrics.clone(),
             cfg.state_file.clone(),
         ));
-        let proxy = Arc::new(Proxy::new(
-            admission,
-            metrics.clone(),
-            Replicas::new(&upstreams),
-            cfg.upstream_timeout,
-        ));
         Ok(BoundGate {
             proxy_listener,
             admin_listener,
-            proxy,
+            admission,
+            replicas: Arc::new(Replicas::new(&upstreams)),
+            upstream_timeout: cfg.upstream_timeout,
             control,
             metrics,
             token: cfg.admin_token,
@@ -130,6 +128,8 @@ impl BoundGate {
             limit = %serde_json::to_string(&self.control.current().limit).unwrap_or_default(),
             "gate serving"
         );
+        // Our own child token: a failed worker stops this gate, never the caller's token.
+        let shutdown = shutdown.child_token();
         let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
         let admin_state = Arc::new(AdminState {
             control: self.control.clone(),
@@ -139,8 +139,29 @@ impl BoundGate {
         let admin = axum::serve(self.admin_listener, admin::router(admin_state))
             .with_graceful_shutdown(shutdown.clone().cancelled_owned());
         let admin = tokio::spawn(async move { admin.await });
-        accept_loop(self.proxy_listener, self.proxy, shutdown).await;
+        let parts = ProxyParts {
+            admission: self.admission,
+            metrics: self.metrics,
+            replicas: self.replicas,
+            timeout: self.upstream_timeout,
+        };
+        let workers = spawn_proxy_workers(self.proxy_listener, parts, &shutdown);
+        let joined = tokio::task::spawn_blocking(move || {
+            workers.map(|ws| {
+                for w in ws {
+                    let _ = w.join();
+                }
+            })
+        })
+        .await;
+        shutdown.cancel(); // a worker that failed to start stops the rest, admin included
         sources.abort_all();
+        if let Ok(Err(source)) = joined {
+            return Err(GateError::Io {
+                what: "proxy worker threads",
+                source,
+            });
+        }
         match admin.await {
             Ok(Ok(())) | Err(_) => Ok(()),
             Ok(Err(source)) => Err(GateError::Io {
@@ -200,6 +221,60 @@ fn spawn_sources(
         }
     });
     tasks
+}
+
+/// What each proxy worker needs; the limit state and replica loads are shared by all.
+#[derive(Clone)]
+struct ProxyParts {
+    admission: Arc<Admission>,
+    metrics: Arc<GateMetrics>,
+    replicas: Arc<Replicas>,
+    timeout: Duration,
+}
+
+/// One single-threaded runtime per core, each accepting on the same listener with its
+/// own upstream connection pool, the way nginx runs one worker process per core. A
+/// request and its upstream exchange then stay on one thread: no cross-thread wake-ups,
+/// which on a busy 2-core machine cost more than the proxying itself.
+fn spawn_proxy_workers(
+    listener: TcpListener,
+    parts: ProxyParts,
+    shutdown: &CancellationToken,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let listener = listener.into_std()?;
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut workers = Vec::with_capacity(n);
+    for i in 0..n {
+        let listener = listener.try_clone()?;
+        let parts = parts.clone();
+        let shutdown = shutdown.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let worker = std::thread::Builder::new()
+            .name(format!("gate-proxy-{i}"))
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("proxy worker {i} cannot use the listener: {e}");
+                            shutdown.cancel();
+                            return;
+                        }
+                    };
+                    let proxy = Arc::new(Proxy::new(
+                        parts.admission,
+                        parts.metrics,
+                        parts.replicas,
+                        parts.timeout,
+                    ));
+                    accept_loop(listener, proxy, shutdown).await;
+                });
+            })?;
+        workers.push(worker);
+    }
+    Ok(workers)
 }
 
 async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: CancellationToken) {

@@ -21,6 +21,7 @@ pub struct Facts<'a> {
     pub steady_from_s: f64,
     pub trigger: TriggerTimes,
     pub detection: Option<&'a Detection>,
+    pub detector: &'a crate::detect::DetectorConfig,
     pub plan: Option<&'a Plan>,
     pub runbook: &'a super::recovery::RunbookOutcome,
     /// When the held steady state after the runbook began.
@@ -175,7 +176,14 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter(|s| s.t_s >= rb_start)
             .cloned()
             .collect();
-        let rel = relapses(&after, demand, workers, &crit, 2) + f.runbook.relapses;
+        let rel = relapses(
+            &after,
+            demand,
+            workers,
+            &crit,
+            2,
+            sc.workers.timeout.as_secs_f64(),
+        );
         (
             Dropped {
                 drained: drained.round() as u64,
@@ -204,10 +212,14 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         failure: f.failure.clone(),
         trigger_end_s: at(f.trigger.ended_s),
         detected_stuck_s: f.detection.map(|d| d.at_s - f.trigger.ended_s),
+        detection: f
+            .detection
+            .map(|d| detection_facts(d, f.detector, sc, d.at_s - f.trigger.ended_s)),
         time_to_recover_s: f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start),
         lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
         lower_bound: lb,
         relapses: relapse_count,
+        ramp_step_backs: f.runbook.relapses,
         k: f.detection.and_then(|d| d.verdict.k),
         shed_fraction: f.plan.map(|p| p.shed_fraction),
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),
@@ -231,6 +243,43 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         endpoints: f.endpoints.clone(),
     };
     (report, samples)
+}
+
+/// Pure: the detector's timing facts from its Stuck verdict.
+pub fn detection_facts(
+    d: &Detection,
+    cfg: &crate::detect::DetectorConfig,
+    sc: &Scenario,
+    detected_stuck_s: f64,
+) -> DetectionFacts {
+    let for_s = |signal: &str| {
+        d.verdict
+            .evidence
+            .iter()
+            .filter(|e| e.signal == signal)
+            .filter_map(|e| e.for_s)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let (persist_s, grace_s) = (cfg.persist.as_secs_f64(), cfg.grace.as_secs_f64());
+    let failing = for_s("failure");
+    let gone = for_s("trigger");
+    DetectionFacts {
+        summary: d.verdict.summary.clone(),
+        persist_s,
+        grace_s,
+        failing_for_s: failing,
+        trigger_gone_for_s: gone,
+        after_window_s: match (failing, gone) {
+            (Some(fl), Some(g)) => Some((fl - persist_s).min(g - grace_s)),
+            _ => None,
+        },
+        trigger_end_seen_after_s: gone.map(|g| detected_stuck_s - g),
+        scrape_interval_s: sc.scrape_interval.as_secs_f64(),
+        k_from: d.verdict.k_from.clone(),
+        arrival_rate: d.verdict.arrival_rate,
+        capacity_cold: d.verdict.capacity_cold,
+        capacity_cold_from: d.verdict.capacity_cold_from.clone(),
+    }
 }
 
 fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {

@@ -97,7 +97,9 @@ pub async fn run_runbook(
     }
     let platform = Arc::new(LocalPlatform::new(inv));
     let mut loaded = loaded.clone();
-    loaded.runbook.observe.samples = loaded.runbook.observe.samples.min(2);
+    // The rehearsal has already watched the stuck state; the engine needs only a short
+    // look to confirm before it acts on the assumed inputs.
+    loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
     let options = RunOptions {
         journal_dir: sys.run_dir.join("journal"),
         assume: Some(assume),

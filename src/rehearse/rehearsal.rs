@@ -44,6 +44,8 @@ pub struct Outcome {
 /// recovery is an `Ok` report with `recovered: false`.
 pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
     let wall = Instant::now();
+    // reqwest clients below (ours, the scrape source's, the local platform's) need it.
+    crate::metrics::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
     let detector = detector_config(&rb.detect, sc);
@@ -115,6 +117,7 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
         steady_from_s: steady_before_s,
         trigger: trig,
         detection: detection.as_ref().ok(),
+        detector: &detector,
         plan: runbook.plan.as_ref(),
         runbook: &runbook,
         steady_at_s: steady_at,

@@ -32,6 +32,8 @@ pub struct Report {
     pub trigger_end_s: f64,
     /// Seconds after `trigger_end_s` when the detector first said Stuck; null if never.
     pub detected_stuck_s: Option<f64>,
+    /// How the detector reached Stuck; null if it never did.
+    pub detection: Option<DetectionFacts>,
     /// Seconds from the first runbook action until steady state was reached (and then
     /// held); null if never.
     pub time_to_recover_s: Option<f64>,
@@ -39,9 +41,14 @@ pub struct Report {
     /// inputs in `lower_bound`); null when its inputs could not be measured.
     pub lower_bound_s: Option<f64>,
     pub lower_bound: Option<LowerBound>,
-    /// Times the system fell back out of health after it had recovered once (during the
-    /// ramp or the hold), plus relapses the engine itself reported.
+    /// Times the measured system fell back into failure after it had started to recover:
+    /// client p99 back at or above the client timeout after answering within it, or steady
+    /// state lost after it was reached (each for at least two samples). Measured from the
+    /// recorder, not taken from the engine.
     pub relapses: u32,
+    /// Times the engine's readmission ramp stepped back because a check failed. A step-back
+    /// without a measured relapse means the check judged on stale or noisy signals.
+    pub ramp_step_backs: u32,
     /// Work amplification the detector estimated when it said Stuck.
     pub k: Option<f64>,
     /// Fraction of arrivals the plan shed: `max(0, 1 - (capacity_cold / k) / arrival)`.
@@ -102,6 +109,31 @@ pub struct LowerBound {
     /// A client in a retry loop cannot come back sooner than its next retry.
     pub retry_delay_s: f64,
     pub lower_bound_s: f64,
+}
+
+/// The detector's view when it said Stuck. It says Stuck once the failure has lasted
+/// `persist_s` and the trigger has been gone `grace_s` (as it perceives them, through the
+/// signals' rate windows); `after_window_s` is how long after the later of the two it
+/// said so: the detection loop's own latency (goal: at most two scrape intervals).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DetectionFacts {
+    pub summary: String,
+    pub persist_s: f64,
+    pub grace_s: f64,
+    /// How long the detector had seen the failure, at detection.
+    pub failing_for_s: Option<f64>,
+    /// How long the detector had seen no trigger, at detection.
+    pub trigger_gone_for_s: Option<f64>,
+    /// `min(failing_for_s - persist_s, trigger_gone_for_s - grace_s)`.
+    pub after_window_s: Option<f64>,
+    /// `detected_stuck_s - trigger_gone_for_s`: how late the signals showed the trigger's end.
+    pub trigger_end_seen_after_s: Option<f64>,
+    pub scrape_interval_s: f64,
+    /// k, arrival, capacity and cold capacity as the detector estimated them, with sources.
+    pub k_from: Option<String>,
+    pub arrival_rate: Option<f64>,
+    pub capacity_cold: Option<f64>,
+    pub capacity_cold_from: Option<String>,
 }
 
 /// Work dropped on purpose.

@@ -239,8 +239,8 @@ mod tests {
         let sc = Scenario::parse("replicas: 2\nworkers:\n  count: 400\n", "x.yaml").unwrap();
         assert_eq!(sc.replicas, 2);
         assert_eq!(sc.workers.count, 400);
-        assert_eq!(sc.workers.interval, Duration::from_secs(12));
-        assert!((sc.capacity_per_s() - 200.0).abs() < 1e-9);
+        assert_eq!(sc.workers.interval, defaults::POLL_INTERVAL);
+        assert!((sc.capacity_per_s() - 2.0 * defaults::capacity_warm()).abs() < 1e-9);
         assert_eq!(sc.retry_delay(), Duration::from_secs(1));
         let e = Scenario::parse("workers:\n  cuont: 4\n", "x.yaml")
             .unwrap_err()

@@ -84,10 +84,11 @@ pub fn render(r: &Report) -> String {
     };
     let _ = writeln!(
         out,
-        "  time to recover {} vs lower bound {}{ratio}; relapses {}",
+        "  time to recover {} vs lower bound {}{ratio}; relapses {} (ramp step-backs {})",
         opt(r.time_to_recover_s, secs),
         opt(r.lower_bound_s, secs),
-        r.relapses
+        r.relapses,
+        r.ramp_step_backs
     );
     if let Some(p) = r.predicted_time_to_recover_s {
         let _ = writeln!(out, "  simulator predicted {}", secs(p));

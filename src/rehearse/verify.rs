@@ -94,30 +94,42 @@ pub fn steady_from(
     (last - t >= hold_s && judged * 3 >= total * 2).then_some(t)
 }
 
-/// Times the system left steady state after having reached it, counting a loss only if it
-/// lasts `min_samples` consecutive samples (one noisy sample is not a relapse).
+/// Times the system fell back into failure after it had started to recover: after a
+/// sample answered within the client timeout (p99 below it, some goodput), a run of
+/// `min_samples` samples with p99 at or above the timeout (answers wasted again), or,
+/// once steady state was reached, a run of `min_samples` unsteady ones. Samples without
+/// data are skipped; one noisy sample is not a relapse.
 pub fn relapses(
     samples: &[Sample],
     demand: f64,
     workers: u32,
     c: &SteadyCriteria,
     min_samples: usize,
+    timeout_s: f64,
 ) -> u32 {
-    let mut was_steady = false;
+    let mut serving = false;
+    let mut steady = false;
     let mut bad_run = 0usize;
     let mut count = 0;
     for s in samples {
-        if check(s, demand, workers, c).is_ok() {
-            was_steady = true;
+        let verdict = check(s, demand, workers, c);
+        let wasted = s.p99_latency_s.map(|p| p >= timeout_s);
+        let fine = wasted == Some(false) && s.goodput_per_s.is_some_and(|g| g > 0.0);
+        if verdict.is_ok() {
+            steady = true;
+        }
+        if fine || verdict.is_ok() {
+            serving = true;
             bad_run = 0;
-        } else if let Err(e) = check(s, demand, workers, c).map_err(|e| no_data(&e)) {
-            if e || !was_steady {
-                continue;
-            }
+            continue;
+        }
+        let lost_steady = steady && matches!(&verdict, Err(e) if !no_data(e));
+        if serving && (wasted == Some(true) || lost_steady) {
             bad_run += 1;
             if bad_run == min_samples {
                 count += 1;
-                was_steady = false;
+                serving = false;
+                steady = false;
             }
         }
     }
@@ -187,10 +199,10 @@ mod tests {
         }
         assert_eq!(steady_from(&v, 20.0, 500, &c, 10.0), Some(2.0));
         assert_eq!(steady_from(&v, 20.0, 500, &c, 11.0), None);
-        assert_eq!(relapses(&v, 20.0, 500, &c, 2), 0);
+        assert_eq!(relapses(&v, 20.0, 500, &c, 2, 2.0), 0);
         v.push(s(13.0, 1.0, 400.0, 0.0));
         v.push(s(14.0, 1.0, 400.0, 0.0));
-        assert_eq!(relapses(&v, 20.0, 500, &c, 2), 1);
+        assert_eq!(relapses(&v, 20.0, 500, &c, 2, 2.0), 1);
         assert_eq!(steady_from(&v, 20.0, 500, &c, 1.0), None);
         // A sample without data neither breaks a steady run nor counts as a relapse.
         let mut w: Vec<Sample> = (0..12).map(|i| s(i as f64, 20.0, 0.0, 0.0)).collect();
@@ -199,7 +211,21 @@ mod tests {
             ..Sample::default()
         };
         assert_eq!(steady_from(&w, 20.0, 500, &c, 10.0), Some(0.0));
-        assert_eq!(relapses(&w, 20.0, 500, &c, 1), 0);
+        assert_eq!(relapses(&w, 20.0, 500, &c, 1, 2.0), 0);
+        // Recovering under a gate (not yet steady), then answers past the timeout again.
+        let mut r: Vec<Sample> = (0..4)
+            .map(|i| Sample {
+                p99_latency_s: Some(0.1),
+                ..s(i as f64, 8.0, 100.0, 50.0)
+            })
+            .collect();
+        for i in 4..7 {
+            r.push(Sample {
+                p99_latency_s: Some(2.5),
+                ..s(i as f64, 1.0, 150.0, 50.0)
+            });
+        }
+        assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 1);
     }
 
     #[test]

@@ -19,6 +19,10 @@ pub struct CompareRow {
     pub given_up: u64,
     /// Work the server spent on requests nobody waited for (0 in the tick model).
     pub wasted: u64,
+    /// The same change made only at `plan_at`, once the system is stuck: does it get out,
+    /// and how long after the change? (Continuous model only.)
+    pub recovers_if_changed_when_stuck: Option<bool>,
+    pub time_to_recover_after_change_s: Option<f64>,
 }
 
 /// The one-change variants for a scenario: (label, key, value).
@@ -73,6 +77,8 @@ fn row(variant: String, change: String, r: &Report) -> CompareRow {
             peak_calls: u64::from(s.peak_calls),
             given_up: u64::from(s.given_up),
             wasted: 0,
+            recovers_if_changed_when_stuck: None,
+            time_to_recover_after_change_s: None,
         },
         Report::System(s) => CompareRow {
             variant,
@@ -82,6 +88,8 @@ fn row(variant: String, change: String, r: &Report) -> CompareRow {
             peak_calls: s.peak_calls,
             given_up: s.given_up,
             wasted: s.totals.abandoned_work,
+            recovers_if_changed_when_stuck: None,
+            time_to_recover_after_change_s: None,
         },
     }
 }
@@ -92,7 +100,12 @@ pub fn compare(base: &Scenario, seed: u64) -> Result<Vec<CompareRow>, SimError> 
     for (label, key, value) in variants(base) {
         let mut s = base.clone();
         s.set(&key, &value)?;
-        rows.push(row(label, format!("{key}={value}"), &s.run(seed)));
+        let mut r = row(label, format!("{key}={value}"), &s.run(seed));
+        if let Some(late) = base.run_changed_at_plan(&s, seed) {
+            r.recovers_if_changed_when_stuck = Some(late.recovered);
+            r.time_to_recover_after_change_s = late.time_to_recover_s;
+        }
+        rows.push(r);
     }
     Ok(rows)
 }
@@ -101,31 +114,59 @@ pub fn compare(base: &Scenario, seed: u64) -> Result<Vec<CompareRow>, SimError> 
 pub fn render(scenario: &Scenario, seed: u64, rows: &[CompareRow]) -> String {
     let mut o = String::new();
     let unit = scenario.time_unit();
+    let late = rows
+        .iter()
+        .any(|r| r.recovers_if_changed_when_stuck.is_some());
     let _ = writeln!(
         o,
         "scenario {} (seed {seed}): one change at a time",
         scenario.name()
     );
-    let _ = writeln!(
-        o,
-        "{:<26}  {:<22}  {:>9}  {:>15}  {:>10}  {:>8}  {:>8}",
-        "variant", "change", "recovers", "time to recover", "peak calls", "given up", "wasted"
-    );
-    for r in rows {
-        let ttr = r
-            .time_to_recover_s
-            .map_or("-".into(), |t| format!("{t} {unit}"));
+    if late {
+        let at = match scenario {
+            Scenario::System { params, .. } => crate::util::duration::format(params.plan_at),
+            Scenario::Storm { .. } => String::new(),
+        };
         let _ = writeln!(
             o,
-            "{:<26}  {:<22}  {:>9}  {:>15}  {:>10}  {:>8}  {:>8}",
+            "\"from start\": the change is in place before the trigger; \"once stuck\": made at {at} (plan_at)"
+        );
+    }
+    let _ = write!(
+        o,
+        "{:<24}  {:<21}  {:>10}  {:>10}  {:>6}  {:>8}  {:>7}",
+        "variant", "change", "from start", "recovery", "peak", "given up", "wasted"
+    );
+    if late {
+        let _ = write!(o, "  {:>10}  {:>14}", "once stuck", "recovery");
+    }
+    o.push('\n');
+    let yes = |b: bool| if b { "recovers" } else { "stuck" };
+    let ttr = |t: Option<f64>| t.map_or("-".into(), |t| format!("{t} {unit}"));
+    for r in rows {
+        let _ = write!(
+            o,
+            "{:<24}  {:<21}  {:>10}  {:>10}  {:>6}  {:>8}  {:>7}",
             r.variant,
             r.change,
-            if r.recovered { "yes" } else { "no" },
-            ttr,
+            yes(r.recovered),
+            ttr(r.time_to_recover_s),
             r.peak_calls,
             r.given_up,
             r.wasted
         );
+        if late {
+            let _ = match r.recovers_if_changed_when_stuck {
+                Some(b) => write!(
+                    o,
+                    "  {:>10}  {:>14}",
+                    yes(b),
+                    ttr(r.time_to_recover_after_change_s)
+                ),
+                None => write!(o, "  {:>10}  {:>14}", "-", "-"),
+            };
+        }
+        o.push('\n');
     }
     o
 }

@@ -18,6 +18,43 @@ fn ticks(d: Duration, tick: Duration) -> u32 {
     (d.as_nanos() / tick.as_nanos().max(1)).min(u128::from(u32::MAX / 4)) as u32
 }
 
+/// Client timings in ticks, derived from the parameters (recomputed on a mid-run change).
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    timeout_t: u32,
+    retry_t: u64,
+    retry_cap_t: u64,
+    interval_t: u32,
+}
+
+impl Timing {
+    fn of(p: &SystemParams) -> Self {
+        Timing {
+            timeout_t: ticks(p.timeout, p.tick).max(1),
+            retry_t: u64::from(ticks(p.retry_delay, p.tick).max(1)),
+            retry_cap_t: u64::from(ticks(p.retry_max_delay, p.tick).max(1)),
+            interval_t: ticks(p.interval, p.tick).max(1),
+        }
+    }
+
+    /// The longest delay anything is scheduled ahead (jitter draws up to 2x a delay).
+    fn horizon(&self) -> u64 {
+        u64::from(self.interval_t.max(self.timeout_t)).max(2 * self.retry_t.max(self.retry_cap_t))
+    }
+}
+
+fn server_config(p: &SystemParams, tick: Duration) -> ServerConfig {
+    ServerConfig {
+        per_tick: p.capacity * tick.as_secs_f64(),
+        cold_factor: p.cold_factor,
+        warmup_ticks: ticks(p.warmup, tick),
+        overload_factor: p.overload_factor,
+        shedding: p.shedding,
+        honour_deadline: p.honour_deadline,
+        timeout_ticks: ticks(p.timeout, tick).max(1),
+    }
+}
+
 struct Engine<'a> {
     p: &'a SystemParams,
     rng: SplitMix64,
@@ -33,18 +70,29 @@ struct Engine<'a> {
     per_s: u32,
     totals: Totals,
     in_retry: u64,
-    timeout_t: u32,
-    retry_t: u64,
-    retry_cap_t: u64,
-    interval_t: u32,
+    t: Timing,
     spike: Option<(u32, u32, u32)>,
 }
 
-impl Engine<'_> {
+impl<'a> Engine<'a> {
+    /// Change client, server and gate behaviour mid-run (what-if "we changed it now");
+    /// trigger, tick and duration stay those of the run.
+    fn reconfigure(&mut self, q: &'a SystemParams, tick: Duration) {
+        let old = self.p;
+        self.p = q;
+        self.t = Timing::of(&SystemParams { tick, ..q.clone() });
+        self.server.reconfigure(server_config(q, tick));
+        self.gate
+            .reconfigure(q.gate_rate, q.gate_burst, q.gate_max_in_flight);
+        if q.retry_budget != old.retry_budget {
+            self.budget = q.retry_budget.map(|r| RetryBudget::new(r, q.clients));
+        }
+    }
+
     fn interval_at(&self, now: u32) -> u32 {
         match self.spike {
             Some((from, to, iv)) if now >= from && now < to => iv,
-            _ => self.interval_t,
+            _ => self.t.interval_t,
         }
     }
 
@@ -121,7 +169,7 @@ impl Engine<'_> {
         match self.server.arrive(req, now) {
             Arrival::Queued => {
                 self.clients[id as usize].phase = Phase::Waiting;
-                self.at(id, now + self.timeout_t);
+                self.at(id, now + self.t.timeout_t);
             }
             Arrival::Refused | Arrival::Shed => {
                 self.gate.finished();
@@ -150,8 +198,8 @@ impl Engine<'_> {
         }
         let d = retry_delay_ticks(
             attempt,
-            self.retry_t,
-            self.retry_cap_t,
+            self.t.retry_t,
+            self.t.retry_cap_t,
             p.backoff,
             p.jitter,
             &mut self.rng,
@@ -187,21 +235,34 @@ impl Engine<'_> {
 
 /// Run the model; with a plan, its procedure starts at `plan_at`.
 pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> SystemReport {
+    run_with(p, plan, None, seed, scenario)
+}
+
+/// [`run`], and if `change` is given, switch to its client, server and gate parameters at
+/// `plan_at` (times are then measured from that change).
+pub fn run_with(
+    p: &SystemParams,
+    plan: Option<&Plan>,
+    change: Option<&SystemParams>,
+    seed: u64,
+    scenario: &str,
+) -> SystemReport {
     let tick = p.tick;
     let tick_s = tick.as_secs_f64();
     let n = ticks(p.duration, tick).max(1);
     let per_s = ticks(Duration::from_secs(1), tick).max(1);
-    let interval_t = ticks(p.interval, tick).max(1);
+    let timing = Timing::of(p);
+    let interval_t = timing.interval_t;
     let spike = (!p.spike.is_zero()).then(|| {
         let from = ticks(p.spike_at, tick);
         let iv = ((f64::from(interval_t) / p.spike_factor).round() as u32).max(1);
         (from, from + ticks(p.spike, tick), iv)
     });
-    let retry_t = u64::from(ticks(p.retry_delay, tick).max(1));
-    let retry_cap_t = u64::from(ticks(p.retry_max_delay, tick).max(1));
-    let timeout_t = ticks(p.timeout, tick).max(1);
-    let longest_iv = spike.map_or(interval_t, |s| s.2.max(interval_t));
-    let horizon = u64::from(longest_iv.max(timeout_t)).max(2 * retry_t.max(retry_cap_t));
+    let change_horizon = change.map_or(0, |q| {
+        Timing::of(&SystemParams { tick, ..q.clone() }).horizon()
+    });
+    let spike_horizon = spike.map_or(0, |s| u64::from(s.2));
+    let horizon = timing.horizon().max(change_horizon).max(spike_horizon);
     let mut rng = SplitMix64::new(seed);
     let mut wheel = Wheel::new(horizon);
     let clients = (0..p.clients)
@@ -211,15 +272,7 @@ pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> 
             Client::new(first)
         })
         .collect();
-    let server = Server::new(ServerConfig {
-        per_tick: p.capacity * tick_s,
-        cold_factor: p.cold_factor,
-        warmup_ticks: ticks(p.warmup, tick),
-        overload_factor: p.overload_factor,
-        shedding: p.shedding,
-        honour_deadline: p.honour_deadline,
-        timeout_ticks: timeout_t,
-    });
+    let server = Server::new(server_config(p, tick));
     let mut e = Engine {
         p,
         rng,
@@ -233,10 +286,7 @@ pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> 
         per_s,
         totals: Totals::default(),
         in_retry: 0,
-        timeout_t,
-        retry_t,
-        retry_cap_t,
-        interval_t,
+        t: timing,
         spike,
     };
     let outage = (!p.outage.is_zero()).then(|| {
@@ -252,6 +302,11 @@ pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> 
         if let Some((at, until)) = outage {
             if now == at {
                 e.server.go_down(until);
+            }
+        }
+        if let Some(q) = change {
+            if now == plan_at {
+                e.reconfigure(q, tick);
             }
         }
         if let Some(proc_) = procedure.as_mut() {
@@ -289,7 +344,7 @@ pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> 
             s.t = t;
             s.queue = e.server.queue_len() as u64;
             s.in_retry = e.in_retry;
-            s.capacity = e.server.capacity_per_s(now, tick_s);
+            s.capacity = (e.server.capacity_per_s(now, tick_s) * 100.0).round() / 100.0;
             s.gate_rate = e.gate.rate_per_s();
             if now >= plan_at {
                 if let Some(proc_) = procedure.as_mut() {
@@ -307,9 +362,10 @@ pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> 
     }
     let pending = e.clients.iter().filter(|c| c.phase != Phase::Idle).count() as u64;
     e.totals.pending = pending;
-    let (reference, reference_t) = match plan {
-        Some(_) => ("plan_start", plan_at / per_s),
-        None => ("trigger_end", ticks(p.trigger_end(), tick) / per_s),
+    let (reference, reference_t) = match (plan, change) {
+        (Some(_), _) => ("plan_start", plan_at / per_s),
+        (None, Some(_)) => ("change", plan_at / per_s),
+        (None, None) => ("trigger_end", ticks(p.trigger_end(), tick) / per_s),
     };
     let settle = ticks(p.settle_window, tick) / per_s;
     let (settled, recovered, ttr) = analyse(&series, reference_t, settle);

@@ -164,6 +164,12 @@ impl SystemParams {
         if tick < Duration::from_micros(100) || tick > Duration::from_secs(1) {
             return Err(SimError::invalid("tick", "must be between 100us and 1s"));
         }
+        if Duration::from_secs(1).as_nanos() % tick.as_nanos() != 0 {
+            return Err(SimError::invalid(
+                "tick",
+                "must divide one second evenly (like 10ms)",
+            ));
+        }
         if self.clients == 0 || self.clients > 10_000_000 {
             return Err(SimError::invalid(
                 "clients",
@@ -196,6 +202,22 @@ impl SystemParams {
                 "duration",
                 "more than 10^8 ticks; raise tick",
             ));
+        }
+        // The timing wheel holds one bucket per tick of the longest delay.
+        let slowest_interval = self.interval.as_secs_f64() / self.spike_factor.clamp(1e-3, 1.0);
+        let longest = [
+            ("interval", slowest_interval),
+            ("timeout", self.timeout.as_secs_f64()),
+            ("retry_delay", 2.0 * self.retry_delay.as_secs_f64()),
+            ("retry_max_delay", 2.0 * self.retry_max_delay.as_secs_f64()),
+        ];
+        for (key, secs) in longest {
+            if secs / tick.as_secs_f64() > 2e6 {
+                return Err(SimError::invalid(
+                    key,
+                    "spans more than 2,000,000 ticks (x2 for retry delays, jitter); raise tick",
+                ));
+            }
         }
         positive("capacity", self.capacity)?;
         if !(self.overload_factor >= 1.0 && self.overload_factor.is_finite()) {

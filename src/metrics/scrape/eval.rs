@@ -76,7 +76,8 @@ pub fn eval(expr: &Expr, history: &History, now: SystemTime) -> Result<f64, Stri
 fn eval_val(expr: &Expr, h: &History, now: SystemTime) -> Result<Val, Miss> {
     Ok(match expr {
         Expr::Number(n) => Val::Scalar(*n),
-        Expr::Select(sel) => Val::Vector(select(sel, h)?),
+        Expr::Select(sel) => Val::Vector(select(sel, h, false)?),
+        Expr::Alive(sel) => Val::Vector(select(sel, h, true)?),
         Expr::Rate {
             sel,
             window,
@@ -209,9 +210,12 @@ fn latest_page<'a>(
     }
 }
 
-fn select(sel: &Selector, h: &History) -> Result<Vec<Point>, Miss> {
+fn select(sel: &Selector, h: &History, alive_only: bool) -> Result<Vec<Point>, Miss> {
     let mut out = Vec::new();
     for t in targets(sel, h)? {
+        if alive_only && t.latest().is_none_or(|s| s.page.is_err()) {
+            continue;
+        }
         if sel.metric == "up" {
             // Synthesised like Prometheus's own `up`, so "how many replicas are down" is
             // answerable precisely when the others give nothing.

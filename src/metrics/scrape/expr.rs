@@ -14,6 +14,7 @@
 //! call      := ("rate" | "increase") "(" selector "[" DURATION "]" ")"
 //!            | ("sum" | "max" | "min" | "avg" | "count") "(" expr ")"
 //!            | "histogram_quantile" "(" NUMBER "," expr ")"
+//!            | "alive" "(" selector ")"
 //! selector  := METRIC [ "{" [ matcher ("," matcher)* [","] ] "}" ] [ "@" ROLE ]
 //! matcher   := LABEL ("=" | "!=" | "=~" | "!~") STRING   -- "double quoted", \" \\ \n
 //!                                                     -- =~ !~: literals . * + ? | only
@@ -24,6 +25,9 @@
 //! - A selector picks the series with that metric name and labels from the latest scrape
 //!   of every target, or only of targets whose role is ROLE (`@gate`, `@service`,
 //!   `@clients`, as given by `--metrics-url ROLE=URL` or the platform).
+//! - `alive(sel)` reads only the targets that are up (a down target is left out instead of
+//!   making the result missing), so `count(up@service) - sum(up@service) +
+//!   (sum(1 - alive(ready@service)) or 0)` counts replicas down or not ready.
 //! - `up` is synthesised per target, as Prometheus does: 1 if its last scrape worked, 0 if not.
 //! - `rate(m[w])`: per-second increase of counter `m` over the scrapes of the last `w`,
 //!   counter resets handled; `increase` is the same without dividing by time.
@@ -102,6 +106,8 @@ pub enum BinOp {
 pub enum Expr {
     Number(f64),
     Select(Selector),
+    /// `alive(sel)`: the selector over the targets that are up only.
+    Alive(Selector),
     Rate {
         sel: Selector,
         window: Duration,
@@ -118,7 +124,7 @@ impl Expr {
     /// The longest rate window used, so the history keeps enough scrapes.
     pub fn max_window(&self) -> Duration {
         match self {
-            Expr::Number(_) | Expr::Select(_) => Duration::ZERO,
+            Expr::Number(_) | Expr::Select(_) | Expr::Alive(_) => Duration::ZERO,
             Expr::Rate { window, .. } => *window,
             Expr::Agg(_, e) | Expr::Quantile(_, e) | Expr::Neg(e) => e.max_window(),
             Expr::Bin(_, a, b) | Expr::Or(a, b) => a.max_window().max(b.max_window()),
@@ -312,6 +318,7 @@ impl<'a> Parser<'a> {
                 };
                 Expr::Agg(agg, Box::new(self.expr()?))
             }
+            "alive" => Expr::Alive(self.selector()?),
             "histogram_quantile" => {
                 self.skip_ws();
                 let q = self.number()?;
@@ -324,7 +331,7 @@ impl<'a> Parser<'a> {
             other => {
                 self.pos = start;
                 return Err(self.err(format!(
-                    "unknown function {other:?} (known: rate, increase, sum, max, min, avg, count, histogram_quantile)"
+                    "unknown function {other:?} (known: rate, increase, sum, max, min, avg, count, histogram_quantile, alive)"
                 )));
             }
         };

@@ -31,24 +31,10 @@ pub enum LimitUpdate {
     Missing,
 }
 
-/// Parse and check a `limit.json` value.
+/// Parse and check a `limit.json` value with the gate's own rules (the same as its admin
+/// API), naming the field that is wrong.
 pub fn parse_limit(text: &str) -> Result<Limit, String> {
-    let de = &mut serde_json::Deserializer::from_str(text);
-    let limit: Limit = serde_path_to_error::deserialize(de)
-        .map_err(|e| format!("{LIMIT_KEY}: field `{}`: {}", e.path(), e.inner()))?;
-    if let Some(r) = limit.rate_per_s {
-        if !r.is_finite() || r < 0.0 {
-            return Err(format!(
-                "{LIMIT_KEY}: field `rate_per_s`: must be a finite number >= 0, got {r}"
-            ));
-        }
-        if limit.burst < 1 {
-            return Err(format!(
-                "{LIMIT_KEY}: field `burst`: must be at least 1 when a rate is set"
-            ));
-        }
-    }
-    Ok(limit)
+    crate::gate::validate::parse_json(text.as_bytes()).map_err(|e| format!("{LIMIT_KEY}: {e}"))
 }
 
 /// Decide what a freshly read ConfigMap means, given the version seen last.

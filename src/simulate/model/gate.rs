@@ -45,6 +45,13 @@ impl Gate {
         self.tokens = self.tokens.min(self.burst);
     }
 
+    /// New limits mid-run; what is in flight stays in flight.
+    pub fn reconfigure(&mut self, rate_per_s: Option<f64>, burst: u32, max_in_flight: Option<u32>) {
+        self.burst = f64::from(burst.max(1));
+        self.max_in_flight = max_in_flight;
+        self.set_rate(rate_per_s);
+    }
+
     pub fn rate_per_s(&self) -> Option<f64> {
         self.per_tick.map(|t| t / self.tick_s)
     }

@@ -66,6 +66,11 @@ impl Server {
         }
     }
 
+    /// New settings mid-run; queue, warmth and downtime carry over.
+    pub fn reconfigure(&mut self, cfg: ServerConfig) {
+        self.cfg = cfg;
+    }
+
     pub fn is_down(&self, now: u32) -> bool {
         self.down_until.is_some_and(|u| now < u)
     }

@@ -61,6 +61,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, SimError> {
         if let Some(i) = message.find(" at line ") {
             message.truncate(i);
         }
+        // ...and may prefix the parent path, which the field already names.
+        if let Some((head, rest)) = message.split_once(": ") {
+            if !head.contains(' ') && field.starts_with(head) {
+                message = rest.to_string();
+            }
+        }
         SimError::File {
             path: path.to_path_buf(),
             line,

@@ -128,7 +128,34 @@ impl Scenario {
     pub fn validate(&self) -> Result<(), SimError> {
         match self {
             Scenario::Storm { params, .. } => params.validate(),
-            Scenario::System { params, .. } => params.validate(),
+            Scenario::System { params, plan, .. } => {
+                params.validate()?;
+                if let Some(plan) = plan {
+                    let rates = std::iter::once(plan.admit_rate)
+                        .chain(plan.ramp.iter().map(|s| s.rate_per_s));
+                    if rates.into_iter().any(|r| !(r.is_finite() && r >= 0.0)) {
+                        return Err(SimError::invalid(
+                            "plan",
+                            "admit_rate and ramp rate_per_s must be finite and 0 or more",
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Run this scenario but switch to `changed`'s client, server and gate parameters at
+    /// `plan_at` ("what if we changed it now, once stuck?"). `None` for the tick model.
+    pub fn run_changed_at_plan(&self, changed: &Scenario, seed: u64) -> Option<SystemReport> {
+        match (self, changed) {
+            (
+                Scenario::System {
+                    name, params, plan, ..
+                },
+                Scenario::System { params: q, .. },
+            ) => Some(engine::run_with(params, plan.as_ref(), Some(q), seed, name)),
+            _ => None,
         }
     }
 
