@@ -47,6 +47,8 @@ pub struct Receiver {
     launcher: Arc<dyn RunLauncher>,
     state: Mutex<Registry>,
     pub metrics: ServeMetrics,
+    /// Set by [`Receiver::shutdown`]: runs it aborts are not the runbook's failures.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Receiver {
@@ -87,6 +89,7 @@ impl Receiver {
             launcher,
             state: Mutex::new(Registry::with_budget(book)),
             metrics,
+            stopping: Default::default(),
         }))
     }
 
@@ -259,6 +262,31 @@ impl Receiver {
                 "breaker reset by a human");
         }
         self.targets().into_iter().find(|t| t.target == target)
+    }
+
+    /// Stop: abort runs in progress cleanly and wait up to `grace` for them to report.
+    /// Returns how many were still running when the grace ran out.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> usize {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.launcher.cancel_all();
+        let start = std::time::Instant::now();
+        loop {
+            let running = self
+                .state()
+                .activity
+                .values()
+                .filter(|a| matches!(a, Activity::Running { .. }))
+                .count();
+            if running == 0 || start.elapsed() >= grace {
+                return running;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The metrics text, with per-target gauges brought up to date.

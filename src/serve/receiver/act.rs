@@ -232,7 +232,8 @@ impl Receiver {
         let opened = st.budget.record_outcome(
             &self.cfg.budget,
             &target,
-            report.outcome.is_failure(),
+            // A run aborted because the receiver is stopping says nothing about the runbook.
+            report.outcome.is_failure() && !self.is_stopping(),
             &format!(
                 "run {}: {}: {}",
                 req.run_id,
