@@ -154,7 +154,7 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
 
     // Wait until Prometheus has enough scrapes for a 5 s rate, scraping alongside.
     let deadline = Instant::now() + Duration::from_secs(25);
-    let mut scraped = scrape.snapshot(&sig).await.unwrap();
+    let mut scraped;
     let prom_rate = loop {
         assert!(
             Instant::now() < deadline,

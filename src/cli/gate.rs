@@ -43,6 +43,10 @@ pub struct GateArgs {
     /// --burst and --max-in-flight.
     #[arg(long, value_name = "PATH")]
     pub state_file: Option<PathBuf>,
+    /// Also follow a Kubernetes ConfigMap (`NS/NAME`, key `limit.json`) for the limit;
+    /// the applied resourceVersion shows in `recover_gate_limit_applied_info`.
+    #[arg(long, value_name = "NS/NAME")]
+    pub limit_configmap: Option<String>,
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -89,6 +93,14 @@ fn read_token(path: &Path) -> Result<String, Failure> {
 }
 
 pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
+    if let Some(spec) = &args.limit_configmap {
+        let (ns, name) = spec.split_once('/').unwrap_or(("", spec.as_str()));
+        if name.is_empty() || spec.ends_with('/') || (spec.contains('/') && ns.is_empty()) {
+            return Err(Failure::usage(anyhow!(
+                "--limit-configmap {spec:?}: expected NS/NAME or NAME"
+            )));
+        }
+    }
     let admin_token = args
         .admin_token_file
         .as_deref()
@@ -114,6 +126,7 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
 }
 
 pub fn run(args: GateArgs) -> CliResult {
+    let configmap = args.limit_configmap.clone();
     let cfg = config(args)?;
     let rt = super::runtime()?;
     rt.block_on(async move {
@@ -125,7 +138,14 @@ pub fn run(args: GateArgs) -> CliResult {
             tracing::info!("signal received, stopping the gate");
             stop.cancel();
         });
-        bound.run(Vec::new(), shutdown).await.map_err(failure)?;
+        let mut sources: Vec<Box<dyn recover::gate::limit_source::LimitSource>> = Vec::new();
+        if let Some(spec) = configmap {
+            let source = recover::platform::kube::ConfigMapLimitSource::connect(&spec)
+                .await
+                .map_err(|e| Failure::new(Exit::Refused, e))?;
+            sources.push(Box::new(source));
+        }
+        bound.run(sources, shutdown).await.map_err(failure)?;
         Ok(Exit::Done)
     })
 }

@@ -17,19 +17,19 @@ pub enum Output {
 pub struct PlanArgs {
     /// Requests per second arriving now (first attempts and retries). Measured when a
     /// source is given.
-    #[arg(long, value_name = "REQ_PER_S")]
+    #[arg(long, value_name = "REQ_PER_S", allow_negative_numbers = true)]
     pub arrival: Option<f64>,
     /// Capacity right after a restart (cold caches), requests per second.
-    #[arg(long, value_name = "REQ_PER_S")]
+    #[arg(long, value_name = "REQ_PER_S", allow_negative_numbers = true)]
     pub capacity_cold: Option<f64>,
     /// Work amplification: work per useful response now / when healthy (>= 1).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub k: Option<f64>,
     /// Healthy capacity, requests per second (the ramp ends there at the latest).
-    #[arg(long, value_name = "REQ_PER_S")]
+    #[arg(long, value_name = "REQ_PER_S", allow_negative_numbers = true)]
     pub capacity: Option<f64>,
     /// Healthy demand, first attempts per second (the ramp ends there when lower).
-    #[arg(long, value_name = "REQ_PER_S")]
+    #[arg(long, value_name = "REQ_PER_S", allow_negative_numbers = true)]
     pub demand: Option<f64>,
     /// Admit this fraction of capacity_cold / k (0..1]. Default: the runbook's, else 0.9.
     #[arg(long)]

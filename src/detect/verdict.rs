@@ -1,6 +1,7 @@
 //! The verdict rules, in the order they are checked:
 //! 1. no snapshots, or the newest is older than `stale_after`: Unknown;
-//! 2. a trigger active now: Triggered (acting now would fight the trigger);
+//! 2. a trigger active now: Triggered (acting now would fight the trigger), unless the
+//!    service cannot be judged at all (then Unknown);
 //! 3. cannot judge the service now: Unknown;
 //! 4. not failing now: Healthy;
 //! 5. failing, but cannot tell whether a trigger is active: Unknown;
@@ -102,12 +103,24 @@ pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> 
         ));
     }
 
+    for (name, r) in &last.readings {
+        if let crate::metrics::signal::Reading::Missing { reason } = r {
+            v.evidence
+                .push(Evidence::new(name, None, format!("missing: {reason}")));
+        }
+    }
     let n = window.len() - 1;
     let (now_health, now_trigger) = (&healths[n], &triggers[n]);
     if let Trigger::Active(why) = now_trigger {
         let since = run_start(&triggers, |t| matches!(t, Trigger::Active(_)));
         v.evidence
             .push(Evidence::new("trigger", None, why.clone()).since(window[since].at, last.at));
+        if let Health::NoData(nodata) = now_health {
+            // Everything unreachable also reads as "replicas down": without a word from
+            // the clients or the edge, that is no data, not a trigger.
+            v.summary = format!("no verdict: {nodata} (and {why})");
+            return v;
+        }
         v.verdict = VerdictKind::Triggered;
         v.summary = format!("trigger still active: {why}");
         return v;

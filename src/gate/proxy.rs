@@ -75,6 +75,10 @@ impl Proxy {
                 return too_many(1, "over the gate's in-flight limit\n");
             }
         };
+        let mut pending = PendingOutcome {
+            metrics: &self.metrics,
+            outcome: Some(Outcome::ClientGone),
+        };
         let pick = self.replicas.pick();
         let path = req
             .uri()
@@ -88,7 +92,10 @@ impl Proxy {
             .build();
         match uri {
             Ok(uri) => *req.uri_mut() = uri,
-            Err(_) => return plain(StatusCode::BAD_REQUEST, "bad request target\n"),
+            Err(_) => {
+                pending.outcome = Some(Outcome::UpstreamError);
+                return plain(StatusCode::BAD_REQUEST, "bad request target\n");
+            }
         }
         strip_hop_by_hop(req.headers_mut());
         let deadline = deadline::compute(
@@ -108,7 +115,7 @@ impl Proxy {
             Ok(Ok(mut resp)) => {
                 self.metrics
                     .upstream_response(resp.status().as_u16(), sent.elapsed().as_secs_f64());
-                self.metrics.outcome(Outcome::Admitted);
+                pending.outcome = Some(Outcome::Admitted);
                 strip_hop_by_hop(resp.headers_mut());
                 resp.map(Either::Left)
             }
@@ -117,13 +124,28 @@ impl Proxy {
                     self.replicas.eject(&pick);
                 }
                 tracing::debug!(upstream = %pick.replica.authority, error = %e, "upstream error");
-                self.metrics.outcome(Outcome::UpstreamError);
+                pending.outcome = Some(Outcome::UpstreamError);
                 plain(StatusCode::BAD_GATEWAY, "upstream unreachable\n")
             }
             Err(_) => {
-                self.metrics.outcome(Outcome::UpstreamTimeout);
+                pending.outcome = Some(Outcome::UpstreamTimeout);
                 plain(StatusCode::GATEWAY_TIMEOUT, "upstream timed out\n")
             }
+        }
+    }
+}
+
+/// Records the outcome of an admitted request exactly once, also when the client hangs
+/// up and hyper drops the handler mid-flight (the outcome then stays `ClientGone`).
+struct PendingOutcome<'a> {
+    metrics: &'a GateMetrics,
+    outcome: Option<Outcome>,
+}
+
+impl Drop for PendingOutcome<'_> {
+    fn drop(&mut self) {
+        if let Some(o) = self.outcome.take() {
+            self.metrics.outcome(o);
         }
     }
 }

@@ -25,11 +25,14 @@ pub enum Outcome {
     RejectedInFlight,
     UpstreamError,
     UpstreamTimeout,
+    /// Admitted, but the client hung up before the upstream answered: in a stuck
+    /// overload this is most requests, so it must be counted or arrivals read near zero.
+    ClientGone,
 }
 
 pub struct GateMetrics {
     registry: Registry,
-    outcomes: [Counter; 5],
+    outcomes: [Counter; 6],
     classes: [Counter; 4],
     first: Counter,
     retry: Counter,
@@ -41,12 +44,13 @@ pub struct GateMetrics {
     upstream_latency: Histogram,
 }
 
-const OUTCOMES: [&str; 5] = [
+const OUTCOMES: [&str; 6] = [
     "admitted",
     "rejected_rate",
     "rejected_in_flight",
     "upstream_error",
     "upstream_timeout",
+    "client_gone",
 ];
 const CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
 

@@ -3,7 +3,8 @@
 //! Exists so the controller can read `/metrics` endpoints directly, without a Prometheus
 //! server in between. It accepts what `prometheus-client` and the Go client emit:
 //! `# HELP` / `# TYPE` / `# UNIT` comments, other comments, label values with `\\`, `\"`
-//! and `\n` escapes, `NaN`, `+Inf`, `-Inf`, optional timestamps, OpenMetrics exemplars
+//! and `\n` escapes, `NaN`, `+Inf`, `-Inf` (and `inf`, which prometheus-client 0.24
+//! writes for an infinite gauge), optional timestamps, OpenMetrics exemplars
 //! (` # {...} v`) and the `# EOF` terminator (anything after it is ignored).
 //! Errors name the line, so a broken exporter is easy to find.
 
@@ -191,20 +192,20 @@ pub(crate) fn unescape_quoted(s: &str) -> Option<(String, &str)> {
     None
 }
 
+/// Like Go's strconv.ParseFloat, which Prometheus uses: `NaN`, `+Inf`, `-Inf`, `Inf` and
+/// `Infinity` in any case (prometheus-client 0.24 writes an infinite gauge as `inf`).
 fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "NaN" => Some(f64::NAN),
-        "+Inf" | "Inf" => Some(f64::INFINITY),
-        "-Inf" => Some(f64::NEG_INFINITY),
-        _ => {
-            // Rust also accepts "inf"/"infinity" spelled oddly; exposition does not.
-            if s.chars()
-                .any(|c| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
-            {
-                return None;
-            }
-            s.parse().ok()
-        }
+    let (sign, body) = match s.as_bytes().first() {
+        Some(b'+') => (1.0, &s[1..]),
+        Some(b'-') => (-1.0, &s[1..]),
+        _ => (1.0, s),
+    };
+    let lower = body.to_ascii_lowercase();
+    match lower.as_str() {
+        "nan" => Some(f64::NAN),
+        "inf" | "infinity" => Some(sign * f64::INFINITY),
+        _ if lower.chars().any(|c| c.is_ascii_alphabetic() && c != 'e') => None,
+        _ => s.parse().ok(),
     }
 }
 
@@ -241,6 +242,11 @@ mod tests {
         let err = parse("ok 1\n\nnovalue\n").unwrap_err();
         assert_eq!(err.line, 3);
         assert!(parse("x abc").is_err());
-        assert!(parse("x infinity").is_err());
+        assert_eq!(
+            parse("x -infinity").unwrap().samples[0].value,
+            f64::NEG_INFINITY
+        );
+        assert_eq!(parse("x inf").unwrap().samples[0].value, f64::INFINITY);
+        assert!(parse("x 0x10").is_err());
     }
 }
