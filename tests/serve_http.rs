@@ -30,6 +30,7 @@ struct Recorder {
     outcomes: Mutex<VecDeque<RunOutcome>>,
     release: Semaphore,
     hold_runs: bool,
+    cancelled: std::sync::atomic::AtomicBool,
 }
 
 impl Default for Recorder {
@@ -41,6 +42,7 @@ impl Default for Recorder {
             outcomes: Mutex::default(),
             release: Semaphore::new(0),
             hold_runs: false,
+            cancelled: Default::default(),
         }
     }
 }
@@ -91,6 +93,8 @@ impl RunLauncher for Recorder {
         }
         let outcome = if req.dry_run {
             RunOutcome::DryRun
+        } else if self.cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+            RunOutcome::Aborted
         } else {
             self.outcomes
                 .lock()
@@ -105,11 +109,18 @@ impl RunLauncher for Recorder {
             details: None,
         }
     }
+
+    fn cancel_all(&self) {
+        self.cancelled
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.release.add_permits(100);
+    }
 }
 
 struct Rx {
     base: String,
     rec: Arc<Recorder>,
+    receiver: Arc<Receiver>,
     client: Http,
     _dir: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
@@ -152,12 +163,17 @@ async fn start_with(mode: Mode, budget: &str, rec: Recorder) -> Rx {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     let (tx, stop) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(recover::serve::http::serve(listener, rx, async move {
-        let _ = stop.await;
-    }));
+    tokio::spawn(recover::serve::http::serve(
+        listener,
+        rx.clone(),
+        async move {
+            let _ = stop.await;
+        },
+    ));
     Rx {
         base,
         rec,
+        receiver: rx,
         client: Http::default(),
         _dir: dir,
         _stop: tx,
@@ -573,5 +589,30 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
     assert!(
         m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#),
         "{m}"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_aborts_runs_in_progress_and_waits_for_them() {
+    let rx = start_with(
+        Mode::Act,
+        NO_COOLDOWN,
+        Recorder {
+            hold_runs: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    rx.post("firing.json").await;
+    rx.wait_decisions("launch", |d| count(d, "launched") == 1)
+        .await;
+    let left = rx.receiver.shutdown(Duration::from_secs(10)).await;
+    assert_eq!(left, 0, "the run should have ended");
+    let runs = rx.get("/runs").await;
+    assert_eq!(runs["runs"][0]["state"]["finished"], "aborted", "{runs}");
+    let t = rx.get("/targets").await;
+    assert_eq!(
+        t["targets"][0]["budget"]["failures"], 0,
+        "a shutdown abort is not the runbook's failure: {t}"
     );
 }

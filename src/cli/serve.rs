@@ -80,13 +80,34 @@ fn serve_forever(listen: SocketAddr, path: PathBuf, mode: Mode) -> CliResult {
         if mode == Mode::Observe {
             tracing::warn!("observe mode: runbooks run as dry runs only; use --mode act to act");
         }
-        serve::http::serve(listener, rx, async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-        .await
-        .context("serving")?;
+        serve::http::serve(listener, rx.clone(), stop_signal())
+            .await
+            .context("serving")?;
+        // A run cut off mid-step would skip its on_failure steps: abort cleanly and wait.
+        let left = rx.shutdown(std::time::Duration::from_secs(120)).await;
+        if left > 0 {
+            tracing::error!("{left} run(s) still in progress at exit; see `recover history` and `recover resume`");
+            return Ok(Exit::Failed);
+        }
         Ok(Exit::Done)
     })
+}
+
+/// Ctrl-C or SIGTERM (what Kubernetes sends when it replaces the pod).
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("stopping: no new alerts; aborting runs in progress cleanly");
 }
 
 fn reset(args: ResetArgs) -> CliResult {

@@ -387,4 +387,21 @@ routes:
         .to_string();
         assert!(e.contains("routes[0].match"), "{e}");
     }
+
+    #[test]
+    fn shipped_example_and_manifest_configs_parse() {
+        parse(
+            include_str!("../../examples/serve.yaml"),
+            "examples/serve.yaml",
+        )
+        .unwrap();
+        let manifest = include_str!("../../manifests/serve.yaml");
+        let cm = serde_yaml::Deserializer::from_str(manifest)
+            .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+            .find(|d| d["kind"] == "ConfigMap")
+            .unwrap();
+        let text = cm["data"]["serve.yaml"].as_str().unwrap();
+        let c = parse(text, "manifests/serve.yaml").unwrap();
+        assert_eq!(c.routes[0].target.id(), "kube:recover-demo/config-service");
+    }
 }

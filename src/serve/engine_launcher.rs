@@ -32,6 +32,8 @@ pub struct EngineLauncher {
     pub runbook_dirs: Vec<PathBuf>,
     pub journal_dir: PathBuf,
     pub platforms: PlatformFactory,
+    /// Cancelled when the receiver stops; each run gets a child token.
+    pub cancel: tokio_util::sync::CancellationToken,
 }
 
 /// The platforms built into this binary.
@@ -64,6 +66,7 @@ pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
             .clone()
             .unwrap_or_else(|| PathBuf::from("recover-runs")),
         platforms: default_platforms(),
+        cancel: tokio_util::sync::CancellationToken::new(),
     }))
 }
 
@@ -108,6 +111,10 @@ impl RunLauncher for EngineLauncher {
         Ok(detect_at(&window, &rb.detect, SystemTime::now()))
     }
 
+    fn cancel_all(&self) {
+        self.cancel.cancel();
+    }
+
     async fn launch(&self, req: &LaunchRequest) -> RunReport {
         let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
             Ok(p) => p,
@@ -150,7 +157,7 @@ impl RunLauncher for EngineLauncher {
             metrics,
             options,
         };
-        match engine::run(request, tokio_util::sync::CancellationToken::new()).await {
+        match engine::run(request, self.cancel.child_token()).await {
             Ok(r) => {
                 let outcome = match r.outcome {
                     Outcome::Succeeded => RunOutcome::Succeeded,

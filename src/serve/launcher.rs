@@ -89,4 +89,7 @@ pub trait RunLauncher: Send + Sync {
     fn journal_path(&self, _req: &LaunchRequest) -> Option<PathBuf> {
         None
     }
+    /// The receiver is stopping: abort runs in progress cleanly (their on_failure steps
+    /// still run) so none is left half-done without them.
+    fn cancel_all(&self) {}
 }

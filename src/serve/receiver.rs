@@ -1,27 +1,24 @@
 //! The receiver's moving parts: take parsed alerts, apply the pure decisions in
 //! [`super::decide`], and carry them out: start detection, launch runs, schedule rechecks,
 //! keep the registry, the budget file and the metrics in step. The one lock is never held
-//! across an await, so a slow detection or run never blocks the webhook.
+//! across an await, so a slow detection or run never blocks the webhook. What happens
+//! after detection lives in [`act`].
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use super::alert::{AlertStatus, WebhookPayload};
 use super::auth::Credentials;
 use super::budget::BudgetBook;
-use super::config::{read_secret, Route, ServeConfig};
-use super::decide::{self, Activity, AfterCheck, Decision, Mode};
-use super::launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunReport};
+use super::config::{read_secret, ServeConfig};
+use super::decide::{self, Activity, Decision, Mode};
+use super::launcher::RunLauncher;
 use super::metrics::ServeMetrics;
-use super::runs::{
-    rfc3339, AlertRef, DecisionRecord, Recheck, Registry, RunRecord, RunState, Source,
-};
-use crate::detect::{Evidence, Verdict, VerdictKind};
+use super::runs::{rfc3339, AlertRef, DecisionRecord, Registry, Source};
 
-/// A detection that takes longer than this is treated as Unknown: a hung check must not
-/// leave the target marked as "checking" forever.
-pub const CHECK_TIMEOUT: Duration = Duration::from_secs(300);
+mod act;
+pub use act::CHECK_TIMEOUT;
 
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +47,8 @@ pub struct Receiver {
     launcher: Arc<dyn RunLauncher>,
     state: Mutex<Registry>,
     pub metrics: ServeMetrics,
+    /// Set by [`Receiver::shutdown`]: runs it aborts are not the runbook's failures.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl Receiver {
@@ -90,6 +89,7 @@ impl Receiver {
             launcher,
             state: Mutex::new(Registry::with_budget(book)),
             metrics,
+            stopping: Default::default(),
         }))
     }
 
@@ -116,7 +116,7 @@ impl Receiver {
             .collect()
     }
 
-    fn handle_alert(
+    pub(crate) fn handle_alert(
         self: &Arc<Self>,
         alert: AlertRef,
         status: AlertStatus,
@@ -204,7 +204,7 @@ impl Receiver {
         self.log(&mut st, rec)
     }
 
-    fn log(&self, st: &mut Registry, mut rec: DecisionRecord) -> DecisionRecord {
+    pub(crate) fn log(&self, st: &mut Registry, mut rec: DecisionRecord) -> DecisionRecord {
         self.metrics.decision(&rec.decision);
         if rec.message.is_empty() {
             rec.message = rec.decision.clone();
@@ -214,237 +214,7 @@ impl Receiver {
         st.log(rec)
     }
 
-    async fn check_then_act(self: Arc<Self>, check_id: String, route: Route, source: Source) {
-        let target = route.target.id();
-        let req = CheckRequest {
-            route: route.name.clone(),
-            runbook: route.runbook.clone(),
-            target: route.target.clone(),
-        };
-        let launcher = self.launcher.clone();
-        let verdict = match tokio::time::timeout(
-            CHECK_TIMEOUT,
-            tokio::spawn(async move { launcher.check(&req).await }),
-        )
-        .await
-        {
-            Ok(Ok(Ok(v))) => v,
-            Ok(Ok(Err(e))) => unknown(&format!("detection failed: {e}")),
-            Ok(Err(e)) => unknown(&format!("detection crashed: {e}")),
-            Err(_) => unknown(&format!("detection took longer than {CHECK_TIMEOUT:?}")),
-        };
-        let now = SystemTime::now();
-        let mut st = self.state();
-        let alerts = st.checks.remove(&check_id).unwrap_or_default();
-        st.set_activity(&target, Activity::Idle);
-        let rechecks_done = alerts
-            .iter()
-            .filter_map(|a| st.rechecks.get(&(target.clone(), a.fingerprint.clone())))
-            .map(|r| r.done)
-            .max()
-            .unwrap_or(0);
-        let view = st.budget.view(&self.cfg.budget, &target, now);
-        let after = decide::on_verdict(
-            verdict.verdict,
-            self.mode,
-            &view,
-            rechecks_done,
-            &self.cfg.recheck,
-        );
-        let first = alerts.first().cloned().unwrap_or_else(|| AlertRef {
-            fingerprint: String::new(),
-            alertname: String::new(),
-            labels: Default::default(),
-        });
-        let mut rec = DecisionRecord {
-            seq: 0,
-            at: rfc3339(now),
-            source,
-            fingerprint: first.fingerprint.clone(),
-            alertname: first.alertname.clone(),
-            status: "firing".into(),
-            route: Some(route.name.clone()),
-            target: Some(target.clone()),
-            decision: String::new(),
-            message: String::new(),
-            run_id: None,
-            check_id: Some(check_id),
-            verdict: Some(verdict.verdict),
-        };
-        let evidence = summarize(&verdict);
-        match after {
-            AfterCheck::Launch { dry_run } => {
-                for a in &alerts {
-                    st.cancel_recheck(&target, &a.fingerprint);
-                }
-                let run_id = uuid::Uuid::now_v7().to_string();
-                let req = LaunchRequest {
-                    run_id: run_id.clone(),
-                    route: route.name.clone(),
-                    runbook: route.runbook.clone(),
-                    target: route.target.clone(),
-                    dry_run,
-                    verdict: verdict.clone(),
-                };
-                let mut record = RunRecord {
-                    id: run_id.clone(),
-                    route: route.name.clone(),
-                    runbook: route.runbook.clone(),
-                    target: target.clone(),
-                    dry_run,
-                    state: RunState::Running,
-                    started_at: rfc3339(now),
-                    finished_at: None,
-                    verdict,
-                    alerts: vec![],
-                    message: None,
-                    journal: self.launcher.journal_path(&req),
-                    report: None,
-                };
-                for a in &alerts {
-                    record.join(&a.fingerprint, &a.alertname, now);
-                }
-                st.runs.insert(run_id.clone(), record);
-                st.budget.record_start(&self.cfg.budget, &target, now);
-                self.save_state(&st);
-                st.set_activity(
-                    &target,
-                    Activity::Running {
-                        run_id: run_id.clone(),
-                    },
-                );
-                self.metrics.runs_in_progress.inc();
-                rec.decision = if dry_run { "dry_run" } else { "launched" }.into();
-                rec.message = format!(
-                    "{}: {} {} on {target} ({evidence})",
-                    "stuck",
-                    if dry_run {
-                        "would run (observe mode)"
-                    } else {
-                        "running"
-                    },
-                    route.runbook
-                );
-                rec.run_id = Some(run_id);
-                let me = self.clone();
-                tokio::spawn(async move { me.run(req).await });
-            }
-            AfterCheck::Recheck { after } => {
-                for a in alerts {
-                    let generation = st.next_generation();
-                    let key = (target.clone(), a.fingerprint.clone());
-                    let done = st.rechecks.get(&key).map_or(0, |r| r.done) + 1;
-                    st.rechecks.insert(
-                        key,
-                        Recheck {
-                            done,
-                            generation,
-                            alert: a.clone(),
-                        },
-                    );
-                    let me = self.clone();
-                    let t = target.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(after).await;
-                        me.recheck(&t, &a.fingerprint, generation);
-                    });
-                }
-                rec.decision = "recheck_scheduled".into();
-                rec.message = format!(
-                    "verdict {:?}: not acting; looking again in {} ({evidence})",
-                    verdict.verdict,
-                    crate::util::duration::format(after)
-                );
-            }
-            AfterCheck::RechecksExhausted => {
-                for a in &alerts {
-                    st.cancel_recheck(&target, &a.fingerprint);
-                }
-                rec.decision = "rechecks_exhausted".into();
-                rec.message = format!(
-                    "verdict {:?} after {rechecks_done} rechecks: not acting; waiting for the alert to repeat ({evidence})",
-                    verdict.verdict
-                );
-            }
-            AfterCheck::Healthy => {
-                for a in &alerts {
-                    st.cancel_recheck(&target, &a.fingerprint);
-                }
-                rec.decision = "healthy".into();
-                rec.message = format!("detection says healthy: not acting ({evidence})");
-            }
-            AfterCheck::Refuse(r) => {
-                rec.decision = r.kind().into();
-                rec.message = r.message(&target);
-            }
-        }
-        self.log(&mut st, rec);
-    }
-
-    fn recheck(self: &Arc<Self>, target: &str, fingerprint: &str, generation: u64) {
-        let alert = {
-            let st = self.state();
-            match st
-                .rechecks
-                .get(&(target.to_string(), fingerprint.to_string()))
-            {
-                Some(r) if r.generation == generation => r.alert.clone(),
-                _ => return, // superseded: resolved, acted on, or a newer alert
-            }
-        };
-        self.handle_alert(alert, AlertStatus::Firing, Source::Recheck);
-    }
-
-    async fn run(self: Arc<Self>, req: LaunchRequest) {
-        let launcher = self.launcher.clone();
-        let r = req.clone();
-        let report = match tokio::spawn(async move { launcher.launch(&r).await }).await {
-            Ok(report) => report,
-            Err(e) => RunReport {
-                outcome: RunOutcome::Failed,
-                message: format!("the run crashed: {e}"),
-                journal: None,
-                details: None,
-            },
-        };
-        let target = req.target.id();
-        let now = SystemTime::now();
-        let mut st = self.state();
-        if let Some(rec) = st.runs.get_mut(&req.run_id) {
-            rec.state = RunState::Finished(report.outcome);
-            rec.finished_at = Some(rfc3339(now));
-            rec.message = Some(report.message.clone());
-            if report.journal.is_some() {
-                rec.journal = report.journal.clone();
-            }
-            rec.report = report.details.clone();
-        }
-        st.set_activity(&target, Activity::Idle);
-        let opened = st.budget.record_outcome(
-            &self.cfg.budget,
-            &target,
-            report.outcome.is_failure(),
-            &format!(
-                "run {}: {}: {}",
-                req.run_id,
-                report.outcome.as_str(),
-                report.message
-            ),
-            now,
-        );
-        self.save_state(&st);
-        drop(st);
-        self.metrics.runs_in_progress.dec();
-        self.metrics.run_finished(report.outcome.as_str());
-        tracing::info!(run_id = %req.run_id, target = %target, outcome = report.outcome.as_str(),
-            "run finished: {}", report.message);
-        if opened {
-            tracing::error!(target = %target,
-                "BREAKER OPEN on {target}: too many failed or aborted runs; not acting until `recover serve reset {target}`");
-        }
-    }
-
-    fn save_state(&self, st: &Registry) {
+    pub(crate) fn save_state(&self, st: &Registry) {
         let Some(f) = &self.cfg.state_file else {
             return;
         };
@@ -494,6 +264,31 @@ impl Receiver {
         self.targets().into_iter().find(|t| t.target == target)
     }
 
+    /// Stop: abort runs in progress cleanly and wait up to `grace` for them to report.
+    /// Returns how many were still running when the grace ran out.
+    pub async fn shutdown(&self, grace: std::time::Duration) -> usize {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.launcher.cancel_all();
+        let start = std::time::Instant::now();
+        loop {
+            let running = self
+                .state()
+                .activity
+                .values()
+                .filter(|a| matches!(a, Activity::Running { .. }))
+                .count();
+            if running == 0 || start.elapsed() >= grace {
+                return running;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    }
+
+    pub(crate) fn is_stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// The metrics text, with per-target gauges brought up to date.
     pub fn encode_metrics(&self) -> String {
         for t in self.targets() {
@@ -505,46 +300,6 @@ impl Receiver {
             out.clear();
         }
         out
-    }
-}
-
-fn unknown(note: &str) -> Verdict {
-    Verdict {
-        verdict: VerdictKind::Unknown,
-        k: None,
-        arrival_rate: None,
-        capacity: None,
-        capacity_cold: None,
-        evidence: vec![Evidence {
-            signal: "detection".into(),
-            value: None,
-            note: note.to_string(),
-            ..Default::default()
-        }],
-        summary: note.to_string(),
-        ..Default::default()
-    }
-}
-
-/// One line of the verdict's evidence for the decision log.
-fn summarize(v: &Verdict) -> String {
-    let mut parts: Vec<String> = vec![];
-    if !v.summary.is_empty() {
-        parts.push(v.summary.clone());
-    }
-    if let Some(k) = v.k {
-        parts.push(format!("k={k:.2}"));
-    }
-    if let Some(a) = v.arrival_rate {
-        parts.push(format!("arrival={a:.1}/s"));
-    }
-    if v.summary.is_empty() {
-        parts.extend(v.evidence.iter().take(3).map(|e| e.note.clone()));
-    }
-    if parts.is_empty() {
-        "no evidence".into()
-    } else {
-        parts.join("; ")
     }
 }
 
