@@ -177,14 +177,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter(|s| s.t_s >= rb_start)
             .cloned()
             .collect();
-        let rel = relapses(
-            &after,
-            demand,
-            workers,
-            &crit,
-            2,
-            timeout_s,
-        );
+        let rel = relapses(&after, demand, workers, &crit, 2, timeout_s);
         let over = over_timeout_s(&after, timeout_s);
         (
             Dropped {
