@@ -48,6 +48,15 @@ pub fn render(r: &Report) -> String {
                 "  detection: stuck {} after the trigger ended",
                 secs(d)
             );
+            if let Some(f) = &r.detection {
+                let _ = writeln!(
+                    out,
+                    "    {}; said {} after its persist/grace window closed (scrape interval {})",
+                    f.summary,
+                    opt(f.after_window_s, secs),
+                    secs(f.scrape_interval_s)
+                );
+            }
         }
         None => {
             let _ = writeln!(out, "  detection: never said stuck");
