@@ -43,6 +43,9 @@ pub fn run(args: RehearseArgs) -> CliResult {
         Some(p) => Scenario::load(p).map_err(Failure::usage)?,
         None => Scenario::default(),
     };
+    let dirs: Vec<PathBuf> = args.runbook_dir.iter().cloned().collect();
+    let runbook = recover::runbook::find(&args.runbook, &dirs)
+        .map_err(|e| Failure::usage(anyhow::anyhow!("--runbook {}: {e}", args.runbook)))?;
     let report_dir = args.report_dir.clone().unwrap_or_else(default_report_dir);
     if report_dir.join("report.json").exists() {
         return Err(Failure::usage(anyhow::anyhow!(
@@ -54,9 +57,6 @@ pub fn run(args: RehearseArgs) -> CliResult {
         .with_context(|| format!("--report-dir {}: cannot create it", report_dir.display()))
         .map_err(Failure::usage)?;
     let exe = std::env::current_exe().context("locating the recover binary")?;
-    let dirs: Vec<PathBuf> = args.runbook_dir.iter().cloned().collect();
-    let runbook = recover::runbook::find(&args.runbook, &dirs)
-        .map_err(|e| Failure::usage(anyhow::anyhow!("--runbook {}: {e}", args.runbook)))?;
     let opts = Options {
         scenario,
         runbook,
