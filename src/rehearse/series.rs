@@ -206,10 +206,17 @@ pub fn quantile_from_buckets(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
 pub fn derive(base: &RawScrape, now: &RawScrape) -> Sample {
     use Role::*;
     const REQ: &str = "recover_gate_requests_total";
-    let passed: Option<f64> = ["admitted", "upstream_error", "upstream_timeout"]
-        .iter()
-        .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
-        .reduce(|a, b| a + b);
+    // Everything the gate let through, including requests whose client left before the
+    // upstream answered (`client_gone`): in the stuck state that is most of them.
+    let passed: Option<f64> = [
+        "admitted",
+        "upstream_error",
+        "upstream_timeout",
+        "client_gone",
+    ]
+    .iter()
+    .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
+    .reduce(|a, b| a + b);
     let rejected = ["rejected_rate", "rejected_in_flight"]
         .iter()
         .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
