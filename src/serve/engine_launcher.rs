@@ -38,15 +38,30 @@ pub struct EngineLauncher {
 
 /// The platforms built into this binary.
 pub fn default_platforms() -> PlatformFactory {
-    Arc::new(|t: &TargetSpec| {
-        match t {
+    Arc::new(|t: &TargetSpec| match t {
         TargetSpec::Local { inventory, .. } => local_platform(inventory),
-        TargetSpec::Kube { .. } => Err(format!(
-            "target {}: `recover serve` does not drive the kube platform in this build (use a local target, or `recover --runbook` on the cluster)",
-            t.id()
-        )),
-    }
+        TargetSpec::Kube {
+            namespace,
+            deployment,
+        } => kube_platform(namespace, deployment),
     })
+}
+
+/// The kube platform from the in-cluster config or the kubeconfig's current context. The
+/// factory is synchronous, so on a multi-threaded runtime (the receiver's) the connection
+/// is made in place; anywhere else it refuses rather than block an event loop.
+fn kube_platform(namespace: &str, deployment: &str) -> Result<Arc<dyn Platform>, String> {
+    use crate::platform::kube::{KubeOptions, KubePlatform, Target};
+    crate::metrics::http::ensure_tls_provider();
+    let handle = tokio::runtime::Handle::try_current()
+        .map_err(|_| "the kube platform needs an async runtime".to_string())?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return Err("the kube platform needs a multi-threaded runtime".into());
+    }
+    let opts = KubeOptions::new(namespace, Target::Deployment(deployment.to_string()));
+    let p = tokio::task::block_in_place(|| handle.block_on(KubePlatform::connect(None, opts)))
+        .map_err(|e| format!("kube:{namespace}/{deployment}: {e}"))?;
+    Ok(Arc::new(p))
 }
 
 fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
