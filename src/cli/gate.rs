@@ -94,12 +94,7 @@ fn read_token(path: &Path) -> Result<String, Failure> {
 
 pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
     if let Some(spec) = &args.limit_configmap {
-        let (ns, name) = spec.split_once('/').unwrap_or(("", spec.as_str()));
-        if name.is_empty() || spec.ends_with('/') || (spec.contains('/') && ns.is_empty()) {
-            return Err(Failure::usage(anyhow!(
-                "--limit-configmap {spec:?}: expected NS/NAME or NAME"
-            )));
-        }
+        recover::platform::kube::limit_source::parse_spec(spec).map_err(Failure::usage)?;
     }
     let admin_token = args
         .admin_token_file

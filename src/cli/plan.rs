@@ -196,10 +196,9 @@ fn sim_check(
 ) -> Result<recover::simulate::PlanCheck, Failure> {
     let mut base = recover::simulate::SystemParams::default();
     for kv in sets {
-        let (k, v) = kv.split_once('=').ok_or_else(|| {
-            Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: expected KEY=VALUE"))
-        })?;
-        base = recover::simulate::overrides::apply(&base, "config-deploy", k.trim(), v.trim())
+        let (k, v) = recover::simulate::overrides::split_set(kv)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set: {e}")))?;
+        base = recover::simulate::overrides::apply(&base, "config-deploy", k, v)
             .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: {e}")))?;
     }
     let system = recover::simulate::from_plan::system_for(inputs, &base);

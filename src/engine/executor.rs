@@ -100,12 +100,7 @@ async fn observe(
     cancel: &CancellationToken,
 ) -> Result<Vec<Snapshot>, EngineError> {
     let interval = rb.observe.interval;
-    let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
-        .unwrap_or(std::time::Duration::from_secs(5));
-    let span = rb
-        .observe
-        .span
-        .unwrap_or_else(|| crate::detect::observe::span_needed(&rb.detect, rate_window, interval));
+    let span = rb.observe_span();
     let of = (span.as_secs_f64() / interval.as_secs_f64()).ceil() as u32 + 1;
     let mut n = 0;
     let watch = crate::detect::observe::observe(metrics, &rb.signals, span, interval, |_| {

@@ -318,6 +318,15 @@ fn draw_rates(
             }
         }
     }
+    draw_legend(&mut chart, area)
+}
+
+/// Upper right, but below the phase names drawn along the top edge.
+/// The same boxed legend, top right, on every panel.
+fn draw_legend<'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
+    area: &DrawingArea<SVGBackend, Shift>,
+) -> Result<(), TimelineError> {
     chart
         .configure_series_labels()
         .position(legend_spot(area))
@@ -325,11 +334,9 @@ fn draw_rates(
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
         .draw()
-        .map_err(err)?;
-    Ok(())
+        .map_err(err)
 }
 
-/// Upper right, but below the phase names drawn along the top edge.
 fn legend_spot(area: &DrawingArea<SVGBackend, Shift>) -> SeriesLabelPosition {
     let (w, _) = area.dim_in_pixel();
     SeriesLabelPosition::Coordinate(w as i32 - 420, 28)
@@ -383,15 +390,7 @@ fn draw_latency(
             first = false;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(legend_spot(area))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    draw_legend(&mut chart, area)
 }
 
 fn draw_clients(
@@ -464,15 +463,7 @@ fn draw_clients(
             first = false;
         }
     }
-    chart
-        .configure_series_labels()
-        .position(legend_spot(area))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(err)?;
-    Ok(())
+    draw_legend(&mut chart, area)
 }
 
 #[cfg(test)]

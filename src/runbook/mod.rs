@@ -46,6 +46,18 @@ pub struct Runbook {
     pub on_failure: Vec<Step>,
 }
 
+impl Runbook {
+    /// How long to watch before deciding: `observe.span`, else what the detector needs to
+    /// be able to say Stuck. The engine and the webhook receiver observe the same window.
+    pub fn observe_span(&self) -> Duration {
+        let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+            .unwrap_or(Duration::from_secs(5));
+        self.observe.span.unwrap_or_else(|| {
+            crate::detect::observe::span_needed(&self.detect, rate_window, self.observe.interval)
+        })
+    }
+}
+
 /// A repeated measurement with a verdict, modelled on Argo Rollouts analysis runs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {

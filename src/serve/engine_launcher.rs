@@ -114,11 +114,7 @@ impl RunLauncher for EngineLauncher {
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
         let interval = rb.observe.interval;
-        let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
-            .unwrap_or(std::time::Duration::from_secs(5));
-        let span = rb.observe.span.unwrap_or_else(|| {
-            crate::detect::observe::span_needed(&rb.detect, rate_window, interval)
-        });
+        let span = rb.observe_span();
         let window =
             crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
                 .await

@@ -63,6 +63,22 @@ pub struct ConfigMapLimitSource {
     poll: Duration,
 }
 
+/// Read a `NS/NAME` (or bare `NAME`: the client's default namespace) ConfigMap spec.
+/// Pure, so the gate's flag is checked before anything connects.
+pub fn parse_spec(spec: &str) -> Result<(Option<String>, String), LimitSourceError> {
+    let (ns, name) = match spec.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, spec),
+    };
+    if name.is_empty() || ns.is_some_and(str::is_empty) {
+        return Err(LimitSourceError::Invalid {
+            source_name: NAME,
+            message: format!("--limit-configmap {spec:?}: expected NAMESPACE/NAME or NAME"),
+        });
+    }
+    Ok((ns.map(str::to_string), name.to_string()))
+}
+
 impl ConfigMapLimitSource {
     pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
         ConfigMapLimitSource {
@@ -77,6 +93,7 @@ impl ConfigMapLimitSource {
     /// alone means the client's default namespace), with the in-cluster or kubeconfig
     /// client.
     pub async fn connect(spec: &str) -> Result<Self, LimitSourceError> {
+        let (ns, name) = parse_spec(spec)?;
         let client =
             kube::Client::try_default()
                 .await
@@ -84,16 +101,7 @@ impl ConfigMapLimitSource {
                     source_name: NAME,
                     message: format!("no Kubernetes client (in-cluster or kubeconfig): {e}"),
                 })?;
-        let (ns, name) = match spec.split_once('/') {
-            Some((ns, name)) => (ns.to_string(), name.to_string()),
-            None => (client.default_namespace().to_string(), spec.to_string()),
-        };
-        if ns.is_empty() || name.is_empty() {
-            return Err(LimitSourceError::Invalid {
-                source_name: NAME,
-                message: format!("--limit-configmap {spec:?}: expected NAMESPACE/NAME"),
-            });
-        }
+        let ns = ns.unwrap_or_else(|| client.default_namespace().to_string());
         Ok(Self::new(client, &ns, &name))
     }
 
