@@ -86,6 +86,14 @@ impl Replicas {
         }
     }
 
+    pub fn len(&self) -> usize {
+        self.replicas.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.replicas.is_empty()
+    }
+
     pub fn outstanding(&self, index: usize) -> usize {
         self.replicas
             .get(index)

@@ -5,7 +5,8 @@
 //!
 //! Layers, outermost first, each in its own module so the hot path stays readable:
 //! [`admission`] (rate AND in-flight cap, reject fast) -> [`deadline`] (`x-deadline-ms`)
-//! -> [`balance`] (least outstanding requests) -> [`proxy`] (hyper client, timeout),
+//! -> [`balance`] (least outstanding requests) -> [`proxy`] (timeout) -> [`upstream`]
+//! (each client connection's own upstream connections),
 //! with [`telemetry`] counting every outcome. [`control`] owns the current limit and
 //! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
 //! persists it so a restarted gate comes back with the last limit, not wide open.
@@ -23,6 +24,7 @@ pub mod proxy;
 pub mod server;
 pub mod state;
 pub mod telemetry;
+pub mod upstream;
 pub mod validate;
 
 pub use config::GateConfig;

@@ -7,18 +7,16 @@ use super::admission::{Admission, Verdict};
 use super::balance::Replicas;
 use super::deadline;
 use super::telemetry::{GateMetrics, Outcome};
+use super::upstream::{self, Links, UpstreamBody};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
 use http_body_util::{Either, Full};
 use hyper::body::Incoming;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub type ProxyBody = Either<Incoming, Full<Bytes>>;
+pub type ProxyBody = Either<UpstreamBody, Full<Bytes>>;
 
 /// Headers that describe one connection, not the message: never forwarded.
 const HOP_BY_HOP: [HeaderName; 6] = [
@@ -33,8 +31,7 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 pub struct Proxy {
     pub admission: Arc<Admission>,
     pub metrics: Arc<GateMetrics>,
-    replicas: Arc<Replicas>,
-    client: Client<HttpConnector, Incoming>,
+    pub replicas: Arc<Replicas>,
     timeout: Duration,
 }
 
@@ -45,22 +42,21 @@ impl Proxy {
         replicas: Arc<Replicas>,
         timeout: Duration,
     ) -> Self {
-        let mut connector = HttpConnector::new();
-        connector.set_nodelay(true);
-        connector.set_connect_timeout(Some(timeout));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(30))
-            .build(connector);
         Proxy {
             admission,
             metrics,
             replicas,
-            client,
             timeout,
         }
     }
 
-    pub async fn handle(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
+    /// Answer one request; `links` are the upstream connections of the client connection
+    /// it came on.
+    pub async fn handle(
+        &self,
+        mut req: Request<Incoming>,
+        links: &Arc<Links>,
+    ) -> Response<ProxyBody> {
         let arrived = Instant::now();
         self.metrics
             .attempt(req.headers().get("x-attempt").map(HeaderValue::as_bytes));
@@ -85,19 +81,15 @@ impl Proxy {
             .path_and_query()
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        let uri = Uri::builder()
-            .scheme(pick.replica.scheme.clone())
-            .authority(pick.replica.authority.clone())
-            .path_and_query(path)
-            .build();
-        match uri {
-            Ok(uri) => *req.uri_mut() = uri,
-            Err(_) => {
-                pending.outcome = Some(Outcome::UpstreamError);
-                return plain(StatusCode::BAD_REQUEST, "bad request target\n");
+        // Origin form on the wire. The client's Host goes through as it came (a transparent
+        // edge); an HTTP/1.0 client that sent none gets the replica's.
+        *req.uri_mut() = Uri::from(path);
+        strip_hop_by_hop(req.headers_mut());
+        if !req.headers().contains_key(header::HOST) {
+            if let Ok(host) = HeaderValue::from_str(pick.replica.authority.as_str()) {
+                req.headers_mut().insert(header::HOST, host);
             }
         }
-        strip_hop_by_hop(req.headers_mut());
         let deadline = deadline::compute(
             deadline::now_epoch_ms(),
             self.timeout,
@@ -111,7 +103,8 @@ impl Proxy {
         let wait = deadline.wait;
 
         let sent = Instant::now();
-        match tokio::time::timeout(wait, self.client.request(req)).await {
+        let exchange = upstream::send(links, pick.index, &pick.replica.authority, req);
+        match tokio::time::timeout(wait, exchange).await {
             Ok(Ok(mut resp)) => {
                 self.metrics
                     .upstream_response(resp.status().as_u16(), sent.elapsed().as_secs_f64());
@@ -123,7 +116,7 @@ impl Proxy {
                 if e.is_connect() {
                     self.replicas.eject(&pick);
                 }
-                tracing::debug!(upstream = %pick.replica.authority, error = %e, "upstream error");
+                tracing::debug!(error = %e, "upstream error");
                 pending.outcome = Some(Outcome::UpstreamError);
                 plain(StatusCode::BAD_GATEWAY, "upstream unreachable\n")
             }

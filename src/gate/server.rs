@@ -12,6 +12,7 @@ use super::limit_source::LimitSource;
 use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
+use super::upstream::Links;
 use super::validate;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -269,12 +270,30 @@ fn spawn_proxy_workers(
                         parts.replicas,
                         parts.timeout,
                     ));
+                    tokio::spawn(keep_timer_armed(parts.timeout, shutdown.clone()));
                     accept_loop(listener, proxy, shutdown).await;
                 });
             })?;
         workers.push(worker);
     }
     Ok(workers)
+}
+
+/// Every admitted request arms a timer (its upstream timeout). tokio wakes its driver
+/// with an eventfd write whenever a new timer is due before every timer already armed,
+/// which with idle moments in between is one syscall for every few requests (seen with
+/// `perf`). A timer that is always armed and always due sooner than any request's keeps
+/// those registrations silent; it costs this worker a few wake-ups per second.
+async fn keep_timer_armed(upstream_timeout: Duration, shutdown: CancellationToken) {
+    let period = (upstream_timeout / 2).clamp(Duration::from_millis(1), Duration::from_millis(100));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+    }
 }
 
 async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: CancellationToken) {
@@ -299,11 +318,17 @@ async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: Cancell
         let proxy = proxy.clone();
         let draining = draining.clone();
         conns.spawn(async move {
+            let links = Links::new(proxy.replicas.len());
             let svc = service_fn(move |req| {
                 let proxy = proxy.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(req).await) }
+                let links = links.clone();
+                async move { Ok::<_, Infallible>(proxy.handle(req, &links).await) }
             });
-            let conn = http1::Builder::new().serve_connection(TokioIo::new(stream), svc);
+            // Head and body in one buffer, one write: for the small bodies of an API this is
+            // cheaper than a vectored write (measured with scripts/bench-gate.sh).
+            let conn = http1::Builder::new()
+                .writev(false)
+                .serve_connection(TokioIo::new(stream), svc);
             tokio::pin!(conn);
             tokio::select! {
                 _ = conn.as_mut() => {}
