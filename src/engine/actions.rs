@@ -199,8 +199,16 @@ async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), String> {
     Ok(())
 }
 
+/// The default burst, in seconds of the rate. Clients retrying on a fixed delay arrive
+/// in waves; a burst much smaller than a wave turns most of it away although the rate is
+/// not used up (seen in rehearsals: a limit of 90 req/s admitting 21 while rejecting 45),
+/// and every rejection keeps the wave together for the next round. Half a second of the
+/// rate lets a wave through whole while the service, at or under this rate, clears it in
+/// half a second.
+const BURST_SECONDS: f64 = 0.5;
+
 fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
-    burst.unwrap_or(((rate / 10.0).ceil() as u32).max(1))
+    burst.unwrap_or(((rate * BURST_SECONDS).ceil() as u32).max(1))
 }
 
 /// Carry out one step.
@@ -377,24 +385,30 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                 factor,
                 ceiling,
                 max_relapses: a.max_relapses,
+                ceiling_holds: a.ceiling_holds,
             };
             let hold = a.hold.unwrap_or(ctx.rb.plan.step_hold);
             let mut st = RampState::start(&p);
             let mut raises = 0.0;
+            let mut lifted = false;
+            let mut applied: Option<f64> = None;
             loop {
-                let limit = Limit {
-                    rate_per_s: Some(st.rate),
-                    burst: burst_for(st.rate, a.burst),
-                    max_in_flight: None,
-                    note: Some(limit_note(
-                        ctx,
-                        name,
-                        a.note.as_deref(),
-                        Duration::from_secs(1800),
-                    )),
-                };
-                set_limit(ctx, name, limit).await?;
-                done.actions.push(format!("admit {:.1} req/s", st.rate));
+                if applied != Some(st.rate) {
+                    let limit = Limit {
+                        rate_per_s: Some(st.rate),
+                        burst: burst_for(st.rate, a.burst),
+                        max_in_flight: None,
+                        note: Some(limit_note(
+                            ctx,
+                            name,
+                            a.note.as_deref(),
+                            Duration::from_secs(1800),
+                        )),
+                    };
+                    set_limit(ctx, name, limit).await?;
+                    applied = Some(st.rate);
+                    done.actions.push(format!("admit {:.1} req/s", st.rate));
+                }
                 ctx.info(
                     name,
                     format!(
@@ -412,6 +426,7 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                     .and_then(|s| s.get(&a.rejected_signal));
                 match decide(&p, &mut st, checked, rejected) {
                     RampDecision::Raise { .. } => raises += 1.0,
+                    RampDecision::Hold { reason, .. } => ctx.info(name, reason),
                     RampDecision::StepBack { rate, reason } => ctx.info(
                         name,
                         format!("relapse ({reason}); stepping back to {rate:.1} req/s and holding"),
@@ -426,7 +441,19 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                             ..Limit::unlimited()
                         };
                         set_limit(ctx, name, lift).await?;
+                        lifted = true;
                         done.message = Some(reason);
+                        break;
+                    }
+                    RampDecision::Settle { rate, reason } => {
+                        let next = format!(
+                            "{reason}. The gate stays at {rate:.1} req/s, which the service can take. \
+                             Next: add capacity (replicas) and lift the limit by hand \
+                             (PUT /admin/limit with rate_per_s null), or find what still offers the excess"
+                        );
+                        ctx.info(name, next.clone());
+                        tracing::warn!(run_id = %ctx.run_id, "{next}");
+                        done.message = Some(next);
                         break;
                     }
                     RampDecision::Fail { reason } => return Err(reason),
@@ -435,6 +462,8 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
             done.figures.insert("final_rate".into(), st.rate);
             done.figures.insert("relapses".into(), st.relapses as f64);
             done.figures.insert("raises".into(), raises);
+            done.figures
+                .insert("lifted".into(), if lifted { 1.0 } else { 0.0 });
         }
     }
     Ok(done)
@@ -563,9 +592,10 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
                 "set the gate to {} req/s ({}), burst {}, review deadline {}",
                 q(r),
                 r.0,
-                a.burst
-                    .map(|b| b.to_string())
-                    .unwrap_or_else(|| "rate/10".into()),
+                a.burst.map(|b| b.to_string()).unwrap_or_else(|| format!(
+                    "{} (half a second of the rate)",
+                    burst_for(fixed.quantity(r).unwrap_or(0.0), None)
+                )),
                 crate::util::duration::format(a.deadline.unwrap_or(Duration::from_secs(1800)))
             ),
         }],
@@ -581,11 +611,12 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
             }
             rates.push(format!("{ceiling:.1}"));
             vec![format!(
-                "raise the gate through {} req/s, holding {} and running check {} at each; step back on relapse (max {}); lift the limit when nothing is rejected",
+                "raise the gate through {} req/s (or straight to what is offered, within the last), holding {} and running check {} at each; step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
                 rates.join(" -> "),
                 crate::util::duration::format(a.hold.unwrap_or(rb.plan.step_hold)),
                 a.check,
-                a.max_relapses
+                a.max_relapses,
+                a.ceiling_holds
             )]
         }
         Action::BacklogDrain(_) => vec![format!(
@@ -625,8 +656,9 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
     }
 }
 
-/// Where the ramp may lift the limit: the plan's ramp end rate, else the larger of the
-/// stuck-state arrival rate and healthy capacity (the gate cannot bind above that).
+/// How high the ramp may raise the limit: the plan's ramp end rate (headroom x healthy
+/// capacity when known), else the larger of the stuck-state arrival rate and healthy
+/// capacity.
 fn ramp_ceiling(fixed: &Fixed, from: f64) -> f64 {
     let end = fixed.plan.ramp_end_rate;
     let fallback = fixed

@@ -1,6 +1,12 @@
 //! Progressive readmission decisions, as a pure function: given the check's result at the
-//! current rate and whether the gate still rejects anything, raise, step back and hold,
-//! finish, or fail. The executor only applies what this decides.
+//! current rate and what the gate still rejects, raise, step back and hold, finish, or fail.
+//! The executor only applies what this decides.
+//!
+//! The limit is lifted only once the gate rejects (next to) nothing. Clients the gate is
+//! still turning away are retrying; lifting while they are would let them all through in
+//! one wave, the burst that put the service into overload in the first place. So a raise
+//! goes to what is being offered (admitted plus rejected), never above the ceiling (the
+//! rate the service can take), and at the ceiling the ramp holds until the rejections stop.
 
 use serde::Serialize;
 
@@ -12,7 +18,17 @@ pub struct RampParams {
     /// At or above this rate the gate cannot be what limits traffic; lifting it is safe.
     pub ceiling: f64,
     pub max_relapses: u32,
+    /// Holds at the ceiling with the gate still rejecting before the ramp settles there
+    /// (leaves the limit at the ceiling instead of lifting it).
+    pub ceiling_holds: u32,
 }
+
+/// Rejecting at most this fraction of the admitted rate counts as rejecting nothing: a
+/// stray retry or a request over the burst is not a wave.
+pub const NOTHING_REJECTED: f64 = 0.01;
+
+/// A raise goes this far above the offered rate, so the retrying clients get served.
+const OFFERED_MARGIN: f64 = 1.1;
 
 /// Where the ramp is.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -21,6 +37,8 @@ pub struct RampState {
     pub relapses: u32,
     /// The highest rate that passed its check.
     pub last_good: Option<f64>,
+    /// Checks passed at the ceiling while the gate still rejected.
+    pub ceiling_holds: u32,
 }
 
 impl RampState {
@@ -29,6 +47,7 @@ impl RampState {
             rate: p.from,
             relapses: 0,
             last_good: None,
+            ceiling_holds: 0,
         }
     }
 }
@@ -46,8 +65,19 @@ pub enum RampDecision {
         rate: f64,
         reason: String,
     },
+    /// At the ceiling, still rejecting: hold this rate and check again.
+    Hold {
+        rate: f64,
+        reason: String,
+    },
     /// The gate no longer limits anything: lift the limit.
     Finish {
+        reason: String,
+    },
+    /// Still rejecting after every hold at the ceiling: more is offered than the service
+    /// can take. Leave the limit at the ceiling; a human decides about capacity.
+    Settle {
+        rate: f64,
         reason: String,
     },
     Fail {
@@ -66,21 +96,43 @@ pub fn decide(
     match passed {
         Ok(()) => {
             state.last_good = Some(state.rate);
-            if rejected.is_some_and(|r| r < 0.01) {
-                return RampDecision::Finish {
-                    reason: format!("the gate rejects nothing at {:.1} req/s", state.rate),
-                };
-            }
-            if state.rate >= p.ceiling {
+            let Some(rejected) = rejected else {
+                // No data: never a reason to lift, but the check passed, so keep going.
+                return raise(p, state, state.rate * p.factor);
+            };
+            if rejected <= NOTHING_REJECTED * state.rate {
                 return RampDecision::Finish {
                     reason: format!(
-                        "admitting {:.1} req/s, at the ceiling {:.1}",
-                        state.rate, p.ceiling
+                        "the gate rejects {rejected:.1} req/s at {:.1} req/s (nothing to speak of)",
+                        state.rate
                     ),
                 };
             }
-            state.rate = (state.rate * p.factor).min(p.ceiling);
-            RampDecision::Raise { rate: state.rate }
+            if state.rate >= p.ceiling {
+                state.ceiling_holds += 1;
+                if state.ceiling_holds > p.ceiling_holds {
+                    return RampDecision::Settle {
+                        rate: state.rate,
+                        reason: format!(
+                            "the gate still rejects {rejected:.1} req/s at the ceiling {:.1} req/s after {} holds: more is offered than the service can take",
+                            state.rate, p.ceiling_holds
+                        ),
+                    };
+                }
+                return RampDecision::Hold {
+                    rate: state.rate,
+                    reason: format!(
+                        "at the ceiling {:.1} req/s the gate still rejects {rejected:.1} req/s; holding until the retrying clients are served",
+                        state.rate
+                    ),
+                };
+            }
+            let offered = state.rate + rejected;
+            raise(
+                p,
+                state,
+                (state.rate * p.factor).max(offered * OFFERED_MARGIN),
+            )
         }
         Err(why) => {
             state.relapses += 1;
@@ -106,6 +158,11 @@ pub fn decide(
     }
 }
 
+fn raise(p: &RampParams, state: &mut RampState, to: f64) -> RampDecision {
+    state.rate = to.min(p.ceiling).max(state.rate);
+    RampDecision::Raise { rate: state.rate }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +173,7 @@ mod tests {
             factor: 2.0,
             ceiling: 500.0,
             max_relapses: 1,
+            ceiling_holds: 2,
         }
     }
 
@@ -129,28 +187,63 @@ mod tests {
         );
         assert_eq!(
             decide(&p, &mut s, Ok(()), None),
-            RampDecision::Raise { rate: 400.0 }
+            RampDecision::Raise { rate: 400.0 },
+            "no data: keep raising, never lift"
         );
+        // 1% of the admitted rate is noise, not clients being turned away.
         assert!(matches!(
-            decide(&p, &mut s, Ok(()), Some(0.0)),
+            decide(&p, &mut s, Ok(()), Some(3.9)),
             RampDecision::Finish { .. }
         ));
     }
 
     #[test]
-    fn stops_at_the_ceiling() {
+    fn a_raise_goes_to_what_is_offered_within_the_ceiling() {
+        let p = params();
+        let mut s = RampState::start(&p);
+        // 100 admitted + 200 rejected are offered: go to 330, not to 200.
+        assert_eq!(
+            decide(&p, &mut s, Ok(()), Some(200.0)),
+            RampDecision::Raise { rate: 330.0 }
+        );
+        assert_eq!(
+            decide(&p, &mut s, Ok(()), Some(1000.0)),
+            RampDecision::Raise { rate: 500.0 }
+        );
+    }
+
+    #[test]
+    fn at_the_ceiling_it_holds_while_rejecting_then_settles_without_lifting() {
         let p = params();
         let mut s = RampState {
             rate: 400.0,
-            relapses: 0,
-            last_good: None,
+            ..RampState::start(&p)
         };
         assert_eq!(
-            decide(&p, &mut s, Ok(()), Some(3.0)),
+            decide(&p, &mut s, Ok(()), Some(30.0)),
             RampDecision::Raise { rate: 500.0 }
         );
+        for _ in 0..2 {
+            assert!(matches!(
+                decide(&p, &mut s, Ok(()), Some(30.0)),
+                RampDecision::Hold { rate, .. } if rate == 500.0
+            ));
+        }
         assert!(matches!(
-            decide(&p, &mut s, Ok(()), Some(3.0)),
+            decide(&p, &mut s, Ok(()), Some(30.0)),
+            RampDecision::Settle { rate, .. } if rate == 500.0
+        ));
+        // Had the retrying clients been served meanwhile, it would have lifted.
+        let mut t = RampState {
+            rate: 500.0,
+            ..RampState::start(&p)
+        };
+        assert!(matches!(
+            decide(&p, &mut t, Ok(()), Some(30.0)),
+            RampDecision::Hold { .. }
+        ));
+        assert!(matches!(
+            decide(&p, &mut t, Ok(()), Some(0.0)),
             RampDecision::Finish { .. }
         ));
     }

@@ -1,6 +1,9 @@
-//! The readmission ramp: from the admit rate up, one multiplicative step at a time, until
-//! the gate no longer needs to reject (at demand, or at capacity when demand is higher).
-//! Raising in steps, each held and checked, lets a relapse show up while it is small.
+//! The readmission ramp: from the admit rate up, one multiplicative step at a time, to the
+//! rate the healthy service can take (headroom x capacity), or to the demand when the
+//! capacity is not known. Raising in steps, each held and checked, lets a relapse show up
+//! while it is small. The engine lifts the limit at the first step where the gate rejects
+//! nothing, usually well below the end, and holds at the end while it still rejects: the
+//! clients it turns away are retrying, and lifting would let them in as one wave.
 
 use super::{PlanConfig, PlanInputs, RampStep};
 
@@ -11,24 +14,27 @@ pub fn ramp(
     cfg: &PlanConfig,
 ) -> (Vec<RampStep>, f64, Vec<String>) {
     let demand = inputs.demand.unwrap_or(inputs.arrival_rate).max(0.0);
+    let headroom = cfg.headroom.clamp(0.0, 1.0);
     let end = match inputs.capacity {
-        Some(c) if c < demand => c,
+        Some(c) if c > 0.0 => headroom * c,
         _ => demand,
     };
+    let mut lines = vec![match inputs.capacity {
+        Some(c) if c > 0.0 => format!(
+            "the ramp may rise to headroom x capacity = {headroom} x {c:.1} = {end:.1} req/s; the limit is lifted at the first step where the gate rejects nothing (expected near demand {demand:.1} once the retrying clients are served)"
+        ),
+        _ if inputs.demand.is_some() => format!(
+            "the ramp rises to the healthy demand {end:.1} req/s (capacity unknown); the limit is lifted once the gate rejects nothing"
+        ),
+        _ => format!(
+            "the ramp rises to the current arrival rate {end:.1} req/s (capacity and demand unknown); the limit is lifted once the gate rejects nothing"
+        ),
+    }];
     let factor = if cfg.step_factor.is_finite() && cfg.step_factor > 1.0 {
         cfg.step_factor
     } else {
         1.5
     };
-    let mut lines = vec![format!(
-        "the ramp ends at {end:.1} req/s: {}",
-        match inputs.capacity {
-            Some(c) if c < demand => format!("capacity {c:.1} (demand {demand:.1} is higher)"),
-            _ if inputs.demand.is_some() =>
-                "the healthy demand; the gate then rejects nothing".into(),
-            _ => "the current arrival rate; the gate then rejects nothing".into(),
-        }
-    )];
     let hold = cfg.step_hold;
     let mut steps = vec![RampStep {
         rate_per_s: admit,
@@ -36,9 +42,9 @@ pub fn ramp(
     }];
     if admit >= end {
         lines.push(format!(
-            "admit rate {admit:.1} already covers {end:.1}: hold once, then lift the limit"
+            "admit rate {admit:.1} already covers {end:.1}: hold there until the gate rejects nothing, then lift the limit"
         ));
-        return (steps, end, lines);
+        return (steps, admit, lines);
     }
     let mut rate = admit;
     while rate < end && steps.len() < cfg.max_steps.max(2) {

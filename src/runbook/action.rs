@@ -153,7 +153,12 @@ pub struct GateRamp {
     /// Relapses tolerated (step back and hold) before the ramp fails.
     #[serde(default = "three")]
     pub max_relapses: u32,
-    /// Signal whose value is the gate's rejected rate; done when it is zero at full rate.
+    /// Holds at the last rate while the gate still rejects, before the ramp leaves the
+    /// limit there instead of lifting it.
+    #[serde(default = "three")]
+    pub ceiling_holds: u32,
+    /// Signal whose value is the gate's rejected rate; the limit is lifted once it is
+    /// (next to) zero.
     #[serde(default = "rejected_signal")]
     pub rejected_signal: String,
     #[serde(default)]

@@ -348,7 +348,7 @@ pub fn run_with(
             s.gate_rate = e.gate.rate_per_s();
             if now >= plan_at {
                 if let Some(proc_) = procedure.as_mut() {
-                    if let Some(change) = proc_.after_second(t + 1, s.timeouts) {
+                    if let Some(change) = proc_.after_second(t + 1, s.timeouts, s.rejected) {
                         e.gate.set_rate(change);
                     }
                 }

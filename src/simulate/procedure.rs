@@ -1,8 +1,11 @@
 //! The recovery procedure of a plan, as the model runs it: close the gate to the admit
-//! rate, drain (and optionally restart), then raise the rate step by step; on a relapse step
-//! back and hold; finish by opening the gate. Pure decisions, fed one second at a time, so
-//! `check_plan` predicts what the real controller would do with the same plan.
+//! rate, drain (and optionally restart), then readmit with the engine's own ramp decisions
+//! ([`crate::engine::ramp::decide`]): raise after each clean hold, step back on a relapse,
+//! lift the limit once the gate rejects nothing, hold at the ceiling while it still does.
+//! Fed one second at a time, so `check_plan` predicts what the real controller would do
+//! with the same plan.
 
+use crate::engine::ramp::{decide, RampDecision, RampParams, RampState};
 use crate::plan::Plan;
 use std::time::Duration;
 
@@ -11,17 +14,19 @@ pub type GateChange = Option<f64>;
 
 #[derive(Debug, Clone)]
 pub struct Procedure {
-    admit_rate: f64,
-    /// (rate, hold in seconds) for every ramp step.
-    steps: Vec<(f64, u32)>,
+    params: RampParams,
+    state: RampState,
+    /// Hold of the first rate (the admit rate, while the backlog drains) and of each later one.
     admit_hold_s: u32,
-    /// -1 while holding the admit rate, then the index of the ramp step.
-    step: isize,
+    step_hold_s: u32,
+    first_hold: bool,
     step_started_s: u32,
+    /// Rejections since the rate last changed, and over how many seconds.
+    rejected: u64,
+    seconds: u32,
     seen_clean: bool,
-    relapses: u32,
-    max_relapses: u32,
     finished: bool,
+    opened: bool,
 }
 
 fn whole_seconds(d: Duration) -> u32 {
@@ -32,90 +37,121 @@ impl Procedure {
     /// `admit_hold`: how long the admit rate is held; none uses the first step's hold (or
     /// 10 s without a ramp).
     pub fn new(plan: &Plan, admit_hold: Option<Duration>) -> Self {
-        let steps: Vec<(f64, u32)> = plan
-            .ramp
-            .iter()
-            .map(|s| (s.rate_per_s, whole_seconds(s.hold)))
-            .collect();
-        let admit_hold_s = admit_hold
-            .map(whole_seconds)
-            .or_else(|| steps.first().map(|s| s.1))
-            .unwrap_or(10);
+        let step_hold_s = plan.ramp.first().map_or(10, |s| whole_seconds(s.hold));
+        let factor = match plan.ramp.as_slice() {
+            [a, b, ..] if a.rate_per_s > 0.0 && b.rate_per_s > a.rate_per_s => {
+                b.rate_per_s / a.rate_per_s
+            }
+            _ => 1.5,
+        };
+        let last = plan.ramp.last().map_or(plan.admit_rate, |s| s.rate_per_s);
+        let params = RampParams {
+            from: plan.admit_rate,
+            factor,
+            ceiling: plan.ramp_end_rate.max(last).max(plan.admit_rate),
+            max_relapses: 2 * plan.ramp.len() as u32 + 2,
+            ceiling_holds: 3,
+        };
         Procedure {
-            admit_rate: plan.admit_rate,
-            max_relapses: 2 * steps.len() as u32 + 2,
-            steps,
-            admit_hold_s,
-            step: -1,
+            state: RampState::start(&params),
+            params,
+            admit_hold_s: admit_hold.map_or(step_hold_s, whole_seconds),
+            step_hold_s,
+            first_hold: true,
             step_started_s: 0,
+            rejected: 0,
+            seconds: 0,
             seen_clean: false,
-            relapses: 0,
             finished: false,
+            opened: false,
         }
     }
 
     /// The procedure starts at second `now_s`: the gate closes to the admit rate.
     pub fn start(&mut self, now_s: u32) -> GateChange {
         self.step_started_s = now_s;
-        Some(self.admit_rate)
-    }
-
-    fn rate(&self) -> f64 {
-        usize::try_from(self.step)
-            .ok()
-            .and_then(|i| self.steps.get(i))
-            .map_or(self.admit_rate, |s| s.0)
+        Some(self.state.rate)
     }
 
     fn hold(&self) -> u32 {
-        usize::try_from(self.step)
-            .ok()
-            .and_then(|i| self.steps.get(i))
-            .map_or(self.admit_hold_s, |s| s.1)
+        if self.first_hold {
+            self.admit_hold_s
+        } else {
+            self.step_hold_s
+        }
+    }
+
+    fn rate_changed(&mut self, now_s: u32) {
+        self.step_started_s = now_s;
+        self.rejected = 0;
+        self.seconds = 0;
     }
 
     /// After each simulated second: `timeouts` is how many admitted attempts went
     /// unanswered within the client timeout in that second (the relapse signal; gate
-    /// rejections are the procedure working, not failing). Returns a gate change if any.
-    pub fn after_second(&mut self, now_s: u32, timeouts: u64) -> Option<GateChange> {
+    /// rejections are the procedure working, not failing), `rejected` how many the gate
+    /// turned away. Returns a gate change if any.
+    pub fn after_second(&mut self, now_s: u32, timeouts: u64, rejected: u64) -> Option<GateChange> {
         if self.finished {
             return None;
         }
+        // The first second after a change still carries what came before it.
+        if now_s > self.step_started_s + 1 {
+            self.rejected += rejected;
+            self.seconds += 1;
+        }
         if timeouts > 0 {
-            if self.seen_clean {
-                self.relapses += 1;
-                self.seen_clean = false;
-                if self.relapses > self.max_relapses {
-                    // Give up ramping: hold where we are; the run will not count as recovered.
-                    self.finished = true;
-                    return None;
-                }
-                self.step = (self.step - 1).max(-1);
-                self.step_started_s = now_s;
-                return Some(Some(self.rate()));
+            if !self.seen_clean {
+                return None;
             }
-            return None;
+            self.seen_clean = false;
+            self.first_hold = false;
+            return match decide(&self.params, &mut self.state, Err("timeouts".into()), None) {
+                RampDecision::StepBack { rate, .. } => {
+                    self.rate_changed(now_s);
+                    Some(Some(rate))
+                }
+                // Give up ramping: hold where we are; the run will not count as recovered.
+                _ => {
+                    self.finished = true;
+                    None
+                }
+            };
         }
         self.seen_clean = true;
         if now_s.saturating_sub(self.step_started_s) < self.hold() {
             return None;
         }
-        self.step += 1;
-        self.step_started_s = now_s;
-        if self.step as usize >= self.steps.len() {
-            self.finished = true;
-            return Some(None);
+        self.first_hold = false;
+        let rejected_per_s = self.rejected as f64 / f64::from(self.seconds.max(1));
+        match decide(&self.params, &mut self.state, Ok(()), Some(rejected_per_s)) {
+            RampDecision::Raise { rate } | RampDecision::StepBack { rate, .. } => {
+                self.rate_changed(now_s);
+                Some(Some(rate))
+            }
+            RampDecision::Hold { .. } => {
+                self.rate_changed(now_s);
+                None
+            }
+            RampDecision::Finish { .. } => {
+                self.finished = true;
+                self.opened = true;
+                Some(None)
+            }
+            RampDecision::Settle { .. } | RampDecision::Fail { .. } => {
+                self.finished = true;
+                None
+            }
         }
-        Some(Some(self.rate()))
     }
 
     pub fn relapses(&self) -> u32 {
-        self.relapses
+        self.state.relapses
     }
 
     /// The gate is open again: the procedure ran to its end.
     pub fn completed(&self) -> bool {
-        self.finished && self.step as usize >= self.steps.len()
+        self.opened
     }
 }
 
@@ -130,6 +166,10 @@ mod tests {
             admit_rate: 20.0,
             ramp: vec![
                 RampStep {
+                    rate_per_s: 20.0,
+                    hold: Duration::from_secs(2),
+                },
+                RampStep {
                     rate_per_s: 40.0,
                     hold: Duration::from_secs(2),
                 },
@@ -138,32 +178,55 @@ mod tests {
                     hold: Duration::from_secs(2),
                 },
             ],
+            ramp_end_rate: 80.0,
             arithmetic: vec![],
             ..Default::default()
         }
     }
 
     #[test]
-    fn ramps_after_each_clean_hold_then_opens_the_gate() {
+    fn raises_while_the_gate_rejects_and_opens_once_it_rejects_nothing() {
         let mut p = Procedure::new(&plan(), None);
         assert_eq!(p.start(100), Some(20.0));
-        assert_eq!(p.after_second(101, 3), None); // leftovers before the first clean second
-        assert_eq!(p.after_second(102, 0), Some(Some(40.0)));
-        assert_eq!(p.after_second(103, 0), None);
-        assert_eq!(p.after_second(104, 0), Some(Some(80.0)));
-        assert_eq!(p.after_second(106, 0), Some(None));
+        assert_eq!(p.after_second(101, 3, 30), None); // leftovers before the first clean second
+        assert_eq!(p.after_second(102, 0, 10), Some(Some(40.0)));
+        assert_eq!(p.after_second(103, 0, 5), None);
+        assert_eq!(
+            p.after_second(104, 0, 0),
+            Some(None),
+            "nothing rejected: open"
+        );
         assert!(p.completed());
         assert_eq!(p.relapses(), 0);
+    }
+
+    #[test]
+    fn holds_at_the_ceiling_while_rejecting() {
+        let mut p = Procedure::new(&plan(), None);
+        p.start(0);
+        assert_eq!(p.after_second(1, 0, 100), None);
+        // 20 admitted + 100 rejected offered: straight to the ceiling.
+        assert_eq!(p.after_second(2, 0, 100), Some(Some(80.0)));
+        assert_eq!(p.after_second(3, 0, 9), None);
+        assert_eq!(
+            p.after_second(4, 0, 9),
+            None,
+            "still rejecting: hold, not open"
+        );
+        assert!(!p.completed());
+        assert_eq!(p.after_second(5, 0, 0), None);
+        assert_eq!(p.after_second(6, 0, 0), Some(None));
+        assert!(p.completed());
     }
 
     #[test]
     fn relapse_steps_back_and_holds() {
         let mut p = Procedure::new(&plan(), None);
         p.start(0);
-        assert_eq!(p.after_second(2, 0), Some(Some(40.0)));
-        assert_eq!(p.after_second(3, 5), Some(Some(20.0)));
+        assert_eq!(p.after_second(2, 0, 10), Some(Some(40.0)));
+        assert_eq!(p.after_second(3, 5, 0), Some(Some(20.0)));
         assert_eq!(p.relapses(), 1);
-        assert_eq!(p.after_second(4, 5), None); // still bad: no double count
-        assert_eq!(p.after_second(5, 0), Some(Some(40.0)));
+        assert_eq!(p.after_second(4, 5, 0), None); // still bad: no double count
+        assert_eq!(p.after_second(5, 0, 10), Some(Some(40.0)));
     }
 }
