@@ -217,7 +217,7 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
         http.send("GET", &gate_limit, &[("authorization", &gate_auth)], vec![])
             .await
             .unwrap()
-            .1
+            .body
     };
     let limit_before = limit().await;
     let pids_before = pids(&state_dir);
