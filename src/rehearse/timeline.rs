@@ -11,6 +11,7 @@
 
 use super::report::Report;
 use super::series::Sample;
+use plotters::chart::{DualCoordChartContext, SeriesAnno};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -157,6 +158,72 @@ type Chart<'a, 'b> = ChartContext<
     SVGBackend<'b>,
     Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
 >;
+
+type DualChart<'a, 'b> = DualCoordChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// The axes a line is drawn against: a panel's own, or the right-hand axes of the clients
+/// panel (plotters draws on those through a different method).
+trait Axes<'a, 'b> {
+    fn line(
+        &mut self,
+        points: Vec<(f64, f64)>,
+        style: ShapeStyle,
+    ) -> Result<&mut SeriesAnno<'a, SVGBackend<'b>>, TimelineError>;
+}
+
+impl<'a, 'b> Axes<'a, 'b> for Chart<'a, 'b> {
+    fn line(
+        &mut self,
+        points: Vec<(f64, f64)>,
+        style: ShapeStyle,
+    ) -> Result<&mut SeriesAnno<'a, SVGBackend<'b>>, TimelineError> {
+        self.draw_series(LineSeries::new(points, style))
+            .map_err(err)
+    }
+}
+
+/// The right-hand axes of a two-axis panel.
+struct Right<'c, 'a, 'b>(&'c mut DualChart<'a, 'b>);
+
+impl<'a, 'b> Axes<'a, 'b> for Right<'_, 'a, 'b> {
+    fn line(
+        &mut self,
+        points: Vec<(f64, f64)>,
+        style: ShapeStyle,
+    ) -> Result<&mut SeriesAnno<'a, SVGBackend<'b>>, TimelineError> {
+        self.0
+            .draw_secondary_series(LineSeries::new(points, style))
+            .map_err(err)
+    }
+}
+
+/// One figure of the samples as a line, broken where the data has gaps, with one legend
+/// entry however many pieces it is drawn in.
+fn draw_line<'a, 'b>(
+    axes: &mut impl Axes<'a, 'b>,
+    s: &[Sample],
+    pick: impl Fn(&Sample) -> Option<f64>,
+    label: &str,
+    color: RGBColor,
+    width: u32,
+) -> Result<(), TimelineError> {
+    let mut first = true;
+    for seg in segments(s, pick) {
+        let drawn = axes.line(seg, color.stroke_width(width))?;
+        if first {
+            drawn.label(label).legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
+            });
+            first = false;
+        }
+    }
+    Ok(())
+}
 
 /// Shade the phases and mark the detection moment on a panel.
 fn decorate(
@@ -305,18 +372,7 @@ fn draw_rates(
         ),
     ];
     for (label, color, width, f) in series {
-        let mut first = true;
-        for seg in segments(s, f) {
-            let drawn = chart
-                .draw_series(LineSeries::new(seg, color.stroke_width(width)))
-                .map_err(err)?;
-            if first {
-                drawn.label(label).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
-                });
-                first = false;
-            }
-        }
+        draw_line(&mut chart, s, f, label, color, width)?;
     }
     draw_legend(&mut chart, area)
 }
@@ -378,18 +434,14 @@ fn draw_latency(
             "client timeout ({timeout:.1} s): above it, answers are wasted"
         ))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OFFERED.stroke_width(2)));
-    let mut first = true;
-    for seg in segments(s, |v| v.p99_latency_s) {
-        let drawn = chart
-            .draw_series(LineSeries::new(seg, LATENCY.stroke_width(2)))
-            .map_err(err)?;
-        if first {
-            drawn.label("p99 latency seen by clients").legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], LATENCY.stroke_width(2))
-            });
-            first = false;
-        }
-    }
+    draw_line(
+        &mut chart,
+        s,
+        |v| v.p99_latency_s,
+        "p99 latency seen by clients",
+        LATENCY,
+        2,
+    )?;
     draw_legend(&mut chart, area)
 }
 
@@ -434,35 +486,23 @@ fn draw_clients(
     {
         let primary: &mut Chart = &mut chart;
         decorate(primary, r, y_max, false)?;
+        draw_line(
+            primary,
+            s,
+            |v| v.workers_retrying,
+            "clients in a retry loop (left)",
+            RETRYING,
+            2,
+        )?;
     }
-    let mut first = true;
-    for seg in segments(s, |v| v.workers_retrying) {
-        let drawn = chart
-            .draw_series(LineSeries::new(seg, RETRYING.stroke_width(2)))
-            .map_err(err)?;
-        if first {
-            drawn
-                .label("clients in a retry loop (left)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], RETRYING.stroke_width(2))
-                });
-            first = false;
-        }
-    }
-    let mut first = true;
-    for seg in segments(s, |v| v.queue_depth) {
-        let drawn = chart
-            .draw_secondary_series(LineSeries::new(seg, QUEUE.stroke_width(2)))
-            .map_err(err)?;
-        if first {
-            drawn
-                .label("queued at the service (right)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], QUEUE.stroke_width(2))
-                });
-            first = false;
-        }
-    }
+    draw_line(
+        &mut Right(&mut chart),
+        s,
+        |v| v.queue_depth,
+        "queued at the service (right)",
+        QUEUE,
+        2,
+    )?;
     draw_legend(&mut chart, area)
 }
 
