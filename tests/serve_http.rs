@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 mod serve_support;
-use serve_support::{fixture, Http};
+use serve_support::{assert_exposes, fixture, Http};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const HMAC: &str = "test-hmac-secret-0123456789";
@@ -332,13 +332,12 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
     assert!(!launch.dry_run);
     assert_eq!(launch.runbook, "stuck-overload");
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_alerts_received_total{status="firing"} 4"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_runs_total{outcome="succeeded"} 1"#,
+            r#"recover_serve_alerts_received_total{status="firing"} 4"#,
+        ],
     );
 }
 
@@ -462,9 +461,9 @@ async fn budget_stops_further_runs() {
     assert_eq!(rx.rec.launches().len(), 2);
     assert_eq!(rx.rec.checks(), 2, "no detection when the budget is gone");
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_budget_remaining{target="local:demo"} 0"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[r#"recover_serve_budget_remaining{target="local:demo"} 0"#],
     );
 }
 
@@ -489,13 +488,12 @@ async fn breaker_opens_after_failures_and_admin_reset_closes_it() {
         .contains("recover serve reset local:demo"));
     assert_eq!(rx.rec.launches().len(), 2);
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_breaker_open{target="local:demo"} 1"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_runs_total{outcome="aborted"} 1"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_breaker_open{target="local:demo"} 1"#,
+            r#"recover_serve_runs_total{outcome="aborted"} 1"#,
+        ],
     );
 
     // The breaker survives in the state file.
@@ -582,13 +580,12 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
 
     assert_eq!(rx.rec.checks(), 0);
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_webhooks_total{result="unauthorized"} 4"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_webhooks_total{result="unauthorized"} 4"#,
+            r#"recover_serve_webhooks_total{result="bad_request"} 4"#,
+        ],
     );
 }
 

@@ -16,6 +16,14 @@ pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
 }
 
+/// Every sample line must be on the `/metrics` page; the whole page is shown when one is
+/// missing, since the neighbouring series usually say why.
+pub fn assert_exposes(metrics: &str, samples: &[&str]) {
+    for sample in samples {
+        assert!(metrics.contains(sample), "no `{sample}` in:\n{metrics}");
+    }
+}
+
 impl Http {
     /// POST and parse the JSON reply (Null if it is not JSON).
     pub async fn post_json(
