@@ -257,6 +257,22 @@ impl Rx {
         }
     }
 
+    /// Two firing alerts each run to the end (spaced past a 1 ms cooldown), then a third
+    /// is refused with `decision`, and its message says `because`.
+    async fn two_runs_then_refused(&self, decision: &str, because: &str) {
+        for n in 1..=2 {
+            self.post("firing.json").await;
+            self.wait_runs_finished(n).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (_, body) = self.post("firing.json").await;
+        assert_eq!(body["decisions"][0]["decision"], decision);
+        assert!(body["decisions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(because));
+    }
+
     async fn wait_runs_finished(&self, n: usize) -> Value {
         let start = Instant::now();
         loop {
@@ -447,17 +463,8 @@ async fn budget_stops_further_runs() {
         "runs_per_window: 2, window: 1h, breaker_after_failures: 5, cooldown: 1ms",
     )
     .await;
-    for n in 1..=2 {
-        rx.post("firing.json").await;
-        rx.wait_runs_finished(n).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let (_, body) = rx.post("firing.json").await;
-    assert_eq!(body["decisions"][0]["decision"], "refused_budget");
-    assert!(body["decisions"][0]["message"]
-        .as_str()
-        .unwrap()
-        .contains("2 of 2 runs"));
+    rx.two_runs_then_refused("refused_budget", "2 of 2 runs")
+        .await;
     assert_eq!(rx.rec.launches().len(), 2);
     assert_eq!(rx.rec.checks(), 2, "no detection when the budget is gone");
     let m = rx.metrics().await;
@@ -475,17 +482,8 @@ async fn breaker_opens_after_failures_and_admin_reset_closes_it() {
         .unwrap()
         .extend([RunOutcome::Failed, RunOutcome::Aborted]);
     let rx = start_with(Mode::Act, NO_COOLDOWN, rec).await;
-    for n in 1..=2 {
-        rx.post("firing.json").await;
-        rx.wait_runs_finished(n).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let (_, body) = rx.post("firing.json").await;
-    assert_eq!(body["decisions"][0]["decision"], "refused_breaker");
-    assert!(body["decisions"][0]["message"]
-        .as_str()
-        .unwrap()
-        .contains("recover serve reset local:demo"));
+    rx.two_runs_then_refused("refused_breaker", "recover serve reset local:demo")
+        .await;
     assert_eq!(rx.rec.launches().len(), 2);
     let m = rx.metrics().await;
     assert_exposes(
