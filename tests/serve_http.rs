@@ -302,9 +302,10 @@ fn count(d: &[String], what: &str) -> usize {
 const NO_COOLDOWN: &str =
     "runs_per_window: 5, window: 1h, breaker_after_failures: 2, cooldown: 1ms";
 
-#[tokio::test]
-async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
-    let rx = start_with(
+/// A receiver in act mode, no cooldown, whose runs wait for `release` so a test can look
+/// at a run while it is in progress.
+async fn start_holding_runs() -> Rx {
+    start_with(
         Mode::Act,
         NO_COOLDOWN,
         Recorder {
@@ -312,7 +313,12 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
             ..Default::default()
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
+    let rx = start_holding_runs().await;
     let (status, body) = rx.post("firing.json").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["decisions"][0]["decision"], "checking");
@@ -374,15 +380,7 @@ async fn resolved_never_acts() {
 
 #[tokio::test]
 async fn grouped_alerts_route_each_alert_and_share_one_target() {
-    let rx = start_with(
-        Mode::Act,
-        NO_COOLDOWN,
-        Recorder {
-            hold_runs: true,
-            ..Default::default()
-        },
-    )
-    .await;
+    let rx = start_holding_runs().await;
     let (status, body) = rx.post("grouped.json").await;
     assert_eq!(status, 200, "{body}");
     let d: Vec<&str> = body["decisions"]
@@ -589,15 +587,7 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
 
 #[tokio::test]
 async fn shutdown_aborts_runs_in_progress_and_waits_for_them() {
-    let rx = start_with(
-        Mode::Act,
-        NO_COOLDOWN,
-        Recorder {
-            hold_runs: true,
-            ..Default::default()
-        },
-    )
-    .await;
+    let rx = start_holding_runs().await;
     rx.post("firing.json").await;
     rx.wait_decisions("launch", |d| count(d, "launched") == 1)
         .await;

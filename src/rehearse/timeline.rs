@@ -212,6 +212,24 @@ fn mark_steps(chart: &mut Chart, r: &Report, y_max: f64) -> Result<(), TimelineE
 /// Which figure of a sample a line draws.
 type Pick = Box<dyn Fn(&Sample) -> Option<f64>>;
 
+/// The frame of a panel with one y axis (the clients panel has a second one on the right,
+/// so it is framed differently).
+fn single_axis_panel<'b>(
+    area: &DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+    x: (f64, f64),
+    y_max: f64,
+) -> Result<Chart<'b, 'b>, TimelineError> {
+    ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(70)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .caption(caption, ("sans-serif", 18))
+        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
+        .map_err(err)
+}
+
 fn draw_rates(
     area: &DrawingArea<SVGBackend, Shift>,
     r: &Report,
@@ -224,14 +242,7 @@ fn draw_rates(
         .max(max_of(s, |v| v.goodput_per_s))
         .max(demand);
     let y_max = (traffic * 1.15).max(1.0);
-    let mut chart = ChartBuilder::on(area)
-        .margin(10)
-        .margin_right(70)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .caption("Requests per second", ("sans-serif", 18))
-        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
-        .map_err(err)?;
+    let mut chart = single_axis_panel(area, "Requests per second", x, y_max)?;
     chart
         .configure_mesh()
         .y_desc("req/s")
@@ -297,14 +308,7 @@ fn draw_latency(
 ) -> Result<(), TimelineError> {
     let timeout = r.scenario.client_timeout_s;
     let y_max = (max_of(s, |v| v.p99_latency_s).max(timeout) * 1.2).max(0.1);
-    let mut chart = ChartBuilder::on(area)
-        .margin(10)
-        .margin_right(70)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .caption("Client p99 latency vs client timeout", ("sans-serif", 18))
-        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
-        .map_err(err)?;
+    let mut chart = single_axis_panel(area, "Client p99 latency vs client timeout", x, y_max)?;
     chart
         .configure_mesh()
         .y_desc("seconds")
