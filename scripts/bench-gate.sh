@@ -24,19 +24,11 @@ while (($#)); do
   esac
 done
 
+source scripts/lib/install_missing.sh
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
-if ((${#need[@]})); then
-  if [ "$(id -u)" = 0 ]; then
-    echo "installing: ${need[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-  else
-    echo "missing: ${need[*]} (sudo apt-get install ${need[*]})" >&2
-    exit 2
-  fi
-fi
+install_missing ${need[@]+"${need[@]}"}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 
 cargo build --release --locked --bin recover >&2

@@ -4,18 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+source scripts/lib/install_missing.sh
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
-if ((${#need_apt[@]})); then
-  if [ "$(id -u)" = 0 ]; then
-    echo "installing: ${need_apt[*]}" >&2
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
-  else
-    echo "missing: ${need_apt[*]} (install with: sudo apt-get install ${need_apt[*]})" >&2
-    exit 2
-  fi
-fi
+install_missing ${need_apt[@]+"${need_apt[@]}"}
 
 if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest

@@ -23,13 +23,7 @@ fn e2e_full_run_restarts_every_replica_and_lifts_the_gate() {
             .run_cmd("e2e-local.yaml", &["--yes", "--output", "json"])
             .output()
             .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "stderr:\n{stderr}\nstdout:\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_exit_ok(&out);
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(report["outcome"], "succeeded");
         let steps = report["steps"].as_array().unwrap();
@@ -66,13 +60,7 @@ fn e2e_full_run_restarts_every_replica_and_lifts_the_gate() {
         let journal = only_journal(&sys.journal_dir()).unwrap();
         let lines = journal_lines(&journal);
         assert_eq!(lines.last().unwrap()["event"], "run_finished");
-        let hist = std::process::Command::new(BIN)
-            .arg("history")
-            .arg("--journal-dir")
-            .arg(sys.journal_dir())
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&hist.stdout);
+        let text = sys.history();
         assert!(
             text.contains("succeeded") && text.contains(report["run_id"].as_str().unwrap()),
             "{text}"
@@ -94,12 +82,7 @@ fn e2e_dry_run_changes_nothing() {
             .output()
             .unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_exit_ok(&out);
         // The plan's numbers and every action appear.
         assert!(stdout.contains("plan: shed"), "{stdout}");
         assert!(
@@ -184,17 +167,8 @@ fn e2e_killed_mid_restart_then_resumed_without_restarting_finished_replicas() {
         let lines = journal_lines(&journal);
         assert!(lines.iter().all(|l| l["event"] != "run_finished"));
         // History shows it as interrupted; resume finishes it.
-        let hist = std::process::Command::new(BIN)
-            .arg("history")
-            .arg("--journal-dir")
-            .arg(sys.journal_dir())
-            .output()
-            .unwrap();
-        assert!(
-            String::from_utf8_lossy(&hist.stdout).contains("interrupted"),
-            "{}",
-            String::from_utf8_lossy(&hist.stdout)
-        );
+        let text = sys.history();
+        assert!(text.contains("interrupted"), "{text}");
         let out = std::process::Command::new(BIN)
             .args(["resume", &run_id[..12], "--yes", "--output", "json"])
             .arg("--journal-dir")
@@ -203,12 +177,7 @@ fn e2e_killed_mid_restart_then_resumed_without_restarting_finished_replicas() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{stderr}\n{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
+        assert_exit_ok(&out);
         assert!(stderr.contains("stale lock"), "{stderr}");
         let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(report["outcome"], "succeeded");

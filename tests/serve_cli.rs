@@ -91,7 +91,7 @@ async fn start(dir: &Path, mode: Option<&str>) -> Served {
     while http
         .send("GET", &format!("{base}/healthz"), &[], vec![])
         .await
-        .map(|r| r.0)
+        .map(|r| r.status)
         != Ok(200)
     {
         assert!(

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 mod serve_support;
-use serve_support::{fixture, Http};
+use serve_support::{assert_exposes, fixture, Http};
 
 const TOKEN: &str = "e2e-token-0123456789abcdef";
 const ADMIN: &str = "e2e-admin-token-0123456789";
@@ -217,7 +217,7 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
         http.send("GET", &gate_limit, &[("authorization", &gate_auth)], vec![])
             .await
             .unwrap()
-            .1
+            .body
     };
     let limit_before = limit().await;
     let pids_before = pids(&state_dir);
@@ -314,17 +314,13 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
         "ignored_resolved"
     );
     let m = rx.http.get_text(&format!("{}/metrics", rx.base)).await;
-    assert!(
-        m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_runs_total{outcome="failed"} 1"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_budget_remaining{target="local:rehearsal"} 0"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_runs_total{outcome="succeeded"} 1"#,
+            r#"recover_serve_runs_total{outcome="failed"} 1"#,
+            r#"recover_serve_budget_remaining{target="local:rehearsal"} 0"#,
+        ],
     );
 
     stage.finish().await;

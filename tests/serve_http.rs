@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 mod serve_support;
-use serve_support::{fixture, Http};
+use serve_support::{assert_exposes, fixture, Http};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const HMAC: &str = "test-hmac-secret-0123456789";
@@ -257,6 +257,22 @@ impl Rx {
         }
     }
 
+    /// Two firing alerts each run to the end (spaced past a 1 ms cooldown), then a third
+    /// is refused with `decision`, and its message says `because`.
+    async fn two_runs_then_refused(&self, decision: &str, because: &str) {
+        for n in 1..=2 {
+            self.post("firing.json").await;
+            self.wait_runs_finished(n).await;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let (_, body) = self.post("firing.json").await;
+        assert_eq!(body["decisions"][0]["decision"], decision);
+        assert!(body["decisions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(because));
+    }
+
     async fn wait_runs_finished(&self, n: usize) -> Value {
         let start = Instant::now();
         loop {
@@ -286,9 +302,10 @@ fn count(d: &[String], what: &str) -> usize {
 const NO_COOLDOWN: &str =
     "runs_per_window: 5, window: 1h, breaker_after_failures: 2, cooldown: 1ms";
 
-#[tokio::test]
-async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
-    let rx = start_with(
+/// A receiver in act mode, no cooldown, whose runs wait for `release` so a test can look
+/// at a run while it is in progress.
+async fn start_holding_runs() -> Rx {
+    start_with(
         Mode::Act,
         NO_COOLDOWN,
         Recorder {
@@ -296,7 +313,12 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
             ..Default::default()
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
+    let rx = start_holding_runs().await;
     let (status, body) = rx.post("firing.json").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["decisions"][0]["decision"], "checking");
@@ -332,13 +354,12 @@ async fn stuck_firing_alert_launches_one_run_and_repeats_join_it() {
     assert!(!launch.dry_run);
     assert_eq!(launch.runbook, "stuck-overload");
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_runs_total{outcome="succeeded"} 1"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_alerts_received_total{status="firing"} 4"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_runs_total{outcome="succeeded"} 1"#,
+            r#"recover_serve_alerts_received_total{status="firing"} 4"#,
+        ],
     );
 }
 
@@ -359,15 +380,7 @@ async fn resolved_never_acts() {
 
 #[tokio::test]
 async fn grouped_alerts_route_each_alert_and_share_one_target() {
-    let rx = start_with(
-        Mode::Act,
-        NO_COOLDOWN,
-        Recorder {
-            hold_runs: true,
-            ..Default::default()
-        },
-    )
-    .await;
+    let rx = start_holding_runs().await;
     let (status, body) = rx.post("grouped.json").await;
     assert_eq!(status, 200, "{body}");
     let d: Vec<&str> = body["decisions"]
@@ -448,23 +461,14 @@ async fn budget_stops_further_runs() {
         "runs_per_window: 2, window: 1h, breaker_after_failures: 5, cooldown: 1ms",
     )
     .await;
-    for n in 1..=2 {
-        rx.post("firing.json").await;
-        rx.wait_runs_finished(n).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let (_, body) = rx.post("firing.json").await;
-    assert_eq!(body["decisions"][0]["decision"], "refused_budget");
-    assert!(body["decisions"][0]["message"]
-        .as_str()
-        .unwrap()
-        .contains("2 of 2 runs"));
+    rx.two_runs_then_refused("refused_budget", "2 of 2 runs")
+        .await;
     assert_eq!(rx.rec.launches().len(), 2);
     assert_eq!(rx.rec.checks(), 2, "no detection when the budget is gone");
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_budget_remaining{target="local:demo"} 0"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[r#"recover_serve_budget_remaining{target="local:demo"} 0"#],
     );
 }
 
@@ -476,26 +480,16 @@ async fn breaker_opens_after_failures_and_admin_reset_closes_it() {
         .unwrap()
         .extend([RunOutcome::Failed, RunOutcome::Aborted]);
     let rx = start_with(Mode::Act, NO_COOLDOWN, rec).await;
-    for n in 1..=2 {
-        rx.post("firing.json").await;
-        rx.wait_runs_finished(n).await;
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let (_, body) = rx.post("firing.json").await;
-    assert_eq!(body["decisions"][0]["decision"], "refused_breaker");
-    assert!(body["decisions"][0]["message"]
-        .as_str()
-        .unwrap()
-        .contains("recover serve reset local:demo"));
+    rx.two_runs_then_refused("refused_breaker", "recover serve reset local:demo")
+        .await;
     assert_eq!(rx.rec.launches().len(), 2);
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_breaker_open{target="local:demo"} 1"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_runs_total{outcome="aborted"} 1"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_breaker_open{target="local:demo"} 1"#,
+            r#"recover_serve_runs_total{outcome="aborted"} 1"#,
+        ],
     );
 
     // The breaker survives in the state file.
@@ -582,27 +576,18 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
 
     assert_eq!(rx.rec.checks(), 0);
     let m = rx.metrics().await;
-    assert!(
-        m.contains(r#"recover_serve_webhooks_total{result="unauthorized"} 4"#),
-        "{m}"
-    );
-    assert!(
-        m.contains(r#"recover_serve_webhooks_total{result="bad_request"} 4"#),
-        "{m}"
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_webhooks_total{result="unauthorized"} 4"#,
+            r#"recover_serve_webhooks_total{result="bad_request"} 4"#,
+        ],
     );
 }
 
 #[tokio::test]
 async fn shutdown_aborts_runs_in_progress_and_waits_for_them() {
-    let rx = start_with(
-        Mode::Act,
-        NO_COOLDOWN,
-        Recorder {
-            hold_runs: true,
-            ..Default::default()
-        },
-    )
-    .await;
+    let rx = start_holding_runs().await;
     rx.post("firing.json").await;
     rx.wait_decisions("launch", |d| count(d, "launched") == 1)
         .await;

@@ -117,6 +117,22 @@ impl PromqlSource {
         })
     }
 
+    /// A request or its body that did not arrive: a timeout is told apart because the fix
+    /// differs (a slow query, not a server that is down).
+    fn transport_error(&self, url: &str, e: reqwest::Error) -> PromqlError {
+        if e.is_timeout() {
+            PromqlError::Timeout {
+                url: url.to_string(),
+                after: self.timeout,
+            }
+        } else {
+            PromqlError::Unreachable {
+                url: url.to_string(),
+                message: e.to_string(),
+            }
+        }
+    }
+
     async fn call(
         &self,
         path: &str,
@@ -137,33 +153,12 @@ impl PromqlSource {
             .body(body.join("&"))
             .send()
             .await
-            .map_err(|e| {
-                if e.is_timeout() {
-                    PromqlError::Timeout {
-                        url: url.clone(),
-                        after: self.timeout,
-                    }
-                } else {
-                    PromqlError::Unreachable {
-                        url: url.clone(),
-                        message: e.to_string(),
-                    }
-                }
-            })?;
+            .map_err(|e| self.transport_error(&url, e))?;
         let status = resp.status();
-        let body = resp.text().await.map_err(|e| {
-            if e.is_timeout() {
-                PromqlError::Timeout {
-                    url: url.clone(),
-                    after: self.timeout,
-                }
-            } else {
-                PromqlError::Unreachable {
-                    url: url.clone(),
-                    message: e.to_string(),
-                }
-            }
-        })?;
+        let body = resp
+            .text()
+            .await
+            .map_err(|e| self.transport_error(&url, e))?;
         let reply: ApiReply =
             serde_json::from_str(&body).map_err(|_| PromqlError::Unreachable {
                 url: url.clone(),

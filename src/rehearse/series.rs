@@ -71,15 +71,7 @@ impl RawScrape {
 
     /// Sum of matching points over every answering target of `role`.
     pub fn sum(&self, role: Role, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-        let mut found = false;
-        let mut total = 0.0;
-        for (_, pts) in self.pages(role) {
-            for p in pts.iter().filter(|p| p.name == name && p.matches(labels)) {
-                found = true;
-                total += p.value;
-            }
-        }
-        found.then_some(total)
+        sum_matching(self.pages(role).flat_map(|(_, pts)| pts), name, labels)
     }
 
     fn instance_sum(
@@ -90,14 +82,21 @@ impl RawScrape {
         labels: &[(&str, &str)],
     ) -> Option<f64> {
         let (_, pts) = self.pages(role).find(|(i, _)| *i == instance)?;
-        let mut found = false;
-        let mut total = 0.0;
-        for p in pts.iter().filter(|p| p.name == name && p.matches(labels)) {
-            found = true;
-            total += p.value;
-        }
-        found.then_some(total)
+        sum_matching(pts, name, labels)
     }
+}
+
+/// Sum of the points named `name` that carry `labels`; `None` when there is none, so a
+/// series that is absent reads as no data, never as zero.
+fn sum_matching<'p>(
+    points: impl IntoIterator<Item = &'p Point>,
+    name: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
+    points
+        .into_iter()
+        .filter(|p| p.name == name && p.matches(labels))
+        .fold(None, |total, p| Some(total.unwrap_or(0.0) + p.value))
 }
 
 /// Counter increase from `base` to `now`, summed over instances present in both. A counter
@@ -208,19 +207,19 @@ pub fn derive(base: &RawScrape, now: &RawScrape) -> Sample {
     const REQ: &str = "recover_gate_requests_total";
     // Everything the gate let through, including requests whose client left before the
     // upstream answered (`client_gone`): in the stuck state that is most of them.
-    let passed: Option<f64> = [
+    let outcomes = |names: &[&str]| {
+        names
+            .iter()
+            .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
+            .reduce(|a, b| a + b)
+    };
+    let passed = outcomes(&[
         "admitted",
         "upstream_error",
         "upstream_timeout",
         "client_gone",
-    ]
-    .iter()
-    .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
-    .reduce(|a, b| a + b);
-    let rejected = ["rejected_rate", "rejected_in_flight"]
-        .iter()
-        .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
-        .reduce(|a, b| a + b);
+    ]);
+    let rejected = outcomes(&["rejected_rate", "rejected_in_flight"]);
     Sample {
         t_s: now.t_s,
         offered_per_s: rate(base, now, Gate, REQ, &[]),

@@ -14,6 +14,9 @@ use super::series::Sample;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+mod lines;
+use lines::{draw_legend, draw_line, Chart, Right};
+
 /// Drawing failed (plotters reports backend errors as strings).
 #[derive(Debug, thiserror::Error)]
 #[error("drawing timeline: {0}")]
@@ -126,24 +129,6 @@ fn draw_title(area: &DrawingArea<SVGBackend, Shift>, r: &Report) -> Result<(), T
     Ok(())
 }
 
-/// Runs of consecutive samples where `f` has a finite value: a gap in the data is a gap
-/// in the line, never a drop to zero.
-fn segments(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> Vec<Vec<(f64, f64)>> {
-    let mut out = vec![];
-    let mut cur: Vec<(f64, f64)> = vec![];
-    for s in samples {
-        match f(s).filter(|v| v.is_finite()) {
-            Some(v) => cur.push((s.t_s, v)),
-            None if !cur.is_empty() => out.push(std::mem::take(&mut cur)),
-            None => {}
-        }
-    }
-    if !cur.is_empty() {
-        out.push(cur);
-    }
-    out
-}
-
 fn max_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> f64 {
     samples
         .iter()
@@ -151,12 +136,6 @@ fn max_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> f64 {
         .filter(|v| v.is_finite())
         .fold(0.0, f64::max)
 }
-
-type Chart<'a, 'b> = ChartContext<
-    'a,
-    SVGBackend<'b>,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
 
 /// Shade the phases and mark the detection moment on a panel.
 fn decorate(
@@ -233,6 +212,24 @@ fn mark_steps(chart: &mut Chart, r: &Report, y_max: f64) -> Result<(), TimelineE
 /// Which figure of a sample a line draws.
 type Pick = Box<dyn Fn(&Sample) -> Option<f64>>;
 
+/// The frame of a panel with one y axis (the clients panel has a second one on the right,
+/// so it is framed differently).
+fn single_axis_panel<'b>(
+    area: &DrawingArea<SVGBackend<'b>, Shift>,
+    caption: &str,
+    x: (f64, f64),
+    y_max: f64,
+) -> Result<Chart<'b, 'b>, TimelineError> {
+    ChartBuilder::on(area)
+        .margin(10)
+        .margin_right(70)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .caption(caption, ("sans-serif", 18))
+        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
+        .map_err(err)
+}
+
 fn draw_rates(
     area: &DrawingArea<SVGBackend, Shift>,
     r: &Report,
@@ -245,14 +242,7 @@ fn draw_rates(
         .max(max_of(s, |v| v.goodput_per_s))
         .max(demand);
     let y_max = (traffic * 1.15).max(1.0);
-    let mut chart = ChartBuilder::on(area)
-        .margin(10)
-        .margin_right(70)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .caption("Requests per second", ("sans-serif", 18))
-        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
-        .map_err(err)?;
+    let mut chart = single_axis_panel(area, "Requests per second", x, y_max)?;
     chart
         .configure_mesh()
         .y_desc("req/s")
@@ -305,41 +295,9 @@ fn draw_rates(
         ),
     ];
     for (label, color, width, f) in series {
-        let mut first = true;
-        for seg in segments(s, f) {
-            let drawn = chart
-                .draw_series(LineSeries::new(seg, color.stroke_width(width)))
-                .map_err(err)?;
-            if first {
-                drawn.label(label).legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(width))
-                });
-                first = false;
-            }
-        }
+        draw_line(&mut chart, s, f, label, color, width)?;
     }
     draw_legend(&mut chart, area)
-}
-
-/// Upper right, but below the phase names drawn along the top edge.
-/// The same boxed legend, top right, on every panel.
-fn draw_legend<'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
-    area: &DrawingArea<SVGBackend, Shift>,
-) -> Result<(), TimelineError> {
-    chart
-        .configure_series_labels()
-        .position(legend_spot(area))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(err)
-}
-
-fn legend_spot(area: &DrawingArea<SVGBackend, Shift>) -> SeriesLabelPosition {
-    let (w, _) = area.dim_in_pixel();
-    SeriesLabelPosition::Coordinate(w as i32 - 420, 28)
 }
 
 fn draw_latency(
@@ -350,14 +308,7 @@ fn draw_latency(
 ) -> Result<(), TimelineError> {
     let timeout = r.scenario.client_timeout_s;
     let y_max = (max_of(s, |v| v.p99_latency_s).max(timeout) * 1.2).max(0.1);
-    let mut chart = ChartBuilder::on(area)
-        .margin(10)
-        .margin_right(70)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .caption("Client p99 latency vs client timeout", ("sans-serif", 18))
-        .build_cartesian_2d(x.0..x.1, 0.0..y_max)
-        .map_err(err)?;
+    let mut chart = single_axis_panel(area, "Client p99 latency vs client timeout", x, y_max)?;
     chart
         .configure_mesh()
         .y_desc("seconds")
@@ -378,18 +329,14 @@ fn draw_latency(
             "client timeout ({timeout:.1} s): above it, answers are wasted"
         ))
         .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OFFERED.stroke_width(2)));
-    let mut first = true;
-    for seg in segments(s, |v| v.p99_latency_s) {
-        let drawn = chart
-            .draw_series(LineSeries::new(seg, LATENCY.stroke_width(2)))
-            .map_err(err)?;
-        if first {
-            drawn.label("p99 latency seen by clients").legend(|(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], LATENCY.stroke_width(2))
-            });
-            first = false;
-        }
-    }
+    draw_line(
+        &mut chart,
+        s,
+        |v| v.p99_latency_s,
+        "p99 latency seen by clients",
+        LATENCY,
+        2,
+    )?;
     draw_legend(&mut chart, area)
 }
 
@@ -434,35 +381,23 @@ fn draw_clients(
     {
         let primary: &mut Chart = &mut chart;
         decorate(primary, r, y_max, false)?;
+        draw_line(
+            primary,
+            s,
+            |v| v.workers_retrying,
+            "clients in a retry loop (left)",
+            RETRYING,
+            2,
+        )?;
     }
-    let mut first = true;
-    for seg in segments(s, |v| v.workers_retrying) {
-        let drawn = chart
-            .draw_series(LineSeries::new(seg, RETRYING.stroke_width(2)))
-            .map_err(err)?;
-        if first {
-            drawn
-                .label("clients in a retry loop (left)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], RETRYING.stroke_width(2))
-                });
-            first = false;
-        }
-    }
-    let mut first = true;
-    for seg in segments(s, |v| v.queue_depth) {
-        let drawn = chart
-            .draw_secondary_series(LineSeries::new(seg, QUEUE.stroke_width(2)))
-            .map_err(err)?;
-        if first {
-            drawn
-                .label("queued at the service (right)")
-                .legend(|(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], QUEUE.stroke_width(2))
-                });
-            first = false;
-        }
-    }
+    draw_line(
+        &mut Right(&mut chart),
+        s,
+        |v| v.queue_depth,
+        "queued at the service (right)",
+        QUEUE,
+        2,
+    )?;
     draw_legend(&mut chart, area)
 }
 

@@ -8,6 +8,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
+use crate::util::exposition::{encode_text, register};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabel {
     pub status: String,
@@ -33,9 +35,10 @@ pub struct TargetLabel {
     pub target: String,
 }
 
-/// The receiver's metrics (cheap to clone; all handles share state).
-#[derive(Clone, Default)]
+/// The receiver's metrics: the handles the receiver updates and the registry that exports
+/// them.
 pub struct ServeMetrics {
+    registry: Registry,
     /// Alerts (not notifications) received, by `firing` / `resolved`.
     pub alerts: Family<StatusLabel, Counter>,
     /// Webhook requests by result: accepted, unauthorized, bad_request.
@@ -50,46 +53,72 @@ pub struct ServeMetrics {
     pub acting: Gauge,
 }
 
+impl Default for ServeMetrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl ServeMetrics {
-    pub fn registry(&self) -> Registry {
+    pub fn new() -> Self {
         let mut r = Registry::with_prefix("recover_serve");
-        r.register(
-            "alerts_received",
-            "Alerts received, by status",
-            self.alerts.clone(),
-        );
-        r.register(
-            "webhooks",
-            "Webhook requests, by result",
-            self.webhooks.clone(),
-        );
-        r.register(
-            "decisions",
-            "Decisions taken on alerts",
-            self.decisions.clone(),
-        );
-        r.register("runs", "Finished runs, by outcome", self.runs.clone());
-        r.register(
-            "runs_in_progress",
-            "Runs in progress",
-            self.runs_in_progress.clone(),
-        );
-        r.register(
-            "budget_remaining",
-            "Runs left in the budget window, per target",
-            self.budget_remaining.clone(),
-        );
-        r.register(
-            "breaker_open",
-            "1 while the breaker of a target is open (a human must reset it)",
-            self.breaker_open.clone(),
-        );
-        r.register(
-            "acting",
-            "1 in act mode, 0 in observe mode",
-            self.acting.clone(),
-        );
-        r
+        // Fields are evaluated in the order written, which is the order `/metrics` lists them.
+        ServeMetrics {
+            alerts: register(
+                &mut r,
+                "alerts_received",
+                "Alerts received, by status",
+                Family::default(),
+            ),
+            webhooks: register(
+                &mut r,
+                "webhooks",
+                "Webhook requests, by result",
+                Family::default(),
+            ),
+            decisions: register(
+                &mut r,
+                "decisions",
+                "Decisions taken on alerts",
+                Family::default(),
+            ),
+            runs: register(
+                &mut r,
+                "runs",
+                "Finished runs, by outcome",
+                Family::default(),
+            ),
+            runs_in_progress: register(
+                &mut r,
+                "runs_in_progress",
+                "Runs in progress",
+                Gauge::default(),
+            ),
+            budget_remaining: register(
+                &mut r,
+                "budget_remaining",
+                "Runs left in the budget window, per target",
+                Family::default(),
+            ),
+            breaker_open: register(
+                &mut r,
+                "breaker_open",
+                "1 while the breaker of a target is open (a human must reset it)",
+                Family::default(),
+            ),
+            acting: register(
+                &mut r,
+                "acting",
+                "1 in act mode, 0 in observe mode",
+                Gauge::default(),
+            ),
+            registry: r,
+        }
+    }
+
+    /// Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        encode_text(&self.registry)
     }
 
     pub fn alert(&self, status: &str) {

@@ -295,11 +295,7 @@ impl Receiver {
             self.metrics
                 .target(&t.target, t.budget.remaining, t.budget.breaker_open);
         }
-        let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.metrics.registry()).is_err() {
-            out.clear();
-        }
-        out
+        self.metrics.encode()
     }
 }
 

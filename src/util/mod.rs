@@ -1,8 +1,9 @@
 //! Small pieces every component needs: durations, atomic file writes, logging setup,
-//! loopback helpers and guarded child processes.
+//! loopback helpers, guarded child processes and registering metrics for export.
 
 pub mod atomic_file;
 pub mod child;
 pub mod duration;
+pub mod exposition;
 pub mod logging;
 pub mod net;

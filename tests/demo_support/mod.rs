@@ -3,9 +3,6 @@
 //! rates over a window of real time.
 #![allow(dead_code)] // each test binary uses a different subset
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
 use recover::demo::defaults;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::free_loopback_addr;
@@ -13,6 +10,10 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+#[path = "../loopback_http/mod.rs"]
+mod loopback_http;
+use loopback_http::Http;
 
 pub const TOKEN: &str = "demo-test-token";
 
@@ -45,44 +46,30 @@ impl Scrape {
     }
 }
 
-/// One plain HTTP request (reqwest panics in test builds: no TLS provider is installed).
-/// None if it could not be sent or answered within 10 s.
+/// One request with a JSON content type. None if it could not be sent or answered in time.
 pub async fn http(
     method: &str,
     url: &str,
     bearer: Option<&str>,
     body: &str,
 ) -> Option<(u16, String)> {
-    let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http::<Full<Bytes>>();
-    let mut req = http::Request::builder()
-        .method(method)
-        .uri(url)
-        .header("content-type", "application/json");
-    if let Some(t) = bearer {
-        req = req.header("authorization", format!("Bearer {t}"));
+    let auth = bearer.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![("content-type", "application/json")];
+    if let Some(a) = &auth {
+        headers.push(("authorization", a));
     }
-    let req = req.body(Full::new(Bytes::from(body.to_string()))).ok()?;
-    let exchange = async {
-        let resp = client.request(req).await.ok()?;
-        let status = resp.status().as_u16();
-        let bytes = resp.into_body().collect().await.ok()?.to_bytes();
-        Some((status, String::from_utf8_lossy(&bytes).into_owned()))
-    };
-    tokio::time::timeout(Duration::from_secs(10), exchange)
+    let r = Http::default()
+        .send(method, url, &headers, body)
         .await
-        .ok()?
+        .ok()?;
+    Some((r.status, r.body))
 }
 
 /// Poll `url` until it answers 2xx, or panic after `within`.
 pub async fn wait_http_ok(url: &str, within: Duration) {
-    let start = std::time::Instant::now();
-    while start.elapsed() < within {
-        if let Some((200..=299, _)) = http("GET", url, None, "").await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    if let Err(e) = recover::util::net::wait_http_ok(url, within).await {
+        panic!("{e}");
     }
-    panic!("{url} did not answer 2xx within {within:?}");
 }
 
 pub async fn scrape(addr: SocketAddr) -> Scrape {

@@ -9,7 +9,7 @@ use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::{free_loopback_addr, wait_http_ok};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_recover");
@@ -162,6 +162,17 @@ impl System {
             .sum()
     }
 
+    /// What `recover history` prints for this system's journals.
+    pub fn history(&self) -> String {
+        let out = Command::new(BIN)
+            .arg("history")
+            .arg("--journal-dir")
+            .arg(self.journal_dir())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// `recover --runbook FIXTURE --target local --inventory ... <extra>` as a command.
     pub fn run_cmd(&self, runbook: &str, extra: &[&str]) -> Command {
         let mut c = Command::new(BIN);
@@ -186,6 +197,17 @@ impl Drop for System {
     fn drop(&mut self) {
         self.platform.stop_all();
     }
+}
+
+/// A finished command must have exited 0; what it said is the diagnosis when it did not.
+pub fn assert_exit_ok(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stderr:\n{}\nstdout:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 /// Read a journal's lines as JSON values.

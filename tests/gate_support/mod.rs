@@ -13,6 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+#[path = "../loopback_http/mod.rs"]
+mod loopback_http;
+pub use loopback_http::{Http, Reply};
+
 pub const TOKEN: &str = "test-token-123";
 
 /// What an upstream saw.
@@ -137,71 +141,11 @@ pub fn limit(rate: Option<f64>, burst: u32, max_in_flight: Option<u32>) -> Limit
     }
 }
 
-/// A plain HTTP/1.1 client over hyper (reqwest in test builds wants a TLS provider the
-/// dev-dependencies leave unset; loopback needs no TLS).
-#[derive(Clone)]
-pub struct Http {
-    inner: hyper_util::client::legacy::Client<
-        hyper_util::client::legacy::connect::HttpConnector,
-        http_body_util::Full<bytes::Bytes>,
-    >,
-}
-
-/// A response read whole.
-pub struct Reply {
-    pub status: u16,
-    pub headers: axum::http::HeaderMap,
-    pub body: String,
-}
-
-impl Reply {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body).unwrap_or(serde_json::Value::Null)
-    }
-}
-
 pub fn client() -> Http {
-    Http {
-        inner: hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build_http(),
-    }
+    Http::default()
 }
 
 impl Http {
-    pub async fn send(
-        &self,
-        method: &str,
-        url: &str,
-        headers: &[(&str, &str)],
-        body: &str,
-    ) -> Result<Reply, String> {
-        let mut req = axum::http::Request::builder().method(method).uri(url);
-        for (k, v) in headers {
-            req = req.header(*k, *v);
-        }
-        let req = req
-            .body(http_body_util::Full::new(bytes::Bytes::from(
-                body.to_string(),
-            )))
-            .map_err(|e| e.to_string())?;
-        let fut = async {
-            let resp = self.inner.request(req).await.map_err(|e| e.to_string())?;
-            let (parts, body) = resp.into_parts();
-            let bytes = http_body_util::BodyExt::collect(body)
-                .await
-                .map_err(|e| e.to_string())?
-                .to_bytes();
-            Ok(Reply {
-                status: parts.status.as_u16(),
-                headers: parts.headers,
-                body: String::from_utf8_lossy(&bytes).into_owned(),
-            })
-        };
-        tokio::time::timeout(Duration::from_secs(10), fut)
-            .await
-            .map_err(|_| format!("{method} {url}: no answer in 10 s"))?
-    }
-
     pub async fn get(&self, url: &str) -> Reply {
         self.send("GET", url, &[], "").await.unwrap()
     }

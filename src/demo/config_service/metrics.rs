@@ -9,6 +9,8 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+use crate::util::exposition::{encode_text, register, register_family};
+
 /// Label of `recover_demo_service_completions_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
@@ -32,80 +34,33 @@ pub struct ServiceMetrics {
 
 impl ServiceMetrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("recover_demo_service");
-        let m = ServiceMetrics {
-            requests: Counter::default(),
-            queue_depth: Gauge::default(),
-            in_flight: Gauge::default(),
-            completions: Family::default(),
-            skipped: Counter::default(),
-            drained: Counter::default(),
-            service_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
-            warm_fraction: Gauge::default(),
-            overloaded: Gauge::default(),
-            ready: Gauge::default(),
-            registry: Registry::default(),
-        };
-        registry.register(
-            "requests",
-            "Requests arrived at /config",
-            m.requests.clone(),
-        );
-        registry.register(
-            "queue_depth",
-            "Requests waiting in the FIFO queue",
-            m.queue_depth.clone(),
-        );
-        registry.register("in_flight", "Requests being worked on", m.in_flight.clone());
-        registry.register(
-            "completions",
-            "Requests worked to the end: useful (client still waiting) or abandoned (client gone)",
-            m.completions.clone(),
-        );
-        registry.register(
-            "skipped",
-            "Requests skipped because their x-deadline-ms had passed",
-            m.skipped.clone(),
-        );
-        registry.register(
-            "drained",
-            "Queued requests dropped by POST /admin/drain",
-            m.drained.clone(),
-        );
-        registry.register(
-            "service_seconds",
-            "Work time per request",
-            m.service_seconds.clone(),
-        );
-        registry.register(
-            "warm_fraction",
-            "0 right after start, 1 when caches are warm",
-            m.warm_fraction.clone(),
-        );
-        registry.register(
-            "overloaded",
-            "1 while the queue holds more than fits in the client timeout",
-            m.overloaded.clone(),
-        );
-        registry.register(
-            "ready",
-            "1 once the startup delay has passed",
-            m.ready.clone(),
-        );
-        // Touch both kinds so they are exported as 0 before the first completion.
-        let _ = m.completions.get_or_create(&KindLabel { kind: "useful" });
-        let _ = m
-            .completions
-            .get_or_create(&KindLabel { kind: "abandoned" });
-        ServiceMetrics { registry, ..m }
+        let mut r = Registry::with_prefix("recover_demo_service");
+        // Fields are evaluated in the order written, which is the order `/metrics` lists them.
+        ServiceMetrics {
+            requests: register(&mut r, "requests", "Requests arrived at /config", Counter::default()),
+            queue_depth: register(&mut r, "queue_depth", "Requests waiting in the FIFO queue", Gauge::default()),
+            in_flight: register(&mut r, "in_flight", "Requests being worked on", Gauge::default()),
+            // Both kinds exist from the start so they are exported as 0 before the first
+            // completion.
+            completions: register_family(
+                &mut r,
+                "completions",
+                "Requests worked to the end: useful (client still waiting) or abandoned (client gone)",
+                ["useful", "abandoned"].map(|kind| KindLabel { kind }),
+            ),
+            skipped: register(&mut r, "skipped", "Requests skipped because their x-deadline-ms had passed", Counter::default()),
+            drained: register(&mut r, "drained", "Queued requests dropped by POST /admin/drain", Counter::default()),
+            service_seconds: register(&mut r, "service_seconds", "Work time per request", Histogram::new(exponential_buckets(0.005, 2.0, 12))),
+            warm_fraction: register(&mut r, "warm_fraction", "0 right after start, 1 when caches are warm", Gauge::default()),
+            overloaded: register(&mut r, "overloaded", "1 while the queue holds more than fits in the client timeout", Gauge::default()),
+            ready: register(&mut r, "ready", "1 once the startup delay has passed", Gauge::default()),
+            registry: r,
+        }
     }
 
     /// Prometheus text exposition of every metric.
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        encode_text(&self.registry)
     }
 }
 

@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use crate::util::exposition::{encode_text, register, register_family};
+
 /// Label of the polls and attempts counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
@@ -27,49 +29,46 @@ pub struct WorkerMetrics {
 
 impl WorkerMetrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("recover_demo_workers");
-        let polls = Family::<OutcomeLabel, Counter>::default();
-        let attempts = Family::<OutcomeLabel, Counter>::default();
-        for outcome in ["ok", "given_up"] {
-            let _ = polls.get_or_create(&OutcomeLabel { outcome });
+        let mut r = Registry::with_prefix("recover_demo_workers");
+        // Fields are evaluated in the order written, which is the order `/metrics` lists them.
+        WorkerMetrics {
+            polls: register_family(
+                &mut r,
+                "polls",
+                "Demanded polls by final outcome",
+                ["ok", "given_up"].map(|outcome| OutcomeLabel { outcome }),
+            ),
+            attempts: register_family(
+                &mut r,
+                "attempts",
+                "HTTP attempts by outcome",
+                ["ok", "error", "timeout"].map(|outcome| OutcomeLabel { outcome }),
+            ),
+            retries: register(
+                &mut r,
+                "retries",
+                "Attempts after the first of a poll",
+                Counter::default(),
+            ),
+            in_retry_loop: register(
+                &mut r,
+                "in_retry_loop",
+                "Workers whose current poll has failed at least once",
+                Gauge::default(),
+            ),
+            count: register(&mut r, "count", "Workers running", Gauge::default()),
+            latency_seconds: register(
+                &mut r,
+                "latency_seconds",
+                "Latency per attempt",
+                Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+            ),
+            registry: r,
         }
-        for outcome in ["ok", "error", "timeout"] {
-            let _ = attempts.get_or_create(&OutcomeLabel { outcome });
-        }
-        let m = WorkerMetrics {
-            registry: Registry::default(),
-            polls,
-            attempts,
-            retries: Counter::default(),
-            in_retry_loop: Gauge::default(),
-            count: Gauge::default(),
-            latency_seconds: Histogram::new(exponential_buckets(0.005, 2.0, 12)),
-        };
-        registry.register("polls", "Demanded polls by final outcome", m.polls.clone());
-        registry.register("attempts", "HTTP attempts by outcome", m.attempts.clone());
-        registry.register(
-            "retries",
-            "Attempts after the first of a poll",
-            m.retries.clone(),
-        );
-        registry.register(
-            "in_retry_loop",
-            "Workers whose current poll has failed at least once",
-            m.in_retry_loop.clone(),
-        );
-        registry.register("count", "Workers running", m.count.clone());
-        registry.register(
-            "latency_seconds",
-            "Latency per attempt",
-            m.latency_seconds.clone(),
-        );
-        WorkerMetrics { registry, ..m }
     }
 
     pub fn encode(&self) -> String {
-        let mut out = String::new();
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        encode_text(&self.registry)
     }
 }
 

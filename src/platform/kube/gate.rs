@@ -3,15 +3,15 @@
 //! proxy) reports the new resourceVersion as applied. "Set" means "in force everywhere",
 //! not "written".
 
-use super::api::call_error;
-use super::decide::{applied_version, PodView};
+use super::api::{call_error, live_pod_names};
+use super::decide::applied_version;
 use super::limit_source::parse_limit;
 use super::proxy::PodProxy;
 use super::rbac::{self, LIMIT_KEY};
 use crate::gate::limit::Limit;
 use crate::platform::{GateControl, PlatformError};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,24 +40,10 @@ pub struct KubeGate {
 
 impl KubeGate {
     async fn gate_pods(&self) -> Result<Vec<String>, PlatformError> {
-        let list = self
-            .pods
-            .list(&ListParams::default().labels(&self.selector))
-            .await
-            .map_err(|e| {
-                call_error(
-                    &rbac::PODS_LIST,
-                    format!("listing gate pods ({})", self.selector),
-                    e,
-                )
-            })?;
-        Ok(list
-            .items
-            .iter()
-            .map(PodView::of)
-            .filter(|p| !p.terminating)
-            .map(|p| p.name)
-            .collect())
+        live_pod_names(&self.pods, &self.selector, || {
+            format!("listing gate pods ({})", self.selector)
+        })
+        .await
     }
 
     /// Which version each gate pod reports as applied right now.

@@ -57,122 +57,98 @@ pub async fn acquire(
     holder: &LockHolder,
     duration: Duration,
 ) -> Result<(), PlatformError> {
-    acquire_try(leases, name, target_id, holder, duration, 0).await
-}
-
-/// Races (409 on our write) are re-read and re-decided, a few times at most.
-async fn acquire_try(
-    leases: &Api<Lease>,
-    name: &str,
-    target_id: &str,
-    holder: &LockHolder,
-    duration: Duration,
-    tries: u32,
-) -> Result<(), PlatformError> {
-    let existing = match leases.get_opt(name).await {
-        Ok(l) => l,
-        Err(e) => {
-            return Err(call_error(
-                &rbac::LEASES_GET,
-                format!("reading lease {name}"),
-                e,
-            ))
-        }
-    };
-    let decision = lease_decision(
-        existing.as_ref().map(view).as_ref(),
-        &holder.identity,
-        &holder.run_id,
-        SystemTime::now(),
-    );
     let secs = duration.as_secs().max(1) as i32;
-    match (decision, existing) {
-        (
-            LeaseDecision::Held {
-                holder: h, run_id, ..
-            },
-            _,
-        ) => Err(PlatformError::LockHeld {
-            target: target_id.to_string(),
-            holder: h,
-            run_id,
-        }),
-        (LeaseDecision::Create, _) | (_, None) => {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(name.to_string()),
-                    annotations: Some(BTreeMap::from([(
-                        RUN_ID_ANNOTATION.to_string(),
-                        holder.run_id.clone(),
-                    )])),
-                    ..Default::default()
+    let mut tries = 0;
+    loop {
+        let existing = match leases.get_opt(name).await {
+            Ok(l) => l,
+            Err(e) => {
+                return Err(call_error(
+                    &rbac::LEASES_GET,
+                    format!("reading lease {name}"),
+                    e,
+                ))
+            }
+        };
+        let decision = lease_decision(
+            existing.as_ref().map(view).as_ref(),
+            &holder.identity,
+            &holder.run_id,
+            SystemTime::now(),
+        );
+        let pp = PostParams::default();
+        let (written, perm, doing) = match (decision, existing) {
+            (
+                LeaseDecision::Held {
+                    holder: h, run_id, ..
                 },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(holder.identity.clone()),
-                    lease_duration_seconds: Some(secs),
-                    acquire_time: Some(now_micro()),
-                    renew_time: Some(now_micro()),
-                    lease_transitions: Some(0),
-                    ..Default::default()
-                }),
-            };
-            match leases.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(()),
-                // Someone created it between our read and write: they hold it now.
-                Err(e) if is_conflict(&e) && tries < 5 => {
-                    Box::pin(acquire_try(
-                        leases,
-                        name,
-                        target_id,
-                        holder,
-                        duration,
-                        tries + 1,
-                    ))
-                    .await
-                }
-                Err(e) => Err(call_error(
-                    &rbac::LEASES_CREATE,
-                    format!("creating lease {name}"),
-                    e,
-                )),
+                _,
+            ) => {
+                return Err(PlatformError::LockHeld {
+                    target: target_id.to_string(),
+                    holder: h,
+                    run_id,
+                })
             }
-        }
-        (decision, Some(mut lease)) => {
-            let spec = lease.spec.get_or_insert_with(Default::default);
-            if decision == LeaseDecision::TakeOver {
-                spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
-                spec.acquire_time = Some(now_micro());
+            (LeaseDecision::Create, _) | (_, None) => {
+                let lease = new_lease(name, holder, secs);
+                let written = leases.create(&pp, &lease).await;
+                (written, &rbac::LEASES_CREATE, "creating")
             }
-            spec.holder_identity = Some(holder.identity.clone());
-            spec.lease_duration_seconds = Some(secs);
-            spec.renew_time = Some(now_micro());
-            lease
-                .metadata
-                .annotations
-                .get_or_insert_with(Default::default)
-                .insert(RUN_ID_ANNOTATION.to_string(), holder.run_id.clone());
-            match leases.replace(name, &PostParams::default(), &lease).await {
-                Ok(_) => Ok(()),
-                Err(e) if is_conflict(&e) && tries < 5 => {
-                    // Lost a race: read again and decide again (it may be held now).
-                    Box::pin(acquire_try(
-                        leases,
-                        name,
-                        target_id,
-                        holder,
-                        duration,
-                        tries + 1,
-                    ))
-                    .await
-                }
-                Err(e) => Err(call_error(
-                    &rbac::LEASES_UPDATE,
-                    format!("updating lease {name}"),
-                    e,
-                )),
+            (decision, Some(mut lease)) => {
+                claim(&mut lease, decision, holder, secs);
+                let written = leases.replace(name, &pp, &lease).await;
+                (written, &rbac::LEASES_UPDATE, "updating")
             }
+        };
+        match written {
+            Ok(_) => return Ok(()),
+            // Lost a race: someone created or updated it between our read and our write.
+            // Read again and decide again (it may be held now), a few times at most.
+            Err(e) if is_conflict(&e) && tries < 5 => tries += 1,
+            Err(e) => return Err(call_error(perm, format!("{doing} lease {name}"), e)),
         }
     }
+}
+
+/// A Lease held by `holder` from now, for a target that has none.
+fn new_lease(name: &str, holder: &LockHolder, secs: i32) -> Lease {
+    Lease {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            annotations: Some(BTreeMap::from([(
+                RUN_ID_ANNOTATION.to_string(),
+                holder.run_id.clone(),
+            )])),
+            ..Default::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: Some(holder.identity.clone()),
+            lease_duration_seconds: Some(secs),
+            acquire_time: Some(now_micro()),
+            renew_time: Some(now_micro()),
+            lease_transitions: Some(0),
+            ..Default::default()
+        }),
+    }
+}
+
+/// The existing Lease renewed by `holder`, or taken over (a new transition) when the
+/// decision says the previous holder's time ran out.
+fn claim(lease: &mut Lease, decision: LeaseDecision, holder: &LockHolder, secs: i32) {
+    let spec = lease.spec.get_or_insert_with(Default::default);
+    if decision == LeaseDecision::TakeOver {
+        spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        spec.acquire_time = Some(now_micro());
+    }
+    spec.holder_identity = Some(holder.identity.clone());
+    spec.lease_duration_seconds = Some(secs);
+    spec.renew_time = Some(now_micro());
+    lease
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(RUN_ID_ANNOTATION.to_string(), holder.run_id.clone());
 }
 
 /// Renew once; `Ok(false)` when the lease is no longer ours.

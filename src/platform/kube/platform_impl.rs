@@ -1,7 +1,7 @@
 //! [`Platform`] for [`KubePlatform`]: each method is one short sequence of API calls
 //! around a decision from [`super::decide`].
 
-use super::api::call_error;
+use super::api::{call_error, live_pod_names};
 use super::decide::{batch_progress, PodView};
 use super::disrupt::{take_down, TakenDown};
 use super::proxy::{parse_locator, proxy_path};
@@ -12,7 +12,7 @@ use crate::platform::{
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, PostParams};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -38,18 +38,7 @@ impl KubePlatform {
     }
 
     async fn list_selected(&self, selector: &str) -> Result<Vec<String>, PlatformError> {
-        let list = self
-            .pods
-            .list(&ListParams::default().labels(selector))
-            .await
-            .map_err(|e| call_error(&rbac::PODS_LIST, format!("listing pods {selector}"), e))?;
-        Ok(list
-            .items
-            .iter()
-            .map(PodView::of)
-            .filter(|p| !p.terminating)
-            .map(|p| p.name)
-            .collect())
+        live_pod_names(&self.pods, selector, || format!("listing pods {selector}")).await
     }
 }
 
