@@ -4,7 +4,6 @@
 //! Every labelled child is resolved once at start and kept as a handle, so the hot path
 //! touches one atomic per counter instead of a labelled family's lock and hash map.
 
-use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -13,6 +12,7 @@ use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
 use super::limit::Limit;
+use crate::util::exposition::{encode_text, register, register_family};
 
 type Labels = [(&'static str, &'static str); 1];
 type InfoLabels = [(&'static str, String); 1];
@@ -63,76 +63,72 @@ impl Default for GateMetrics {
 impl GateMetrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let requests = Family::<Labels, Counter>::default();
-        let outcomes = OUTCOMES.map(|o| requests.get_or_create(&[("outcome", o)]).clone());
-        registry.register(
+        let r = &mut registry;
+        let requests: Family<Labels, Counter> = register_family(
+            r,
             "recover_gate_requests",
             "Requests by outcome, exactly one per request",
-            requests,
+            OUTCOMES.map(|o| [("outcome", o)]),
         );
-        let responses = Family::<Labels, Counter>::default();
-        let classes = CLASSES.map(|c| responses.get_or_create(&[("class", c)]).clone());
-        registry.register(
+        let responses: Family<Labels, Counter> = register_family(
+            r,
             "recover_gate_upstream_responses",
             "Upstream responses by status class",
-            responses,
+            CLASSES.map(|c| [("class", c)]),
         );
-        let attempts = Family::<Labels, Counter>::default();
-        let first = attempts.get_or_create(&[("kind", "first")]).clone();
-        let retry = attempts.get_or_create(&[("kind", "retry")]).clone();
-        registry.register(
+        let attempts: Family<Labels, Counter> = register_family(
+            r,
             "recover_gate_attempts",
             "Requests by the client's x-attempt header (absent or 1 = first)",
-            attempts,
+            [[("kind", "first")], [("kind", "retry")]],
         );
-        let in_flight = Gauge::default();
-        registry.register(
-            "recover_gate_in_flight",
-            "Requests admitted and not yet answered by the upstream",
-            in_flight.clone(),
-        );
-        let limit_rate = Gauge::<f64, AtomicU64>::default();
-        let limit_burst = Gauge::<f64, AtomicU64>::default();
-        let limit_max_in_flight = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "recover_gate_limit_rate_per_s",
-            "Admitted rate limit (+Inf: unlimited)",
-            limit_rate.clone(),
-        );
-        registry.register(
-            "recover_gate_limit_burst",
-            "Burst above the rate (+Inf: no rate limit)",
-            limit_burst.clone(),
-        );
-        registry.register(
-            "recover_gate_limit_max_in_flight",
-            "In-flight cap (+Inf: unlimited)",
-            limit_max_in_flight.clone(),
-        );
-        let limit_info = Family::<InfoLabels, Gauge>::default();
-        registry.register(
-            "recover_gate_limit_applied_info",
-            "Version of the limit in force",
-            limit_info.clone(),
-        );
-        let upstream_latency = Histogram::new(exponential_buckets(0.0005, 2.0, 16));
-        registry.register(
-            "recover_gate_upstream_latency_seconds",
-            "Time from forwarding to the upstream's response head",
-            upstream_latency.clone(),
-        );
+        let first = attempts.get_or_create(&[("kind", "first")]).clone();
+        let retry = attempts.get_or_create(&[("kind", "retry")]).clone();
+        let outcomes = OUTCOMES.map(|o| requests.get_or_create(&[("outcome", o)]).clone());
+        let classes = CLASSES.map(|c| responses.get_or_create(&[("class", c)]).clone());
+        let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
-            registry,
             outcomes,
             classes,
             first,
             retry,
-            in_flight,
-            limit_rate,
-            limit_burst,
-            limit_max_in_flight,
-            limit_info,
-            upstream_latency,
+            in_flight: register(
+                r,
+                "recover_gate_in_flight",
+                "Requests admitted and not yet answered by the upstream",
+                Gauge::default(),
+            ),
+            limit_rate: register(
+                r,
+                "recover_gate_limit_rate_per_s",
+                "Admitted rate limit (+Inf: unlimited)",
+                gauge(),
+            ),
+            limit_burst: register(
+                r,
+                "recover_gate_limit_burst",
+                "Burst above the rate (+Inf: no rate limit)",
+                gauge(),
+            ),
+            limit_max_in_flight: register(
+                r,
+                "recover_gate_limit_max_in_flight",
+                "In-flight cap (+Inf: unlimited)",
+                gauge(),
+            ),
+            limit_info: register(
+                r,
+                "recover_gate_limit_applied_info",
+                "Version of the limit in force",
+                Family::default(),
+            ),
+            upstream_latency: register(
+                r,
+                "recover_gate_upstream_latency_seconds",
+                "Time from forwarding to the upstream's response head",
+                Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+            ),
+            registry,
         }
     }
 
@@ -180,9 +176,7 @@ impl GateMetrics {
 
     /// Prometheus text exposition.
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(4096);
-        // Writing into a String cannot fail.
-        let _ = encode(&mut out, &self.registry);
+        let mut out = encode_text(&self.registry);
         // prometheus-client prints Rust's "inf"; the exposition format spells it "+Inf".
         if out.contains(" inf\n") {
             out = out.replace(" inf\n", " +Inf\n");
