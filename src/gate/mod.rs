@@ -18,6 +18,7 @@ pub mod config;
 pub mod control;
 pub mod deadline;
 pub mod error;
+pub mod latency;
 pub mod limit;
 pub mod limit_source;
 pub mod proxy;

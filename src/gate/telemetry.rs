@@ -7,10 +7,11 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+use super::latency::LatencyHistogram;
 use super::limit::Limit;
 use crate::util::exposition::{encode_text, register, register_family};
 
@@ -41,7 +42,7 @@ pub struct GateMetrics {
     limit_burst: Gauge<f64, AtomicU64>,
     limit_max_in_flight: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
-    upstream_latency: Histogram,
+    upstream_latency: LatencyHistogram,
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -126,7 +127,7 @@ impl GateMetrics {
                 r,
                 "recover_gate_upstream_latency_seconds",
                 "Time from forwarding to the upstream's response head",
-                Histogram::new(exponential_buckets(0.0005, 2.0, 16)),
+                LatencyHistogram::new(exponential_buckets(0.0005, 2.0, 16)),
             ),
             registry,
         }
