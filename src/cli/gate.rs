@@ -5,7 +5,7 @@
 use super::{CliResult, Failure};
 use anyhow::{anyhow, Context};
 use recover::exit::Exit;
-use recover::gate::limit::Limit;
+use recover::gate::limit::{default_burst, Limit};
 use recover::gate::{self, GateConfig};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ pub struct GateArgs {
     /// Admitted requests per second (GCRA); 0 blocks everything; absent: unlimited.
     #[arg(long, value_parser = parse_rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
-    /// Requests admitted back to back above the rate [default: rate/10, at least 1].
+    /// Requests admitted back to back above the rate [default: half a second of the rate, at least 1].
     #[arg(long, requires = "rate", value_parser = clap::value_parser!(u32).range(1..))]
     pub burst: Option<u32>,
     /// Requests admitted and not yet answered; 0 blocks everything; absent: unlimited.
@@ -71,11 +71,6 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
         return Err("must be more than 0".to_string());
     }
     Ok(d)
-}
-
-/// The default burst: a tenth of a second's worth of the rate, at least 1.
-fn default_burst(rate: f64) -> u32 {
-    (rate / 10.0).ceil().clamp(1.0, f64::from(u32::MAX)) as u32
 }
 
 fn read_token(path: &Path) -> Result<String, Failure> {
@@ -178,7 +173,7 @@ mod tests {
         assert!(parse_rate("fast").is_err());
         assert_eq!(parse_rate("0").unwrap(), 0.0);
         assert!(parse_timeout("0s").is_err());
-        assert_eq!(default_burst(100.0), 10);
+        assert_eq!(default_burst(100.0), 50);
         assert_eq!(default_burst(0.5), 1);
     }
 }

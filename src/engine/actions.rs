@@ -199,16 +199,8 @@ async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), String> {
     Ok(())
 }
 
-/// The default burst, in seconds of the rate. Clients retrying on a fixed delay arrive
-/// in waves; a burst much smaller than a wave turns most of it away although the rate is
-/// not used up (seen in rehearsals: a limit of 90 req/s admitting 21 while rejecting 45),
-/// and every rejection keeps the wave together for the next round. Half a second of the
-/// rate lets a wave through whole while the service, at or under this rate, clears it in
-/// half a second.
-const BURST_SECONDS: f64 = 0.5;
-
 fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
-    burst.unwrap_or(((rate * BURST_SECONDS).ceil() as u32).max(1))
+    burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate))
 }
 
 /// Carry out one step.

@@ -20,6 +20,21 @@ pub struct Limit {
     pub note: Option<String>,
 }
 
+/// The burst when none is given, in seconds of the rate. Clients retrying on a fixed delay
+/// arrive in waves; a burst much smaller than a wave turns most of it away although the
+/// rate is not used up (seen in rehearsals: a limit of 90 req/s with burst 9 admitted
+/// 21 req/s while rejecting 45), and every rejection keeps the wave together for the next
+/// round. Half a second of the rate lets a wave through whole, and a service that can take
+/// the rate clears it in half a second.
+pub const DEFAULT_BURST_SECONDS: f64 = 0.5;
+
+/// [`DEFAULT_BURST_SECONDS`] of `rate`, at least 1.
+pub fn default_burst(rate_per_s: f64) -> u32 {
+    (rate_per_s * DEFAULT_BURST_SECONDS)
+        .ceil()
+        .clamp(1.0, f64::from(u32::MAX)) as u32
+}
+
 impl Limit {
     /// Pass-through: no rate limit, no in-flight cap.
     pub fn unlimited() -> Self {
