@@ -265,7 +265,11 @@ fn plan_text(plan: &Plan) -> String {
             recover::util::duration::format(s.hold)
         ));
     }
-    out.push_str("  then lift the limit once the gate rejects nothing\n\nbetween steps, check:\n");
+    out.push_str(concat!(
+        "  a step may jump ahead to what the gate is offered (admitted + rejected, +10%);\n",
+        "  the limit is lifted after the first step at which the gate rejects nothing,\n",
+        "  and held at the last step while it still rejects\n\nbetween steps, check:\n"
+    ));
     for c in &plan.checks {
         out.push_str(&format!("  - {c}\n"));
     }

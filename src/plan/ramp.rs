@@ -63,11 +63,10 @@ pub fn ramp(
         .map(|s| format!("{:.1}", s.rate_per_s))
         .collect();
     lines.push(format!(
-        "ramp: start {admit:.1} req/s, x{factor} per step, hold {} each: {} req/s ({} steps, at least {})",
+        "ramp: start {admit:.1} req/s, x{factor} per step (or straight to what is offered), hold {} each: {} req/s (at most {} rates)",
         crate::util::duration::format(hold),
         rates.join(" -> "),
         steps.len(),
-        crate::util::duration::format(hold * steps.len() as u32)
     ));
     (steps, end, lines)
 }
