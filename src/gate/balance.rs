@@ -11,7 +11,6 @@ const EJECT_FOR: Duration = Duration::from_secs(1);
 
 /// One upstream replica: where it is and how busy it is.
 pub struct Replica {
-    pub scheme: http::uri::Scheme,
     pub authority: http::uri::Authority,
     outstanding: AtomicUsize,
     /// Milliseconds since `Replicas::epoch` before which this replica is skipped.
@@ -39,12 +38,11 @@ impl Drop for Pick<'_> {
 
 impl Replicas {
     /// `upstreams` must be non-empty (the config checks).
-    pub fn new(upstreams: &[(http::uri::Scheme, http::uri::Authority)]) -> Self {
+    pub fn new(upstreams: &[http::uri::Authority]) -> Self {
         Replicas {
             replicas: upstreams
                 .iter()
-                .map(|(s, a)| Replica {
-                    scheme: s.clone(),
+                .map(|a| Replica {
                     authority: a.clone(),
                     outstanding: AtomicUsize::new(0),
                     ejected_until_ms: AtomicU64::new(0),
@@ -140,7 +138,7 @@ mod tests {
     fn a_busy_replica_is_avoided_until_it_frees_up() {
         let ups: Vec<_> = ["127.0.0.1:1", "127.0.0.1:2"]
             .iter()
-            .map(|a| (http::uri::Scheme::HTTP, a.parse().unwrap()))
+            .map(|a| a.parse().unwrap())
             .collect();
         let r = Replicas::new(&ups);
         let held = r.pick();

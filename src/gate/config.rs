@@ -43,8 +43,8 @@ impl GateConfig {
 }
 
 /// Check one upstream URL: plain http, a host and port, no path (the gate forwards the
-/// client's path as it is).
-pub fn parse_upstream(url: &str) -> Result<(http::uri::Scheme, http::uri::Authority), GateError> {
+/// client's path as it is). Only the authority is kept: the scheme is always http.
+pub fn parse_upstream(url: &str) -> Result<http::uri::Authority, GateError> {
     let bad = |reason: &str| GateError::Upstream {
         url: url.to_string(),
         reason: reason.to_string(),
@@ -64,7 +64,7 @@ pub fn parse_upstream(url: &str) -> Result<(http::uri::Scheme, http::uri::Author
             "must not have a path or query; the client's path is forwarded",
         ));
     }
-    Ok((http::uri::Scheme::HTTP, authority))
+    Ok(authority)
 }
 
 #[cfg(test)]

@@ -92,15 +92,11 @@ pub async fn send(
 ) -> Result<http::Response<UpstreamBody>, SendError> {
     // A reused link may have been closed by the upstream while idle; that shows only once
     // it is polled. Such a request was never written, so it is safe to send it again on a
-    // fresh connection, once.
-    let mut reused = true;
+    // fresh connection, once: the slot is empty after the first take, so the retry connects.
     loop {
-        let mut link = match links.take(replica) {
-            Some(link) => link,
-            None => {
-                reused = false;
-                connect(authority).await?
-            }
+        let (mut link, reused) = match links.take(replica) {
+            Some(link) => (link, true),
+            None => (connect(authority).await?, false),
         };
         if link.ready().await.is_err() {
             if reused {
@@ -127,10 +123,7 @@ pub async fn send(
                 return Ok(resp.map(|inner| UpstreamBody { inner, link: home }));
             }
             Err(mut e) => match e.take_message() {
-                Some(unsent) if reused => {
-                    req = unsent;
-                    reused = false;
-                }
+                Some(unsent) if reused => req = unsent,
                 _ => {
                     return Err(SendError::Exchange {
                         authority: authority.to_string(),
