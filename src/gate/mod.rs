@@ -3,11 +3,12 @@
 //! so that what it admits finishes inside the client's timeout. The limit changes at
 //! runtime through a [`limit_source::LimitSource`] (admin API, state file, ConfigMap).
 //!
-//! Layers, outermost first, each in its own module so the hot path stays readable:
-//! [`admission`] (rate AND in-flight cap, reject fast) -> [`deadline`] (`x-deadline-ms`)
-//! -> [`balance`] (least outstanding requests) -> [`proxy`] (timeout) -> [`upstream`]
-//! (each client connection's own upstream connections),
-//! with [`telemetry`] counting every outcome. [`control`] owns the current limit and
+//! The proxy path, outermost first, each concern in its own module: [`connection`] (one
+//! client connection's loop, over the [`http1`] codec) -> [`proxy`] (the per-request
+//! policy: [`admission`], rate AND in-flight cap, reject fast; [`balance`], least
+//! outstanding requests; [`deadline`], `x-deadline-ms`) -> [`exchange`] (forward under the
+//! deadline, relay the response) -> [`upstream`] (each client connection's own upstream
+//! connections), with [`telemetry`] counting every outcome. [`control`] owns the current limit and
 //! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
 //! persists it so a restarted gate comes back with the last limit, not wide open.
 
@@ -15,9 +16,12 @@ pub mod admin;
 pub mod admission;
 pub mod balance;
 pub mod config;
+pub mod connection;
 pub mod control;
 pub mod deadline;
 pub mod error;
+pub mod exchange;
+pub mod http1;
 pub mod latency;
 pub mod limit;
 pub mod limit_source;

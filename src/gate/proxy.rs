@@ -1,38 +1,50 @@
-//! The proxy hot path, one request at a time: count the attempt, admit or reject at once,
-//! pick the least busy replica, forward with the deadline header under the upstream
-//! timeout, count the outcome. A rejected request never touches the upstream. Kept free
-//! of allocation-heavy layers: this path is benchmarked against nginx.
+//! The per-request policy, apart from the bytes on the wire: count the attempt, admit or
+//! reject at once, pick the least busy replica, set the deadline, and record exactly one
+//! outcome. A rejected request never touches the upstream. [`super::connection`] does
+//! the I/O around these decisions.
 
-use super::admission::{Admission, Verdict};
-use super::balance::Replicas;
+use super::admission::{Admission, InFlight, Verdict};
+use super::balance::{Pick, Replicas};
 use super::deadline;
+use super::http1::RequestHead;
 use super::telemetry::{GateMetrics, Outcome};
-use super::upstream::{self, Links, UpstreamBody};
-use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Request, Response, StatusCode, Uri};
-use http_body_util::{Either, Full};
-use hyper::body::Incoming;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-pub type ProxyBody = Either<UpstreamBody, Full<Bytes>>;
-
-/// Headers that describe one connection, not the message: never forwarded.
-const HOP_BY_HOP: [HeaderName; 6] = [
-    header::CONNECTION,
-    HeaderName::from_static("keep-alive"),
-    HeaderName::from_static("proxy-connection"),
-    header::TE,
-    header::TRAILER,
-    header::UPGRADE,
-];
+use std::time::Duration;
 
 pub struct Proxy {
     pub admission: Arc<Admission>,
     pub metrics: Arc<GateMetrics>,
     pub replicas: Arc<Replicas>,
-    timeout: Duration,
+    /// How long the gate waits for an upstream's response head (and, while a response
+    /// body streams, for each next piece of it).
+    pub timeout: Duration,
+}
+
+/// What to do with one request.
+pub enum Decision<'p> {
+    /// Answer 429 with this Retry-After and body, without touching the upstream.
+    Reject {
+        retry_after_s: u64,
+        body: &'static str,
+    },
+    Forward(Admitted<'p>),
+}
+
+/// An admitted request: its in-flight slot, its replica, how long to wait for it, and
+/// its outcome, recorded when this drops.
+pub struct Admitted<'p> {
+    _slot: InFlight<'p>,
+    pub pick: Pick<'p>,
+    pub wait: Duration,
+    outcome: PendingOutcome<'p>,
+}
+
+impl Admitted<'_> {
+    /// Record how this request ended (the last call wins); unless told otherwise, an
+    /// admitted request that goes away ended because the client hung up.
+    pub fn ended(&mut self, o: Outcome) {
+        self.outcome.outcome = Some(o);
+    }
 }
 
 impl Proxy {
@@ -50,86 +62,57 @@ impl Proxy {
         }
     }
 
-    /// Answer one request; `links` are the upstream connections of the client connection
-    /// it came on.
-    pub async fn handle(
-        &self,
-        mut req: Request<Incoming>,
-        links: &Arc<Links>,
-    ) -> Response<ProxyBody> {
-        let arrived = Instant::now();
-        self.metrics
-            .attempt(req.headers().get("x-attempt").map(HeaderValue::as_bytes));
-        let _slot = match self.admission.try_admit() {
+    /// Decide for one request. An admitted request's upstream head goes into `upstream_head`.
+    pub fn decide(&self, head: &RequestHead<'_, '_>, upstream_head: &mut Vec<u8>) -> Decision<'_> {
+        self.metrics.attempt(head.header("x-attempt"));
+        let slot = match self.admission.try_admit() {
             Verdict::Admitted(slot) => slot,
             Verdict::RejectedRate { retry_after_s } => {
                 self.metrics.outcome(Outcome::RejectedRate);
-                return too_many(retry_after_s, "over the gate's rate limit\n");
+                return Decision::Reject {
+                    retry_after_s,
+                    body: "over the gate's rate limit\n",
+                };
             }
             Verdict::RejectedInFlight => {
                 self.metrics.outcome(Outcome::RejectedInFlight);
-                return too_many(1, "over the gate's in-flight limit\n");
+                return Decision::Reject {
+                    retry_after_s: 1,
+                    body: "over the gate's in-flight limit\n",
+                };
             }
-        };
-        let mut pending = PendingOutcome {
-            metrics: &self.metrics,
-            outcome: Some(Outcome::ClientGone),
         };
         let pick = self.replicas.pick();
-        let path = req
-            .uri()
-            .path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
-        // Origin form on the wire. The client's Host goes through as it came (a transparent
-        // edge); an HTTP/1.0 client that sent none gets the replica's.
-        *req.uri_mut() = Uri::from(path);
-        strip_hop_by_hop(req.headers_mut());
-        if !req.headers().contains_key(header::HOST) {
-            if let Ok(host) = HeaderValue::from_str(pick.replica.authority.as_str()) {
-                req.headers_mut().insert(header::HOST, host);
-            }
-        }
         let deadline = deadline::compute(
             deadline::now_epoch_ms(),
             self.timeout,
-            arrived.elapsed(),
-            req.headers()
-                .get(deadline::HEADER)
-                .map(HeaderValue::as_bytes),
+            Duration::ZERO,
+            head.header(deadline::HEADER),
         );
-        req.headers_mut()
-            .insert(deadline::HEADER, HeaderValue::from(deadline.epoch_ms));
-        let wait = deadline.wait;
+        head.write_upstream(
+            upstream_head,
+            pick.replica.authority.as_str(),
+            deadline.epoch_ms,
+        );
+        Decision::Forward(Admitted {
+            _slot: slot,
+            pick,
+            wait: deadline.wait,
+            outcome: PendingOutcome {
+                metrics: &self.metrics,
+                outcome: Some(Outcome::ClientGone),
+            },
+        })
+    }
 
-        let sent = Instant::now();
-        let exchange = upstream::send(links, pick.index, &pick.replica.authority, req);
-        match tokio::time::timeout(wait, exchange).await {
-            Ok(Ok(mut resp)) => {
-                self.metrics
-                    .upstream_response(resp.status().as_u16(), sent.elapsed().as_secs_f64());
-                pending.outcome = Some(Outcome::Admitted);
-                strip_hop_by_hop(resp.headers_mut());
-                resp.map(Either::Left)
-            }
-            Ok(Err(e)) => {
-                if e.is_connect() {
-                    self.replicas.eject(&pick);
-                }
-                tracing::debug!(error = %e, "upstream error");
-                pending.outcome = Some(Outcome::UpstreamError);
-                plain(StatusCode::BAD_GATEWAY, "upstream unreachable\n")
-            }
-            Err(_) => {
-                pending.outcome = Some(Outcome::UpstreamTimeout);
-                plain(StatusCode::GATEWAY_TIMEOUT, "upstream timed out\n")
-            }
-        }
+    /// The replica refused a connection: pass over it for a moment.
+    pub fn eject(&self, pick: &Pick<'_>) {
+        self.replicas.eject(pick);
     }
 }
 
 /// Records the outcome of an admitted request exactly once, also when the client hangs
-/// up and hyper drops the handler mid-flight (the outcome then stays `ClientGone`).
+/// up and the exchange is dropped mid-flight (the outcome then stays `ClientGone`).
 struct PendingOutcome<'a> {
     metrics: &'a GateMetrics,
     outcome: Option<Outcome>,
@@ -141,32 +124,4 @@ impl Drop for PendingOutcome<'_> {
             self.metrics.outcome(o);
         }
     }
-}
-
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    if headers.is_empty() {
-        return;
-    }
-    for name in &HOP_BY_HOP {
-        headers.remove(name);
-    }
-}
-
-fn plain(status: StatusCode, body: &'static str) -> Response<ProxyBody> {
-    let mut r = Response::new(Either::Right(Full::new(Bytes::from_static(
-        body.as_bytes(),
-    ))));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-fn too_many(retry_after_s: u64, body: &'static str) -> Response<ProxyBody> {
-    let mut r = plain(StatusCode::TOO_MANY_REQUESTS, body);
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_s));
-    r
 }

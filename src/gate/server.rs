@@ -6,18 +6,14 @@ use super::admin::{self, AdminState};
 use super::admission::Admission;
 use super::balance::Replicas;
 use super::config::{parse_upstream, GateConfig};
+use super::connection;
 use super::control::LimitControl;
 use super::error::GateError;
 use super::limit_source::LimitSource;
 use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
-use super::upstream::Links;
 use super::validate;
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -317,27 +313,7 @@ async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: Cancell
         let _ = stream.set_nodelay(true);
         let proxy = proxy.clone();
         let draining = draining.clone();
-        conns.spawn(async move {
-            let links = Links::new(proxy.replicas.len());
-            let svc = service_fn(move |req| {
-                let proxy = proxy.clone();
-                let links = links.clone();
-                async move { Ok::<_, Infallible>(proxy.handle(req, &links).await) }
-            });
-            // Head and body in one buffer, one write: for the small bodies of an API this is
-            // cheaper than a vectored write (measured with scripts/bench-gate.sh).
-            let conn = http1::Builder::new()
-                .writev(false)
-                .serve_connection(TokioIo::new(stream), svc);
-            tokio::pin!(conn);
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = draining.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
+        conns.spawn(async move { connection::serve(stream, &proxy, &draining).await });
     }
     drop(listener);
     draining.cancel();

@@ -1,0 +1,194 @@
+//! One client connection's life: read a request head, let [`Proxy::decide`] admit or
+//! reject it, answer or forward it ([`super::exchange`]), and go again while the client
+//! keeps the connection. Pipelined requests wait in the read buffer for their turn.
+//!
+//! The connection closes after any answer that leaves its framing in doubt: a malformed
+//! head, a request body that was not read to its end, a response body delimited by the
+//! upstream closing. A client can always tell where each response ends.
+
+use super::exchange;
+use super::http1::{head, Framing, HeadError, RequestHead};
+use super::proxy::{Decision, Proxy};
+use super::upstream::Links;
+use bytes::{Buf, BytesMut};
+use std::io;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+/// Room kept free in the read buffer before each read.
+pub(super) const READ_ROOM: usize = 8 * 1024;
+/// The most of a rejected request's body the gate reads to keep the connection; past
+/// this it closes instead.
+const MAX_SKIP: u64 = 1024 * 1024;
+
+/// The state of one client connection, reused from request to request.
+pub(super) struct Connection {
+    pub client: TcpStream,
+    /// Bytes read from the client and not yet handled: the current request, maybe more.
+    pub rbuf: BytesMut,
+    /// The head (and small body) being written, upstream or back to the client.
+    pub out: Vec<u8>,
+    pub links: Links,
+}
+
+/// What the connection loop needs to know about a request once its head is parsed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Request {
+    pub head_len: usize,
+    pub framing: Framing,
+    pub expect_continue: bool,
+    pub keep_alive: bool,
+    pub is_head: bool,
+}
+
+impl Request {
+    fn of(head: &RequestHead<'_, '_>) -> Request {
+        Request {
+            head_len: head.len,
+            framing: head.framing,
+            expect_continue: head.expect_continue,
+            keep_alive: head.keep_alive(),
+            is_head: head.is_head(),
+        }
+    }
+}
+
+enum Step<'p> {
+    NeedMore,
+    Refuse(HeadError),
+    Handle(Request, Decision<'p>),
+}
+
+/// Serve one client connection until it closes, fails, or the gate drains.
+pub async fn serve(client: TcpStream, proxy: &Proxy, draining: &CancellationToken) {
+    let mut conn = Connection {
+        client,
+        rbuf: BytesMut::with_capacity(READ_ROOM),
+        out: Vec::with_capacity(1024),
+        links: Links::new(proxy.replicas.len()),
+    };
+    if let Err(e) = conn.run(proxy, draining).await {
+        tracing::debug!("client connection ended: {e}");
+    }
+}
+
+impl Connection {
+    async fn run(&mut self, proxy: &Proxy, draining: &CancellationToken) -> io::Result<()> {
+        loop {
+            self.out.clear();
+            let step = {
+                let mut headers = head::empty_headers();
+                match head::parse_request(&self.rbuf, &mut headers) {
+                    Ok(Some(h)) => Step::Handle(Request::of(&h), proxy.decide(&h, &mut self.out)),
+                    Ok(None) => Step::NeedMore,
+                    Err(e) => Step::Refuse(e),
+                }
+            };
+            let keep_going = match step {
+                Step::NeedMore => self.read_more(draining).await?,
+                Step::Refuse(e) => {
+                    tracing::debug!("refused a request: {e}");
+                    self.answer(refusal_status(&e), None, &refusal_body(&e), true)
+                        .await?;
+                    false
+                }
+                Step::Handle(req, Decision::Reject {
+                    retry_after_s,
+                    body,
+                }) => self.reject(req, retry_after_s, body, draining).await?,
+                Step::Handle(req, Decision::Forward(admitted)) => {
+                    exchange::forward(self, proxy, req, admitted, draining).await?
+                }
+            };
+            if !keep_going {
+                let _ = self.client.shutdown().await;
+                return Ok(());
+            }
+        }
+    }
+
+    /// Wait for more of the next request; false when the client closed or the gate is
+    /// draining and no request has begun.
+    async fn read_more(&mut self, draining: &CancellationToken) -> io::Result<bool> {
+        self.rbuf.reserve(READ_ROOM);
+        let idle = self.rbuf.is_empty();
+        let n = tokio::select! {
+            biased;
+            n = self.client.read_buf(&mut self.rbuf) => n?,
+            () = draining.cancelled(), if idle => return Ok(false),
+        };
+        Ok(n > 0)
+    }
+
+    /// Answer 429 and step over the request's body, or close when that body is too big
+    /// to read or was never sent (a client waiting for `100 Continue`).
+    async fn reject(
+        &mut self,
+        req: Request,
+        retry_after_s: u64,
+        body: &str,
+        draining: &CancellationToken,
+    ) -> io::Result<bool> {
+        let mut cursor = super::http1::BodyCursor::new(req.framing);
+        let here = cursor
+            .advance(&self.rbuf[req.head_len..])
+            .unwrap_or(usize::MAX);
+        let buffered = here != usize::MAX && cursor.is_done();
+        let skippable = match req.framing {
+            Framing::Length(n) => n <= MAX_SKIP,
+            _ => true,
+        } && here != usize::MAX
+            && !req.expect_continue;
+        let keep = req.keep_alive && !draining.is_cancelled() && (buffered || skippable);
+        self.answer("429 Too Many Requests", Some(retry_after_s), body, !keep)
+            .await?;
+        if !keep {
+            return Ok(false);
+        }
+        self.rbuf.advance(req.head_len + here);
+        let mut skipped = here as u64;
+        while !cursor.is_done() {
+            if skipped > MAX_SKIP {
+                return Ok(false);
+            }
+            self.rbuf.reserve(READ_ROOM);
+            if self.client.read_buf(&mut self.rbuf).await? == 0 {
+                return Ok(false);
+            }
+            let Ok(n) = cursor.advance(&self.rbuf) else {
+                return Ok(false);
+            };
+            self.rbuf.advance(n);
+            skipped += n as u64;
+        }
+        Ok(true)
+    }
+
+    /// Write a response the gate made up itself.
+    pub(super) async fn answer(
+        &mut self,
+        status: &str,
+        retry_after_s: Option<u64>,
+        body: &str,
+        close: bool,
+    ) -> io::Result<()> {
+        self.out.clear();
+        head::write_own(&mut self.out, status, retry_after_s, body, close);
+        self.client.write_all(&self.out).await
+    }
+}
+
+fn refusal_status(e: &HeadError) -> &'static str {
+    match e {
+        HeadError::TooLarge => "431 Request Header Fields Too Large",
+        HeadError::Tunnel | HeadError::Framing(super::http1::FramingError::UnsupportedCoding) => {
+            "501 Not Implemented"
+        }
+        HeadError::Malformed(_) | HeadError::Framing(_) => "400 Bad Request",
+    }
+}
+
+fn refusal_body(e: &HeadError) -> String {
+    format!("the gate cannot read this request: {e}\n")
+}

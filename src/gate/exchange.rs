@@ -1,0 +1,305 @@
+//! Forwarding one admitted request: send its head and body upstream, wait for the
+//! response head within the request's deadline while watching for the client hanging up,
+//! then pass the response back and return the upstream link for the next request.
+//!
+//! A link reused from the last request may have been closed by the upstream meanwhile;
+//! that shows only when nothing comes back. Such a request is sent once more on a new
+//! connection, but only when the whole of it is still in hand (head and body buffered)
+//! and not a byte of an answer came: the upstream never saw it, or dropped it unread.
+
+use super::connection::{Connection, Request, READ_ROOM};
+use super::http1::{head, BodyCursor, Framing};
+use super::proxy::{Admitted, Proxy};
+use super::telemetry::Outcome;
+use super::upstream::{self, Link};
+use bytes::{Buf, BytesMut};
+use std::io;
+use std::time::Instant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+
+/// Bodies up to this size go out in the same write as their head.
+const COALESCE: usize = 16 * 1024;
+
+/// Why a forwarded request got no usable response.
+enum Failure {
+    /// No connection to the replica could be opened.
+    Connect(io::Error),
+    /// The upstream broke the exchange or answered something unreadable.
+    Upstream(String),
+    /// The upstream closed without a byte of answer.
+    NoAnswer,
+    /// The client hung up, or stopped sending its body, before the answer came.
+    ClientGone,
+    /// The client's chunked body is malformed.
+    BadBody,
+}
+
+/// The final response head, summarised; its bytes for the client are in `Connection::out`.
+struct ResponseHead {
+    status: u16,
+    head_len: usize,
+    framing: Framing,
+    reusable: bool,
+    close_client: bool,
+}
+
+/// Forward one admitted request and relay its response. Returns whether the client
+/// connection can carry another request.
+pub(super) async fn forward(
+    conn: &mut Connection,
+    proxy: &Proxy,
+    req: Request,
+    mut admitted: Admitted<'_>,
+    draining: &CancellationToken,
+) -> io::Result<bool> {
+    let mut cursor = BodyCursor::new(req.framing);
+    let Ok(here) = cursor.advance(&conn.rbuf[req.head_len..]) else {
+        admitted.ended(Outcome::ClientGone);
+        conn.answer("400 Bad Request", None, "malformed chunked body\n", true)
+            .await?;
+        return Ok(false);
+    };
+    let buffered = cursor.is_done();
+    let keep_client = req.keep_alive && !draining.is_cancelled();
+    let sent = Instant::now();
+    let replica = admitted.pick.index;
+    let exchange = send_and_wait(conn, req, cursor, here, replica, &admitted, keep_client);
+    let result = tokio::time::timeout(admitted.wait, exchange).await;
+    if buffered {
+        conn.rbuf.advance(req.head_len + here);
+    }
+    // A request whose body was only partly read leaves the connection out of step.
+    let keep_after_error = keep_client && buffered;
+    let (link, resp) = match result {
+        Ok(Ok(got)) => got,
+        Ok(Err(Failure::ClientGone)) => return Ok(false),
+        Ok(Err(Failure::BadBody)) => {
+            conn.answer("400 Bad Request", None, "malformed chunked body\n", true)
+                .await?;
+            return Ok(false);
+        }
+        Ok(Err(failure)) => {
+            if let Failure::Connect(_) = failure {
+                proxy.eject(&admitted.pick);
+            }
+            let why = match failure {
+                Failure::Connect(e) => format!("cannot connect: {e}"),
+                Failure::Upstream(e) => e,
+                _ => "closed without an answer".to_string(),
+            };
+            tracing::debug!(upstream = %admitted.pick.replica.authority, "upstream error: {why}");
+            admitted.ended(Outcome::UpstreamError);
+            let close = !keep_after_error;
+            conn.answer("502 Bad Gateway", None, "upstream unreachable\n", close)
+                .await?;
+            return Ok(!close);
+        }
+        Err(_elapsed) => {
+            admitted.ended(Outcome::UpstreamTimeout);
+            let close = !keep_after_error;
+            conn.answer("504 Gateway Timeout", None, "upstream timed out\n", close)
+                .await?;
+            return Ok(!close);
+        }
+    };
+    proxy
+        .metrics
+        .upstream_response(resp.status, sent.elapsed().as_secs_f64());
+    admitted.ended(Outcome::Admitted);
+    relay_response(conn, proxy, link, resp, replica).await
+}
+
+/// Everything up to the final response head, which the caller bounds with the deadline.
+async fn send_and_wait(
+    conn: &mut Connection,
+    req: Request,
+    mut cursor: BodyCursor,
+    here: usize,
+    replica: usize,
+    admitted: &Admitted<'_>,
+    keep_client: bool,
+) -> Result<(Link, ResponseHead), Failure> {
+    let buffered = cursor.is_done();
+    let body_here = req.head_len..req.head_len + here;
+    if here <= COALESCE {
+        conn.out.extend_from_slice(&conn.rbuf[body_here.clone()]);
+    }
+    loop {
+        let mut link = match conn.links.take(replica) {
+            Some(link) => link,
+            None => upstream::connect(&admitted.pick.replica.authority)
+                .await
+                .map_err(Failure::Connect)?,
+        };
+        let retry = link.reused && buffered;
+        let mut wrote = link.stream.write_all(&conn.out).await;
+        if wrote.is_ok() && here > COALESCE {
+            wrote = link.stream.write_all(&conn.rbuf[body_here.clone()]).await;
+        }
+        if let Err(e) = wrote {
+            if retry {
+                continue;
+            }
+            return Err(Failure::Upstream(format!("writing the request: {e}")));
+        }
+        if !buffered {
+            if req.expect_continue {
+                conn.client
+                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    .await
+                    .map_err(|_| Failure::ClientGone)?;
+            }
+            conn.rbuf.advance(req.head_len + here);
+            stream_request_body(conn, &mut cursor, &mut link).await?;
+        }
+        match wait_for_head(conn, &mut link, req.is_head, keep_client).await {
+            Err(Failure::NoAnswer) if retry => continue,
+            Err(f) => return Err(f),
+            Ok(head) => return Ok((link, head)),
+        }
+    }
+}
+
+/// Pass the rest of a request body from the client to the upstream as it arrives.
+async fn stream_request_body(
+    conn: &mut Connection,
+    cursor: &mut BodyCursor,
+    link: &mut Link,
+) -> Result<(), Failure> {
+    while !cursor.is_done() {
+        if conn.rbuf.is_empty() {
+            conn.rbuf.reserve(READ_ROOM);
+            match conn.client.read_buf(&mut conn.rbuf).await {
+                Ok(0) | Err(_) => return Err(Failure::ClientGone),
+                Ok(_) => {}
+            }
+        }
+        let n = cursor.advance(&conn.rbuf).map_err(|_| Failure::BadBody)?;
+        link.stream
+            .write_all(&conn.rbuf[..n])
+            .await
+            .map_err(|e| Failure::Upstream(format!("writing the request body: {e}")))?;
+        conn.rbuf.advance(n);
+    }
+    Ok(())
+}
+
+/// Read up to the final response head, passing interim (1xx) responses to the client.
+/// On success the client's version of the head is in `conn.out`.
+async fn wait_for_head(
+    conn: &mut Connection,
+    link: &mut Link,
+    head_request: bool,
+    keep_client: bool,
+) -> Result<ResponseHead, Failure> {
+    let mut answered = false;
+    loop {
+        let parsed = {
+            let mut headers = head::empty_headers();
+            match head::parse_response(&link.buf, &mut headers, head_request) {
+                Ok(Some(h)) => {
+                    conn.out.clear();
+                    let close_client = !keep_client || h.framing == Framing::UntilClose;
+                    h.write_client(&mut conn.out, close_client && !h.is_interim());
+                    Some(ResponseHead {
+                        status: h.status,
+                        head_len: h.len,
+                        framing: h.framing,
+                        reusable: h.reusable(),
+                        close_client,
+                    })
+                }
+                Ok(None) => None,
+                Err(e) => return Err(Failure::Upstream(format!("unreadable response: {e}"))),
+            }
+        };
+        if let Some(h) = parsed {
+            if !(100..200).contains(&h.status) {
+                return Ok(h);
+            }
+            link.buf.advance(h.head_len);
+            answered = true;
+            conn.client
+                .write_all(&conn.out)
+                .await
+                .map_err(|_| Failure::ClientGone)?;
+            continue;
+        }
+        let read = tokio::select! {
+            biased;
+            r = link.read_more() => r,
+            () = client_gone(&conn.client, &mut conn.rbuf) => return Err(Failure::ClientGone),
+        };
+        match read {
+            Ok(0) | Err(_) if link.buf.is_empty() && !answered => return Err(Failure::NoAnswer),
+            Ok(0) => return Err(Failure::Upstream("closed mid-response".into())),
+            Err(e) => return Err(Failure::Upstream(format!("reading the response: {e}"))),
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Resolves when the client hangs up. Anything it sends meanwhile (a pipelined request)
+/// is kept in `rbuf` for later. Costs no syscall while the client is quiet.
+async fn client_gone(client: &TcpStream, rbuf: &mut BytesMut) {
+    loop {
+        if client.readable().await.is_err() {
+            return;
+        }
+        if rbuf.len() >= head::MAX_HEAD {
+            // Enough is queued; a hang-up will show when the answer is written.
+            return std::future::pending().await;
+        }
+        rbuf.reserve(READ_ROOM);
+        match client.try_read_buf(rbuf) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Write the response head (in `conn.out`) and body to the client, then put the link
+/// back if the upstream can take another request on it.
+async fn relay_response(
+    conn: &mut Connection,
+    proxy: &Proxy,
+    mut link: Link,
+    resp: ResponseHead,
+    replica: usize,
+) -> io::Result<bool> {
+    link.buf.advance(resp.head_len);
+    let mut cursor = BodyCursor::new(resp.framing);
+    let Ok(n) = cursor.advance(&link.buf) else {
+        return Ok(false); // a malformed chunked response: cut the client off, it will see
+    };
+    if n <= COALESCE {
+        conn.out.extend_from_slice(&link.buf[..n]);
+        conn.client.write_all(&conn.out).await?;
+    } else {
+        conn.client.write_all(&conn.out).await?;
+        conn.client.write_all(&link.buf[..n]).await?;
+    }
+    link.buf.advance(n);
+    while !cursor.is_done() {
+        // An upstream that stalls mid-body gets the same patience as for its head.
+        let read = tokio::time::timeout(proxy.timeout, link.read_more()).await;
+        match read {
+            Ok(Ok(0)) if cursor.until_close() => break,
+            Ok(Ok(0) | Err(_)) | Err(_) => return Ok(false), // cut short: the client must see it
+            Ok(Ok(_)) => {}
+        }
+        let Ok(k) = cursor.advance(&link.buf) else {
+            return Ok(false);
+        };
+        conn.client.write_all(&link.buf[..k]).await?;
+        link.buf.advance(k);
+    }
+    if cursor.is_done() && resp.reusable && link.buf.is_empty() {
+        conn.links.put(replica, link);
+    }
+    Ok(!resp.close_client)
+}
