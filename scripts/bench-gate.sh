@@ -97,11 +97,15 @@ http {
 }
 CONF
 "$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" -g 'daemon off;' 2>>"$WORK/up/stderr" & PIDS+=($!)
+UP_PID=$!
 "$NGINX" -p "$WORK/edge" -c "$WORK/edge/nginx.conf" -g 'daemon off;' 2>>"$WORK/edge/stderr" & PIDS+=($!)
+EDGE_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE" --admin-listen "127.0.0.1:$GATE_ADMIN" \
   --upstream "http://127.0.0.1:$UP" 2>"$WORK/gate.log" & PIDS+=($!)
+GATE_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE_LIMIT" --admin-listen "127.0.0.1:$GATE_LIMIT_ADMIN" \
   --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 2>"$WORK/gate-limit.log" & PIDS+=($!)
+GATE_LIMIT_PID=$!
 for p in $UP $EDGE $EDGE_LIMIT $GATE $GATE_LIMIT; do wait_port "$p"; done
 
 # wrk prints latency as 812.00us / 1.20ms / 2.00s: normalise to microseconds.
@@ -112,16 +116,31 @@ to_us() {
     printf "%.0f", n * m }'
 }
 
-declare -A RPS P50 P99 REJ
+declare -A RPS P50 P99 REJ CPU
 CASES=(direct gate nginx gate_reject nginx_reject)
 declare -A URL=(
   [direct]="http://127.0.0.1:$UP/" [gate]="http://127.0.0.1:$GATE/" [nginx]="http://127.0.0.1:$EDGE/"
   [gate_reject]="http://127.0.0.1:$GATE_LIMIT/" [nginx_reject]="http://127.0.0.1:$EDGE_LIMIT/"
 )
+# Whose CPU time a case costs: the proxy's (all its threads, or nginx's master and workers);
+# for the direct case, the upstream's own.
+declare -A CPU_PID=([direct]=$UP_PID [gate]=$GATE_PID [nginx]=$EDGE_PID
+  [gate_reject]=$GATE_LIMIT_PID [nginx_reject]=$EDGE_PID)
+TICK=$(getconf CLK_TCK)
+cpu_ticks() { # user+system clock ticks of process $1 and its children
+  local t=0 q
+  for q in "$1" $(pgrep -P "$1" || true); do
+    [ -r "/proc/$q/stat" ] && t=$((t + $(awk '{print $14 + $15}' "/proc/$q/stat")))
+  done
+  echo "$t"
+}
 run_case() { # name round
   local name=$1 round=$2 out
   wrk -t"$THREADS" -c"$CONNS" -d2s "${URL[$name]}" >/dev/null 2>&1 || true # warm pools
+  local before; before=$(cpu_ticks "${CPU_PID[$name]}")
   out=$(wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "${URL[$name]}")
+  local ticks=$(($(cpu_ticks "${CPU_PID[$name]}") - before))
+  CPU[$name]+="$(awk -v t="$ticks" -v hz="$TICK" '/ requests in / {printf "%.1f", t / hz * 1e6 / $1}' <<<"$out") "
   echo "$out" >"$WORK/$name.$round.wrk"
   RPS[$name]+="$(awk '/^Requests\/sec:/ {printf "%.0f", $2}' <<<"$out") "
   P50[$name]+="$(to_us "$(awk '$1 == "50%" {print $2}' <<<"$out")") "
@@ -134,19 +153,21 @@ median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {p
 for round in $(seq "$ROUNDS"); do
   for c in "${CASES[@]}"; do run_case "$c" "$round"; done
 done
-declare -A M_RPS M_P50 M_P99
+declare -A M_RPS M_P50 M_P99 M_CPU
 for c in "${CASES[@]}"; do
   M_RPS[$c]=$(median "${RPS[$c]}"); M_P50[$c]=$(median "${P50[$c]}"); M_P99[$c]=$(median "${P99[$c]}")
+  M_CPU[$c]=$(tr ' ' '\n' <<<"${CPU[$c]}" | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : 0)}')
 done
 
 echo
 echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, median of $ROUNDS round(s), loopback,"
 echo "$(nproc) cores shared by wrk, both proxies and the upstream (nginx return 200, 1 worker)"
-printf '%-28s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us
+echo "cpu_us/req: CPU time of the proxy (for direct: of the upstream) per request answered"
+printf '%-28s %10s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us cpu_us/req
 row() { # name label
   local n=$1
-  printf '%-28s %10s %10s %10s %10s %10s\n' "$2" "${M_RPS[$n]}" "${M_P50[$n]}" "${M_P99[$n]}" \
-    "$((M_P50[$n] - M_P50[direct]))" "$((M_P99[$n] - M_P99[direct]))"
+  printf '%-28s %10s %10s %10s %10s %10s %10s\n' "$2" "${M_RPS[$n]}" "${M_P50[$n]}" "${M_P99[$n]}" \
+    "$((M_P50[$n] - M_P50[direct]))" "$((M_P99[$n] - M_P99[direct]))" "${M_CPU[$n]}"
 }
 row direct "direct (no proxy)"
 row gate "recover gate pass-through"
@@ -155,3 +176,4 @@ row gate_reject "recover gate --rate 1"
 row nginx_reject "nginx limit_req 1r/s"
 echo "rejected responses per round: recover gate ${REJ[gate_reject]}| nginx ${REJ[nginx_reject]}"
 echo "per-round req/s: gate ${RPS[gate]}| nginx ${RPS[nginx]}| direct ${RPS[direct]}"
+echo "per-round cpu_us/req: gate ${CPU[gate]}| nginx ${CPU[nginx]}"

@@ -149,6 +149,7 @@ fn bad_flags_and_files_exit_2_naming_them() {
         (vec!["--rate", "lots"], "--rate"),
         (vec!["--rate", "5", "--burst", "0"], "--burst"),
         (vec!["--upstream-timeout", "2"], "--upstream-timeout"),
+        (vec!["--client-idle-timeout", "0s"], "--client-idle-timeout"),
         (vec!["--listen", "nowhere"], "--listen"),
         (
             vec!["--admin-token-file", missing.to_str().unwrap()],

@@ -2,7 +2,8 @@
 //! connections: a keep-alive client costs the service one connection, not one per
 //! request; an upstream that closes idle connections causes no 502s; and a client that
 //! hangs up mid-request closes the gate's connection to the service too, so the service
-//! can tell that nobody waits for the answer.
+//! can tell that nobody waits for the answer. A client that goes quiet is closed after
+//! the idle timeout, and the service connection it held goes with it.
 
 mod gate_support;
 
@@ -19,6 +20,8 @@ struct Conns {
     accepted: AtomicU64,
     /// Connections that reached EOF with a request still unanswered.
     closed_mid_request: AtomicU64,
+    /// Connections the gate closed between requests.
+    closed_idle: AtomicU64,
 }
 
 /// An HTTP/1.1 upstream written against the socket: answers each request with `ok` after
@@ -59,7 +62,9 @@ async fn serve_raw(
             };
             match read {
                 Ok(0) | Err(_) => {
-                    if !buf.is_empty() {
+                    if buf.is_empty() {
+                        seen.closed_idle.fetch_add(1, Ordering::SeqCst);
+                    } else {
                         seen.closed_mid_request.fetch_add(1, Ordering::SeqCst);
                     }
                     return;
@@ -148,6 +153,41 @@ async fn a_client_that_hangs_up_closes_the_upstream_connection() {
         sample(&m, r#"recover_gate_requests_total{outcome="client_gone"}"#),
         Some(1.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_client_is_closed_after_the_idle_timeout_with_its_upstream_connection() {
+    let (url, conns) = raw_upstream(Duration::ZERO, None).await;
+    let mut cfg = config_urls(vec![url]);
+    cfg.client_idle_timeout = Duration::from_millis(300);
+    let gate = start(cfg).await;
+    let mut idle = TcpStream::connect(gate.proxy).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nhost: gate\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(read_reply(&mut idle).await.starts_with("HTTP/1.1 200"));
+    // Half a head, then silence: answered 408 before the close.
+    let mut stalled = TcpStream::connect(gate.proxy).await.unwrap();
+    stalled.write_all(b"GET / HTTP/1.1\r\nho").await.unwrap();
+
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), idle.read_to_end(&mut rest)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0))),
+        "the idle connection stayed open: {closed:?}"
+    );
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stalled.read_to_end(&mut reply)).await;
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
+    for _ in 0..40 {
+        if conns.closed_idle.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(conns.closed_idle.load(Ordering::SeqCst), 1);
+    assert_eq!(conns.closed_mid_request.load(Ordering::SeqCst), 0);
 }
 
 /// One response with a body ending in `ok\n`, read off a raw connection.

@@ -33,6 +33,10 @@ pub struct GateArgs {
     /// How long to wait for an upstream's response (then 504); sent on as x-deadline-ms.
     #[arg(long, default_value = "2s", value_parser = parse_timeout)]
     pub upstream_timeout: Duration,
+    /// How long a client connection may stay idle (or send a request head) before the
+    /// gate closes it.
+    #[arg(long, default_value = "60s", value_parser = parse_timeout)]
+    pub client_idle_timeout: Duration,
     /// Admin listener: /metrics and /healthz (open), /admin/limit (bearer token).
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub admin_listen: SocketAddr,
@@ -110,6 +114,7 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         upstreams: args.upstreams,
         limit,
         upstream_timeout: args.upstream_timeout,
+        client_idle_timeout: args.client_idle_timeout,
         admin_token,
         state_file: args.state_file,
     })

@@ -7,6 +7,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// nginx's keepalive_timeout is 75 s; a minute keeps idle clients without holding
+/// connections to a service in trouble for long.
+pub const DEFAULT_CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Everything `recover gate` needs. Listen on port 0 and read the bound addresses from
 /// [`super::BoundGate`] when the caller does not care which port it gets.
 #[derive(Debug, Clone)]
@@ -21,6 +25,9 @@ pub struct GateConfig {
     pub limit: Limit,
     /// How long the gate waits for an upstream's response head (then 504).
     pub upstream_timeout: Duration,
+    /// How long a client connection may sit between requests (or inside a request head)
+    /// before the gate closes it, with the upstream connections it holds.
+    pub client_idle_timeout: Duration,
     /// Bearer token for `/admin/*`; `None` disables the admin API (401 for every call).
     pub admin_token: Option<String>,
     /// Where the last applied limit is kept; it wins over `limit` at start when present.
@@ -36,6 +43,7 @@ impl GateConfig {
             upstreams,
             limit: Limit::unlimited(),
             upstream_timeout: Duration::from_secs(2),
+            client_idle_timeout: DEFAULT_CLIENT_IDLE_TIMEOUT,
             admin_token: None,
             state_file: None,
         }

@@ -12,6 +12,7 @@ use super::proxy::{Decision, Proxy};
 use super::upstream::Links;
 use bytes::{Buf, BytesMut};
 use std::io;
+use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +31,8 @@ pub(super) struct Connection {
     /// The head (and small body) being written, upstream or back to the client.
     pub out: Vec<u8>,
     pub links: Links,
+    /// How long to wait for the next request, or the rest of its head.
+    idle_timeout: Duration,
 }
 
 /// What the connection loop needs to know about a request once its head is parsed.
@@ -61,12 +64,18 @@ enum Step<'p> {
 }
 
 /// Serve one client connection until it closes, fails, or the gate drains.
-pub async fn serve(client: TcpStream, proxy: &Proxy, draining: &CancellationToken) {
+pub async fn serve(
+    client: TcpStream,
+    proxy: &Proxy,
+    idle_timeout: Duration,
+    draining: &CancellationToken,
+) {
     let mut conn = Connection {
         client,
         rbuf: BytesMut::with_capacity(READ_ROOM),
         out: Vec::with_capacity(1024),
         links: Links::new(proxy.replicas.len()),
+        idle_timeout,
     };
     if let Err(e) = conn.run(proxy, draining).await {
         tracing::debug!("client connection ended: {e}");
@@ -108,8 +117,8 @@ impl Connection {
         }
     }
 
-    /// Wait for more of the next request; false when the client closed or the gate is
-    /// draining and no request has begun.
+    /// Wait for more of the next request; false when the client closed, stayed quiet
+    /// too long, or the gate is draining and no request has begun.
     async fn read_more(&mut self, draining: &CancellationToken) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
         let idle = self.rbuf.is_empty();
@@ -117,6 +126,13 @@ impl Connection {
             biased;
             n = self.client.read_buf(&mut self.rbuf) => n?,
             () = draining.cancelled(), if idle => return Ok(false),
+            () = tokio::time::sleep(self.idle_timeout) => {
+                if !idle {
+                    self.answer("408 Request Timeout", None, "the request head did not arrive in time\n", true)
+                        .await?;
+                }
+                return Ok(false);
+            }
         };
         Ok(n > 0)
     }

@@ -32,6 +32,7 @@ pub struct BoundGate {
     admission: Arc<Admission>,
     replicas: Arc<Replicas>,
     upstream_timeout: Duration,
+    client_idle_timeout: Duration,
     control: Arc<LimitControl>,
     metrics: Arc<GateMetrics>,
     token: Option<String>,
@@ -89,6 +90,7 @@ impl BoundGate {
             admission,
             replicas: Arc::new(Replicas::new(&upstreams)),
             upstream_timeout: cfg.upstream_timeout,
+            client_idle_timeout: cfg.client_idle_timeout,
             control,
             metrics,
             token: cfg.admin_token,
@@ -141,6 +143,7 @@ impl BoundGate {
             metrics: self.metrics,
             replicas: self.replicas,
             timeout: self.upstream_timeout,
+            idle_timeout: self.client_idle_timeout,
         };
         let workers = spawn_proxy_workers(self.proxy_listener, parts, &shutdown);
         let joined = tokio::task::spawn_blocking(move || {
@@ -227,6 +230,7 @@ struct ProxyParts {
     metrics: Arc<GateMetrics>,
     replicas: Arc<Replicas>,
     timeout: Duration,
+    idle_timeout: Duration,
 }
 
 /// One single-threaded runtime per core, each accepting on the same listener with its
@@ -267,7 +271,7 @@ fn spawn_proxy_workers(
                         parts.timeout,
                     ));
                     tokio::spawn(keep_timer_armed(parts.timeout, shutdown.clone()));
-                    accept_loop(listener, proxy, shutdown).await;
+                    accept_loop(listener, proxy, parts.idle_timeout, shutdown).await;
                 });
             })?;
         workers.push(worker);
@@ -292,7 +296,12 @@ async fn keep_timer_armed(upstream_timeout: Duration, shutdown: CancellationToke
     }
 }
 
-async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: CancellationToken) {
+async fn accept_loop(
+    listener: TcpListener,
+    proxy: Arc<Proxy>,
+    idle_timeout: Duration,
+    shutdown: CancellationToken,
+) {
     let mut conns = JoinSet::new();
     let draining = CancellationToken::new();
     loop {
@@ -313,7 +322,7 @@ async fn accept_loop(listener: TcpListener, proxy: Arc<Proxy>, shutdown: Cancell
         let _ = stream.set_nodelay(true);
         let proxy = proxy.clone();
         let draining = draining.clone();
-        conns.spawn(async move { connection::serve(stream, &proxy, &draining).await });
+        conns.spawn(async move { connection::serve(stream, &proxy, idle_timeout, &draining).await });
     }
     drop(listener);
     draining.cancel();
