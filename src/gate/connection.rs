@@ -102,10 +102,13 @@ impl Connection {
                         .await?;
                     false
                 }
-                Step::Handle(req, Decision::Reject {
-                    retry_after_s,
-                    body,
-                }) => self.reject(req, retry_after_s, body, draining).await?,
+                Step::Handle(
+                    req,
+                    Decision::Reject {
+                        retry_after_s,
+                        body,
+                    },
+                ) => self.reject(req, retry_after_s, body, draining).await?,
                 Step::Handle(req, Decision::Forward(admitted)) => {
                     exchange::forward(self, proxy, req, admitted, draining).await?
                 }

@@ -322,7 +322,8 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let proxy = proxy.clone();
         let draining = draining.clone();
-        conns.spawn(async move { connection::serve(stream, &proxy, idle_timeout, &draining).await });
+        conns
+            .spawn(async move { connection::serve(stream, &proxy, idle_timeout, &draining).await });
     }
     drop(listener);
     draining.cancel();

@@ -106,8 +106,14 @@ fn parse_length(v: &[u8]) -> Option<u64> {
 }
 
 fn trim(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(v.len());
-    let end = v.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(start, |e| e + 1);
+    let start = v
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |e| e + 1);
     &v[start..end]
 }
 
@@ -123,10 +129,17 @@ enum State {
     Remaining(u64),
     UntilClose,
     /// Inside a chunk-size line: the size so far and how many hex digits it had.
-    Size { size: u64, digits: u8 },
+    Size {
+        size: u64,
+        digits: u8,
+    },
     /// After the size, up to the line's CR: chunk extensions, ignored.
-    Extension { size: u64 },
-    SizeLf { size: u64 },
+    Extension {
+        size: u64,
+    },
+    SizeLf {
+        size: u64,
+    },
     Data(u64),
     DataCr,
     DataLf,
@@ -201,9 +214,7 @@ impl BodyCursor {
             }
             (State::Size { digits: 0, .. }, _) => return bad,
             (State::Size { size, .. }, b';' | b' ' | b'\t') => State::Extension { size },
-            (State::Size { size, .. } | State::Extension { size }, b'\r') => {
-                State::SizeLf { size }
-            }
+            (State::Size { size, .. } | State::Extension { size }, b'\r') => State::SizeLf { size },
             (State::Extension { .. }, b'\n') => return bad,
             (State::Extension { size }, _) => State::Extension { size },
             (State::SizeLf { size: 0 }, b'\n') => State::TrailerStart,
@@ -246,9 +257,18 @@ mod tests {
             req(&[("content-length", "12"), ("content-length", "13")]),
             Err(FramingError::BadLength)
         );
-        assert_eq!(req(&[("content-length", "-1")]), Err(FramingError::BadLength));
-        assert_eq!(req(&[("content-length", "+1")]), Err(FramingError::BadLength));
-        assert_eq!(req(&[("Transfer-Encoding", "chunked")]), Ok(Framing::Chunked));
+        assert_eq!(
+            req(&[("content-length", "-1")]),
+            Err(FramingError::BadLength)
+        );
+        assert_eq!(
+            req(&[("content-length", "+1")]),
+            Err(FramingError::BadLength)
+        );
+        assert_eq!(
+            req(&[("Transfer-Encoding", "chunked")]),
+            Ok(Framing::Chunked)
+        );
         assert_eq!(
             req(&[("transfer-encoding", "chunked"), ("content-length", "3")]),
             Err(FramingError::LengthAndEncoding)
@@ -293,11 +313,16 @@ mod tests {
 
     #[test]
     fn a_chunked_body_ends_exactly_where_it_should_however_it_is_split() {
-        let body = b"5;name=v\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nx-trailer: 1\r\n\r\n";
+        let body =
+            b"5;name=v\r\nhello\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nx-trailer: 1\r\n\r\n";
         let next = b"GET / HTTP/1.1\r\n\r\n";
         let wire = [&body[..], &next[..]].concat();
         for step in [1, 2, 3, 7, 64, wire.len()] {
-            assert_eq!(consumed(Framing::Chunked, &wire, step), Ok((body.len(), true)), "step {step}");
+            assert_eq!(
+                consumed(Framing::Chunked, &wire, step),
+                Ok((body.len(), true)),
+                "step {step}"
+            );
         }
         assert_eq!(consumed(Framing::Chunked, b"0\r\n\r\nX", 1), Ok((5, true)));
         assert_eq!(consumed(Framing::Chunked, b"3\r\nab", 64), Ok((5, false)));
@@ -305,7 +330,13 @@ mod tests {
 
     #[test]
     fn malformed_chunks_are_errors_not_guesses() {
-        for bad in [&b"x\r\n"[..], b"\r\n", b"5\r\nhelloXX", b"0\r\n\n", b"1234567890abcdef0\r\n"] {
+        for bad in [
+            &b"x\r\n"[..],
+            b"\r\n",
+            b"5\r\nhelloXX",
+            b"0\r\n\n",
+            b"1234567890abcdef0\r\n",
+        ] {
             assert_eq!(
                 consumed(Framing::Chunked, bad, 64),
                 Err(FramingError::BadChunk),

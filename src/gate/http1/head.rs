@@ -69,7 +69,10 @@ struct ConnectionTokens {
 
 fn connection_tokens(headers: &[httparse::Header<'_>]) -> ConnectionTokens {
     let mut t = ConnectionTokens::default();
-    for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case("connection")) {
+    for h in headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+    {
         for token in h.value.split(|&b| b == b',').map(|v| v.trim_ascii()) {
             if token.eq_ignore_ascii_case(b"close") {
                 t.close = true;
@@ -294,7 +297,13 @@ impl ResponseHead<'_, '_> {
 }
 
 /// A response the gate makes up itself (429, 502, ...): plain text, always framed.
-pub fn write_own(out: &mut Vec<u8>, status: &str, retry_after_s: Option<u64>, body: &str, close: bool) {
+pub fn write_own(
+    out: &mut Vec<u8>,
+    status: &str,
+    retry_after_s: Option<u64>,
+    body: &str,
+    close: bool,
+) {
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_bytes());
     out.extend_from_slice(b"\r\ncontent-type: text/plain; charset=utf-8\r\n");
@@ -339,7 +348,9 @@ mod tests {
 
     fn forwarded(wire: &str) -> String {
         let mut headers = empty_headers();
-        let head = parse_request(wire.as_bytes(), &mut headers).unwrap().unwrap();
+        let head = parse_request(wire.as_bytes(), &mut headers)
+            .unwrap()
+            .unwrap();
         let mut out = Vec::new();
         head.write_upstream(&mut out, "replica:9001", 1_780_000_000_123);
         String::from_utf8(out).unwrap()
@@ -362,7 +373,10 @@ mod tests {
     #[test]
     fn a_request_without_host_gets_the_replicas() {
         let out = forwarded("GET /x HTTP/1.0\r\n\r\n");
-        assert_eq!(out, "GET /x HTTP/1.0\r\nhost: replica:9001\r\nx-deadline-ms: 1780000000123\r\n\r\n");
+        assert_eq!(
+            out,
+            "GET /x HTTP/1.0\r\nhost: replica:9001\r\nx-deadline-ms: 1780000000123\r\n\r\n"
+        );
     }
 
     #[test]
@@ -381,12 +395,27 @@ mod tests {
             parse_request(w.as_bytes(), &mut headers).map(|h| h.map(|h| h.keep_alive()))
         };
         assert!(matches!(parse("GET / HTTP/1.1\r\n\r\n"), Ok(Some(true))));
-        assert!(matches!(parse("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n"), Ok(Some(false))));
-        assert!(matches!(parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"), Ok(Some(false))));
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n"),
+            Ok(Some(false))
+        ));
+        assert!(matches!(
+            parse("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"),
+            Ok(Some(false))
+        ));
         assert!(matches!(parse("GET / HTTP/1.1\r\n"), Ok(None)));
-        assert!(matches!(parse("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"), Err(HeadError::Tunnel)));
-        assert!(matches!(parse("CONNECT h:443 HTTP/1.1\r\n\r\n"), Err(HeadError::Tunnel)));
-        assert!(matches!(parse("GARBAGE\r\n\r\n"), Err(HeadError::Malformed(_))));
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\nUpgrade: websocket\r\n\r\n"),
+            Err(HeadError::Tunnel)
+        ));
+        assert!(matches!(
+            parse("CONNECT h:443 HTTP/1.1\r\n\r\n"),
+            Err(HeadError::Tunnel)
+        ));
+        assert!(matches!(
+            parse("GARBAGE\r\n\r\n"),
+            Err(HeadError::Malformed(_))
+        ));
         let huge = format!("GET / HTTP/1.1\r\nx: {}", "a".repeat(MAX_HEAD));
         assert!(matches!(parse(&huge), Err(HeadError::TooLarge)));
     }
@@ -405,7 +434,9 @@ mod tests {
             "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nx-a: 1\r\nconnection: close\r\n\r\n"
         );
         let mut headers = empty_headers();
-        let old = parse_response(b"HTTP/1.0 200 OK\r\n\r\n", &mut headers, false).unwrap().unwrap();
+        let old = parse_response(b"HTTP/1.0 200 OK\r\n\r\n", &mut headers, false)
+            .unwrap()
+            .unwrap();
         assert_eq!(old.framing, Framing::UntilClose);
         assert!(!old.reusable());
     }
@@ -413,7 +444,13 @@ mod tests {
     #[test]
     fn own_responses_are_framed() {
         let mut out = Vec::new();
-        write_own(&mut out, "429 Too Many Requests", Some(3), "slow down\n", false);
+        write_own(
+            &mut out,
+            "429 Too Many Requests",
+            Some(3),
+            "slow down\n",
+            false,
+        );
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain; charset=utf-8\r\n\
