@@ -546,3 +546,38 @@ async fn a_rejected_request_body_is_never_read_as_a_request() {
     c.expect_nothing_for(Duration::from_millis(200)).await;
     assert_eq!(up.targets(), ["/second"]);
 }
+
+/// A service that sends a response head and part of its body, then stalls: after the
+/// upstream timeout the client gets what came and then a close, so it can tell the
+/// response was cut short instead of waiting forever for the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_body_that_stalls_is_cut_off_after_the_upstream_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf).await;
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc")
+            .await;
+        tokio::time::sleep(Duration::from_secs(30)).await;
+    });
+    let mut cfg = GateConfig::loopback(vec![format!("http://{addr}")]);
+    cfg.upstream_timeout = Duration::from_millis(300);
+    let gate = start(cfg).await;
+    let mut c = tokio::net::TcpStream::connect(gate.proxy).await.unwrap();
+    c.write_all(get("/stalls").as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut got)).await;
+    assert!(
+        matches!(read, Ok(Ok(_))),
+        "the client was left waiting: {read:?}"
+    );
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && text.ends_with("\r\n\r\nabc"),
+        "{text}"
+    );
+}
