@@ -9,9 +9,10 @@ mod gate_support;
 mod wire_support;
 
 use gate_support::{put_limit, start, Gate, TOKEN};
+use recover::gate::deadline::now_epoch_ms;
 use recover::gate::GateConfig;
 use std::io;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::io::AsyncReadExt;
 use wire_support::{chunked, echo, get, ok, pattern, raw, Framing, Peer, Reply, Upstream};
 
@@ -453,13 +454,6 @@ async fn host_goes_upstream_as_sent_and_absolute_targets_become_origin_form() {
     assert_eq!(got[1].head.all("host"), ["example.test"]);
 }
 
-fn epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deadline_header_goes_upstream_once_and_keeps_the_tighter_value() {
     let up = Upstream::start(echo).await;
@@ -468,10 +462,10 @@ async fn the_deadline_header_goes_upstream_once_and_keeps_the_tighter_value() {
     let gate = start(cfg).await;
     let mut c = Peer::connect(gate.proxy).await;
 
-    let before = epoch_ms();
+    let before = now_epoch_ms();
     c.send(get("/d")).await;
     c.response(false).await;
-    let after = epoch_ms();
+    let after = now_epoch_ms();
     let got = up.got();
     let values = got[0].head.all("x-deadline-ms");
     assert_eq!(values.len(), 1, "{:?}", got[0].head);
@@ -483,11 +477,11 @@ async fn the_deadline_header_goes_upstream_once_and_keeps_the_tighter_value() {
         v as i64 - after as i64
     );
 
-    let before = epoch_ms();
+    let before = now_epoch_ms();
     c.send("GET /tight HTTP/1.1\r\nhost: gate.test\r\nx-deadline-ms: 300\r\n\r\n")
         .await;
     c.response(false).await;
-    let after = epoch_ms();
+    let after = now_epoch_ms();
     let got = up.got();
     let values = got[1].head.all("x-deadline-ms");
     assert_eq!(values.len(), 1, "{:?}", got[1].head);

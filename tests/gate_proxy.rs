@@ -6,15 +6,13 @@
 mod gate_support;
 
 use gate_support::*;
+use recover::gate::deadline::now_epoch_ms;
 use recover::util::net::free_loopback_addr;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 fn epoch_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    now_epoch_ms() as i64
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
