@@ -328,6 +328,48 @@ mod tests {
         assert_eq!(consumed(Framing::Chunked, b"3\r\nab", 64), Ok((5, false)));
     }
 
+    /// Many chunked bodies (random chunk sizes, extensions, trailers), each followed by
+    /// the next request and cut into random pieces: the cursor must stop exactly at the
+    /// end of every one. A small xorshift keeps it reproducible without a dependency.
+    #[test]
+    fn random_chunked_bodies_end_exactly_where_they_should() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n.max(1)
+        };
+        for case in 0..500 {
+            let mut body = Vec::new();
+            for _ in 0..next(6) {
+                let len = 1 + next(300) as usize;
+                body.extend_from_slice(format!("{len:x}").as_bytes());
+                if next(4) == 0 {
+                    body.extend_from_slice(b";ext=1");
+                }
+                body.extend_from_slice(b"\r\n");
+                body.extend((0..len).map(|i| b"0123456789\r\n;"[(i + case) % 13]));
+                body.extend_from_slice(b"\r\n");
+            }
+            body.extend_from_slice(b"0\r\n");
+            if next(3) == 0 {
+                body.extend_from_slice(b"x-sum: 1\r\n");
+            }
+            body.extend_from_slice(b"\r\n");
+            let wire = [&body[..], b"POST / HTTP/1.1\r\n"].concat();
+            let mut cursor = BodyCursor::new(Framing::Chunked);
+            let (mut at, mut taken) = (0, 0);
+            while at < wire.len() && !cursor.is_done() {
+                let piece = &wire[at..(at + 1 + next(40) as usize).min(wire.len())];
+                taken += cursor.advance(piece).unwrap();
+                at += piece.len();
+            }
+            assert!(cursor.is_done(), "case {case}: never ended");
+            assert_eq!(taken, body.len(), "case {case}");
+        }
+    }
+
     #[test]
     fn malformed_chunks_are_errors_not_guesses() {
         for bad in [
