@@ -296,7 +296,8 @@ impl ResponseHead<'_, '_> {
     }
 }
 
-/// A response the gate makes up itself (429, 502, ...): plain text, always framed.
+/// A response the gate makes up itself (429, 502, ...): plain text, always framed, dated
+/// (RFC 9110 §6.6.1: a server with a clock dates what it originates).
 pub fn write_own(
     out: &mut Vec<u8>,
     status: &str,
@@ -306,6 +307,8 @@ pub fn write_own(
 ) {
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.as_bytes());
+    out.extend_from_slice(b"\r\ndate: ");
+    push_date(out);
     out.extend_from_slice(b"\r\ncontent-type: text/plain; charset=utf-8\r\n");
     if let Some(s) = retry_after_s {
         out.extend_from_slice(b"retry-after: ");
@@ -319,6 +322,25 @@ pub fn write_own(
     push_u64(out, body.len() as u64);
     out.extend_from_slice(b"\r\n\r\n");
     out.extend_from_slice(body.as_bytes());
+}
+
+/// The current HTTP date, formatted once a second per thread: a rejecting gate writes
+/// hundreds of thousands of these a second.
+fn push_date(out: &mut Vec<u8>) {
+    use std::cell::RefCell;
+    use std::time::{SystemTime, UNIX_EPOCH};
+    thread_local! {
+        static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with_borrow_mut(|(at, text)| {
+        if *at != second {
+            *at = second;
+            *text = httpdate::fmt_http_date(now);
+        }
+        out.extend_from_slice(text.as_bytes());
+    });
 }
 
 fn push_header(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -451,9 +473,17 @@ mod tests {
             "slow down\n",
             false,
         );
+        let text = String::from_utf8(out).unwrap();
+        let (status, rest) = text.split_once("\r\ndate: ").unwrap();
+        let (date, rest) = rest.split_once("\r\n").unwrap();
+        assert_eq!(status, "HTTP/1.1 429 Too Many Requests");
+        let age = std::time::SystemTime::now()
+            .duration_since(httpdate::parse_http_date(date).unwrap())
+            .unwrap_or_default();
+        assert!(age.as_secs() <= 2, "{date}");
         assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain; charset=utf-8\r\n\
+            rest,
+            "content-type: text/plain; charset=utf-8\r\n\
              retry-after: 3\r\ncontent-length: 10\r\n\r\nslow down\n"
         );
     }
