@@ -575,3 +575,37 @@ async fn a_response_body_that_stalls_is_cut_off_after_the_upstream_timeout() {
         "{text}"
     );
 }
+
+/// A client that asks for a big response and then stops reading is let go after the idle
+/// timeout, and the service connection behind it closed, instead of both waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_is_let_go_after_the_idle_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (cut_off, service_saw) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 4096];
+        let _ = s.read(&mut buf).await;
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 1073741824\r\n\r\n";
+        let mut written = s.write_all(head).await;
+        let block = vec![b'x'; 64 * 1024];
+        while written.is_ok() {
+            written = s.write_all(&block).await;
+        }
+        let _ = cut_off.send(());
+    });
+    let mut cfg = GateConfig::loopback(vec![format!("http://{addr}")]);
+    cfg.client_idle_timeout = Duration::from_millis(300);
+    let gate = start(cfg).await;
+    let mut c = tokio::net::TcpStream::connect(gate.proxy).await.unwrap();
+    c.write_all(get("/big").as_bytes()).await.unwrap();
+    // Never read: the gate's writes to us stall once the socket buffers are full.
+    let closed = tokio::time::timeout(Duration::from_secs(10), service_saw).await;
+    assert!(
+        matches!(closed, Ok(Ok(()))),
+        "the service connection stayed open behind a client that stopped reading"
+    );
+    drop(c);
+}

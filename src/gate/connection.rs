@@ -31,8 +31,9 @@ pub(super) struct Connection {
     /// The head (and small body) being written, upstream or back to the client.
     pub out: Vec<u8>,
     pub links: Links,
-    /// How long to wait for the next request, or the rest of its head.
-    idle_timeout: Duration,
+    /// How long to wait for the next request, the rest of its head, or a client that
+    /// stopped reading or sending.
+    pub idle_timeout: Duration,
 }
 
 /// What the connection loop needs to know about a request once its head is parsed.
@@ -172,7 +173,9 @@ impl Connection {
                 return Ok(false);
             }
             self.rbuf.reserve(READ_ROOM);
-            if self.client.read_buf(&mut self.rbuf).await? == 0 {
+            let read =
+                tokio::time::timeout(self.idle_timeout, self.client.read_buf(&mut self.rbuf));
+            if !matches!(read.await, Ok(Ok(n)) if n > 0) {
                 return Ok(false);
             }
             let Ok(n) = cursor.advance(&self.rbuf) else {
@@ -194,7 +197,24 @@ impl Connection {
     ) -> io::Result<()> {
         self.out.clear();
         head::write_own(&mut self.out, status, retry_after_s, body, close);
-        self.client.write_all(&self.out).await
+        write_client(&mut self.client, &self.out, self.idle_timeout).await
+    }
+}
+
+/// Write all of `bytes` to the client, giving up when it has not taken them within
+/// `limit`: a client that stops reading must not hold its connection, and the service
+/// connection behind it, forever. A write that goes straight through costs one clock read.
+pub(super) async fn write_client(
+    client: &mut TcpStream,
+    bytes: &[u8],
+    limit: Duration,
+) -> io::Result<()> {
+    match tokio::time::timeout(limit, client.write_all(bytes)).await {
+        Ok(written) => written,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the client stopped reading",
+        )),
     }
 }
 

@@ -7,7 +7,7 @@
 //! connection, but only when the whole of it is still in hand (head and body buffered)
 //! and not a byte of an answer came: the upstream never saw it, or dropped it unread.
 
-use super::connection::{Connection, Request, READ_ROOM};
+use super::connection::{write_client, Connection, Request, READ_ROOM};
 use super::http1::{head, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
 use super::telemetry::Outcome;
@@ -146,8 +146,8 @@ async fn send_and_wait(
         }
         if !buffered {
             if req.expect_continue {
-                conn.client
-                    .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
+                write_client(&mut conn.client, cont, conn.idle_timeout)
                     .await
                     .map_err(|_| Failure::ClientGone)?;
             }
@@ -221,8 +221,7 @@ async fn wait_for_head(
             }
             link.buf.advance(h.head_len);
             answered = true;
-            conn.client
-                .write_all(&conn.out)
+            write_client(&mut conn.client, &conn.out, conn.idle_timeout)
                 .await
                 .map_err(|_| Failure::ClientGone)?;
             continue;
@@ -278,10 +277,10 @@ async fn relay_response(
     };
     if n <= COALESCE {
         conn.out.extend_from_slice(&link.buf[..n]);
-        conn.client.write_all(&conn.out).await?;
+        write_client(&mut conn.client, &conn.out, conn.idle_timeout).await?;
     } else {
-        conn.client.write_all(&conn.out).await?;
-        conn.client.write_all(&link.buf[..n]).await?;
+        write_client(&mut conn.client, &conn.out, conn.idle_timeout).await?;
+        write_client(&mut conn.client, &link.buf[..n], conn.idle_timeout).await?;
     }
     link.buf.advance(n);
     while !cursor.is_done() {
@@ -295,7 +294,7 @@ async fn relay_response(
         let Ok(k) = cursor.advance(&link.buf) else {
             return Ok(false);
         };
-        conn.client.write_all(&link.buf[..k]).await?;
+        write_client(&mut conn.client, &link.buf[..k], conn.idle_timeout).await?;
         link.buf.advance(k);
     }
     if cursor.is_done() && resp.reusable && link.buf.is_empty() {
