@@ -204,3 +204,43 @@ fn e2e_killed_mid_restart_then_resumed_without_restarting_finished_replicas() {
         assert_eq!(lines.last().unwrap()["event"], "run_finished");
     });
 }
+
+/// Demand above the ramp's ceiling (headroom x capacity): the gate still rejects at the
+/// last rate, so the ramp holds there, then settles instead of lifting the limit (lifting
+/// would let the turned-away clients in as one wave), and says what a human does next.
+#[test]
+fn e2e_ramp_settles_at_its_ceiling_when_demand_exceeds_it() {
+    rt().block_on(async {
+        // 40 workers polling every second offer about 40 req/s; the plan is told the
+        // service takes 20, so the ramp may rise to 0.9 x 20 = 18 req/s.
+        let sys = System::start(1, "0s", 40).await;
+        let assume = [
+            "--assume-arrival-rate",
+            "40",
+            "--assume-capacity-cold",
+            "20",
+            "--assume-k",
+            "2",
+            "--assume-capacity",
+            "20",
+        ];
+        let out = sys
+            .run_cmd_assuming("e2e-settle.yaml", &assume, &["--yes", "--output", "json"])
+            .output()
+            .unwrap();
+        assert_exit_ok(&out);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(report["outcome"], "succeeded");
+        let readmit = &report["steps"][1];
+        assert_eq!(readmit["name"], "readmit");
+        assert_eq!(readmit["figures"]["lifted"], 0.0, "{readmit:#}");
+        let text = readmit.to_string();
+        assert!(text.contains("lift the limit by hand"), "{readmit:#}");
+        let limit = sys.gate_limit().await;
+        let rate = limit["limit"]["rate_per_s"].as_f64();
+        assert!(
+            rate.is_some_and(|r| (r - 18.0).abs() < 0.01),
+            "the gate should stay at the ceiling, 18 req/s: {limit}"
+        );
+    });
+}

@@ -175,18 +175,24 @@ impl System {
 
     /// `recover --runbook FIXTURE --target local --inventory ... <extra>` as a command.
     pub fn run_cmd(&self, runbook: &str, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(["--runbook", &fixture(runbook), "--target", "local"]);
-        c.arg("--inventory").arg(&self.inventory);
-        c.arg("--journal-dir").arg(self.journal_dir());
-        c.args([
+        let assume = [
             "--assume-arrival-rate",
             "40",
             "--assume-capacity-cold",
             "50",
             "--assume-k",
             "2",
-        ]);
+        ];
+        self.run_cmd_assuming(runbook, &assume, extra)
+    }
+
+    /// `run_cmd` with plan inputs of the caller's choosing (`--assume-*` flags).
+    pub fn run_cmd_assuming(&self, runbook: &str, assume: &[&str], extra: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(["--runbook", &fixture(runbook), "--target", "local"]);
+        c.arg("--inventory").arg(&self.inventory);
+        c.arg("--journal-dir").arg(self.journal_dir());
+        c.args(assume);
         c.args(extra);
         c.stdin(Stdio::null());
         c
