@@ -609,3 +609,80 @@ async fn a_client_that_stops_reading_is_let_go_after_the_idle_timeout() {
     );
     drop(c);
 }
+
+/// Garbage and half-valid requests from many clients (random framing headers, lengths,
+/// chunk sizes, bytes): no gate thread panics, and the gate answers a clean request after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_bytes_from_clients_never_panic_the_gate() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::AsyncWriteExt;
+    static GATE_PANICS: AtomicUsize = AtomicUsize::new(0);
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        // Only the gate's own threads count: a failing assertion elsewhere is not ours.
+        if std::thread::current()
+            .name()
+            .is_some_and(|n| n.starts_with("gate-proxy"))
+        {
+            GATE_PANICS.fetch_add(1, Ordering::SeqCst);
+        }
+        previous(info);
+    }));
+    let up = Upstream::start(echo).await;
+    let gate = Arc::new(gate_for(&up).await);
+    let pieces: [&[u8]; 14] = [
+        b"GET /x HTTP/1.1\r\n",
+        b"POST /y HTTP/1.1\r\n",
+        b"host: h\r\n",
+        b"content-length: 5\r\n",
+        b"content-length: 99999999999999999999\r\n",
+        b"transfer-encoding: chunked\r\n",
+        b"expect: 100-continue\r\n",
+        b"connection: close, x\r\n",
+        b"\r\n",
+        b"5\r\nhello\r\n",
+        b"fffffffffffffff\r\n",
+        b"0\r\n\r\n",
+        b"\x00\xff :: \r\r\n",
+        b"HTTP/1.1 200 OK\r\n",
+    ];
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    let mut clients = tokio::task::JoinSet::new();
+    for _ in 0..300 {
+        let mut wire = Vec::new();
+        for _ in 0..1 + next(12) {
+            if next(5) == 0 {
+                wire.extend((0..next(40)).map(|_| next(256) as u8));
+            } else {
+                wire.extend_from_slice(pieces[next(pieces.len())]);
+            }
+        }
+        let addr = gate.proxy;
+        clients.spawn(async move {
+            let Ok(mut s) = tokio::net::TcpStream::connect(addr).await else {
+                return;
+            };
+            let _ = s.write_all(&wire).await;
+            let _ = s.shutdown().await;
+            let mut sink = Vec::new();
+            let _ =
+                tokio::time::timeout(Duration::from_millis(500), s.read_to_end(&mut sink)).await;
+        });
+    }
+    while clients.join_next().await.is_some() {}
+    assert_eq!(
+        GATE_PANICS.load(Ordering::SeqCst),
+        0,
+        "a gate thread panicked"
+    );
+    let mut c = Peer::connect(gate.proxy).await;
+    c.send(get("/after")).await;
+    assert_eq!(c.response(false).await.head.status(), 200);
+}
