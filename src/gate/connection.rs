@@ -7,7 +7,7 @@
 //! upstream closing. A client can always tell where each response ends.
 
 use super::exchange;
-use super::http1::{head, Framing, HeadError, RequestHead};
+use super::http1::{head, parse_request, Framing, HeadError, RequestHead};
 use super::proxy::{Decision, Proxy};
 use super::upstream::Links;
 use bytes::{Buf, BytesMut};
@@ -89,7 +89,7 @@ impl Connection {
             self.out.clear();
             let step = {
                 let mut headers = head::empty_headers();
-                match head::parse_request(&self.rbuf, &mut headers) {
+                match parse_request(&self.rbuf, &mut headers) {
                     Ok(Some(h)) => Step::Handle(Request::of(&h), proxy.decide(&h, &mut self.out)),
                     Ok(None) => Step::NeedMore,
                     Err(e) => Step::Refuse(e),

@@ -8,7 +8,7 @@
 //! and not a byte of an answer came: the upstream never saw it, or dropped it unread.
 
 use super::connection::{write_client, Connection, Request, READ_ROOM};
-use super::http1::{head, BodyCursor, Framing};
+use super::http1::{head, parse_response, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
 use super::telemetry::Outcome;
 use super::upstream::{self, Link};
@@ -198,7 +198,7 @@ async fn wait_for_head(
     loop {
         let parsed = {
             let mut headers = head::empty_headers();
-            match head::parse_response(&link.buf, &mut headers, head_request) {
+            match parse_response(&link.buf, &mut headers, head_request) {
                 Ok(Some(h)) => {
                     conn.out.clear();
                     let close_client = !keep_client || h.framing == Framing::UntilClose;
@@ -273,7 +273,7 @@ async fn relay_response(
     link.buf.advance(resp.head_len);
     let mut cursor = BodyCursor::new(resp.framing);
     let Ok(n) = cursor.advance(&link.buf) else {
-        return Ok(false); // a malformed chunked response: cut the client off, it will see
+        return Ok(false); // a malformed chunked response: closing shows the client it broke
     };
     if n <= COALESCE {
         conn.out.extend_from_slice(&link.buf[..n]);

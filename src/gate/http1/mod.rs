@@ -7,6 +7,10 @@
 
 pub mod framing;
 pub mod head;
+pub mod request;
+pub mod response;
 
 pub use framing::{BodyCursor, Framing, FramingError};
-pub use head::{HeadError, RequestHead, ResponseHead};
+pub use head::HeadError;
+pub use request::{parse_request, RequestHead};
+pub use response::{parse_response, ResponseHead};
