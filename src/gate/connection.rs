@@ -7,9 +7,9 @@
 //! upstream closing. A client can always tell where each response ends.
 
 use super::exchange;
-use super::http1::{head, parse_request, Framing, HeadError, RequestHead};
+use super::http1::{head, parse_request, BodyCursor, Framing, HeadError, RequestHead};
 use super::proxy::{Decision, Proxy};
-use super::upstream::Links;
+use super::upstream::{Links, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
 use std::time::Duration;
@@ -17,8 +17,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-/// Room kept free in the read buffer before each read.
-pub(super) const READ_ROOM: usize = 8 * 1024;
 /// The most of a rejected request's body the gate reads to keep the connection; past
 /// this it closes instead.
 const MAX_SKIP: u64 = 1024 * 1024;
@@ -150,22 +148,20 @@ impl Connection {
         body: &str,
         draining: &CancellationToken,
     ) -> io::Result<bool> {
-        let mut cursor = super::http1::BodyCursor::new(req.framing);
-        let here = cursor
-            .advance(&self.rbuf[req.head_len..])
-            .unwrap_or(usize::MAX);
-        let buffered = here != usize::MAX && cursor.is_done();
-        let skippable = match req.framing {
+        let mut cursor = BodyCursor::new(req.framing);
+        // None: a malformed chunked body, which nothing can step over.
+        let here = cursor.advance(&self.rbuf[req.head_len..]).ok();
+        let small = match req.framing {
             Framing::Length(n) => n <= MAX_SKIP,
             _ => true,
-        } && here != usize::MAX
-            && !req.expect_continue;
-        let keep = req.keep_alive && !draining.is_cancelled() && (buffered || skippable);
+        };
+        let steppable = here.is_some() && (cursor.is_done() || (small && !req.expect_continue));
+        let keep = req.keep_alive && !draining.is_cancelled() && steppable;
         self.answer("429 Too Many Requests", Some(retry_after_s), body, !keep)
             .await?;
-        if !keep {
+        let (true, Some(here)) = (keep, here) else {
             return Ok(false);
-        }
+        };
         self.rbuf.advance(req.head_len + here);
         let mut skipped = here as u64;
         while !cursor.is_done() {

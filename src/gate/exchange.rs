@@ -7,11 +7,11 @@
 //! connection, but only when the whole of it is still in hand (head and body buffered)
 //! and not a byte of an answer came: the upstream never saw it, or dropped it unread.
 
-use super::connection::{write_client, Connection, Request, READ_ROOM};
+use super::connection::{write_client, Connection, Request};
 use super::http1::{head, parse_response, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
 use super::telemetry::Outcome;
-use super::upstream::{self, Link};
+use super::upstream::{self, Link, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
 use std::time::Instant;
@@ -36,9 +36,12 @@ enum Failure {
     BadBody,
 }
 
-/// The final response head, summarised; its bytes for the client are in `Connection::out`.
-struct ResponseHead {
+/// A response head from the upstream, summarised once parsed; its bytes for the client
+/// are in `Connection::out`.
+struct HeadSummary {
     status: u16,
+    /// 1xx: passed on, and the final head follows.
+    interim: bool,
     head_len: usize,
     framing: Framing,
     reusable: bool,
@@ -56,10 +59,7 @@ pub(super) async fn forward(
 ) -> io::Result<bool> {
     let mut cursor = BodyCursor::new(req.framing);
     let Ok(here) = cursor.advance(&conn.rbuf[req.head_len..]) else {
-        admitted.ended(Outcome::ClientGone);
-        conn.answer("400 Bad Request", None, "malformed chunked body\n", true)
-            .await?;
-        return Ok(false);
+        return bad_body(conn).await; // counted as client_gone: the client broke it
     };
     let buffered = cursor.is_done();
     let keep_client = req.keep_alive && !draining.is_cancelled();
@@ -75,14 +75,10 @@ pub(super) async fn forward(
     let (link, resp) = match result {
         Ok(Ok(got)) => got,
         Ok(Err(Failure::ClientGone)) => return Ok(false),
-        Ok(Err(Failure::BadBody)) => {
-            conn.answer("400 Bad Request", None, "malformed chunked body\n", true)
-                .await?;
-            return Ok(false);
-        }
+        Ok(Err(Failure::BadBody)) => return bad_body(conn).await,
         Ok(Err(failure)) => {
             if let Failure::Connect(_) = failure {
-                proxy.eject(&admitted.pick);
+                proxy.replicas.eject(&admitted.pick);
             }
             let why = match failure {
                 Failure::Connect(e) => format!("cannot connect: {e}"),
@@ -111,6 +107,13 @@ pub(super) async fn forward(
     relay_response(conn, proxy, link, resp, replica).await
 }
 
+/// A client's chunked body that does not parse: nothing after it can be read either.
+async fn bad_body(conn: &mut Connection) -> io::Result<bool> {
+    conn.answer("400 Bad Request", None, "malformed chunked body\n", true)
+        .await?;
+    Ok(false)
+}
+
 /// Everything up to the final response head, which the caller bounds with the deadline.
 async fn send_and_wait(
     conn: &mut Connection,
@@ -120,7 +123,7 @@ async fn send_and_wait(
     replica: usize,
     admitted: &Admitted<'_>,
     keep_client: bool,
-) -> Result<(Link, ResponseHead), Failure> {
+) -> Result<(Link, HeadSummary), Failure> {
     let buffered = cursor.is_done();
     let body_here = req.head_len..req.head_len + here;
     if here <= COALESCE {
@@ -193,7 +196,7 @@ async fn wait_for_head(
     link: &mut Link,
     head_request: bool,
     keep_client: bool,
-) -> Result<ResponseHead, Failure> {
+) -> Result<HeadSummary, Failure> {
     let mut answered = false;
     loop {
         let parsed = {
@@ -203,8 +206,9 @@ async fn wait_for_head(
                     conn.out.clear();
                     let close_client = !keep_client || h.framing == Framing::UntilClose;
                     h.write_client(&mut conn.out, close_client && !h.is_interim());
-                    Some(ResponseHead {
+                    Some(HeadSummary {
                         status: h.status,
+                        interim: h.is_interim(),
                         head_len: h.len,
                         framing: h.framing,
                         reusable: h.reusable(),
@@ -216,7 +220,7 @@ async fn wait_for_head(
             }
         };
         if let Some(h) = parsed {
-            if !(100..200).contains(&h.status) {
+            if !h.interim {
                 return Ok(h);
             }
             link.buf.advance(h.head_len);
@@ -267,7 +271,7 @@ async fn relay_response(
     conn: &mut Connection,
     proxy: &Proxy,
     mut link: Link,
-    resp: ResponseHead,
+    resp: HeadSummary,
     replica: usize,
 ) -> io::Result<bool> {
     link.buf.advance(resp.head_len);

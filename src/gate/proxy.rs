@@ -104,11 +104,6 @@ impl Proxy {
             },
         })
     }
-
-    /// The replica refused a connection: pass over it for a moment.
-    pub fn eject(&self, pick: &Pick<'_>) {
-        self.replicas.eject(pick);
-    }
 }
 
 /// Records the outcome of an admitted request exactly once, also when the client hangs

@@ -12,8 +12,8 @@ use bytes::BytesMut;
 use std::io;
 use tokio::net::TcpStream;
 
-/// Room kept free in a link's read buffer before each read.
-const READ_ROOM: usize = 8 * 1024;
+/// Room kept free in a read buffer before each read, from a client or an upstream.
+pub const READ_ROOM: usize = 8 * 1024;
 
 /// One upstream connection and the bytes read from it not yet passed on.
 pub struct Link {

@@ -51,7 +51,7 @@ impl FramingHeaders {
             }
             true
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            for coding in value.split(|&b| b == b',').map(trim) {
+            for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if coding.is_empty() {
                     continue;
                 }
@@ -98,23 +98,11 @@ impl FramingHeaders {
 }
 
 fn parse_length(v: &[u8]) -> Option<u64> {
-    let v = trim(v);
+    let v = v.trim_ascii();
     if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
     std::str::from_utf8(v).ok()?.parse().ok()
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v
-        .iter()
-        .position(|b| !b.is_ascii_whitespace())
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(start, |e| e + 1);
-    &v[start..end]
 }
 
 /// Progress through one body as its bytes go by.

@@ -49,8 +49,8 @@ pub(super) fn parse_error(e: httparse::Error) -> HeadError {
     }
 }
 
-/// Whether `buf` holds a complete head yet, or can never hold one.
-pub(super) fn incomplete(buf: &[u8]) -> Result<Option<std::convert::Infallible>, HeadError> {
+/// A head not complete yet: wait for more, unless `buf` already holds more than any head may.
+pub(super) fn incomplete<T>(buf: &[u8]) -> Result<Option<T>, HeadError> {
     if buf.len() >= MAX_HEAD {
         Err(HeadError::TooLarge)
     } else {

@@ -30,7 +30,7 @@ pub fn parse_request<'h, 'b>(
     let mut req = httparse::Request::new(headers);
     let len = match req.parse(buf).map_err(parse_error)? {
         httparse::Status::Complete(len) => len,
-        httparse::Status::Partial => return incomplete(buf).map(|_| None),
+        httparse::Status::Partial => return incomplete(buf),
     };
     let (Some(method), Some(target), Some(version)) = (req.method, req.path, req.version) else {
         return Err(HeadError::Malformed(httparse::Error::Token));

@@ -28,7 +28,7 @@ pub fn parse_response<'h, 'b>(
     let mut resp = httparse::Response::new(headers);
     let len = match resp.parse(buf).map_err(parse_error)? {
         httparse::Status::Complete(len) => len,
-        httparse::Status::Partial => return incomplete(buf).map(|_| None),
+        httparse::Status::Partial => return incomplete(buf),
     };
     let (Some(status), Some(version)) = (resp.code, resp.version) else {
         return Err(HeadError::Malformed(httparse::Error::Status));
