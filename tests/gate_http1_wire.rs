@@ -383,6 +383,99 @@ async fn a_rejected_expect_100_request_gets_its_answer_without_sending_the_body(
 // Headers.
 // ---------------------------------------------------------------------------------------
 
+/// Send `wire` on a fresh connection and expect a 400 with the connection closed; then a
+/// clean request on another connection is the only thing the upstream ever received.
+async fn refused_and_nothing_forwarded(wire: &[u8]) {
+    let up = Upstream::start(echo).await;
+    let gate = gate_for(&up).await;
+    let mut c = Peer::connect(gate.proxy).await;
+    c.send(wire).await;
+    let r = c.response(false).await;
+    assert_eq!(r.head.status(), 400, "{:?} {}", r.head, r.text());
+    assert!(r.head.token_in("connection", "close"), "{:?}", r.head);
+    c.expect_closed().await;
+    let mut clean = Peer::connect(gate.proxy).await;
+    clean.send(get("/after")).await;
+    assert_eq!(clean.response(false).await.text(), "GET /after");
+    assert_eq!(
+        up.targets(),
+        ["/after"],
+        "the refused request (or what it carried) reached the upstream: {:?}",
+        up.got()
+    );
+}
+
+/// The smuggling probe: `Connection: content-length` would have the gate drop the length
+/// it framed the body by, so the upstream would read the body as fifty more requests that
+/// the rate limit never counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_naming_content_length_cannot_smuggle_requests_past_the_limit() {
+    let smuggled: String = (0..50).map(|i| get(&format!("/smuggled{i}"))).collect();
+    let wire = format!(
+        "POST /carrier HTTP/1.1\r\nhost: gate.test\r\nconnection: content-length\r\n\
+         content-length: {}\r\n\r\n{smuggled}",
+        smuggled.len()
+    );
+    refused_and_nothing_forwarded(wire.as_bytes()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_naming_transfer_encoding_is_refused() {
+    let mut wire =
+        b"POST /c HTTP/1.1\r\nhost: gate.test\r\nconnection: keep-alive, Transfer-Encoding\r\n\
+                     transfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    wire.extend(chunked(get("/smuggled").as_bytes(), &[7, 100]));
+    refused_and_nothing_forwarded(&wire).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connection_naming_host_is_refused() {
+    refused_and_nothing_forwarded(
+        b"GET /h HTTP/1.1\r\nhost: gate.test\r\nconnection: host\r\n\r\n",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_1_1_request_needs_exactly_one_host() {
+    refused_and_nothing_forwarded(b"GET /none HTTP/1.1\r\nx-a: 1\r\n\r\n").await;
+    refused_and_nothing_forwarded(b"GET /two HTTP/1.1\r\nhost: a.test\r\nhost: b.test\r\n\r\n")
+        .await;
+    refused_and_nothing_forwarded(b"GET /two HTTP/1.0\r\nhost: a.test\r\nhost: b.test\r\n\r\n")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transfer_encoding_on_http_1_0_is_refused() {
+    let mut wire =
+        b"POST /old HTTP/1.0\r\nhost: gate.test\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+    wire.extend(chunked(b"hello", &[5]));
+    refused_and_nothing_forwarded(&wire).await;
+}
+
+/// A response whose Connection header names its own framing keeps that framing: the
+/// client must find the end of the body where the gate found it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_response_never_loses_its_framing_to_its_connection_header() {
+    let up = Upstream::start(|_| {
+        raw(
+            "HTTP/1.1 200 OK\r\nconnection: content-length, x-gone\r\nx-gone: 1\r\ncontent-length: 2\r\n\r\n",
+            b"ok",
+        )
+    })
+    .await;
+    let gate = gate_for(&up).await;
+    let mut c = Peer::connect(gate.proxy).await;
+    for _ in 0..2 {
+        c.send(get("/r")).await;
+        let r = c.response(false).await;
+        assert_eq!(r.text(), "ok");
+        assert_eq!(r.head.all("content-length"), ["2"], "{:?}", r.head);
+        assert!(!r.head.has("x-gone"), "{:?}", r.head);
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hop_by_hop_headers_stop_at_the_gate_and_end_to_end_ones_pass() {
     let up = Upstream::start(|_| {

@@ -220,7 +220,11 @@ fn refusal_status(e: &HeadError) -> &'static str {
         HeadError::Tunnel | HeadError::Framing(super::http1::FramingError::UnsupportedCoding) => {
             "501 Not Implemented"
         }
-        HeadError::Malformed(_) | HeadError::Framing(_) => "400 Bad Request",
+        HeadError::Malformed(_)
+        | HeadError::Framing(_)
+        | HeadError::ConnectionNamesEndToEnd(_)
+        | HeadError::HostCount(_)
+        | HeadError::EncodingInHttp10 => "400 Bad Request",
     }
 }
 

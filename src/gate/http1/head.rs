@@ -40,6 +40,17 @@ pub enum HeadError {
     /// Upgrade and CONNECT would turn the connection into a tunnel the gate cannot meter.
     #[error("protocol upgrades and CONNECT are not proxied")]
     Tunnel,
+    /// A Connection header naming a header that frames or routes the message. Dropping
+    /// it as hop-by-hop while framing the body by it is how one admitted request carries
+    /// others past the rate limit, so such a head is refused rather than rewritten.
+    #[error("Connection names {0}, which is never a connection option")]
+    ConnectionNamesEndToEnd(&'static str),
+    /// RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one in HTTP/1.0.
+    #[error("{0} Host headers (a request needs exactly one)")]
+    HostCount(usize),
+    /// RFC 9112 §6.1: an HTTP/1.0 message with Transfer-Encoding has faulty framing.
+    #[error("Transfer-Encoding in an HTTP/1.0 request")]
+    EncodingInHttp10,
 }
 
 pub(super) fn parse_error(e: httparse::Error) -> HeadError {
@@ -58,6 +69,10 @@ pub(super) fn incomplete<T>(buf: &[u8]) -> Result<Option<T>, HeadError> {
     }
 }
 
+/// Headers that decide where a message ends or where it goes: whatever Connection says,
+/// they are never dropped as connection-level.
+const END_TO_END: [&str; 3] = ["content-length", "transfer-encoding", "host"];
+
 /// The Connection header's tokens, as they affect this hop.
 #[derive(Default, Clone, Copy)]
 pub(super) struct ConnectionTokens {
@@ -65,6 +80,8 @@ pub(super) struct ConnectionTokens {
     pub keep_alive: bool,
     /// It names other headers too, which then are connection-level and dropped.
     names_others: bool,
+    /// It names one of [`END_TO_END`] (a request naming one is refused).
+    pub names_end_to_end: Option<&'static str>,
 }
 
 pub(super) fn connection_tokens(headers: &[httparse::Header<'_>]) -> ConnectionTokens {
@@ -80,6 +97,12 @@ pub(super) fn connection_tokens(headers: &[httparse::Header<'_>]) -> ConnectionT
                 t.keep_alive = true;
             } else if !token.is_empty() {
                 t.names_others = true;
+                if let Some(name) = END_TO_END
+                    .iter()
+                    .find(|n| token.eq_ignore_ascii_case(n.as_bytes()))
+                {
+                    t.names_end_to_end.get_or_insert(name);
+                }
             }
         }
     }
@@ -96,6 +119,7 @@ pub(super) fn hop_by_hop(
         return true;
     }
     tokens.names_others
+        && !END_TO_END.iter().any(|h| name.eq_ignore_ascii_case(h))
         && headers
             .iter()
             .filter(|h| h.name.eq_ignore_ascii_case("connection"))

@@ -36,11 +36,19 @@ pub fn parse_request<'h, 'b>(
         return Err(HeadError::Malformed(httparse::Error::Token));
     };
     let headers: &'h [httparse::Header<'b>] = req.headers;
+    let http10 = version == 0;
     let mut framing = FramingHeaders::default();
     let mut expect_continue = false;
+    let mut hosts = 0;
     for h in headers {
         if framing.note(h.name, h.value) {
+            if http10 && h.name.eq_ignore_ascii_case("transfer-encoding") {
+                return Err(HeadError::EncodingInHttp10);
+            }
             continue;
+        }
+        if h.name.eq_ignore_ascii_case("host") {
+            hosts += 1;
         }
         if h.name.eq_ignore_ascii_case("upgrade") {
             return Err(HeadError::Tunnel);
@@ -52,12 +60,19 @@ pub fn parse_request<'h, 'b>(
     if method.eq_ignore_ascii_case("CONNECT") {
         return Err(HeadError::Tunnel);
     }
+    if hosts > 1 || (hosts == 0 && !http10) {
+        return Err(HeadError::HostCount(hosts));
+    }
+    let tokens = connection_tokens(headers);
+    if let Some(name) = tokens.names_end_to_end {
+        return Err(HeadError::ConnectionNamesEndToEnd(name));
+    }
     Ok(Some(RequestHead {
         method,
         target,
-        http10: version == 0,
+        http10,
         headers,
-        tokens: connection_tokens(headers),
+        tokens,
         len,
         framing: framing.request()?,
         expect_continue,
@@ -183,9 +198,12 @@ mod tests {
             let mut headers = empty_headers();
             parse_request(w.as_bytes(), &mut headers).map(|h| h.map(|h| h.keep_alive()))
         };
-        assert!(matches!(parse("GET / HTTP/1.1\r\n\r\n"), Ok(Some(true))));
         assert!(matches!(
-            parse("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n"),
+            parse("GET / HTTP/1.1\r\nHost: h\r\n\r\n"),
+            Ok(Some(true))
+        ));
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\nHost: h\r\nConnection: Close\r\n\r\n"),
             Ok(Some(false))
         ));
         assert!(matches!(
@@ -207,5 +225,35 @@ mod tests {
         ));
         let huge = format!("GET / HTTP/1.1\r\nx: {}", "a".repeat(MAX_HEAD));
         assert!(matches!(parse(&huge), Err(HeadError::TooLarge)));
+    }
+
+    #[test]
+    fn heads_that_would_smuggle_or_confuse_the_host_are_refused() {
+        let parse = |w: &str| {
+            let mut headers = empty_headers();
+            parse_request(w.as_bytes(), &mut headers).map(|h| h.is_some())
+        };
+        for name in ["content-length", "Transfer-Encoding", "HOST"] {
+            let wire = format!(
+                "POST / HTTP/1.1\r\nHost: h\r\nConnection: close, {name}\r\nContent-Length: 0\r\n\r\n"
+            );
+            assert!(
+                matches!(parse(&wire), Err(HeadError::ConnectionNamesEndToEnd(_))),
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\n\r\n"),
+            Err(HeadError::HostCount(0))
+        ));
+        assert!(matches!(
+            parse("GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n"),
+            Err(HeadError::HostCount(2))
+        ));
+        assert!(matches!(
+            parse("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(HeadError::EncodingInHttp10)
+        ));
+        assert!(matches!(parse("GET / HTTP/1.0\r\n\r\n"), Ok(true)));
     }
 }
