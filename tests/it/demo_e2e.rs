@@ -3,9 +3,7 @@
 //! gate admitting capacity_cold / k (with the backlog drained) does. Every outcome is read
 //! from the services' own `/metrics`. The numbers are `recover::demo::defaults`.
 
-mod demo_support;
-
-use demo_support::*;
+use crate::support::demo::*;
 use recover::demo::defaults;
 use std::time::{Duration, Instant};
 

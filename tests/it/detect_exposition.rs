@@ -3,6 +3,7 @@
 //! fixture with an exemplar and `# EOF`), and the classic 0.0.4 text of the Go client
 //! (summaries, timestamps, escapes in labels and help). Then the expressions over them.
 
+use crate::support::fixture;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -14,14 +15,6 @@ use recover::metrics::signal::{Reading, SignalSpec};
 use recover::platform::ScrapeEndpoint;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
-
-fn fixture(name: &str) -> String {
-    let p = format!(
-        "{}/tests/fixtures/metrics/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
 
 fn value(e: &text::Exposition, name: &str, labels: &[(&str, &str)]) -> f64 {
     e.samples
@@ -116,7 +109,7 @@ fn prometheus_client_output_parses_exactly() {
 
 #[test]
 fn gate_shaped_openmetrics_fixture() {
-    let e = text::parse(&fixture("gate_openmetrics.txt")).unwrap();
+    let e = text::parse(&fixture("metrics/gate_openmetrics.txt")).unwrap();
     assert_eq!(
         value(
             &e,
@@ -148,7 +141,7 @@ fn gate_shaped_openmetrics_fixture() {
 
 #[test]
 fn go_client_text_fixture_with_escapes_and_timestamps() {
-    let e = text::parse(&fixture("go_client_text.txt")).unwrap();
+    let e = text::parse(&fixture("metrics/go_client_text.txt")).unwrap();
     assert!(value(&e, "go_gc_duration_seconds", &[("quantile", "0.5")]).is_nan());
     assert_eq!(value(&e, "http_requests_total", &[("code", "400")]), 3.0);
     assert_eq!(
@@ -180,7 +173,7 @@ fn expressions_over_fixture_pages() {
         locator: "http://127.0.0.1/metrics".into(),
     };
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
-    let first = fixture("gate_openmetrics.txt");
+    let first = fixture("metrics/gate_openmetrics.txt");
     // Ten seconds later: 100 more admitted, 300 more rejected, 100 more observations, 90
     // of them under 10 ms.
     let second = first

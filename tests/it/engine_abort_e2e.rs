@@ -2,9 +2,8 @@
 //! and runs on_failure; a cancelled run (what Ctrl-C does) aborts cleanly, runs on_failure
 //! and leaves the gate at the safe rate with a note saying who must act.
 
-mod engine_support;
-
-use engine_support::*;
+use crate::support::engine::*;
+use crate::support::fixture_path;
 use recover::engine::{self, Outcome, RunOptions, RunRequest, StepOutcome};
 use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
 use recover::plan::PlanInputs;
@@ -52,7 +51,8 @@ fn e2e_failed_check_and_cancel_run_on_failure_and_leave_a_noted_safe_limit() {
             platform: platform.clone(),
         })));
         // The same runbook with a check that runs far longer than the 2 s before the cancel.
-        let mut runbook = recover::runbook::find(&fixture("e2e-never.yaml"), &[]).unwrap();
+        let mut runbook =
+            recover::runbook::find(&fixture_path("runbooks/e2e-never.yaml"), &[]).unwrap();
         runbook.source = runbook.source.replace("count: 5", "count: 500");
         runbook.runbook = recover::runbook::parse_str("e2e-never (long)", &runbook.source).unwrap();
         let options = RunOptions {

@@ -2,9 +2,7 @@
 //! changes nothing, and a run killed with SIGKILL mid-restart then resumed (with a second
 //! concurrent run refused while the first holds the lock).
 
-mod engine_support;
-
-use engine_support::*;
+use crate::support::engine::*;
 use std::time::{Duration, Instant};
 
 fn rt() -> tokio::runtime::Runtime {

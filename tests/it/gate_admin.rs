@@ -2,9 +2,7 @@
 //! field, a change answered with its version, shown in /metrics and written to the
 //! state file.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::support::gate::*;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,9 +2,7 @@
 //! never reaches the upstream, and a limit change through the admin API takes effect at
 //! once without opening a burst above the new limit.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::support::gate::*;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 

@@ -1,9 +1,7 @@
 //! `recover gate` as a real process: a restarted gate restores the last limit from its
 //! state file (over its flags), and bad flags or files exit 2 naming what is wrong.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::support::gate::*;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::free_loopback_addr;
 use std::net::SocketAddr;

@@ -5,16 +5,13 @@
 //! pipelining, bodies in every framing, HEAD/204/304, hop-by-hop headers, the deadline
 //! header, rejected requests with bodies, malformed and oversized input).
 
-mod gate_support;
-mod wire_support;
-
-use gate_support::{put_limit, start, Gate, TOKEN};
+use crate::support::gate::{self, put_limit, start, Gate, TOKEN};
+use crate::support::wire::{chunked, echo, get, ok, pattern, raw, Framing, Peer, Reply, Upstream};
 use recover::gate::deadline::now_epoch_ms;
 use recover::gate::GateConfig;
 use std::io;
 use std::time::Duration;
 use tokio::io::AsyncReadExt;
-use wire_support::{chunked, echo, get, ok, pattern, raw, Framing, Peer, Reply, Upstream};
 
 // ---------------------------------------------------------------------------------------
 // Helpers for the cases.
@@ -364,7 +361,7 @@ async fn expect_100_continue_gets_the_body_through() {
 async fn a_rejected_expect_100_request_gets_its_answer_without_sending_the_body() {
     let up = Upstream::start(echo).await;
     let mut cfg = config(&up);
-    cfg.limit = gate_support::limit(Some(0.0), 1, None); // block all
+    cfg.limit = gate::limit(Some(0.0), 1, None); // block all
     let gate = start(cfg).await;
     let mut c = Peer::connect(gate.proxy).await;
     c.send(b"POST /e HTTP/1.1\r\nhost: gate.test\r\ncontent-length: 11\r\nexpect: 100-continue\r\n\r\n")
@@ -595,7 +592,7 @@ async fn the_deadline_header_goes_upstream_once_and_keeps_the_tighter_value() {
 async fn a_rejected_request_body_is_never_read_as_a_request() {
     let up = Upstream::start(echo).await;
     let mut cfg = config(&up);
-    cfg.limit = gate_support::limit(Some(0.0), 1, None); // block all
+    cfg.limit = gate::limit(Some(0.0), 1, None); // block all
     let gate = start(cfg).await;
     let mut c = Peer::connect(gate.proxy).await;
     // The body looks like a request: a gate that left it unread would answer it.

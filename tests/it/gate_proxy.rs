@@ -3,9 +3,7 @@
 //! upstream how long the gate will wait, and least-outstanding balancing starves a slow
 //! replica of the traffic it cannot finish.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::support::gate::*;
 use recover::gate::deadline::now_epoch_ms;
 use recover::util::net::free_loopback_addr;
 use std::sync::atomic::Ordering;

@@ -1,9 +1,7 @@
 //! Extra limit feeds: a [`LimitSource`] handed to `serve` puts its limits in force with
 //! its own version (shown in /metrics), and a bad limit from it never replaces a good one.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::support::gate::*;
 use recover::gate::limit_source::{LimitSource, LimitSourceError, VersionedLimit};
 use recover::gate::{serve, BoundGate};
 use std::time::Duration;

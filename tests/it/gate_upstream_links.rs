@@ -5,9 +5,7 @@
 //! can tell that nobody waits for the answer. A client that goes quiet is closed after
 //! the idle timeout, and the service connection it held goes with it.
 
-mod gate_support;
-
-use gate_support::*;
+use crate::support::gate::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

@@ -3,11 +3,9 @@
 //! runs the real `ConfigMapLimitSource` against the fake API and serves its applied version
 //! over real HTTP on 127.0.0.1, reached through the (emulated) pod proxy.
 
-mod kube_support;
-
+use crate::support::kube::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
-use kube_support::*;
 use recover::gate::limit::Limit;
 use recover::gate::limit_source::{LimitSource, VersionedLimit};
 use recover::platform::kube::{ConfigMapLimitSource, KubeOptions, KubePlatform, Target};

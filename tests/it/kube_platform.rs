@@ -1,14 +1,12 @@
 //! The kube platform against an in-memory cluster (kube-fake-client plus the Eviction API,
-//! pod proxy and ReplicaSet behaviour it lacks, see `kube_support`): batched restarts that
+//! pod proxy and ReplicaSet behaviour it lacks, see `support::kube`): batched restarts that
 //! honour the disruption budget and wait for new pods, the Lease lock, Events, and a run
 //! resumed by a second instance after a crash mid-batch.
 
-mod kube_support;
-
+use crate::support::kube::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
-use kube_support::*;
 use recover::platform::kube::decide::{EvictOutcome, PodView};
 use recover::platform::kube::disrupt::{ApiDisruptor, Disruptor};
 use recover::platform::kube::{KubeOptions, KubePlatform, Target};

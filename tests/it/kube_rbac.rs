@@ -4,9 +4,7 @@
 //! entry of `REQUIRED` is really used. Together with `kube_manifests`, the Role equals
 //! what the code calls.
 
-mod kube_support;
-
-use kube_support::*;
+use crate::support::kube::*;
 use recover::platform::kube::rbac::{self, Permission};
 use recover::platform::kube::{KubeOptions, KubePlatform, Target};
 use recover::platform::{AdminOp, LockHolder, Platform, StepEvent};

@@ -1,18 +1,12 @@
 //! `recover runbooks validate` on broken runbooks: every error names file:line:column and
 //! the field path, and the command exits 2. Also checks the shipped runbooks load.
 
+use crate::support::fixture_path;
 use std::path::Path;
 use std::process::Command;
 
 fn recover() -> Command {
     Command::new(env!("CARGO_BIN_EXE_recover"))
-}
-
-fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/runbooks/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
 }
 
 /// (file, line:column, field path, words in the message)
@@ -82,7 +76,7 @@ const CASES: &[(&str, &str, &str, &str)] = &[
 #[test]
 fn each_broken_runbook_is_reported_with_location_and_field() {
     for (file, at, path, words) in CASES {
-        let f = fixture(&format!("broken/{file}"));
+        let f = fixture_path(&format!("runbooks/broken/{file}"));
         let out = recover()
             .args(["runbooks", "validate", &f])
             .output()
@@ -100,9 +94,9 @@ fn each_broken_runbook_is_reported_with_location_and_field() {
 
 #[test]
 fn validate_prints_all_errors_and_passes_good_files() {
-    let good = fixture("minimal.yaml");
-    let bad1 = fixture("broken/bad-percentage.yaml");
-    let bad2 = fixture("broken/undefined-check.yaml");
+    let good = fixture_path("runbooks/minimal.yaml");
+    let bad1 = fixture_path("runbooks/broken/bad-percentage.yaml");
+    let bad2 = fixture_path("runbooks/broken/undefined-check.yaml");
     let out = recover()
         .args(["runbooks", "validate", &good, &bad1, &bad2])
         .output()
@@ -149,7 +143,7 @@ fn shipped_runbooks_are_valid_and_found_from_anywhere() {
 #[test]
 fn runbook_dir_overrides_the_built_in_copy() {
     let tmp = tempfile::tempdir().unwrap();
-    let text = std::fs::read_to_string(fixture("minimal.yaml"))
+    let text = std::fs::read_to_string(fixture_path("runbooks/minimal.yaml"))
         .unwrap()
         .replace("name: minimal", "name: stuck-overload");
     std::fs::write(tmp.path().join("stuck-overload.yaml"), text).unwrap();

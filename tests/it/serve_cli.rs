@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-mod serve_support;
-use serve_support::{fixture, Http};
+use crate::support::fixture;
+use crate::support::serve::Http;
 
 const TOKEN: &str = "cli-token-0123456789abcdef";
 const ADMIN: &str = "cli-admin-token-0123456789";
@@ -113,11 +113,17 @@ async fn binary_receives_alerts_refuses_strangers_and_never_acts_on_unknown() {
     let s = start(dir.path(), Some("act")).await;
     let http = Http::default();
     let url = format!("{}/alerts", s.base);
-    let (status, _) = http.post_json(&url, &[], fixture("firing.json")).await;
+    let (status, _) = http
+        .post_json(&url, &[], fixture("alertmanager/firing.json"))
+        .await;
     assert_eq!(status, 401);
     let auth = format!("Bearer {TOKEN}");
     let (status, body) = http
-        .post_json(&url, &[("authorization", &auth)], fixture("firing.json"))
+        .post_json(
+            &url,
+            &[("authorization", &auth)],
+            fixture("alertmanager/firing.json"),
+        )
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["mode"], "act");
@@ -175,7 +181,7 @@ async fn reset_command_talks_to_the_running_receiver() {
         .post_json(
             &format!("{}/alerts", s.base),
             &[("authorization", &auth)],
-            fixture("firing.json"),
+            fixture("alertmanager/firing.json"),
         )
         .await;
     assert_eq!(

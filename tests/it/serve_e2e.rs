@@ -16,8 +16,8 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-mod serve_support;
-use serve_support::{assert_exposes, fixture, Http};
+use crate::support::fixture;
+use crate::support::serve::{assert_exposes, Http};
 
 const TOKEN: &str = "e2e-token-0123456789abcdef";
 const ADMIN: &str = "e2e-admin-token-0123456789";
@@ -126,7 +126,7 @@ async fn start(cfg: config::ServeConfig, mode: Mode) -> Rx {
 }
 
 impl Rx {
-    async fn post(&self, body: Vec<u8>) -> Value {
+    async fn post(&self, body: impl AsRef<[u8]>) -> Value {
         let auth = format!("Bearer {TOKEN}");
         let (s, v) = self
             .http
@@ -140,7 +140,7 @@ impl Rx {
         v
     }
 
-    async fn decision(&self, body: Vec<u8>) -> String {
+    async fn decision(&self, body: impl AsRef<[u8]>) -> String {
         self.post(body).await["decisions"][0]["decision"]
             .as_str()
             .unwrap()
@@ -170,8 +170,7 @@ impl Rx {
 }
 
 fn doomed_alert() -> Vec<u8> {
-    String::from_utf8(fixture("firing.json"))
-        .unwrap()
+    fixture("alertmanager/firing.json")
         .replace("ConfigServiceStuck", "ConfigServiceDoomed")
         .replace("5c2a6e1bd1f08c3e", "d00d00d00d00d00d")
         .into_bytes()
@@ -225,7 +224,10 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     // 1. Observe mode: detection runs for real, the run is a dry run, nothing changes.
     {
         let obs = start(cfg.clone(), Mode::Observe).await;
-        assert_eq!(obs.decision(fixture("firing.json")).await, "checking");
+        assert_eq!(
+            obs.decision(fixture("alertmanager/firing.json")).await,
+            "checking"
+        );
         let run = obs.finished_run(1, Duration::from_secs(60)).await;
         assert_eq!(run["dry_run"], true, "{run}");
         assert_eq!(run["state"]["finished"], "dry_run", "{run}");
@@ -247,7 +249,10 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     assert_eq!(rx.decision(doomed_alert()).await, "checking");
     let run = rx.finished_run(1, Duration::from_secs(60)).await;
     assert_eq!(run["state"]["finished"], "failed", "{run}");
-    assert_eq!(rx.decision(fixture("firing.json")).await, "refused_breaker");
+    assert_eq!(
+        rx.decision(fixture("alertmanager/firing.json")).await,
+        "refused_breaker"
+    );
     assert_eq!(
         pids(&state_dir),
         pids_before,
@@ -267,12 +272,15 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
 
     // 3. The real runbook recovers the system once, although the alert repeats (an
     // Unknown verdict from a scrape the stuck service answered late is rechecked).
-    assert_eq!(rx.decision(fixture("firing.json")).await, "checking");
+    assert_eq!(
+        rx.decision(fixture("alertmanager/firing.json")).await,
+        "checking"
+    );
     let start_t = Instant::now();
     let mut seen = Vec::new();
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        seen.push(rx.decision(fixture("repeated.json")).await);
+        seen.push(rx.decision(fixture("alertmanager/repeated.json")).await);
         let runs = rx.http.get_json(&format!("{}/runs", rx.base)).await;
         let list = runs["runs"].as_array().unwrap();
         if list.len() >= 2 && list[0]["state"] != "running" {
@@ -308,9 +316,12 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     // 4. The budget (2 runs per hour) refuses a third; resolved never acts.
     let runs = rx.http.get_json(&format!("{}/runs", rx.base)).await;
     assert_eq!(runs["runs"].as_array().unwrap().len(), 2, "{runs}");
-    assert_eq!(rx.decision(fixture("firing.json")).await, "refused_budget");
     assert_eq!(
-        rx.decision(fixture("resolved.json")).await,
+        rx.decision(fixture("alertmanager/firing.json")).await,
+        "refused_budget"
+    );
+    assert_eq!(
+        rx.decision(fixture("alertmanager/resolved.json")).await,
         "ignored_resolved"
     );
     let m = rx.http.get_text(&format!("{}/metrics", rx.base)).await;

@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
-mod serve_support;
-use serve_support::{assert_exposes, fixture, Http};
+use crate::support::fixture;
+use crate::support::serve::{assert_exposes, Http};
 
 const TOKEN: &str = "test-token-0123456789abcdef";
 const HMAC: &str = "test-hmac-secret-0123456789";
@@ -186,10 +186,11 @@ async fn start(mode: Mode, budget: &str) -> Rx {
 
 impl Rx {
     async fn post(&self, name: &str) -> (u16, Value) {
-        self.post_body(fixture(name), Some(TOKEN)).await
+        self.post_body(fixture(&format!("alertmanager/{name}")), Some(TOKEN))
+            .await
     }
 
-    async fn post_body(&self, body: Vec<u8>, token: Option<&str>) -> (u16, Value) {
+    async fn post_body(&self, body: impl AsRef<[u8]>, token: Option<&str>) -> (u16, Value) {
         let auth = token.map(|t| format!("Bearer {t}"));
         let mut headers = vec![("content-type", "application/json")];
         if let Some(a) = &auth {
@@ -221,7 +222,7 @@ impl Rx {
             .await
     }
 
-    async fn post_signed(&self, body: Vec<u8>, sig: &str) -> u16 {
+    async fn post_signed(&self, body: impl AsRef<[u8]>, sig: &str) -> u16 {
         self.client
             .post_json(
                 &format!("{}/alerts", self.base),
@@ -540,14 +541,21 @@ async fn cooldown_refuses_right_after_a_run() {
 #[tokio::test]
 async fn unauthenticated_and_malformed_requests_are_refused() {
     let rx = start(Mode::Act, NO_COOLDOWN).await;
-    let (s, _) = rx.post_body(fixture("firing.json"), None).await;
+    let (s, _) = rx
+        .post_body(fixture("alertmanager/firing.json"), None)
+        .await;
     assert_eq!(s, 401);
     let (s, _) = rx
-        .post_body(fixture("firing.json"), Some("wrong-token-0123456789"))
+        .post_body(
+            fixture("alertmanager/firing.json"),
+            Some("wrong-token-0123456789"),
+        )
         .await;
     assert_eq!(s, 401);
     // A malformed body without credentials is still 401: nothing is parsed first.
-    let (s, _) = rx.post_body(fixture("malformed_status.json"), None).await;
+    let (s, _) = rx
+        .post_body(fixture("alertmanager/malformed_status.json"), None)
+        .await;
     assert_eq!(s, 401);
 
     for (name, field) in [
@@ -565,11 +573,12 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
     assert_eq!(s, 413);
 
     // HMAC signature instead of a token.
-    let body = fixture("resolved.json");
-    let sig = recover::serve::auth::sign(HMAC, &body);
+    let body = fixture("alertmanager/resolved.json");
+    let sig = recover::serve::auth::sign(HMAC, body.as_bytes());
     assert_eq!(rx.post_signed(body, &sig).await, 200);
     assert_eq!(
-        rx.post_signed(fixture("firing.json"), &sig).await,
+        rx.post_signed(fixture("alertmanager/firing.json"), &sig)
+            .await,
         401,
         "a signature for another body"
     );

@@ -1,7 +1,6 @@
 //! Shared pieces of the demo system's integration tests: spawning `recover demo ...` and
 //! `recover gate` as real processes on loopback, scraping their `/metrics`, and measuring
 //! rates over a window of real time.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use recover::demo::defaults;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
@@ -11,9 +10,7 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-#[path = "../loopback_http/mod.rs"]
-mod loopback_http;
-use loopback_http::Http;
+use super::loopback_http::Http;
 
 pub const TOKEN: &str = "demo-test-token";
 
@@ -98,7 +95,6 @@ pub const POLLS_OK: &str = "recover_demo_workers_polls_total{outcome=\"ok\"}";
 /// Rates over a window, from the service's and the workers' own metrics.
 #[derive(Debug)]
 pub struct Window {
-    pub secs: f64,
     /// Demanded polls that succeeded, per second: the clients' goodput.
     pub polls_ok: f64,
     /// HTTP attempts per second, all outcomes.
@@ -122,7 +118,6 @@ pub async fn window(service: SocketAddr, workers: SocketAddr, secs: u64) -> Wind
     let t = secs as f64;
     let rate = |a: &Scrape, b: &Scrape, k: &str| (b.get(k) - a.get(k)) / t;
     Window {
-        secs: t,
         polls_ok: rate(&w0, &w1, POLLS_OK),
         attempts: (w1.sum("recover_demo_workers_attempts_total")
             - w0.sum("recover_demo_workers_attempts_total"))
@@ -214,7 +209,7 @@ pub fn start_workers(target: &str, metrics: SocketAddr) -> ChildGuard {
 pub struct Gate {
     pub addr: SocketAddr,
     pub admin: SocketAddr,
-    pub guard: ChildGuard,
+    _guard: ChildGuard,
     _token_dir: tempfile::TempDir,
 }
 
@@ -240,7 +235,7 @@ impl Gate {
         Gate {
             addr,
             admin,
-            guard,
+            _guard: guard,
             _token_dir: dir,
         }
     }

@@ -2,8 +2,8 @@
 //! `recover demo config-service` replicas (started through the local platform, so it owns
 //! their pid files), and `recover demo workers` polling through the gate. Everything is a
 //! real process on 127.0.0.1 and is stopped when the `System` drops.
-#![allow(dead_code)]
 
+use super::fixture_path;
 use recover::platform::local::LocalPlatform;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::{free_loopback_addr, wait_http_ok};
@@ -15,18 +15,10 @@ use std::time::Duration;
 pub const BIN: &str = env!("CARGO_BIN_EXE_recover");
 pub const TOKEN: &str = "engine-test-token";
 
-pub fn fixture(name: &str) -> String {
-    format!(
-        "{}/tests/fixtures/runbooks/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    )
-}
-
 pub struct System {
     pub dir: tempfile::TempDir,
     pub inventory: PathBuf,
     pub platform: LocalPlatform,
-    pub gate_proxy: SocketAddr,
     pub gate_admin: SocketAddr,
     pub services: Vec<SocketAddr>,
     guards: Vec<ChildGuard>,
@@ -82,7 +74,6 @@ impl System {
             dir,
             inventory,
             platform,
-            gate_proxy,
             gate_admin,
             services,
             guards,
@@ -189,7 +180,12 @@ impl System {
     /// `run_cmd` with plan inputs of the caller's choosing (`--assume-*` flags).
     pub fn run_cmd_assuming(&self, runbook: &str, assume: &[&str], extra: &[&str]) -> Command {
         let mut c = Command::new(BIN);
-        c.args(["--runbook", &fixture(runbook), "--target", "local"]);
+        c.args([
+            "--runbook",
+            &fixture_path(&format!("runbooks/{runbook}")),
+            "--target",
+            "local",
+        ]);
         c.arg("--inventory").arg(&self.inventory);
         c.arg("--journal-dir").arg(self.journal_dir());
         c.args(assume);

@@ -1,6 +1,5 @@
 //! Shared pieces of the gate's integration tests: a real counting upstream (axum on
 //! 127.0.0.1), an in-process gate on ephemeral ports, and a paced load generator.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -13,9 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-#[path = "../loopback_http/mod.rs"]
-mod loopback_http;
-pub use loopback_http::{Http, Reply};
+pub use super::loopback_http::{Http, Reply};
 
 pub const TOKEN: &str = "test-token-123";
 

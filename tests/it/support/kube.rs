@@ -7,7 +7,6 @@
 //! - a ReplicaSet controller that replaces deleted pods, ready after a delay.
 //!
 //! Every request the platform sends is recorded, for the RBAC drift test.
-#![allow(dead_code)]
 
 use axum::body::Body as AxumBody;
 use axum::extract::{Request, State};
@@ -17,7 +16,7 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_fake_client::ClientBuilder;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -377,8 +376,4 @@ pub async fn serve_pod(
             .await;
     });
     addr
-}
-
-pub fn labels(app: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("app.kubernetes.io/name".to_string(), app.to_string())])
 }

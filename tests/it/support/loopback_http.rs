@@ -1,8 +1,7 @@
-//! The one HTTP client of the integration tests' support modules (`gate_support`,
-//! `serve_support`, `demo_support` include it with `#[path]`): plain HTTP/1.1 over hyper,
-//! because reqwest in test builds has no TLS provider installed and loopback needs no TLS.
+//! The one HTTP client of the integration tests' support modules (`gate`, `serve` and
+//! `demo` build on it): plain HTTP/1.1 over hyper, because reqwest in test builds has no
+//! TLS provider installed and loopback needs no TLS.
 //! Every exchange is bounded so a hung server fails the test instead of stalling the suite.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};

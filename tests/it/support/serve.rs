@@ -1,20 +1,9 @@
 //! Helpers shared by the `serve_*` tests: JSON and text calls over the tests' loopback
-//! HTTP client, and fixtures.
-#![allow(dead_code)] // each test binary uses a different subset
+//! HTTP client.
 
 use serde_json::Value;
 
-#[path = "../loopback_http/mod.rs"]
-mod loopback_http;
-pub use loopback_http::Http;
-
-pub fn fixture(name: &str) -> Vec<u8> {
-    let p = format!(
-        "{}/tests/fixtures/alertmanager/{name}",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
+pub use super::loopback_http::Http;
 
 /// Every sample line must be on the `/metrics` page; the whole page is shown when one is
 /// missing, since the neighbouring series usually say why.
@@ -30,7 +19,7 @@ impl Http {
         &self,
         url: &str,
         headers: &[(&str, &str)],
-        body: Vec<u8>,
+        body: impl AsRef<[u8]>,
     ) -> (u16, Value) {
         let r = self.send("POST", url, headers, body).await.unwrap();
         (r.status, r.json())

@@ -1,0 +1,23 @@
+//! What the integration tests share: the recorded inputs under `tests/fixtures/`, and one
+//! module per kind of system the tests stand up (an in-process gate, raw HTTP/1.1 peers,
+//! an in-memory cluster, the demo and engine systems as real processes, the receiver's
+//! HTTP client).
+
+pub mod demo;
+pub mod engine;
+pub mod gate;
+pub mod kube;
+pub mod loopback_http;
+pub mod serve;
+pub mod wire;
+
+/// Where `tests/fixtures/<rel>` is, as an absolute path (for commands that take a file).
+pub fn fixture_path(rel: &str) -> String {
+    format!("{}/tests/fixtures/{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The text of `tests/fixtures/<rel>`; panics naming the file when it cannot be read.
+pub fn fixture(rel: &str) -> String {
+    let p = fixture_path(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
