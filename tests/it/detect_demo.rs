@@ -3,6 +3,7 @@
 //! signal set and the `stuck-overload` runbook's expressions both judge a healthy system
 //! healthy; a service that is down reads as a trigger (replicas not ready), never as zeros.
 
+use crate::support::eventually;
 use recover::metrics::scrape::text;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::{free_loopback_addr, wait_http_ok};
@@ -95,7 +96,23 @@ async fn e2e_detect_reads_the_real_demo_system() {
     )
     .await
     .unwrap();
+    // Let the fleet settle into its polling rate; the labelled series appear with the
+    // first requests, which a loaded machine may delay further.
     tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually(Duration::from_secs(20), || async {
+        let has = |names: Vec<String>, n: &str| names.iter().any(|x| x == n);
+        has(
+            names(&page(&format!("http://{admin}/metrics")).await),
+            "recover_gate_requests_total",
+        ) && has(
+            names(&page(&format!("http://{svc}/metrics")).await),
+            "recover_demo_service_completions_total",
+        ) && has(
+            names(&page(&format!("http://{workers}/metrics")).await),
+            "recover_demo_workers_attempts_total",
+        )
+    })
+    .await;
 
     // The parser against the real binaries' pages.
     let g = names(&page(&format!("http://{admin}/metrics")).await);

@@ -2,6 +2,7 @@
 //! never reaches the upstream, and a limit change through the admin API takes effect at
 //! once without opening a burst above the new limit.
 
+use crate::support::eventually;
 use crate::support::gate::*;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -107,7 +108,11 @@ async fn limit_changes_apply_at_once_and_open_no_burst() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
-    tokio::time::sleep(Duration::from_millis(100)).await; // let requests already sent land
+    // Requests admitted before the change may still be on their way: wait until none is.
+    eventually(Duration::from_secs(5), || async {
+        sample(&metrics(gate.admin).await, "recover_gate_in_flight") == Some(0.0)
+    })
+    .await;
     let (n, _) = admitted_during(&up, Duration::from_millis(700)).await;
     assert_eq!(n, 0, "rate 0 must block everything");
 

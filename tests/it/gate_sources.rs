@@ -1,16 +1,24 @@
 //! Extra limit feeds: a [`LimitSource`] handed to `serve` puts its limits in force with
 //! its own version (shown in /metrics), and a bad limit from it never replaces a good one.
 
+use crate::support::eventually;
 use crate::support::gate::*;
 use recover::gate::limit_source::{LimitSource, LimitSourceError, VersionedLimit};
 use recover::gate::{serve, BoundGate};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A source fed by the test, standing in for a ConfigMap watch: it forwards what it is
-/// given, exactly as a real source forwards what it reads.
-struct Fed(mpsc::Receiver<VersionedLimit>);
+/// given, exactly as a real source forwards what it reads. It also counts the updates the
+/// gate has taken: a refused one changes nothing the test could poll for, so this is how
+/// the test knows the gate has seen it.
+struct Fed {
+    feed: mpsc::Receiver<VersionedLimit>,
+    taken: Arc<AtomicU64>,
+}
 
 #[async_trait::async_trait]
 impl LimitSource for Fed {
@@ -25,9 +33,13 @@ impl LimitSource for Fed {
         loop {
             tokio::select! {
                 _ = shutdown.cancelled() => return Ok(()),
-                next = self.0.recv() => match next {
+                next = self.feed.recv() => match next {
                     Some(v) => {
                         let _ = updates.send(v).await;
+                        // The gate's one reader applies or refuses each update as it takes
+                        // it off the channel: once the channel is empty, it has this one.
+                        let _ = updates.reserve_many(updates.max_capacity()).await;
+                        self.taken.fetch_add(1, Ordering::SeqCst);
                     }
                     None => return Ok(()),
                 },
@@ -36,15 +48,12 @@ impl LimitSource for Fed {
     }
 }
 
-async fn wait_for_metric(admin: std::net::SocketAddr, series: &str) -> String {
-    for _ in 0..100 {
-        let m = metrics(admin).await;
-        if sample(&m, series).is_some() {
-            return m;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("{series} never appeared");
+async fn wait_for_metric(admin: std::net::SocketAddr, series: &str) {
+    let appeared = eventually(Duration::from_secs(5), || async {
+        sample(&metrics(admin).await, series).is_some()
+    })
+    .await;
+    assert!(appeared, "{series} never appeared");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,8 +64,13 @@ async fn an_extra_source_sets_the_limit_with_its_version_and_cannot_break_it() {
         .unwrap();
     let (proxy, admin) = (bound.proxy_addr(), bound.admin_addr());
     let (feed, rx) = mpsc::channel(4);
+    let taken = Arc::new(AtomicU64::new(0));
+    let fed = Fed {
+        feed: rx,
+        taken: taken.clone(),
+    };
     let stop = CancellationToken::new();
-    let task = tokio::spawn(bound.run(vec![Box::new(Fed(rx))], stop.clone()));
+    let task = tokio::spawn(bound.run(vec![Box::new(fed)], stop.clone()));
     let c = client();
     assert_eq!(c.get(&format!("http://{proxy}/")).await.status, 200);
 
@@ -74,7 +88,11 @@ async fn an_extra_source_sets_the_limit_with_its_version_and_cannot_break_it() {
         version: "rv-43".into(),
     };
     feed.send(typo).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = eventually(Duration::from_secs(5), || async {
+        taken.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    assert!(seen, "the gate never took the bad limit");
     let m = metrics(admin).await;
     assert_eq!(
         sample(&m, r#"recover_gate_limit_applied_info{version="rv-42"}"#),

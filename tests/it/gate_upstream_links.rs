@@ -5,6 +5,7 @@
 //! can tell that nobody waits for the answer. A client that goes quiet is closed after
 //! the idle timeout, and the service connection it held goes with it.
 
+use crate::support::eventually;
 use crate::support::gate::*;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,6 +17,10 @@ use tokio::net::{TcpListener, TcpStream};
 #[derive(Default)]
 struct Conns {
     accepted: AtomicU64,
+    /// Request heads read in full.
+    requests: AtomicU64,
+    /// Connections the upstream closed itself after `idle_close`.
+    closed_by_upstream: AtomicU64,
     /// Connections that reached EOF with a request still unanswered.
     closed_mid_request: AtomicU64,
     /// Connections the gate closed between requests.
@@ -53,7 +58,11 @@ async fn serve_raw(
                 Some(idle) if buf.is_empty() => {
                     match tokio::time::timeout(idle, stream.read(&mut chunk)).await {
                         Ok(r) => r,
-                        Err(_) => return, // idle too long: close, as servers do
+                        Err(_) => {
+                            // Idle too long: close, as servers do.
+                            seen.closed_by_upstream.fetch_add(1, Ordering::SeqCst);
+                            return;
+                        }
                     }
                 }
                 _ => stream.read(&mut chunk).await,
@@ -71,6 +80,7 @@ async fn serve_raw(
             }
         }
         let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+        seen.requests.fetch_add(1, Ordering::SeqCst);
         // While "working", notice a peer that hung up.
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
@@ -110,10 +120,14 @@ async fn an_upstream_closing_idle_connections_causes_no_errors() {
     let (url, conns) = raw_upstream(Duration::ZERO, Some(Duration::from_millis(30))).await;
     let gate = start(config_urls(vec![url])).await;
     let c = client();
-    for _ in 0..5 {
+    for closed in 1..=5 {
         let r = c.get(&gate.url("/")).await;
         assert_eq!(r.status, 200, "{}", r.body);
-        tokio::time::sleep(Duration::from_millis(80)).await; // the upstream closes meanwhile
+        // The upstream closes the connection once it has been idle for 30 ms.
+        eventually(Duration::from_secs(5), || async {
+            conns.closed_by_upstream.load(Ordering::SeqCst) >= closed
+        })
+        .await;
     }
     assert_eq!(conns.accepted.load(Ordering::SeqCst), 5);
     let m = metrics(gate.admin).await;
@@ -132,7 +146,11 @@ async fn a_client_that_hangs_up_closes_the_upstream_connection() {
         .write_all(b"GET /slow HTTP/1.1\r\nhost: gate\r\n\r\n")
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Hang up once the request has reached the service.
+    eventually(Duration::from_secs(5), || async {
+        conns.requests.load(Ordering::SeqCst) >= 1
+    })
+    .await;
     drop(client);
     let closed = reaches(&conns.closed_mid_request, 1).await;
     assert_eq!(
@@ -178,12 +196,10 @@ async fn a_quiet_client_is_closed_after_the_idle_timeout_with_its_upstream_conne
 /// The counter once it reaches `want`, or what it holds after 2 s of waiting for that:
 /// the upstream sees a close some moments after the gate makes it.
 async fn reaches(counter: &AtomicU64, want: u64) -> u64 {
-    for _ in 0..40 {
-        if counter.load(Ordering::SeqCst) >= want {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(Duration::from_secs(2), || async {
+        counter.load(Ordering::SeqCst) >= want
+    })
+    .await;
     counter.load(Ordering::SeqCst)
 }
 

@@ -3,17 +3,18 @@
 //! honour the disruption budget and wait for new pods, the Lease lock, Events, and a run
 //! resumed by a second instance after a crash mid-batch.
 
+use crate::support::eventually;
 use crate::support::kube::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
-use recover::platform::kube::decide::{EvictOutcome, PodView};
+use recover::platform::kube::decide::{lease_decision, EvictOutcome, LeaseDecision, PodView};
 use recover::platform::kube::disrupt::{ApiDisruptor, Disruptor};
 use recover::platform::kube::{KubeOptions, KubePlatform, Target};
 use recover::platform::{LockHolder, Platform, PlatformError, StepEvent};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 fn options(identity: &str) -> KubeOptions {
     let mut o = KubeOptions::new(NS, Target::Deployment(DEPLOY.to_string()));
@@ -23,6 +24,18 @@ fn options(identity: &str) -> KubeOptions {
     o.poll = Duration::from_millis(50);
     o.lease_duration = Duration::from_secs(1);
     o
+}
+
+/// Whether `who` running `run` would take the target's Lease over now, by the platform's
+/// own rule: its holder stopped renewing it and it has run out.
+async fn lease_expired_for(c: &FakeCluster, run: &str, who: &str) -> bool {
+    let leases: Api<Lease> = Api::namespaced(c.fake.clone(), NS);
+    let lease = leases
+        .get("recover-recover-demo-config-service")
+        .await
+        .unwrap();
+    let view = recover::platform::kube::lease::view(&lease);
+    lease_decision(Some(&view), who, run, SystemTime::now()) == LeaseDecision::TakeOver
 }
 
 fn holder(run: &str, who: &str) -> LockHolder {
@@ -184,7 +197,10 @@ async fn a_held_lease_refuses_naming_its_holder_and_expires_after_a_crash() {
         a.lock(&holder("run-c", "alice@laptop")).await,
         Err(PlatformError::LockHeld { .. })
     ));
-    tokio::time::sleep(Duration::from_millis(2200)).await;
+    eventually(Duration::from_secs(10), || {
+        lease_expired_for(&c, "run-c", "alice@laptop")
+    })
+    .await;
     let _g = a
         .lock(&holder("run-c", "alice@laptop"))
         .await
@@ -285,7 +301,11 @@ async fn a_second_instance_resumes_a_crashed_rollout_without_evicting_finished_p
     drop(guard);
     drop(a);
 
-    tokio::time::sleep(Duration::from_millis(1200)).await; // the crashed holder's lease expires
+    // The crashed holder's lease expires.
+    eventually(Duration::from_secs(10), || {
+        lease_expired_for(&c, "run-r", "bob@desk")
+    })
+    .await;
     let asked_b = Arc::new(Mutex::new(Vec::new()));
     let b =
         KubePlatform::new(c.client.clone(), options("bob@desk")).with_disruptor(counting(&asked_b));

@@ -1,7 +1,7 @@
-//! What the integration tests share: the recorded inputs under `tests/fixtures/`, and one
-//! module per kind of system the tests stand up (an in-process gate, raw HTTP/1.1 peers,
-//! an in-memory cluster, the demo and engine systems as real processes, the receiver's
-//! HTTP client).
+//! What the integration tests share: the recorded inputs under `tests/fixtures/`, a poll
+//! with a deadline for outcomes that arrive in their own time, and one module per kind of
+//! system the tests stand up (an in-process gate, raw HTTP/1.1 peers, an in-memory
+//! cluster, the demo and engine systems as real processes, the receiver's HTTP client).
 
 pub mod demo;
 pub mod engine;
@@ -10,6 +10,9 @@ pub mod kube;
 pub mod loopback_http;
 pub mod serve;
 pub mod wire;
+
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 /// Where `tests/fixtures/<rel>` is, as an absolute path (for commands that take a file).
 pub fn fixture_path(rel: &str) -> String {
@@ -20,4 +23,24 @@ pub fn fixture_path(rel: &str) -> String {
 pub fn fixture(rel: &str) -> String {
     let p = fixture_path(rel);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
+}
+
+/// Poll `done` every 20 ms until it holds or `within` has passed, and say whether it held.
+/// The caller asserts afterwards, so a miss fails with that assertion's own message, and a
+/// slow machine costs waiting time instead of a spurious failure.
+pub async fn eventually<F, Fut>(within: Duration, mut done: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + within;
+    loop {
+        if done().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
