@@ -10,7 +10,7 @@ use recover::engine::{
 use recover::exit::Exit;
 use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
 use recover::metrics::source::MetricSource;
-use recover::plan::PlanInputs;
+use recover::plan::Overrides;
 use recover::platform::{local::LocalPlatform, Platform};
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -250,13 +250,13 @@ pub fn run(args: RunArgs) -> CliResult {
         )));
     }
     let confirm = confirmation(args.yes, args.dry_run)?;
-    let assume = args.assume_arrival_rate.map(|arrival_rate| PlanInputs {
-        arrival_rate,
-        capacity_cold: args.assume_capacity_cold.unwrap_or_default(),
-        k: args.assume_k.unwrap_or(1.0),
+    let overrides = Overrides {
+        arrival_rate: args.assume_arrival_rate,
+        capacity_cold: args.assume_capacity_cold,
+        k: args.assume_k,
         capacity: args.assume_capacity,
         demand: None,
-    });
+    };
     let invocation = invocation(&args, &loaded.runbook.target);
     let rt = runtime()?;
     rt.block_on(async {
@@ -264,7 +264,7 @@ pub fn run(args: RunArgs) -> CliResult {
         let options = RunOptions {
             dry_run: args.dry_run,
             journal_dir: args.journal_dir.clone(),
-            assume,
+            overrides,
             invocation: invocation.clone(),
             observer: Some(Arc::new(TerminalObserver::new())),
             confirm,

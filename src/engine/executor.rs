@@ -11,7 +11,7 @@ use super::{EngineError, RunOptions, RunRequest};
 use crate::detect::{detect, Verdict};
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::MetricSource;
-use crate::plan::{make_plan, Plan, PlanInputs};
+use crate::plan::{make_plan, Overrides, Plan, PlanInputs, Source, SourcedInputs};
 use crate::platform::{LockHolder, Platform, StepEvent};
 use crate::runbook::expr::Value;
 use crate::runbook::{Runbook, Step};
@@ -25,16 +25,21 @@ use tokio_util::sync::CancellationToken;
 pub struct Decision {
     pub verdict: Verdict,
     pub inputs: PlanInputs,
+    /// Where each input came from.
+    pub sources: SourcedInputs,
     pub plan: Plan,
+    /// True when the plan does not rest on this run's own verdict (inputs given).
     pub assumed: bool,
 }
 
 /// Decide from an observed window. Pure: the verdict must be one the runbook runs in,
-/// unless the operator gave the plan inputs.
+/// unless the plan inputs were given (see [`RunOptions::inputs`] and
+/// [`RunOptions::overrides`]).
 pub fn decide(
     rb: &Runbook,
     window: &[Snapshot],
-    assume: Option<PlanInputs>,
+    overrides: &Overrides,
+    given: Option<&SourcedInputs>,
 ) -> Result<Decision, EngineError> {
     let verdict = detect(window, &rb.detect);
     let evidence = || {
@@ -45,8 +50,14 @@ pub fn decide(
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let inputs = match assume {
-        Some(i) => i,
+    let (sources, assumed) = match given {
+        Some(g) => (g.clone(), true),
+        // Everything the plan needs is given: measurements play no part in it.
+        None if overrides.is_complete() => (
+            PlanInputs::from_verdict(&Verdict::default(), &rb.detect, overrides)
+                .map_err(|e| EngineError::Precondition(e.to_string()))?,
+            true,
+        ),
         None => {
             if !rb.when.contains(&verdict.verdict) {
                 return Err(EngineError::Precondition(format!(
@@ -57,23 +68,13 @@ pub fn decide(
                     evidence()
                 )));
             }
-            match (verdict.arrival_rate, verdict.capacity_cold, verdict.k) {
-                (Some(arrival_rate), Some(capacity_cold), Some(k)) => PlanInputs {
-                    arrival_rate,
-                    capacity_cold,
-                    k,
-                    capacity: verdict.capacity,
-                    demand: rb.detect.demand_per_s,
-                },
-                _ => {
-                    return Err(EngineError::Precondition(format!(
-                        "the detector could not estimate arrival rate, cold capacity and k [{}]",
-                        evidence()
-                    )))
-                }
-            }
+            let s = PlanInputs::from_verdict(&verdict, &rb.detect, overrides).map_err(|e| {
+                EngineError::Precondition(format!("the detector found {e} [{}]", evidence()))
+            })?;
+            (s, false)
         }
     };
+    let inputs = sources.values();
     inputs
         .validate()
         .map_err(|e| EngineError::Precondition(format!("cannot plan from these inputs: {e}")))?;
@@ -81,8 +82,9 @@ pub fn decide(
     Ok(Decision {
         verdict,
         inputs,
+        sources,
         plan,
-        assumed: assume.is_some(),
+        assumed,
     })
 }
 
@@ -141,7 +143,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     };
     let result = async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
-        let d = decide(&rb, &window, options.assume)?;
+        let d = decide(&rb, &window, &options.overrides, options.inputs.as_ref())?;
         let fixed = Fixed {
             plan: d.plan.clone(),
             inputs: d.inputs,
@@ -204,6 +206,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         j.append(Event::Decided {
             verdict: d.verdict.clone(),
             inputs: Some(d.inputs),
+            sources: Some(d.sources.clone()),
             plan: Some(d.plan.clone()),
             assumed: d.assumed,
         })?;
@@ -250,12 +253,28 @@ pub async fn resume(
         &format!("{} (from journal)", point.origin),
         &point.runbook_source,
     )?;
-    let Some((verdict, Some(inputs), Some(plan), assumed)) = point.decided.clone() else {
+    let Some(journal::Decided {
+        verdict,
+        inputs: Some(inputs),
+        sources,
+        plan: Some(plan),
+        assumed,
+    }) = point.decided.clone()
+    else {
         return Err(EngineError::Resume(format!(
             "run {} stopped before it decided a plan; nothing was done, start a new run",
             point.run_id
         )));
     };
+    // Journals written before sources were recorded say only whether inputs were given.
+    let sources = sources.unwrap_or_else(|| {
+        let (source, from) = if assumed {
+            (Source::Operator, "given (journal of an older version)")
+        } else {
+            (Source::Measured, "measured (journal of an older version)")
+        };
+        SourcedInputs::all_from(&inputs, source, from)
+    });
     let lock = platform
         .lock(&LockHolder {
             run_id: point.run_id.clone(),
@@ -270,6 +289,7 @@ pub async fn resume(
         let d = Decision {
             verdict,
             inputs,
+            sources,
             plan: plan.clone(),
             assumed,
         };
@@ -332,6 +352,7 @@ fn base_report(
         message: None,
         verdict: Some(d.verdict.clone()),
         plan_inputs: Some(d.inputs),
+        input_sources: Some(d.sources.clone()),
         plan: Some(d.plan.clone()),
         assumed_inputs: d.assumed,
         started_at: started_at.to_string(),

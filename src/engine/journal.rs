@@ -6,7 +6,7 @@
 use super::batches::RestartProgress;
 use super::report::{Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
-use crate::plan::{Plan, PlanInputs};
+use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -49,6 +49,9 @@ pub enum Event {
     Decided {
         verdict: Verdict,
         inputs: Option<PlanInputs>,
+        /// Where each input came from (absent in journals of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sources: Option<SourcedInputs>,
         plan: Option<Plan>,
         /// True when the plan inputs were given by the operator, not measured.
         assumed: bool,
@@ -221,6 +224,16 @@ pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// The decision a journal recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub verdict: Verdict,
+    pub inputs: Option<PlanInputs>,
+    pub sources: Option<SourcedInputs>,
+    pub plan: Option<Plan>,
+    pub assumed: bool,
+}
+
 /// Where an interrupted run stands, reconstructed from its journal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumePoint {
@@ -229,7 +242,7 @@ pub struct ResumePoint {
     pub origin: String,
     pub target: String,
     pub invocation: serde_json::Value,
-    pub decided: Option<(Verdict, Option<PlanInputs>, Option<Plan>, bool)>,
+    pub decided: Option<Decided>,
     /// Steps that finished, by phase.
     pub done: BTreeSet<(Phase, String)>,
     /// Set once the run switched to its on_failure steps.
@@ -268,9 +281,18 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
             Event::Decided {
                 verdict,
                 inputs,
+                sources,
                 plan,
                 assumed,
-            } => p.decided = Some((verdict.clone(), *inputs, plan.clone(), *assumed)),
+            } => {
+                p.decided = Some(Decided {
+                    verdict: verdict.clone(),
+                    inputs: *inputs,
+                    sources: sources.clone(),
+                    plan: plan.clone(),
+                    assumed: *assumed,
+                })
+            }
             Event::StepFinished {
                 phase,
                 step,

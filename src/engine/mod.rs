@@ -24,7 +24,7 @@ pub use progress::{Observer, ProgressEvent};
 pub use report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 
 use crate::metrics::source::{MetricError, MetricSource};
-use crate::plan::PlanInputs;
+use crate::plan::{Overrides, SourcedInputs};
 use crate::platform::{Platform, PlatformError};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
@@ -48,9 +48,14 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Where run journals live (default `./recover-runs/`).
     pub journal_dir: PathBuf,
-    /// Plan inputs given by the operator instead of measured. The verdict is still
-    /// observed and recorded, but does not have to be one the runbook's `when` allows.
-    pub assume: Option<PlanInputs>,
+    /// Plan inputs the operator gives, each winning over the measured one. With all of
+    /// arrival rate, cold capacity and k given, the plan does not rest on the verdict: it
+    /// is still observed and recorded, but need not be one the runbook's `when` allows.
+    pub overrides: Overrides,
+    /// Plan inputs the caller already resolved from a verdict on a full window (the
+    /// webhook's check, the rehearsal's detector): the engine plans from them and takes
+    /// its own short look only to record it.
+    pub inputs: Option<SourcedInputs>,
     /// Recorded in the journal so `recover resume` can rebuild the platform.
     pub invocation: serde_json::Value,
     /// Progress events (terminal rendering, logs, the webhook's status).
@@ -66,7 +71,8 @@ impl Default for RunOptions {
         RunOptions {
             dry_run: false,
             journal_dir: PathBuf::from("recover-runs"),
-            assume: None,
+            overrides: Overrides::default(),
+            inputs: None,
             invocation: serde_json::Value::Null,
             observer: None,
             confirm: None,

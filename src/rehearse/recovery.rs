@@ -7,7 +7,7 @@
 //! `engine::run`, and turns the engine's report into steps on the rehearsal clock.
 //!
 //! The detector already said Stuck on the rehearsal's own feed, so the engine gets the plan
-//! inputs from that verdict (`assume`) and its pre-action observation is cut to two
+//! inputs from that verdict (`RunOptions::inputs`) and its pre-action observation is cut to two
 //! intervals instead of waiting out a second persist window.
 
 use super::orchestrate::System;
@@ -15,7 +15,7 @@ use super::recorder::Clock;
 use super::report::StepRecord;
 use crate::engine::{self, RunOptions, RunReport, RunRequest};
 use crate::metrics::scrape::ScrapeSource;
-use crate::plan::{Plan, PlanInputs};
+use crate::plan::{Plan, SourcedInputs};
 use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
 use crate::platform::local::LocalPlatform;
 use crate::runbook::LoadedRunbook;
@@ -82,7 +82,7 @@ pub async fn run_runbook(
     clock: Clock,
     metrics: Arc<ScrapeSource>,
     loaded: &LoadedRunbook,
-    assume: PlanInputs,
+    inputs: SourcedInputs,
 ) -> RunbookOutcome {
     let started_s = clock.now_s();
     let fail = |error: String| RunbookOutcome {
@@ -102,7 +102,7 @@ pub async fn run_runbook(
     loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
     let options = RunOptions {
         journal_dir: sys.run_dir.join("journal"),
-        assume: Some(assume),
+        inputs: Some(inputs),
         invocation: serde_json::json!({"rehearsal": sys.run_dir.display().to_string()}),
         ..RunOptions::default()
     };

@@ -16,7 +16,7 @@ use crate::detect::{detect_at, Verdict, VerdictKind};
 use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
 use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
 use crate::metrics::source::MetricSource;
-use crate::plan::PlanInputs;
+use crate::plan::{Overrides, PlanInputs};
 use crate::platform::Platform;
 use crate::runbook::LoadedRunbook;
 
@@ -144,8 +144,10 @@ impl RunLauncher for EngineLauncher {
         // The check just observed a full window and said Stuck: plan from that verdict and
         // let the engine take only a short look before acting (as the rehearsal does),
         // instead of waiting out a second detection window while the service is down.
-        let assume = plan_inputs(&req.verdict, runbook.runbook.detect.demand_per_s);
-        if assume.is_some() {
+        let inputs =
+            PlanInputs::from_verdict(&req.verdict, &runbook.runbook.detect, &Overrides::default())
+                .ok();
+        if inputs.is_some() {
             runbook.runbook.observe.span = Some(runbook.runbook.observe.interval);
         }
         let options = RunOptions {
@@ -159,7 +161,7 @@ impl RunLauncher for EngineLauncher {
             }),
             // The receiver is the confirmation: it has authenticated the alert and checked.
             confirm: None,
-            assume,
+            inputs,
             ..RunOptions::default()
         };
         let request = RunRequest {
@@ -198,17 +200,6 @@ impl RunLauncher for EngineLauncher {
             }
         }
     }
-}
-
-/// Plan inputs from a verdict that carries all three estimates.
-fn plan_inputs(v: &Verdict, demand: Option<f64>) -> Option<PlanInputs> {
-    Some(PlanInputs {
-        arrival_rate: v.arrival_rate?,
-        capacity_cold: v.capacity_cold?,
-        k: v.k?,
-        capacity: v.capacity,
-        demand,
-    })
 }
 
 fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunReport {
