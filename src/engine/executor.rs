@@ -200,7 +200,9 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
             runbook_source: loaded.source.clone(),
             origin: loaded.origin.to_string(),
             target: platform.target_id(),
-            invocation: options.invocation.clone(),
+            target_spec: options.target.clone(),
+            started_by: options.started_by.clone(),
+            invocation: serde_json::Value::Null,
             pid: std::process::id(),
         })?;
         j.append(Event::Decided {

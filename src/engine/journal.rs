@@ -7,6 +7,8 @@ use super::batches::RestartProgress;
 use super::report::{Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
+use crate::platform::kube::Workload;
+use crate::platform::{KubeTarget, Target};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -38,8 +40,18 @@ pub enum Event {
         /// The runbook text, so a resumed run follows the same procedure.
         runbook_source: String,
         origin: String,
+        /// The target id (`local:demo`).
         target: String,
-        /// How the caller built the platform (CLI flags), for `recover resume`.
+        /// How to reach the target again, for `recover resume`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_spec: Option<Target>,
+        /// Who started the run, when not a person at a terminal (`recover serve`, a
+        /// rehearsal).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_by: Option<String>,
+        /// What older versions wrote instead of `target_spec` (their CLI flags as JSON);
+        /// read only, see [`legacy_target`].
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
         invocation: serde_json::Value,
         pid: u32,
     },
@@ -241,7 +253,8 @@ pub struct ResumePoint {
     pub runbook_source: String,
     pub origin: String,
     pub target: String,
-    pub invocation: serde_json::Value,
+    /// How to reach the target again (None: the journal does not say).
+    pub target_spec: Option<Target>,
     pub decided: Option<Decided>,
     /// Steps that finished, by phase.
     pub done: BTreeSet<(Phase, String)>,
@@ -258,6 +271,7 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
         runbook_source,
         origin,
         target,
+        target_spec,
         invocation,
         ..
     } = &first.event
@@ -269,7 +283,9 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
         runbook_source: runbook_source.clone(),
         origin: origin.clone(),
         target: target.clone(),
-        invocation: invocation.clone(),
+        target_spec: target_spec
+            .clone()
+            .or_else(|| legacy_target(target, invocation)),
         decided: None,
         done: BTreeSet::new(),
         failing: None,
@@ -326,6 +342,41 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
     Ok(p)
 }
 
+/// The target of a journal written before targets were recorded as [`Target`]: from the
+/// CLI's flags (`{"target": "local", "inventory": ...}`, `{"target": "kube", ...}`),
+/// `recover serve`'s route target (`{"target": {"platform": ...}}`) or a rehearsal's run
+/// directory (which holds its `inventory.yaml`). `id` is the recorded target id.
+pub fn legacy_target(id: &str, invocation: &serde_json::Value) -> Option<Target> {
+    let field = |k: &str| invocation.get(k).and_then(|v| v.as_str()).map(String::from);
+    let local = |inventory: PathBuf| {
+        Some(Target::Local {
+            name: id.strip_prefix("local:")?.to_string(),
+            inventory,
+        })
+    };
+    if let Some(dir) = field("rehearsal") {
+        return local(Path::new(&dir).join("inventory.yaml"));
+    }
+    match invocation.get("target")? {
+        serde_json::Value::String(kind) if kind == "local" => local(field("inventory")?.into()),
+        serde_json::Value::String(kind) if kind == "kube" => {
+            let workload = match (field("selector"), field("deployment")) {
+                (Some(s), _) => Workload::Selector(s),
+                (None, Some(d)) => Workload::Deployment(d),
+                (None, None) => return None,
+            };
+            Some(Target::Kube(KubeTarget {
+                namespace: field("namespace")?,
+                workload,
+                context: field("context"),
+                prometheus: field("prometheus"),
+            }))
+        }
+        spec @ serde_json::Value::Object(_) => serde_json::from_value(spec.clone()).ok(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -336,7 +387,12 @@ mod tests {
             runbook_source: "src".into(),
             origin: "o".into(),
             target: "local:demo".into(),
-            invocation: serde_json::json!({"target": "local"}),
+            target_spec: Some(Target::Local {
+                name: "demo".into(),
+                inventory: "/x/inv.yaml".into(),
+            }),
+            started_by: None,
+            invocation: serde_json::Value::Null,
             pid: 1,
         }
     }
@@ -391,5 +447,45 @@ mod tests {
         let (mut j, old) = Journal::reopen(&path).unwrap();
         assert_eq!(old.len(), 6);
         assert_eq!(j.append(Event::Resumed { pid: 2 }).unwrap().seq, 7);
+    }
+
+    #[test]
+    fn journals_of_older_versions_name_their_target() {
+        let line = r#"{"seq":1,"ts":"2024-01-01T00:00:00Z","run_id":"r","event":"run_started","runbook":"x","runbook_source":"s","origin":"o","target":"local:demo","invocation":{"target":"local","inventory":"/x/inv.yaml"},"pid":1}"#;
+        let e: Entry = serde_json::from_str(line).unwrap();
+        let p = resume_point(&[e]).unwrap();
+        assert_eq!(
+            p.target_spec,
+            Some(Target::Local {
+                name: "demo".into(),
+                inventory: "/x/inv.yaml".into()
+            })
+        );
+        let kube = serde_json::json!({"target": "kube", "namespace": "shop", "context": null,
+            "deployment": "cs", "selector": null, "prometheus": "http://p:9090"});
+        let t = legacy_target("kube:shop/cs", &kube).unwrap();
+        assert_eq!(t.id(), "kube:shop/cs");
+        assert!(matches!(
+            t,
+            Target::Kube(KubeTarget {
+                prometheus: Some(_),
+                ..
+            })
+        ));
+        let serve = serde_json::json!({"by": "recover serve", "route": "stuck",
+            "target": {"platform": "local", "name": "demo", "inventory": "/x/inv.yaml"}});
+        assert_eq!(
+            legacy_target("local:demo", &serve).unwrap().id(),
+            "local:demo"
+        );
+        let rehearsal = serde_json::json!({"rehearsal": "/runs/1"});
+        assert_eq!(
+            legacy_target("local:rehearsal", &rehearsal),
+            Some(Target::Local {
+                name: "rehearsal".into(),
+                inventory: "/runs/1/inventory.yaml".into()
+            })
+        );
+        assert_eq!(legacy_target("local:x", &serde_json::Value::Null), None);
     }
 }

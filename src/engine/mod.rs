@@ -25,7 +25,7 @@ pub use report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 
 use crate::metrics::source::{MetricError, MetricSource};
 use crate::plan::{Overrides, SourcedInputs};
-use crate::platform::{Platform, PlatformError};
+use crate::platform::{Platform, PlatformError, Target};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -56,8 +56,11 @@ pub struct RunOptions {
     /// webhook's check, the rehearsal's detector): the engine plans from them and takes
     /// its own short look only to record it.
     pub inputs: Option<SourcedInputs>,
-    /// Recorded in the journal so `recover resume` can rebuild the platform.
-    pub invocation: serde_json::Value,
+    /// How to reach the target, recorded in the journal so `recover resume` can
+    /// reconnect (None: the run cannot be resumed from another process).
+    pub target: Option<Target>,
+    /// Who starts the run, recorded in the journal (`recover serve` and its route).
+    pub started_by: Option<String>,
     /// Progress events (terminal rendering, logs, the webhook's status).
     pub observer: Option<Arc<dyn Observer>>,
     /// Confirmation before the first action (None: proceed).
@@ -73,7 +76,8 @@ impl Default for RunOptions {
             journal_dir: PathBuf::from("recover-runs"),
             overrides: Overrides::default(),
             inputs: None,
-            invocation: serde_json::Value::Null,
+            target: None,
+            started_by: None,
             observer: None,
             confirm: None,
             default_step_timeout: std::time::Duration::from_secs(300),

@@ -2,7 +2,11 @@
 //! Deployment. The engine decides; a platform only carries out one action at a time and
 //! reports what it observed, so the decision logic is tested without a cluster.
 
+pub mod kube;
 pub mod local;
+pub mod target;
+
+pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 
 use crate::gate::limit::Limit;
 use std::time::{Duration, SystemTime};
@@ -136,4 +140,3 @@ pub trait Platform: Send + Sync {
         Ok(None)
     }
 }
-pub mod kube;

@@ -18,6 +18,7 @@ use crate::metrics::scrape::ScrapeSource;
 use crate::plan::{Plan, SourcedInputs};
 use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
 use crate::platform::local::LocalPlatform;
+use crate::platform::Target;
 use crate::runbook::LoadedRunbook;
 use std::sync::Arc;
 use std::time::Duration;
@@ -95,6 +96,7 @@ pub async fn run_runbook(
     if let Err(e) = handover(sys, &inv, &state_dir) {
         return fail(format!("handing the replicas to the local platform: {e}"));
     }
+    let inv_name = inv.name.clone();
     let platform = Arc::new(LocalPlatform::new(inv));
     let mut loaded = loaded.clone();
     // The rehearsal has already watched the stuck state; the engine needs only a short
@@ -103,7 +105,11 @@ pub async fn run_runbook(
     let options = RunOptions {
         journal_dir: sys.run_dir.join("journal"),
         inputs: Some(inputs),
-        invocation: serde_json::json!({"rehearsal": sys.run_dir.display().to_string()}),
+        target: Some(Target::Local {
+            name: inv_name,
+            inventory: sys.run_dir.join("inventory.yaml"),
+        }),
+        started_by: Some(format!("rehearsal in {}", sys.run_dir.display())),
         ..RunOptions::default()
     };
     let req = RunRequest {

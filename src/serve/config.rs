@@ -3,6 +3,7 @@
 //! validated before the receiver listens, so a typo fails at start-up (file:line:column
 //! and field path), not at 3 am when the first alert arrives.
 
+use crate::platform::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -123,33 +124,8 @@ pub struct Route {
     #[serde(rename = "match")]
     pub matchers: BTreeMap<String, String>,
     pub runbook: String,
-    pub target: TargetSpec,
-}
-
-/// Where a route's runbook acts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "platform", rename_all = "snake_case", deny_unknown_fields)]
-pub enum TargetSpec {
-    /// Local processes described by an inventory file.
-    Local { name: String, inventory: PathBuf },
-    /// A Kubernetes Deployment.
-    Kube {
-        namespace: String,
-        deployment: String,
-    },
-}
-
-impl TargetSpec {
-    /// The stable target id, the same string the platform uses for its lock and journal.
-    pub fn id(&self) -> String {
-        match self {
-            TargetSpec::Local { name, .. } => format!("local:{name}"),
-            TargetSpec::Kube {
-                namespace,
-                deployment,
-            } => format!("kube:{namespace}/{deployment}"),
-        }
-    }
+    /// Where the runbook acts.
+    pub target: Target,
 }
 
 impl Route {

@@ -8,21 +8,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::config::{ServeConfig, TargetSpec};
+use super::config::ServeConfig;
 use super::launcher::{
     CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
 };
 use crate::detect::{detect_at, Verdict, VerdictKind};
 use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
-use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
 use crate::metrics::source::MetricSource;
 use crate::plan::{Overrides, PlanInputs};
-use crate::platform::Platform;
+use crate::platform::{connect, Platform, Target};
 use crate::runbook::LoadedRunbook;
-
-/// Builds the platform for a route's target.
-pub type PlatformFactory =
-    Arc<dyn Fn(&TargetSpec) -> Result<Arc<dyn Platform>, String> + Send + Sync>;
 
 /// A runbook with the platform and metric source it runs against.
 type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
@@ -31,45 +26,8 @@ type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
 pub struct EngineLauncher {
     pub runbook_dirs: Vec<PathBuf>,
     pub journal_dir: PathBuf,
-    pub platforms: PlatformFactory,
     /// Cancelled when the receiver stops; each run gets a child token.
     pub cancel: tokio_util::sync::CancellationToken,
-}
-
-/// The platforms built into this binary.
-pub fn default_platforms() -> PlatformFactory {
-    Arc::new(|t: &TargetSpec| match t {
-        TargetSpec::Local { inventory, .. } => local_platform(inventory),
-        TargetSpec::Kube {
-            namespace,
-            deployment,
-        } => kube_platform(namespace, deployment),
-    })
-}
-
-/// The kube platform from the in-cluster config or the kubeconfig's current context. The
-/// factory is synchronous, so on a multi-threaded runtime (the receiver's) the connection
-/// is made in place; anywhere else it refuses rather than block an event loop.
-fn kube_platform(namespace: &str, deployment: &str) -> Result<Arc<dyn Platform>, String> {
-    use crate::platform::kube::{KubeOptions, KubePlatform, Target};
-    crate::metrics::http::ensure_tls_provider();
-    let handle = tokio::runtime::Handle::try_current()
-        .map_err(|_| "the kube platform needs an async runtime".to_string())?;
-    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return Err("the kube platform needs a multi-threaded runtime".into());
-    }
-    let opts = KubeOptions::new(namespace, Target::Deployment(deployment.to_string()));
-    let p = tokio::task::block_in_place(|| handle.block_on(KubePlatform::connect(None, opts)))
-        .map_err(|e| format!("kube:{namespace}/{deployment}: {e}"))?;
-    Ok(Arc::new(p))
-}
-
-fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
-    // reqwest clients need a TLS provider installed first (see metrics::http).
-    crate::metrics::http::ensure_tls_provider();
-    let p =
-        crate::platform::local::LocalPlatform::from_file(inventory).map_err(|e| e.to_string())?;
-    Ok(Arc::new(p))
 }
 
 /// Build the launcher for `cfg`.
@@ -80,27 +38,14 @@ pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
             .journal_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("recover-runs")),
-        platforms: default_platforms(),
         cancel: tokio_util::sync::CancellationToken::new(),
     }))
 }
 
 impl EngineLauncher {
-    fn prepare(&self, runbook: &str, target: &TargetSpec) -> Result<Prepared, String> {
+    async fn prepare(&self, runbook: &str, target: &Target) -> Result<Prepared, String> {
         let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
-        let platform = (self.platforms)(target)?;
-        // The budget and breaker are kept under the route's target id; the engine's lock
-        // and journal use the platform's. They must be the same target.
-        if platform.target_id() != target.id() {
-            return Err(format!(
-                "route target {} but the platform says it is {}",
-                target.id(),
-                platform.target_id()
-            ));
-        }
-        let metrics: Arc<dyn MetricSource> = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
-            platform: platform.clone(),
-        })));
+        let (platform, metrics) = connect(target).await.map_err(|e| e.to_string())?;
         Ok((rb, platform, metrics))
     }
 }
@@ -110,6 +55,7 @@ impl RunLauncher for EngineLauncher {
     async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
         let (loaded, _platform, metrics) = self
             .prepare(&req.runbook, &req.target)
+            .await
             .map_err(LaunchError)?;
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
@@ -127,7 +73,7 @@ impl RunLauncher for EngineLauncher {
     }
 
     async fn launch(&self, req: &LaunchRequest) -> RunReport {
-        let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
+        let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target).await {
             Ok(p) => p,
             Err(e) => return report(RunOutcome::Failed, e, None),
         };
@@ -153,12 +99,11 @@ impl RunLauncher for EngineLauncher {
         let options = RunOptions {
             dry_run: req.dry_run,
             journal_dir: self.journal_dir.clone(),
-            invocation: serde_json::json!({
-                "by": "recover serve",
-                "serve_run_id": req.run_id,
-                "route": req.route,
-                "target": req.target,
-            }),
+            target: Some(req.target.clone()),
+            started_by: Some(format!(
+                "recover serve, route {}, serve run {}",
+                req.route, req.run_id
+            )),
             // The receiver is the confirmation: it has authenticated the alert and checked.
             confirm: None,
             inputs,
