@@ -54,30 +54,35 @@ pub fn decide(
         Some(g) => (g.clone(), true),
         // Everything the plan needs is given: measurements play no part in it.
         None if overrides.is_complete() => (
-            PlanInputs::from_verdict(&Verdict::default(), &rb.detect, overrides)
-                .map_err(|e| EngineError::Precondition(e.to_string()))?,
+            PlanInputs::from_verdict(&Verdict::default(), &rb.detect, overrides).map_err(
+                |source| EngineError::MissingInputs {
+                    source,
+                    evidence: String::new(),
+                },
+            )?,
             true,
         ),
         None => {
             if !rb.when.contains(&verdict.verdict) {
-                return Err(EngineError::Precondition(format!(
-                    "the detector says {:?}; runbook {} runs only when {:?} [{}] (give the plan inputs by hand to override)",
-                    verdict.verdict,
-                    rb.name,
-                    rb.when,
-                    evidence()
-                )));
+                return Err(EngineError::NotWhen {
+                    verdict: verdict.verdict,
+                    runbook: rb.name.clone(),
+                    when: rb.when.clone(),
+                    evidence: evidence(),
+                });
             }
-            let s = PlanInputs::from_verdict(&verdict, &rb.detect, overrides).map_err(|e| {
-                EngineError::Precondition(format!("the detector found {e} [{}]", evidence()))
-            })?;
+            let s =
+                PlanInputs::from_verdict(&verdict, &rb.detect, overrides).map_err(|source| {
+                    EngineError::MissingInputs {
+                        source,
+                        evidence: evidence(),
+                    }
+                })?;
             (s, false)
         }
     };
     let inputs = sources.values();
-    inputs
-        .validate()
-        .map_err(|e| EngineError::Precondition(format!("cannot plan from these inputs: {e}")))?;
+    inputs.validate().map_err(EngineError::BadInputs)?;
     let plan = make_plan(&inputs, &rb.plan);
     Ok(Decision {
         verdict,
@@ -244,12 +249,12 @@ pub async fn resume(
     cancel: CancellationToken,
 ) -> Result<RunReport, EngineError> {
     let entries = journal::read(journal_path)?;
-    let point: ResumePoint = journal::resume_point(&entries).map_err(EngineError::Resume)?;
-    if let Some(o) = point.finished {
-        return Err(EngineError::Precondition(format!(
-            "run {} already finished ({o:?}); nothing to resume",
-            point.run_id
-        )));
+    let point: ResumePoint = journal::resume_point(&entries)?;
+    if let Some(outcome) = point.finished {
+        return Err(EngineError::AlreadyFinished {
+            run_id: point.run_id,
+            outcome,
+        });
     }
     let rb = crate::runbook::parse_str(
         &format!("{} (from journal)", point.origin),
@@ -263,10 +268,9 @@ pub async fn resume(
         assumed,
     }) = point.decided.clone()
     else {
-        return Err(EngineError::Resume(format!(
-            "run {} stopped before it decided a plan; nothing was done, start a new run",
-            point.run_id
-        )));
+        return Err(EngineError::NotDecided {
+            run_id: point.run_id,
+        });
     };
     // Journals written before sources were recorded say only whether inputs were given.
     let sources = sources.unwrap_or_else(|| {

@@ -264,9 +264,18 @@ pub struct ResumePoint {
     pub finished: Option<Outcome>,
 }
 
+/// A journal that cannot say where its run stands.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JournalError {
+    #[error("empty journal")]
+    Empty,
+    #[error("journal does not start with run_started")]
+    NoStart,
+}
+
 /// Reconstruct where a run stands. Pure.
-pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
-    let first = entries.first().ok_or("empty journal")?;
+pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
+    let first = entries.first().ok_or(JournalError::Empty)?;
     let Event::RunStarted {
         runbook_source,
         origin,
@@ -276,7 +285,7 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
         ..
     } = &first.event
     else {
-        return Err("journal does not start with run_started".into());
+        return Err(JournalError::NoStart);
     };
     let mut p = ResumePoint {
         run_id: first.run_id.clone(),

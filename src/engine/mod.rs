@@ -23,8 +23,10 @@ pub use executor::{resume, run};
 pub use progress::{Observer, ProgressEvent};
 pub use report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 
+use crate::detect::VerdictKind;
 use crate::metrics::source::{MetricError, MetricSource};
-use crate::plan::{Overrides, SourcedInputs};
+use crate::plan::inputs::MissingInputs;
+use crate::plan::{Overrides, PlanError, SourcedInputs};
 use crate::platform::{Platform, PlatformError, Target};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
@@ -85,8 +87,9 @@ impl Default for RunOptions {
     }
 }
 
-/// Why a run could not start or continue. A run that started and then failed is not an
-/// error: it is a [`RunReport`] with outcome `failed` or `aborted`.
+/// Why a run could not start or continue. Every one means nothing was changed: a run
+/// that acted and then failed is not an error but a [`RunReport`] with outcome `failed` or
+/// `aborted`.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("refused: another recovery holds the lock on {target}: {holder} (run {run_id})")]
@@ -95,22 +98,40 @@ pub enum EngineError {
         holder: String,
         run_id: String,
     },
-    #[error("refused: {0}")]
-    Precondition(String),
+    #[error("refused: the detector says {verdict:?}; runbook {runbook} runs only when {when:?} [{evidence}] (give the plan inputs by hand to override)")]
+    NotWhen {
+        verdict: VerdictKind,
+        runbook: String,
+        when: Vec<VerdictKind>,
+        evidence: String,
+    },
+    #[error("refused: the detector found {source} [{evidence}]")]
+    MissingInputs {
+        source: MissingInputs,
+        evidence: String,
+    },
+    #[error("refused: cannot plan from these inputs: {0}")]
+    BadInputs(#[source] PlanError),
+    #[error("refused: run {run_id} already finished ({outcome:?}); nothing to resume")]
+    AlreadyFinished { run_id: String, outcome: Outcome },
+    #[error(
+        "resume: run {run_id} stopped before it decided a plan; nothing was done, start a new run"
+    )]
+    NotDecided { run_id: String },
     #[error("declined at the confirmation prompt; nothing was changed")]
     Declined,
     #[error("cancelled before the first action; nothing was changed")]
     Cancelled,
     #[error("journal: {0}")]
     Journal(#[from] std::io::Error),
+    #[error("resume: {0}")]
+    BadJournal(#[from] journal::JournalError),
     #[error("metrics: {0}")]
     Metrics(#[from] MetricError),
     #[error("platform: {0}")]
-    Platform(PlatformError),
+    Platform(#[source] PlatformError),
     #[error("{0}")]
     Runbook(#[from] crate::runbook::RunbookError),
-    #[error("resume: {0}")]
-    Resume(String),
 }
 
 impl From<PlatformError> for EngineError {
@@ -131,15 +152,31 @@ impl From<PlatformError> for EngineError {
 }
 
 impl EngineError {
-    /// The exit code this error deserves.
+    /// A decision not to act (lock held, verdict or inputs not good enough, declined,
+    /// cancelled), as opposed to being unable to start (metrics, platform, journal, a bad
+    /// runbook), which needs a human to look.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            EngineError::LockHeld { .. }
+                | EngineError::NotWhen { .. }
+                | EngineError::MissingInputs { .. }
+                | EngineError::BadInputs(_)
+                | EngineError::AlreadyFinished { .. }
+                | EngineError::NotDecided { .. }
+                | EngineError::Declined
+                | EngineError::Cancelled
+        )
+    }
+
+    /// The exit code this error deserves: bad input is a usage error; everything else
+    /// changed nothing, so a hook can tell "could not start" (3) from "recovery failed"
+    /// (1, a report, never an error).
     pub fn exit(&self) -> crate::exit::Exit {
         use crate::exit::Exit;
         match self {
-            EngineError::LockHeld { .. } | EngineError::Precondition(_) | EngineError::Declined => {
-                Exit::Refused
-            }
-            EngineError::Runbook(_) => Exit::Usage,
-            _ => Exit::Failed,
+            EngineError::Runbook(_) | EngineError::BadJournal(_) => Exit::Usage,
+            _ => Exit::Refused,
         }
     }
 }

@@ -9,6 +9,15 @@ use crate::runbook::action::Quantity;
 use crate::runbook::expr::Value;
 use std::collections::BTreeMap;
 
+/// A quantity that has no number in this run.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QuantityError {
+    #[error("`{expr}` needs {} which the plan does not have", names.join(", "))]
+    Missing { expr: String, names: Vec<String> },
+    #[error("`{expr}` gave {got}, not a number")]
+    NotANumber { expr: String, got: String },
+}
+
 /// Plan figures and runbook params, fixed for a run.
 #[derive(Debug, Clone)]
 pub struct Fixed {
@@ -32,15 +41,17 @@ impl Fixed {
     }
 
     /// Resolve a quantity (plan and params only).
-    pub fn quantity(&self, q: &Quantity) -> Result<f64, String> {
+    pub fn quantity(&self, q: &Quantity) -> Result<f64, QuantityError> {
         match q.0.eval(&|n| self.get(n)) {
             Value::Number(v) if v.is_finite() => Ok(v),
-            Value::Missing(names) => Err(format!(
-                "`{}` needs {} which the plan does not have",
-                q.0,
-                names.join(", ")
-            )),
-            other => Err(format!("`{}` gave {other:?}, not a number", q.0)),
+            Value::Missing(names) => Err(QuantityError::Missing {
+                expr: q.0.to_string(),
+                names,
+            }),
+            other => Err(QuantityError::NotANumber {
+                expr: q.0.to_string(),
+                got: format!("{other:?}"),
+            }),
         }
     }
 }

@@ -269,22 +269,47 @@ fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// A secret that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("{what}: cannot read {}: {source}", file.display())]
+    Read {
+        what: String,
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what}: environment variable {var} is not set")]
+    NoEnv { what: String, var: String },
+    #[error("{what}: give exactly one of file or env")]
+    Ambiguous { what: String },
+    #[error("{what}: secret is {len} bytes; use at least {MIN_SECRET_BYTES}")]
+    TooShort { what: String, len: usize },
+}
+
+/// A shorter secret is refused: it could be guessed.
+pub const MIN_SECRET_BYTES: usize = 16;
+
 /// Resolve a secret reference to its value (trailing newline trimmed).
-pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, String> {
+pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, SecretError> {
+    let what = what.to_string();
     let value = match (&s.file, &s.env) {
-        (Some(f), None) => std::fs::read_to_string(f)
-            .map_err(|e| format!("{what}: cannot read {}: {e}", f.display()))?,
-        (None, Some(v)) => {
-            std::env::var(v).map_err(|_| format!("{what}: environment variable {v} is not set"))?
-        }
-        _ => return Err(format!("{what}: give exactly one of file or env")),
+        (Some(f), None) => std::fs::read_to_string(f).map_err(|source| SecretError::Read {
+            what: what.clone(),
+            file: f.clone(),
+            source,
+        })?,
+        (None, Some(v)) => std::env::var(v).map_err(|_| SecretError::NoEnv {
+            what: what.clone(),
+            var: v.clone(),
+        })?,
+        _ => return Err(SecretError::Ambiguous { what }),
     };
     let value = value.trim_end_matches(['\r', '\n']).to_string();
-    if value.len() < 16 {
-        return Err(format!(
-            "{what}: secret is {} bytes; use at least 16",
-            value.len()
-        ));
+    if value.len() < MIN_SECRET_BYTES {
+        return Err(SecretError::TooShort {
+            what,
+            len: value.len(),
+        });
     }
     Ok(value)
 }

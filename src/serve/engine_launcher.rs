@@ -13,7 +13,7 @@ use super::launcher::{
     CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
 };
 use crate::detect::{detect_at, Verdict, VerdictKind};
-use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
+use crate::engine::{self, Outcome, RunOptions, RunRequest};
 use crate::metrics::source::MetricSource;
 use crate::plan::{Overrides, PlanInputs};
 use crate::platform::{connect, Platform, Target};
@@ -31,7 +31,7 @@ pub struct EngineLauncher {
 }
 
 /// Build the launcher for `cfg`.
-pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
+pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, LaunchError> {
     Ok(Arc::new(EngineLauncher {
         runbook_dirs: cfg.runbook_dir.iter().cloned().collect(),
         journal_dir: cfg
@@ -43,9 +43,9 @@ pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
 }
 
 impl EngineLauncher {
-    async fn prepare(&self, runbook: &str, target: &Target) -> Result<Prepared, String> {
-        let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
-        let (platform, metrics) = connect(target).await.map_err(|e| e.to_string())?;
+    async fn prepare(&self, runbook: &str, target: &Target) -> Result<Prepared, LaunchError> {
+        let rb = crate::runbook::find(runbook, &self.runbook_dirs)?;
+        let (platform, metrics) = connect(target).await?;
         Ok((rb, platform, metrics))
     }
 }
@@ -53,18 +53,14 @@ impl EngineLauncher {
 #[async_trait::async_trait]
 impl RunLauncher for EngineLauncher {
     async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
-        let (loaded, _platform, metrics) = self
-            .prepare(&req.runbook, &req.target)
-            .await
-            .map_err(LaunchError)?;
+        let (loaded, _platform, metrics) = self.prepare(&req.runbook, &req.target).await?;
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
         let interval = rb.observe.interval;
         let span = rb.observe_span();
         let window =
             crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
-                .await
-                .map_err(|e| LaunchError(format!("metrics: {e}")))?;
+                .await?;
         Ok(detect_at(&window, &rb.detect, SystemTime::now()))
     }
 
@@ -75,7 +71,7 @@ impl RunLauncher for EngineLauncher {
     async fn launch(&self, req: &LaunchRequest) -> RunReport {
         let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target).await {
             Ok(p) => p,
-            Err(e) => return report(RunOutcome::Failed, e, None),
+            Err(e) => return report(RunOutcome::Failed, e.to_string(), None),
         };
         if !runbook.runbook.when.contains(&VerdictKind::Stuck) {
             return report(
@@ -134,12 +130,10 @@ impl RunLauncher for EngineLauncher {
             Err(e) => {
                 // Refusals changed nothing and say nothing about the runbook; anything
                 // else (bad runbook, unreadable metrics, a broken journal) needs a human.
-                let outcome = match e {
-                    EngineError::LockHeld { .. }
-                    | EngineError::Precondition(_)
-                    | EngineError::Declined
-                    | EngineError::Cancelled => RunOutcome::Refused,
-                    _ => RunOutcome::Failed,
+                let outcome = if e.is_refusal() {
+                    RunOutcome::Refused
+                } else {
+                    RunOutcome::Failed
                 };
                 report(outcome, e.to_string(), None)
             }

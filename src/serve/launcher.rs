@@ -74,9 +74,15 @@ pub struct RunReport {
 }
 
 /// Detection could not be run at all (the receiver treats it as an Unknown verdict).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct LaunchError(pub String);
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Runbook(#[from] crate::runbook::RunbookError),
+    #[error(transparent)]
+    Connect(#[from] crate::platform::ConnectError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] crate::metrics::source::MetricError),
+}
 
 /// Starts real things; the receiver only decides.
 #[async_trait::async_trait]

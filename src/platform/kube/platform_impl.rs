@@ -155,11 +155,12 @@ impl Platform for KubePlatform {
             .post(replica, self.opts.service_port, op.path())
             .await?;
         serde_json::from_str(&text).map_err(|e| PlatformError::Call {
-            what: format!("{} on pod {replica}", op.path()),
-            message: format!(
-                "reply is not JSON ({e}): {}",
+            what: format!(
+                "{} on pod {replica}: reply is not JSON: {}",
+                op.path(),
                 text.chars().take(200).collect::<String>()
             ),
+            source: Box::new(e),
         })
     }
 
