@@ -1,7 +1,7 @@
 //! Process exit codes, in one place, because hooks and scripts branch on them.
 //!
-//! 0 done, 1 recovery failed or aborted, 2 bad input or usage, 3 refused (lock held,
-//! precondition unmet). `recover detect` adds 10 stuck, 11 triggered, 12 unknown.
+//! 0 done, 1 recovery failed or aborted, 2 bad input or usage, 3 refused or could not
+//! start, nothing changed (lock held, precondition unmet, metrics or target unreachable). `recover detect` adds 10 stuck, 11 triggered, 12 unknown.
 
 /// Every exit code `recover` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,7 +13,8 @@ pub enum Exit {
     Failed = 1,
     /// Bad input or usage: nothing was changed.
     Usage = 2,
-    /// Refused: a lock is held or a precondition is unmet; nothing was changed.
+    /// Refused or could not start (a lock is held, a precondition is unmet, the metrics or
+    /// the target cannot be reached, cancelled before acting); nothing was changed.
     Refused = 3,
     /// `detect`: the service is stuck (trigger gone, failure persists).
     Stuck = 10,

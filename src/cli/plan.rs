@@ -1,8 +1,10 @@
 //! `recover plan`: the shed and the readmission ramp from numbers, with the arithmetic.
 
 use super::{CliResult, Failure};
+use recover::detect::{DetectorConfig, Verdict};
 use recover::exit::Exit;
-use recover::plan::{make_plan, Plan, PlanConfig, PlanInputs};
+use recover::plan::inputs::Input;
+use recover::plan::{make_plan, Overrides, Plan, PlanConfig, PlanInputs};
 use std::time::Duration;
 
 /// How results are printed on stdout.
@@ -72,19 +74,14 @@ pub struct PlanArgs {
 pub fn run(args: PlanArgs) -> CliResult {
     let measuring = !args.metrics_urls.is_empty() || args.prometheus.is_some();
     let mut cfg = PlanConfig::default();
+    let mut declared = DetectorConfig::default();
     if let Some(name) = &args.runbook {
         let loaded = recover::runbook::find(name, &args.runbook_dir)
             .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
         cfg = loaded.runbook.plan;
+        declared = loaded.runbook.detect;
     }
-    let mut inputs = PlanInputs {
-        arrival_rate: f64::NAN,
-        capacity_cold: f64::NAN,
-        k: f64::NAN,
-        capacity: None,
-        demand: args.demand,
-    };
-    if measuring {
+    let verdict = if measuring {
         let verdict = super::detect::judge(&super::detect::DetectArgs {
             runbook: args.runbook.clone(),
             runbook_dir: args.runbook_dir.clone(),
@@ -106,42 +103,43 @@ pub fn run(args: PlanArgs) -> CliResult {
             verdict.verdict.as_str(),
             verdict.summary
         );
-        inputs.arrival_rate = verdict.arrival_rate.unwrap_or(f64::NAN);
-        inputs.capacity_cold = verdict.capacity_cold.unwrap_or(f64::NAN);
-        inputs.k = verdict.k.unwrap_or(f64::NAN);
-        inputs.capacity = verdict.capacity;
+        verdict
     } else if args.runbook.is_some() {
         return Err(Failure::usage(anyhow::anyhow!(
             "--runbook needs a source to measure with: --metrics-url ROLE=URL or --prometheus URL (or give --arrival, --capacity-cold and --k)"
         )));
-    }
+    } else {
+        Verdict::default()
+    };
     // Numbers given on the command line win over measured ones.
-    inputs.arrival_rate = args.arrival.unwrap_or(inputs.arrival_rate);
-    inputs.capacity_cold = args.capacity_cold.unwrap_or(inputs.capacity_cold);
-    inputs.k = args.k.unwrap_or(inputs.k);
-    inputs.capacity = args.capacity.or(inputs.capacity);
-    let unknown: Vec<&str> = [
-        ("--arrival", inputs.arrival_rate),
-        ("--capacity-cold", inputs.capacity_cold),
-        ("--k", inputs.k),
-    ]
-    .iter()
-    .filter(|(_, v)| v.is_nan())
-    .map(|(f, _)| *f)
-    .collect();
-    if !unknown.is_empty() {
-        let what = unknown.join(", ");
-        return Err(if measuring {
-            Failure::new(
-                Exit::Unknown,
-                anyhow::anyhow!("could not measure {what}; give them as flags"),
-            )
-        } else {
-            Failure::usage(anyhow::anyhow!(
-                "give {what} (or a source: --metrics-url / --prometheus)"
-            ))
-        });
-    }
+    let operator = Overrides {
+        arrival_rate: args.arrival,
+        capacity_cold: args.capacity_cold,
+        k: args.k,
+        capacity: args.capacity,
+        demand: args.demand,
+    };
+    let inputs = match PlanInputs::from_verdict(&verdict, &declared, &operator) {
+        Ok(sourced) => sourced.values(),
+        Err(missing) => {
+            let what = missing
+                .missing
+                .iter()
+                .map(|i| flag_for(*i))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(if measuring {
+                Failure::new(
+                    Exit::Unknown,
+                    anyhow::anyhow!("could not measure {what}; give them as flags"),
+                )
+            } else {
+                Failure::usage(anyhow::anyhow!(
+                    "give {what} (or a source: --metrics-url / --prometheus)"
+                ))
+            });
+        }
+    };
     inputs
         .validate()
         .map_err(|e| Failure::usage(anyhow::anyhow!("{}", flag_error(&e.to_string()))))?;
@@ -223,6 +221,15 @@ fn check_text(c: &recover::simulate::PlanCheck) -> String {
             "\nsimulator: does NOT recover with this plan ({} relapse(s)); shed more or ramp slower",
             c.relapses
         ),
+    }
+}
+
+/// The `recover plan` flag that gives an input.
+fn flag_for(input: Input) -> &'static str {
+    match input {
+        Input::ArrivalRate => "--arrival",
+        Input::CapacityCold => "--capacity-cold",
+        Input::K => "--k",
     }
 }
 

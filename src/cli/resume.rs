@@ -1,7 +1,7 @@
 //! `recover resume RUN_ID`: continue a run that was interrupted (engine killed, host
-//! rebooted). The journal names the runbook text, the plan and how the platform was built.
+//! rebooted). The journal names the runbook text, the plan and the target.
 
-use super::run::{build, cancel_on_signals, confirmation, engine_failure, finish, Output};
+use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach, Output};
 use super::{runtime, CliResult, Failure};
 use anyhow::anyhow;
 use recover::engine::{self, journal, progress::TerminalObserver, RunOptions};
@@ -53,13 +53,20 @@ pub fn run(args: ResumeArgs) -> CliResult {
     let entries = journal::read(&path).map_err(Failure::usage)?;
     let point = journal::resume_point(&entries)
         .map_err(|e| Failure::usage(anyhow!("{}: {e}", path.display())))?;
+    let target = point.target_spec.clone().ok_or_else(|| {
+        Failure::usage(anyhow!(
+            "{}: the journal does not say how to reach target {}; this run cannot be resumed",
+            path.display(),
+            point.target
+        ))
+    })?;
     let confirm = confirmation(args.yes, false)?;
     let rt = runtime()?;
     rt.block_on(async {
-        let (platform, metrics) = build(&point.invocation).await?;
+        let (platform, metrics) = reach(&target).await?;
         let options = RunOptions {
             journal_dir: args.journal_dir.clone(),
-            invocation: point.invocation.clone(),
+            target: Some(target.clone()),
             observer: Some(Arc::new(TerminalObserver::new())),
             confirm,
             ..RunOptions::default()

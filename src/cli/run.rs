@@ -1,5 +1,5 @@
 //! `recover --runbook NAME ...`: run a runbook against a target. Flags map onto
-//! [`recover::engine::run`]; this file only builds the platform and metric source, asks for
+//! [`recover::engine::run`]; this file only turns the flags into a [`Target`], asks for
 //! confirmation, wires Ctrl-C to a clean abort, and prints the report.
 
 use super::{runtime, CliResult, Failure};
@@ -8,12 +8,11 @@ use recover::engine::{
     self, progress::TerminalObserver, Outcome, RunOptions, RunReport, RunRequest,
 };
 use recover::exit::Exit;
-use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
-use recover::metrics::source::MetricSource;
-use recover::plan::PlanInputs;
-use recover::platform::{local::LocalPlatform, Platform};
+use recover::plan::Overrides;
+use recover::platform::kube::Workload;
+use recover::platform::{Connected, KubeTarget, Target};
 use std::io::{BufRead, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -23,8 +22,9 @@ pub enum Output {
     Json,
 }
 
+/// The kind of target, as the `--target` flag names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Target {
+pub enum TargetKind {
     Local,
     Kube,
 }
@@ -38,8 +38,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub runbook_dir: Vec<PathBuf>,
     /// What to act on.
-    #[arg(long, value_enum, default_value_t = Target::Local)]
-    pub target: Target,
+    #[arg(long, value_enum, default_value_t = TargetKind::Local)]
+    pub target: TargetKind,
     /// Local target: the inventory YAML (replicas, gate, clients).
     #[arg(long, value_name = "FILE")]
     pub inventory: Option<PathBuf>,
@@ -86,87 +86,45 @@ pub struct RunArgs {
     pub assume_capacity: Option<f64>,
 }
 
-/// How the platform was built, recorded in the journal so `recover resume` can rebuild it.
-pub fn invocation(args: &RunArgs, runbook_target: &str) -> serde_json::Value {
+/// The target the flags name (recorded in the journal, so `recover resume` reconnects).
+pub fn target(args: &RunArgs, runbook_target: &str) -> Result<Target, Failure> {
     match args.target {
-        Target::Local => {
-            let inv = args
+        TargetKind::Local => {
+            let path = args
                 .inventory
                 .as_deref()
-                .map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()));
-            serde_json::json!({ "target": "local", "inventory": inv })
-        }
-        Target::Kube => serde_json::json!({
-            "target": "kube",
-            "namespace": args.namespace,
-            "context": args.context,
-            "deployment": args.deployment.clone().unwrap_or_else(|| runbook_target.to_string()),
-            "selector": args.selector,
-            "prometheus": args.prometheus,
-        }),
-    }
-}
-
-/// A platform and the metric source that reads it.
-pub type Built = (Arc<dyn Platform>, Arc<dyn MetricSource>);
-
-/// Build the platform and metric source from a recorded invocation.
-pub async fn build(inv: &serde_json::Value) -> Result<Built, Failure> {
-    match inv.get("target").and_then(|t| t.as_str()) {
-        Some("local") => {
-            let path = inv
-                .get("inventory")
-                .and_then(|p| p.as_str())
                 .ok_or_else(|| Failure::usage(anyhow!("--target local needs --inventory FILE")))?;
-            let p = LocalPlatform::from_file(Path::new(path)).map_err(Failure::usage)?;
-            let platform: Arc<dyn Platform> = Arc::new(p);
-            let metrics: Arc<dyn MetricSource> =
-                Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
-                    platform: platform.clone(),
-                })));
-            Ok((platform, metrics))
+            Target::local(path).map_err(Failure::usage)
         }
-        Some("kube") => build_kube(inv).await,
-        other => Err(Failure::usage(anyhow!("unknown target {other:?}"))),
+        TargetKind::Kube => {
+            let namespace = args
+                .namespace
+                .clone()
+                .ok_or_else(|| Failure::usage(anyhow!("--target kube needs --namespace NS")))?;
+            let workload = match &args.selector {
+                Some(sel) => Workload::Selector(sel.clone()),
+                None => Workload::Deployment(
+                    args.deployment
+                        .clone()
+                        .unwrap_or_else(|| runbook_target.to_string()),
+                ),
+            };
+            Ok(Target::Kube(KubeTarget {
+                namespace,
+                workload,
+                context: args.context.clone(),
+                prometheus: args.prometheus.clone(),
+            }))
+        }
     }
 }
 
-async fn build_kube(inv: &serde_json::Value) -> Result<Built, Failure> {
-    use recover::platform::kube::{KubeOptions, KubePlatform, Target as KubeTarget};
-    let field = |k: &str| inv.get(k).and_then(|v| v.as_str()).map(str::to_string);
-    let namespace = field("namespace")
-        .ok_or_else(|| Failure::usage(anyhow!("--target kube needs --namespace NS")))?;
-    let target = match (field("selector"), field("deployment")) {
-        (Some(sel), _) => KubeTarget::Selector(sel),
-        (None, Some(d)) => KubeTarget::Deployment(d),
-        (None, None) => {
-            return Err(Failure::usage(anyhow!(
-                "--target kube needs --deployment NAME or --selector LABELS"
-            )))
-        }
-    };
-    let opts = KubeOptions::new(&namespace, target);
-    let context = field("context");
-    let prometheus = field("prometheus");
-    {
-        let platform = KubePlatform::connect(context.as_deref(), opts)
-            .await
-            .map_err(|e| Failure::new(Exit::Refused, e))?;
-        let platform: Arc<dyn Platform> = Arc::new(platform);
-        let metrics: Arc<dyn MetricSource> = match prometheus {
-            Some(url) => Arc::new(
-                recover::metrics::promql::PromqlSource::new(
-                    &url,
-                    std::time::Duration::from_secs(5),
-                )
-                .map_err(|e| Failure::usage(anyhow!("--prometheus {url}: {e}")))?,
-            ),
-            None => Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
-                platform: platform.clone(),
-            }))),
-        };
-        Ok((platform, metrics))
-    }
+/// Connect to a target; the exit code says whether the input was bad or the target
+/// unreachable.
+pub async fn reach(target: &Target) -> Result<Connected, Failure> {
+    recover::platform::connect(target)
+        .await
+        .map_err(|e| Failure::new(e.exit(), e))
 }
 
 /// The confirmation rule: --yes, or a TTY to ask on; otherwise refuse (exit 3).
@@ -239,33 +197,23 @@ pub fn run(args: RunArgs) -> CliResult {
         )));
     };
     let loaded = recover::runbook::find(&name, &args.runbook_dir).map_err(Failure::usage)?;
-    if args.target == Target::Kube && args.namespace.is_none() {
-        return Err(Failure::usage(anyhow!(
-            "--target kube needs --namespace NS"
-        )));
-    }
-    if args.target == Target::Local && args.inventory.is_none() {
-        return Err(Failure::usage(anyhow!(
-            "--target local needs --inventory FILE"
-        )));
-    }
+    let target = target(&args, &loaded.runbook.target)?;
     let confirm = confirmation(args.yes, args.dry_run)?;
-    let assume = args.assume_arrival_rate.map(|arrival_rate| PlanInputs {
-        arrival_rate,
-        capacity_cold: args.assume_capacity_cold.unwrap_or_default(),
-        k: args.assume_k.unwrap_or(1.0),
+    let overrides = Overrides {
+        arrival_rate: args.assume_arrival_rate,
+        capacity_cold: args.assume_capacity_cold,
+        k: args.assume_k,
         capacity: args.assume_capacity,
         demand: None,
-    });
-    let invocation = invocation(&args, &loaded.runbook.target);
+    };
     let rt = runtime()?;
     rt.block_on(async {
-        let (platform, metrics) = build(&invocation).await?;
+        let (platform, metrics) = reach(&target).await?;
         let options = RunOptions {
             dry_run: args.dry_run,
             journal_dir: args.journal_dir.clone(),
-            assume,
-            invocation: invocation.clone(),
+            overrides,
+            target: Some(target.clone()),
             observer: Some(Arc::new(TerminalObserver::new())),
             confirm,
             ..RunOptions::default()

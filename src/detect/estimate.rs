@@ -3,11 +3,41 @@
 
 use super::{DetectorConfig, Evidence};
 use crate::metrics::signal::{names, Snapshot};
+use serde::{Deserialize, Serialize};
+
+/// Where a number the plan rests on came from. A plan built on a guess must say so, and a
+/// number declared by someone who knows the service is trusted over a few seconds of
+/// measurement, so the kind of source travels with the number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// Estimated from the observed window.
+    Measured,
+    /// Configured: the runbook's `spec.detect` (or settings standing in for it).
+    Declared,
+    /// Given by the operator for this run (`--assume-*`, `recover plan` flags).
+    Operator,
+    /// Neither measured nor declared: a fallback the evidence names as optimistic.
+    Assumed,
+}
+
+impl Source {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::Measured => "measured",
+            Source::Declared => "declared",
+            Source::Operator => "given by the operator",
+            Source::Assumed => "assumed",
+        }
+    }
+}
 
 /// A number and where it came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Estimate {
     pub value: f64,
+    pub source: Source,
+    /// In words: which setting, or which signals.
     pub from: String,
 }
 
@@ -17,6 +47,7 @@ pub fn capacity(cfg: &DetectorConfig, healthy: &[&Snapshot]) -> Option<Estimate>
     if let Some(c) = cfg.capacity_per_s {
         return Some(Estimate {
             value: c,
+            source: Source::Declared,
             from: "configured (spec.detect.capacity_per_s)".into(),
         });
     }
@@ -28,6 +59,7 @@ pub fn capacity(cfg: &DetectorConfig, healthy: &[&Snapshot]) -> Option<Estimate>
         })?;
     (best > 0.0).then(|| Estimate {
         value: best,
+        source: Source::Measured,
         from: "measured: highest work rate while healthy (a lower bound)".into(),
     })
 }
@@ -41,14 +73,17 @@ pub fn capacity_cold(
     capacity: Option<&Estimate>,
 ) -> Option<Estimate> {
     if let (Some(f), Some(c)) = (cfg.cold_factor, capacity) {
+        // A declared cold factor on a measured capacity is as good as the capacity.
         return Some(Estimate {
             value: c.value / f.max(1.0),
+            source: c.source,
             from: format!("capacity {:.1} / configured cold factor {f}", c.value),
         });
     }
     if let Some(v) = measured_cold(window) {
         return Some(Estimate {
             value: v,
+            source: Source::Measured,
             from:
                 "measured: highest completion rate within 10s after the last restart, while queued"
                     .into(),
@@ -56,6 +91,7 @@ pub fn capacity_cold(
     }
     capacity.map(|c| Estimate {
         value: c.value,
+        source: Source::Assumed,
         from: "assumed equal to capacity (no cold factor configured or measured): optimistic"
             .into(),
     })
@@ -95,6 +131,7 @@ pub fn k(
     if let Some(k) = cfg.k {
         candidates.push(Estimate {
             value: k,
+            source: Source::Declared,
             from: "configured (spec.detect.k)".into(),
         });
     }
@@ -112,6 +149,7 @@ pub fn k(
         if h > 0.0 {
             candidates.push(Estimate {
                 value: st / h,
+                source: Source::Measured,
                 from: format!("service time now {st:.4}s / healthy {h:.4}s"),
             });
         }
@@ -124,6 +162,7 @@ pub fn k(
         if q > 0.0 && w > 0.0 {
             candidates.push(Estimate {
                 value: c / w,
+                source: Source::Measured,
                 from: format!(
                     "configured capacity {c:.1}/s / completions {w:.1}/s while {q:.0} queued"
                 ),
@@ -134,6 +173,7 @@ pub fn k(
         if g > 0.0 {
             candidates.push(Estimate {
                 value: w / g,
+                source: Source::Measured,
                 from: format!("completions {w:.1}/s per useful {g:.1}/s (includes wasted work)"),
             });
         }
@@ -145,6 +185,7 @@ pub fn k(
         if f > 0.0 {
             candidates.push(Estimate {
                 value: o / f,
+                source: Source::Measured,
                 from: format!("attempts {o:.1}/s per first attempt {f:.1}/s"),
             });
         }

@@ -17,6 +17,7 @@ pub mod estimate;
 pub mod observe;
 mod verdict;
 
+pub use estimate::Source;
 pub use verdict::detect_at;
 
 use crate::metrics::signal::Snapshot;
@@ -170,6 +171,28 @@ pub struct Verdict {
     /// Where capacity_cold came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_cold_from: Option<String>,
+    /// Which kind of source each estimate has (measured, declared, assumed).
+    #[serde(default, skip_serializing_if = "EstimateSources::is_empty")]
+    pub sources: EstimateSources,
+}
+
+/// The kind of source of each of a verdict's estimates, where it has one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct EstimateSources {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arrival_rate: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_cold: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k: Option<Source>,
+}
+
+impl EstimateSources {
+    pub fn is_empty(&self) -> bool {
+        *self == EstimateSources::default()
+    }
 }
 
 /// Judge a window of snapshots (oldest first). Pure: no I/O, no clock; "now" is the

@@ -34,6 +34,7 @@ pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> 
         summary: String::new(),
         k_from: None,
         capacity_cold_from: None,
+        sources: Default::default(),
     };
     let Some(last) = window.last() else {
         v.summary = "no snapshots: no data, no verdict".into();
@@ -212,6 +213,7 @@ fn baseline_demand(window: &[Snapshot], healths: &[Health]) -> Option<f64> {
 fn estimates(v: &mut Verdict, cfg: &DetectorConfig, window: &[Snapshot], healthy: &[&Snapshot]) {
     let Some(last) = window.last() else { return };
     v.arrival_rate = last.get(names::OFFERED_RATE);
+    v.sources.arrival_rate = v.arrival_rate.map(|_| estimate::Source::Measured);
     let cap = estimate::capacity(cfg, healthy);
     if let Some(c) = &cap {
         v.evidence
@@ -230,6 +232,7 @@ fn estimates(v: &mut Verdict, cfg: &DetectorConfig, window: &[Snapshot], healthy
     if let Some(k) = estimate::k(cfg, last, healthy, &mut ev) {
         v.k = Some(k.value);
         v.k_from = Some(k.from.clone());
+        v.sources.k = Some(k.source);
         ev.push(Evidence::new(
             "k",
             Some(k.value),
@@ -237,6 +240,8 @@ fn estimates(v: &mut Verdict, cfg: &DetectorConfig, window: &[Snapshot], healthy
         ));
     }
     v.evidence.extend(ev);
+    v.sources.capacity = cap.as_ref().map(|c| c.source);
+    v.sources.capacity_cold = cold.as_ref().map(|c| c.source);
     v.capacity = cap.map(|c| c.value);
     v.capacity_cold = cold.map(|c| c.value);
 }

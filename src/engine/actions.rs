@@ -217,11 +217,11 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
                     ..Limit::unlimited()
                 },
                 RateSetting::Rate(q) => {
-                    let rate = ctx.fixed.quantity(q)?.max(0.0);
+                    let rate = ctx.fixed.quantity(q).map_err(|e| e.to_string())?.max(0.0);
                     let mif = a
                         .max_in_flight
                         .as_ref()
-                        .map(|m| ctx.fixed.quantity(m))
+                        .map(|m| ctx.fixed.quantity(m).map_err(|e| e.to_string()))
                         .transpose()?
                         .map(|v| v.max(0.0).round() as u32);
                     Limit {
@@ -364,8 +364,8 @@ pub async fn perform(ctx: &Arc<Ctx>, step: &Step) -> Result<StepDone, String> {
             done.message = Some(a.message.clone());
         }
         Action::GateRamp(a) => {
-            let from = ctx.fixed.quantity(&a.from)?;
-            let factor = ctx.fixed.quantity(&a.factor)?;
+            let from = ctx.fixed.quantity(&a.from).map_err(|e| e.to_string())?;
+            let factor = ctx.fixed.quantity(&a.factor).map_err(|e| e.to_string())?;
             if !(from > 0.0 && factor > 1.0) {
                 return Err(format!(
                     "ramp needs from > 0 and factor > 1 (got {from}, {factor})"
@@ -575,7 +575,7 @@ pub fn describe(step: &Step, fixed: &Fixed, replicas: &[String], rb: &Runbook) -
         fixed
             .quantity(x)
             .map(|v| format!("{v:.1}"))
-            .unwrap_or_else(|e| e)
+            .unwrap_or_else(|e| e.to_string())
     };
     match &step.action {
         Action::GateLimit(a) => vec![match &a.rate {

@@ -11,7 +11,7 @@ use super::{EngineError, RunOptions, RunRequest};
 use crate::detect::{detect, Verdict};
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::MetricSource;
-use crate::plan::{make_plan, Plan, PlanInputs};
+use crate::plan::{make_plan, Overrides, Plan, PlanInputs, Source, SourcedInputs};
 use crate::platform::{LockHolder, Platform, StepEvent};
 use crate::runbook::expr::Value;
 use crate::runbook::{Runbook, Step};
@@ -25,16 +25,21 @@ use tokio_util::sync::CancellationToken;
 pub struct Decision {
     pub verdict: Verdict,
     pub inputs: PlanInputs,
+    /// Where each input came from.
+    pub sources: SourcedInputs,
     pub plan: Plan,
+    /// True when the plan does not rest on this run's own verdict (inputs given).
     pub assumed: bool,
 }
 
 /// Decide from an observed window. Pure: the verdict must be one the runbook runs in,
-/// unless the operator gave the plan inputs.
+/// unless the plan inputs were given (see [`RunOptions::inputs`] and
+/// [`RunOptions::overrides`]).
 pub fn decide(
     rb: &Runbook,
     window: &[Snapshot],
-    assume: Option<PlanInputs>,
+    overrides: &Overrides,
+    given: Option<&SourcedInputs>,
 ) -> Result<Decision, EngineError> {
     let verdict = detect(window, &rb.detect);
     let evidence = || {
@@ -45,44 +50,46 @@ pub fn decide(
             .collect::<Vec<_>>()
             .join("; ")
     };
-    let inputs = match assume {
-        Some(i) => i,
+    let (sources, assumed) = match given {
+        Some(g) => (g.clone(), true),
+        // Everything the plan needs is given: measurements play no part in it.
+        None if overrides.is_complete() => (
+            PlanInputs::from_verdict(&Verdict::default(), &rb.detect, overrides).map_err(
+                |source| EngineError::MissingInputs {
+                    source,
+                    evidence: String::new(),
+                },
+            )?,
+            true,
+        ),
         None => {
             if !rb.when.contains(&verdict.verdict) {
-                return Err(EngineError::Precondition(format!(
-                    "the detector says {:?}; runbook {} runs only when {:?} [{}] (give the plan inputs by hand to override)",
-                    verdict.verdict,
-                    rb.name,
-                    rb.when,
-                    evidence()
-                )));
+                return Err(EngineError::NotWhen {
+                    verdict: verdict.verdict,
+                    runbook: rb.name.clone(),
+                    when: rb.when.clone(),
+                    evidence: evidence(),
+                });
             }
-            match (verdict.arrival_rate, verdict.capacity_cold, verdict.k) {
-                (Some(arrival_rate), Some(capacity_cold), Some(k)) => PlanInputs {
-                    arrival_rate,
-                    capacity_cold,
-                    k,
-                    capacity: verdict.capacity,
-                    demand: rb.detect.demand_per_s,
-                },
-                _ => {
-                    return Err(EngineError::Precondition(format!(
-                        "the detector could not estimate arrival rate, cold capacity and k [{}]",
-                        evidence()
-                    )))
-                }
-            }
+            let s =
+                PlanInputs::from_verdict(&verdict, &rb.detect, overrides).map_err(|source| {
+                    EngineError::MissingInputs {
+                        source,
+                        evidence: evidence(),
+                    }
+                })?;
+            (s, false)
         }
     };
-    inputs
-        .validate()
-        .map_err(|e| EngineError::Precondition(format!("cannot plan from these inputs: {e}")))?;
+    let inputs = sources.values();
+    inputs.validate().map_err(EngineError::BadInputs)?;
     let plan = make_plan(&inputs, &rb.plan);
     Ok(Decision {
         verdict,
         inputs,
+        sources,
         plan,
-        assumed: assume.is_some(),
+        assumed,
     })
 }
 
@@ -141,7 +148,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     };
     let result = async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
-        let d = decide(&rb, &window, options.assume)?;
+        let d = decide(&rb, &window, &options.overrides, options.inputs.as_ref())?;
         let fixed = Fixed {
             plan: d.plan.clone(),
             inputs: d.inputs,
@@ -198,12 +205,15 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
             runbook_source: loaded.source.clone(),
             origin: loaded.origin.to_string(),
             target: platform.target_id(),
-            invocation: options.invocation.clone(),
+            target_spec: options.target.clone(),
+            started_by: options.started_by.clone(),
+            invocation: serde_json::Value::Null,
             pid: std::process::id(),
         })?;
         j.append(Event::Decided {
             verdict: d.verdict.clone(),
             inputs: Some(d.inputs),
+            sources: Some(d.sources.clone()),
             plan: Some(d.plan.clone()),
             assumed: d.assumed,
         })?;
@@ -239,23 +249,38 @@ pub async fn resume(
     cancel: CancellationToken,
 ) -> Result<RunReport, EngineError> {
     let entries = journal::read(journal_path)?;
-    let point: ResumePoint = journal::resume_point(&entries).map_err(EngineError::Resume)?;
-    if let Some(o) = point.finished {
-        return Err(EngineError::Precondition(format!(
-            "run {} already finished ({o:?}); nothing to resume",
-            point.run_id
-        )));
+    let point: ResumePoint = journal::resume_point(&entries)?;
+    if let Some(outcome) = point.finished {
+        return Err(EngineError::AlreadyFinished {
+            run_id: point.run_id,
+            outcome,
+        });
     }
     let rb = crate::runbook::parse_str(
         &format!("{} (from journal)", point.origin),
         &point.runbook_source,
     )?;
-    let Some((verdict, Some(inputs), Some(plan), assumed)) = point.decided.clone() else {
-        return Err(EngineError::Resume(format!(
-            "run {} stopped before it decided a plan; nothing was done, start a new run",
-            point.run_id
-        )));
+    let Some(journal::Decided {
+        verdict,
+        inputs: Some(inputs),
+        sources,
+        plan: Some(plan),
+        assumed,
+    }) = point.decided.clone()
+    else {
+        return Err(EngineError::NotDecided {
+            run_id: point.run_id,
+        });
     };
+    // Journals written before sources were recorded say only whether inputs were given.
+    let sources = sources.unwrap_or_else(|| {
+        let (source, from) = if assumed {
+            (Source::Operator, "given (journal of an older version)")
+        } else {
+            (Source::Measured, "measured (journal of an older version)")
+        };
+        SourcedInputs::all_from(&inputs, source, from)
+    });
     let lock = platform
         .lock(&LockHolder {
             run_id: point.run_id.clone(),
@@ -270,6 +295,7 @@ pub async fn resume(
         let d = Decision {
             verdict,
             inputs,
+            sources,
             plan: plan.clone(),
             assumed,
         };
@@ -332,6 +358,7 @@ fn base_report(
         message: None,
         verdict: Some(d.verdict.clone()),
         plan_inputs: Some(d.inputs),
+        input_sources: Some(d.sources.clone()),
         plan: Some(d.plan.clone()),
         assumed_inputs: d.assumed,
         started_at: started_at.to_string(),

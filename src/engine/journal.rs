@@ -6,7 +6,9 @@
 use super::batches::RestartProgress;
 use super::report::{Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
-use crate::plan::{Plan, PlanInputs};
+use crate::plan::{Plan, PlanInputs, SourcedInputs};
+use crate::platform::kube::Workload;
+use crate::platform::{KubeTarget, Target};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{File, OpenOptions};
@@ -38,8 +40,18 @@ pub enum Event {
         /// The runbook text, so a resumed run follows the same procedure.
         runbook_source: String,
         origin: String,
+        /// The target id (`local:demo`).
         target: String,
-        /// How the caller built the platform (CLI flags), for `recover resume`.
+        /// How to reach the target again, for `recover resume`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target_spec: Option<Target>,
+        /// Who started the run, when not a person at a terminal (`recover serve`, a
+        /// rehearsal).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        started_by: Option<String>,
+        /// What older versions wrote instead of `target_spec` (their CLI flags as JSON);
+        /// read only, see [`legacy_target`].
+        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
         invocation: serde_json::Value,
         pid: u32,
     },
@@ -49,6 +61,9 @@ pub enum Event {
     Decided {
         verdict: Verdict,
         inputs: Option<PlanInputs>,
+        /// Where each input came from (absent in journals of older versions).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sources: Option<SourcedInputs>,
         plan: Option<Plan>,
         /// True when the plan inputs were given by the operator, not measured.
         assumed: bool,
@@ -221,6 +236,16 @@ pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
     Ok(out)
 }
 
+/// The decision a journal recorded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decided {
+    pub verdict: Verdict,
+    pub inputs: Option<PlanInputs>,
+    pub sources: Option<SourcedInputs>,
+    pub plan: Option<Plan>,
+    pub assumed: bool,
+}
+
 /// Where an interrupted run stands, reconstructed from its journal.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResumePoint {
@@ -228,8 +253,9 @@ pub struct ResumePoint {
     pub runbook_source: String,
     pub origin: String,
     pub target: String,
-    pub invocation: serde_json::Value,
-    pub decided: Option<(Verdict, Option<PlanInputs>, Option<Plan>, bool)>,
+    /// How to reach the target again (None: the journal does not say).
+    pub target_spec: Option<Target>,
+    pub decided: Option<Decided>,
     /// Steps that finished, by phase.
     pub done: BTreeSet<(Phase, String)>,
     /// Set once the run switched to its on_failure steps.
@@ -238,25 +264,37 @@ pub struct ResumePoint {
     pub finished: Option<Outcome>,
 }
 
+/// A journal that cannot say where its run stands.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum JournalError {
+    #[error("empty journal")]
+    Empty,
+    #[error("journal does not start with run_started")]
+    NoStart,
+}
+
 /// Reconstruct where a run stands. Pure.
-pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
-    let first = entries.first().ok_or("empty journal")?;
+pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
+    let first = entries.first().ok_or(JournalError::Empty)?;
     let Event::RunStarted {
         runbook_source,
         origin,
         target,
+        target_spec,
         invocation,
         ..
     } = &first.event
     else {
-        return Err("journal does not start with run_started".into());
+        return Err(JournalError::NoStart);
     };
     let mut p = ResumePoint {
         run_id: first.run_id.clone(),
         runbook_source: runbook_source.clone(),
         origin: origin.clone(),
         target: target.clone(),
-        invocation: invocation.clone(),
+        target_spec: target_spec
+            .clone()
+            .or_else(|| legacy_target(target, invocation)),
         decided: None,
         done: BTreeSet::new(),
         failing: None,
@@ -268,9 +306,18 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
             Event::Decided {
                 verdict,
                 inputs,
+                sources,
                 plan,
                 assumed,
-            } => p.decided = Some((verdict.clone(), *inputs, plan.clone(), *assumed)),
+            } => {
+                p.decided = Some(Decided {
+                    verdict: verdict.clone(),
+                    inputs: *inputs,
+                    sources: sources.clone(),
+                    plan: plan.clone(),
+                    assumed: *assumed,
+                })
+            }
             Event::StepFinished {
                 phase,
                 step,
@@ -304,6 +351,41 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, String> {
     Ok(p)
 }
 
+/// The target of a journal written before targets were recorded as [`Target`]: from the
+/// CLI's flags (`{"target": "local", "inventory": ...}`, `{"target": "kube", ...}`),
+/// `recover serve`'s route target (`{"target": {"platform": ...}}`) or a rehearsal's run
+/// directory (which holds its `inventory.yaml`). `id` is the recorded target id.
+pub fn legacy_target(id: &str, invocation: &serde_json::Value) -> Option<Target> {
+    let field = |k: &str| invocation.get(k).and_then(|v| v.as_str()).map(String::from);
+    let local = |inventory: PathBuf| {
+        Some(Target::Local {
+            name: id.strip_prefix("local:")?.to_string(),
+            inventory,
+        })
+    };
+    if let Some(dir) = field("rehearsal") {
+        return local(Path::new(&dir).join("inventory.yaml"));
+    }
+    match invocation.get("target")? {
+        serde_json::Value::String(kind) if kind == "local" => local(field("inventory")?.into()),
+        serde_json::Value::String(kind) if kind == "kube" => {
+            let workload = match (field("selector"), field("deployment")) {
+                (Some(s), _) => Workload::Selector(s),
+                (None, Some(d)) => Workload::Deployment(d),
+                (None, None) => return None,
+            };
+            Some(Target::Kube(KubeTarget {
+                namespace: field("namespace")?,
+                workload,
+                context: field("context"),
+                prometheus: field("prometheus"),
+            }))
+        }
+        spec @ serde_json::Value::Object(_) => serde_json::from_value(spec.clone()).ok(),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,7 +396,12 @@ mod tests {
             runbook_source: "src".into(),
             origin: "o".into(),
             target: "local:demo".into(),
-            invocation: serde_json::json!({"target": "local"}),
+            target_spec: Some(Target::Local {
+                name: "demo".into(),
+                inventory: "/x/inv.yaml".into(),
+            }),
+            started_by: None,
+            invocation: serde_json::Value::Null,
             pid: 1,
         }
     }
@@ -369,5 +456,45 @@ mod tests {
         let (mut j, old) = Journal::reopen(&path).unwrap();
         assert_eq!(old.len(), 6);
         assert_eq!(j.append(Event::Resumed { pid: 2 }).unwrap().seq, 7);
+    }
+
+    #[test]
+    fn journals_of_older_versions_name_their_target() {
+        let line = r#"{"seq":1,"ts":"2024-01-01T00:00:00Z","run_id":"r","event":"run_started","runbook":"x","runbook_source":"s","origin":"o","target":"local:demo","invocation":{"target":"local","inventory":"/x/inv.yaml"},"pid":1}"#;
+        let e: Entry = serde_json::from_str(line).unwrap();
+        let p = resume_point(&[e]).unwrap();
+        assert_eq!(
+            p.target_spec,
+            Some(Target::Local {
+                name: "demo".into(),
+                inventory: "/x/inv.yaml".into()
+            })
+        );
+        let kube = serde_json::json!({"target": "kube", "namespace": "shop", "context": null,
+            "deployment": "cs", "selector": null, "prometheus": "http://p:9090"});
+        let t = legacy_target("kube:shop/cs", &kube).unwrap();
+        assert_eq!(t.id(), "kube:shop/cs");
+        assert!(matches!(
+            t,
+            Target::Kube(KubeTarget {
+                prometheus: Some(_),
+                ..
+            })
+        ));
+        let serve = serde_json::json!({"by": "recover serve", "route": "stuck",
+            "target": {"platform": "local", "name": "demo", "inventory": "/x/inv.yaml"}});
+        assert_eq!(
+            legacy_target("local:demo", &serve).unwrap().id(),
+            "local:demo"
+        );
+        let rehearsal = serde_json::json!({"rehearsal": "/runs/1"});
+        assert_eq!(
+            legacy_target("local:rehearsal", &rehearsal),
+            Some(Target::Local {
+                name: "rehearsal".into(),
+                inventory: "/runs/1/inventory.yaml".into()
+            })
+        );
+        assert_eq!(legacy_target("local:x", &serde_json::Value::Null), None);
     }
 }

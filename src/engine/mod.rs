@@ -23,9 +23,11 @@ pub use executor::{resume, run};
 pub use progress::{Observer, ProgressEvent};
 pub use report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 
+use crate::detect::VerdictKind;
 use crate::metrics::source::{MetricError, MetricSource};
-use crate::plan::PlanInputs;
-use crate::platform::{Platform, PlatformError};
+use crate::plan::inputs::MissingInputs;
+use crate::plan::{Overrides, PlanError, SourcedInputs};
+use crate::platform::{Platform, PlatformError, Target};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,11 +50,19 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Where run journals live (default `./recover-runs/`).
     pub journal_dir: PathBuf,
-    /// Plan inputs given by the operator instead of measured. The verdict is still
-    /// observed and recorded, but does not have to be one the runbook's `when` allows.
-    pub assume: Option<PlanInputs>,
-    /// Recorded in the journal so `recover resume` can rebuild the platform.
-    pub invocation: serde_json::Value,
+    /// Plan inputs the operator gives, each winning over the measured one. With all of
+    /// arrival rate, cold capacity and k given, the plan does not rest on the verdict: it
+    /// is still observed and recorded, but need not be one the runbook's `when` allows.
+    pub overrides: Overrides,
+    /// Plan inputs the caller already resolved from a verdict on a full window (the
+    /// webhook's check, the rehearsal's detector): the engine plans from them and takes
+    /// its own short look only to record it.
+    pub inputs: Option<SourcedInputs>,
+    /// How to reach the target, recorded in the journal so `recover resume` can
+    /// reconnect (None: the run cannot be resumed from another process).
+    pub target: Option<Target>,
+    /// Who starts the run, recorded in the journal (`recover serve` and its route).
+    pub started_by: Option<String>,
     /// Progress events (terminal rendering, logs, the webhook's status).
     pub observer: Option<Arc<dyn Observer>>,
     /// Confirmation before the first action (None: proceed).
@@ -66,8 +76,10 @@ impl Default for RunOptions {
         RunOptions {
             dry_run: false,
             journal_dir: PathBuf::from("recover-runs"),
-            assume: None,
-            invocation: serde_json::Value::Null,
+            overrides: Overrides::default(),
+            inputs: None,
+            target: None,
+            started_by: None,
             observer: None,
             confirm: None,
             default_step_timeout: std::time::Duration::from_secs(300),
@@ -75,8 +87,9 @@ impl Default for RunOptions {
     }
 }
 
-/// Why a run could not start or continue. A run that started and then failed is not an
-/// error: it is a [`RunReport`] with outcome `failed` or `aborted`.
+/// Why a run could not start or continue. Every one means nothing was changed: a run
+/// that acted and then failed is not an error but a [`RunReport`] with outcome `failed` or
+/// `aborted`.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("refused: another recovery holds the lock on {target}: {holder} (run {run_id})")]
@@ -85,22 +98,40 @@ pub enum EngineError {
         holder: String,
         run_id: String,
     },
-    #[error("refused: {0}")]
-    Precondition(String),
+    #[error("refused: the detector says {verdict:?}; runbook {runbook} runs only when {when:?} [{evidence}] (give the plan inputs by hand to override)")]
+    NotWhen {
+        verdict: VerdictKind,
+        runbook: String,
+        when: Vec<VerdictKind>,
+        evidence: String,
+    },
+    #[error("refused: the detector found {source} [{evidence}]")]
+    MissingInputs {
+        source: MissingInputs,
+        evidence: String,
+    },
+    #[error("refused: cannot plan from these inputs: {0}")]
+    BadInputs(#[source] PlanError),
+    #[error("refused: run {run_id} already finished ({outcome:?}); nothing to resume")]
+    AlreadyFinished { run_id: String, outcome: Outcome },
+    #[error(
+        "resume: run {run_id} stopped before it decided a plan; nothing was done, start a new run"
+    )]
+    NotDecided { run_id: String },
     #[error("declined at the confirmation prompt; nothing was changed")]
     Declined,
     #[error("cancelled before the first action; nothing was changed")]
     Cancelled,
     #[error("journal: {0}")]
     Journal(#[from] std::io::Error),
+    #[error("resume: {0}")]
+    BadJournal(#[from] journal::JournalError),
     #[error("metrics: {0}")]
     Metrics(#[from] MetricError),
     #[error("platform: {0}")]
-    Platform(PlatformError),
+    Platform(#[source] PlatformError),
     #[error("{0}")]
     Runbook(#[from] crate::runbook::RunbookError),
-    #[error("resume: {0}")]
-    Resume(String),
 }
 
 impl From<PlatformError> for EngineError {
@@ -121,15 +152,31 @@ impl From<PlatformError> for EngineError {
 }
 
 impl EngineError {
-    /// The exit code this error deserves.
+    /// A decision not to act (lock held, verdict or inputs not good enough, declined,
+    /// cancelled), as opposed to being unable to start (metrics, platform, journal, a bad
+    /// runbook), which needs a human to look.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            EngineError::LockHeld { .. }
+                | EngineError::NotWhen { .. }
+                | EngineError::MissingInputs { .. }
+                | EngineError::BadInputs(_)
+                | EngineError::AlreadyFinished { .. }
+                | EngineError::NotDecided { .. }
+                | EngineError::Declined
+                | EngineError::Cancelled
+        )
+    }
+
+    /// The exit code this error deserves: bad input is a usage error; everything else
+    /// changed nothing, so a hook can tell "could not start" (3) from "recovery failed"
+    /// (1, a report, never an error).
     pub fn exit(&self) -> crate::exit::Exit {
         use crate::exit::Exit;
         match self {
-            EngineError::LockHeld { .. } | EngineError::Precondition(_) | EngineError::Declined => {
-                Exit::Refused
-            }
-            EngineError::Runbook(_) => Exit::Usage,
-            _ => Exit::Failed,
+            EngineError::Runbook(_) | EngineError::BadJournal(_) => Exit::Usage,
+            _ => Exit::Refused,
         }
     }
 }

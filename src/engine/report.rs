@@ -4,7 +4,7 @@
 
 use super::journal::Figures;
 use crate::detect::Verdict;
-use crate::plan::{Plan, PlanInputs};
+use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -68,6 +68,9 @@ pub struct RunReport {
     pub message: Option<String>,
     pub verdict: Option<Verdict>,
     pub plan_inputs: Option<PlanInputs>,
+    /// Where each plan input came from (measured, declared, given by the operator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_sources: Option<SourcedInputs>,
     pub plan: Option<Plan>,
     pub assumed_inputs: bool,
     pub started_at: String,

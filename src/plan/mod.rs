@@ -1,15 +1,20 @@
 //! The shed plan: how much load to shed so the service can leave the stuck state, and the
 //! readmission ramp, with the arithmetic shown.
 //!
-//! The shed follows the brief exactly: `shed_fraction = max(0, 1 - (capacity_cold / k) /
-//! arrival_rate)`. The safety headroom is applied to the admit rate only
+//! The shed is `shed_fraction = max(0, 1 - (capacity_cold / k) / arrival_rate)`. The safety
+//! headroom is applied to the admit rate only
 //! (`admit_rate = headroom x capacity_cold / k`), and the arithmetic says so, so the
 //! stated shed and the gate's setting never silently disagree.
 //!
-//! CONTRACT (lead): `make_plan`, `PlanInputs`, `PlanConfig`, `Plan`, `RampStep` are what the
-//! engine and the rehearsal call. Fields may be added; keep these.
+//! [`inputs`] turns a verdict, the runbook's declarations and the operator's numbers into
+//! [`PlanInputs`]; [`vars`] is the table of `plan.*` values runbook expressions read.
 
+pub mod inputs;
 mod ramp;
+pub mod vars;
+
+pub use crate::detect::Source;
+pub use inputs::{MissingInputs, Overrides, Sourced, SourcedInputs};
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

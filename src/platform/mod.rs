@@ -2,7 +2,11 @@
 //! Deployment. The engine decides; a platform only carries out one action at a time and
 //! reports what it observed, so the decision logic is tested without a cluster.
 
+pub mod kube;
 pub mod local;
+pub mod target;
+
+pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 
 use crate::gate::limit::Limit;
 use std::time::{Duration, SystemTime};
@@ -64,6 +68,10 @@ pub struct LockHolder {
     pub identity: String,
 }
 
+/// Why a platform call failed: the transport or API error itself (so callers can look at
+/// it), or, for an answer that arrived but was wrong, what was wrong with it.
+pub type CallCause = Box<dyn std::error::Error + Send + Sync>;
+
 /// Everything that can go wrong while acting on a platform.
 #[derive(Debug, thiserror::Error)]
 pub enum PlatformError {
@@ -77,8 +85,9 @@ pub enum PlatformError {
     NoSuchReplica(String),
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout { what: String, after: Duration },
-    #[error("{what}: {message}")]
-    Call { what: String, message: String },
+    /// A call to the platform (HTTP, the Kubernetes API) failed; `source` is why.
+    #[error("{what}: {source}")]
+    Call { what: String, source: CallCause },
     #[error("{0}")]
     Other(String),
 }
@@ -136,4 +145,3 @@ pub trait Platform: Send + Sync {
         Ok(None)
     }
 }
-pub mod kube;

@@ -7,7 +7,7 @@
 //! `engine::run`, and turns the engine's report into steps on the rehearsal clock.
 //!
 //! The detector already said Stuck on the rehearsal's own feed, so the engine gets the plan
-//! inputs from that verdict (`assume`) and its pre-action observation is cut to two
+//! inputs from that verdict (`RunOptions::inputs`) and its pre-action observation is cut to two
 //! intervals instead of waiting out a second persist window.
 
 use super::orchestrate::System;
@@ -15,9 +15,10 @@ use super::recorder::Clock;
 use super::report::StepRecord;
 use crate::engine::{self, RunOptions, RunReport, RunRequest};
 use crate::metrics::scrape::ScrapeSource;
-use crate::plan::{Plan, PlanInputs};
+use crate::plan::{Plan, SourcedInputs};
 use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
 use crate::platform::local::LocalPlatform;
+use crate::platform::Target;
 use crate::runbook::LoadedRunbook;
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +83,7 @@ pub async fn run_runbook(
     clock: Clock,
     metrics: Arc<ScrapeSource>,
     loaded: &LoadedRunbook,
-    assume: PlanInputs,
+    inputs: SourcedInputs,
 ) -> RunbookOutcome {
     let started_s = clock.now_s();
     let fail = |error: String| RunbookOutcome {
@@ -95,6 +96,7 @@ pub async fn run_runbook(
     if let Err(e) = handover(sys, &inv, &state_dir) {
         return fail(format!("handing the replicas to the local platform: {e}"));
     }
+    let inv_name = inv.name.clone();
     let platform = Arc::new(LocalPlatform::new(inv));
     let mut loaded = loaded.clone();
     // The rehearsal has already watched the stuck state; the engine needs only a short
@@ -102,8 +104,12 @@ pub async fn run_runbook(
     loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
     let options = RunOptions {
         journal_dir: sys.run_dir.join("journal"),
-        assume: Some(assume),
-        invocation: serde_json::json!({"rehearsal": sys.run_dir.display().to_string()}),
+        inputs: Some(inputs),
+        target: Some(Target::Local {
+            name: inv_name,
+            inventory: sys.run_dir.join("inventory.yaml"),
+        }),
+        started_by: Some(format!("rehearsal in {}", sys.run_dir.display())),
         ..RunOptions::default()
     };
     let req = RunRequest {

@@ -14,7 +14,7 @@ use super::series::Sample;
 use super::stage::{Stage, StageError};
 use super::verify::{steady_from, SteadyCriteria};
 use crate::detect::DetectorConfig;
-use crate::plan::PlanInputs;
+use crate::plan::{MissingInputs, Overrides, PlanInputs, Source, SourcedInputs};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -66,9 +66,17 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
                 d.at_s - trig.ended_s,
                 rb.name
             );
-            let inputs = plan_inputs(d, &stage, sc);
             let (clock, source) = (stage.clock, stage.source.clone());
-            runbook = run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs).await;
+            runbook = match plan_inputs(d, &stage, sc, &detector) {
+                Ok(inputs) => {
+                    run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs).await
+                }
+                Err(e) => RunbookOutcome {
+                    started_s: clock.now_s(),
+                    error: Some(e.to_string()),
+                    ..RunbookOutcome::default()
+                },
+            };
             match &runbook.error {
                 Some(e) => failure = Some(format!("runbook failed: {e}")),
                 None => {
@@ -147,23 +155,35 @@ pub fn detector_config(from_runbook: &DetectorConfig, sc: &Scenario) -> Detector
 }
 
 /// Plan inputs from the verdict's estimates, falling back to what the rehearsal measured
-/// or configured where the detector left one out.
-fn plan_inputs(d: &Detection, stage: &Stage, sc: &Scenario) -> PlanInputs {
-    let v = &d.verdict;
-    let recent = stage.recorder.samples_since(d.at_s - 3.0);
-    let offered: Vec<f64> = recent.iter().filter_map(|s| s.offered_per_s).collect();
-    let measured_arrival = if offered.is_empty() {
-        sc.demand_per_s()
-    } else {
-        offered.iter().sum::<f64>() / offered.len() as f64
-    };
-    PlanInputs {
-        arrival_rate: v.arrival_rate.unwrap_or(measured_arrival),
-        capacity_cold: v.capacity_cold.unwrap_or(sc.capacity_cold_per_s()),
-        k: v.k.unwrap_or(sc.service.overload_factor),
-        capacity: v.capacity.or(Some(sc.capacity_per_s())),
-        demand: Some(sc.demand_per_s()),
+/// (the offered rate) or configured (it built the system, so what it set counts as
+/// declared) where the detector left one out.
+fn plan_inputs(
+    d: &Detection,
+    stage: &Stage,
+    sc: &Scenario,
+    detector: &DetectorConfig,
+) -> Result<SourcedInputs, MissingInputs> {
+    let mut verdict = d.verdict.clone();
+    if verdict.arrival_rate.is_none() {
+        let recent = stage.recorder.samples_since(d.at_s - 3.0);
+        let offered: Vec<f64> = recent.iter().filter_map(|s| s.offered_per_s).collect();
+        let (arrival, source) = if offered.is_empty() {
+            (sc.demand_per_s(), Source::Declared)
+        } else {
+            let mean = offered.iter().sum::<f64>() / offered.len() as f64;
+            (mean, Source::Measured)
+        };
+        verdict.arrival_rate = Some(arrival);
+        verdict.sources.arrival_rate = Some(source);
     }
+    let configured = DetectorConfig {
+        capacity_per_s: Some(sc.capacity_per_s()),
+        cold_factor: Some(sc.service.cold_factor),
+        k: Some(sc.service.overload_factor),
+        demand_per_s: Some(sc.demand_per_s()),
+        ..detector.clone()
+    };
+    PlanInputs::from_verdict(&verdict, &configured, &Overrides::default())
 }
 
 /// Wait until steady state has held for the hold period after `from_s`, or the recovery

@@ -14,7 +14,6 @@ mod validate;
 
 pub use find::{embedded, find, list, ListedRunbook};
 pub use load::{load_file, parse_str, Diagnostic, RunbookError};
-pub use validate::PLAN_VARS;
 
 use crate::detect::{DetectorConfig, VerdictKind};
 use crate::metrics::signal::SignalSpec;

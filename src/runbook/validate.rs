@@ -9,21 +9,8 @@ use super::locate::segs_of as segs;
 use super::locate::{path_string, Seg};
 use super::schema::{ActionKind, RawRunbook, RawStep, API_VERSION, KIND};
 use super::{Check, Runbook, Step};
+use crate::plan::vars::{plan_var, plan_var_names};
 use std::collections::{BTreeMap, BTreeSet};
-
-/// Variables a quantity or condition may read from the plan.
-pub const PLAN_VARS: &[&str] = &[
-    "plan.admit_rate",
-    "plan.shed_fraction",
-    "plan.step_factor",
-    "plan.step_hold_s",
-    "plan.arrival_rate",
-    "plan.capacity",
-    "plan.capacity_cold",
-    "plan.k",
-    "plan.clear_rate",
-    "plan.ramp_end_rate",
-];
 
 fn k(s: &str) -> Seg {
     Seg::Key(s.to_string())
@@ -45,7 +32,7 @@ impl Ctx<'_> {
     fn check_vars(&self, rep: &mut Reporter, path: &[Seg], e: &Expr, allow_signals: bool) {
         for v in e.variables() {
             let known = if v.starts_with("plan.") {
-                PLAN_VARS.contains(&v.as_str())
+                plan_var(&v).is_some()
             } else if let Some(name) = v.strip_prefix("params.") {
                 self.params.contains(name)
             } else {
@@ -53,7 +40,10 @@ impl Ctx<'_> {
             };
             if !known {
                 let what = if v.starts_with("plan.") {
-                    format!("unknown plan value `{v}` (known: {})", PLAN_VARS.join(", "))
+                    format!(
+                        "unknown plan value `{v}` (known: {})",
+                        plan_var_names().collect::<Vec<_>>().join(", ")
+                    )
                 } else if v.starts_with("params.") {
                     format!("`{v}` is not defined in spec.params")
                 } else if allow_signals {

@@ -3,6 +3,7 @@
 //! validated before the receiver listens, so a typo fails at start-up (file:line:column
 //! and field path), not at 3 am when the first alert arrives.
 
+use crate::platform::Target;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -123,33 +124,8 @@ pub struct Route {
     #[serde(rename = "match")]
     pub matchers: BTreeMap<String, String>,
     pub runbook: String,
-    pub target: TargetSpec,
-}
-
-/// Where a route's runbook acts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "platform", rename_all = "snake_case", deny_unknown_fields)]
-pub enum TargetSpec {
-    /// Local processes described by an inventory file.
-    Local { name: String, inventory: PathBuf },
-    /// A Kubernetes Deployment.
-    Kube {
-        namespace: String,
-        deployment: String,
-    },
-}
-
-impl TargetSpec {
-    /// The stable target id, the same string the platform uses for its lock and journal.
-    pub fn id(&self) -> String {
-        match self {
-            TargetSpec::Local { name, .. } => format!("local:{name}"),
-            TargetSpec::Kube {
-                namespace,
-                deployment,
-            } => format!("kube:{namespace}/{deployment}"),
-        }
-    }
+    /// Where the runbook acts.
+    pub target: Target,
 }
 
 impl Route {
@@ -293,22 +269,47 @@ fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// A secret that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("{what}: cannot read {}: {source}", file.display())]
+    Read {
+        what: String,
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{what}: environment variable {var} is not set")]
+    NoEnv { what: String, var: String },
+    #[error("{what}: give exactly one of file or env")]
+    Ambiguous { what: String },
+    #[error("{what}: secret is {len} bytes; use at least {MIN_SECRET_BYTES}")]
+    TooShort { what: String, len: usize },
+}
+
+/// A shorter secret is refused: it could be guessed.
+pub const MIN_SECRET_BYTES: usize = 16;
+
 /// Resolve a secret reference to its value (trailing newline trimmed).
-pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, String> {
+pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, SecretError> {
+    let what = what.to_string();
     let value = match (&s.file, &s.env) {
-        (Some(f), None) => std::fs::read_to_string(f)
-            .map_err(|e| format!("{what}: cannot read {}: {e}", f.display()))?,
-        (None, Some(v)) => {
-            std::env::var(v).map_err(|_| format!("{what}: environment variable {v} is not set"))?
-        }
-        _ => return Err(format!("{what}: give exactly one of file or env")),
+        (Some(f), None) => std::fs::read_to_string(f).map_err(|source| SecretError::Read {
+            what: what.clone(),
+            file: f.clone(),
+            source,
+        })?,
+        (None, Some(v)) => std::env::var(v).map_err(|_| SecretError::NoEnv {
+            what: what.clone(),
+            var: v.clone(),
+        })?,
+        _ => return Err(SecretError::Ambiguous { what }),
     };
     let value = value.trim_end_matches(['\r', '\n']).to_string();
-    if value.len() < 16 {
-        return Err(format!(
-            "{what}: secret is {} bytes; use at least 16",
-            value.len()
-        ));
+    if value.len() < MIN_SECRET_BYTES {
+        return Err(SecretError::TooShort {
+            what,
+            len: value.len(),
+        });
     }
     Ok(value)
 }

@@ -8,21 +8,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use super::config::{ServeConfig, TargetSpec};
+use super::config::ServeConfig;
 use super::launcher::{
     CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
 };
 use crate::detect::{detect_at, Verdict, VerdictKind};
-use crate::engine::{self, EngineError, Outcome, RunOptions, RunRequest};
-use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use crate::engine::{self, Outcome, RunOptions, RunRequest};
 use crate::metrics::source::MetricSource;
-use crate::plan::PlanInputs;
-use crate::platform::Platform;
+use crate::plan::{Overrides, PlanInputs};
+use crate::platform::{connect, Platform, Target};
 use crate::runbook::LoadedRunbook;
-
-/// Builds the platform for a route's target.
-pub type PlatformFactory =
-    Arc<dyn Fn(&TargetSpec) -> Result<Arc<dyn Platform>, String> + Send + Sync>;
 
 /// A runbook with the platform and metric source it runs against.
 type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
@@ -31,76 +26,26 @@ type Prepared = (LoadedRunbook, Arc<dyn Platform>, Arc<dyn MetricSource>);
 pub struct EngineLauncher {
     pub runbook_dirs: Vec<PathBuf>,
     pub journal_dir: PathBuf,
-    pub platforms: PlatformFactory,
     /// Cancelled when the receiver stops; each run gets a child token.
     pub cancel: tokio_util::sync::CancellationToken,
 }
 
-/// The platforms built into this binary.
-pub fn default_platforms() -> PlatformFactory {
-    Arc::new(|t: &TargetSpec| match t {
-        TargetSpec::Local { inventory, .. } => local_platform(inventory),
-        TargetSpec::Kube {
-            namespace,
-            deployment,
-        } => kube_platform(namespace, deployment),
-    })
-}
-
-/// The kube platform from the in-cluster config or the kubeconfig's current context. The
-/// factory is synchronous, so on a multi-threaded runtime (the receiver's) the connection
-/// is made in place; anywhere else it refuses rather than block an event loop.
-fn kube_platform(namespace: &str, deployment: &str) -> Result<Arc<dyn Platform>, String> {
-    use crate::platform::kube::{KubeOptions, KubePlatform, Target};
-    crate::metrics::http::ensure_tls_provider();
-    let handle = tokio::runtime::Handle::try_current()
-        .map_err(|_| "the kube platform needs an async runtime".to_string())?;
-    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
-        return Err("the kube platform needs a multi-threaded runtime".into());
-    }
-    let opts = KubeOptions::new(namespace, Target::Deployment(deployment.to_string()));
-    let p = tokio::task::block_in_place(|| handle.block_on(KubePlatform::connect(None, opts)))
-        .map_err(|e| format!("kube:{namespace}/{deployment}: {e}"))?;
-    Ok(Arc::new(p))
-}
-
-fn local_platform(inventory: &std::path::Path) -> Result<Arc<dyn Platform>, String> {
-    // reqwest clients need a TLS provider installed first (see metrics::http).
-    crate::metrics::http::ensure_tls_provider();
-    let p =
-        crate::platform::local::LocalPlatform::from_file(inventory).map_err(|e| e.to_string())?;
-    Ok(Arc::new(p))
-}
-
 /// Build the launcher for `cfg`.
-pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, String> {
+pub fn launcher(cfg: &ServeConfig) -> Result<Arc<dyn RunLauncher>, LaunchError> {
     Ok(Arc::new(EngineLauncher {
         runbook_dirs: cfg.runbook_dir.iter().cloned().collect(),
         journal_dir: cfg
             .journal_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from("recover-runs")),
-        platforms: default_platforms(),
         cancel: tokio_util::sync::CancellationToken::new(),
     }))
 }
 
 impl EngineLauncher {
-    fn prepare(&self, runbook: &str, target: &TargetSpec) -> Result<Prepared, String> {
-        let rb = crate::runbook::find(runbook, &self.runbook_dirs).map_err(|e| e.to_string())?;
-        let platform = (self.platforms)(target)?;
-        // The budget and breaker are kept under the route's target id; the engine's lock
-        // and journal use the platform's. They must be the same target.
-        if platform.target_id() != target.id() {
-            return Err(format!(
-                "route target {} but the platform says it is {}",
-                target.id(),
-                platform.target_id()
-            ));
-        }
-        let metrics: Arc<dyn MetricSource> = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
-            platform: platform.clone(),
-        })));
+    async fn prepare(&self, runbook: &str, target: &Target) -> Result<Prepared, LaunchError> {
+        let rb = crate::runbook::find(runbook, &self.runbook_dirs)?;
+        let (platform, metrics) = connect(target).await?;
         Ok((rb, platform, metrics))
     }
 }
@@ -108,17 +53,14 @@ impl EngineLauncher {
 #[async_trait::async_trait]
 impl RunLauncher for EngineLauncher {
     async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
-        let (loaded, _platform, metrics) = self
-            .prepare(&req.runbook, &req.target)
-            .map_err(LaunchError)?;
+        let (loaded, _platform, metrics) = self.prepare(&req.runbook, &req.target).await?;
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides.
         let interval = rb.observe.interval;
         let span = rb.observe_span();
         let window =
             crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
-                .await
-                .map_err(|e| LaunchError(format!("metrics: {e}")))?;
+                .await?;
         Ok(detect_at(&window, &rb.detect, SystemTime::now()))
     }
 
@@ -127,9 +69,9 @@ impl RunLauncher for EngineLauncher {
     }
 
     async fn launch(&self, req: &LaunchRequest) -> RunReport {
-        let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target) {
+        let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target).await {
             Ok(p) => p,
-            Err(e) => return report(RunOutcome::Failed, e, None),
+            Err(e) => return report(RunOutcome::Failed, e.to_string(), None),
         };
         if !runbook.runbook.when.contains(&VerdictKind::Stuck) {
             return report(
@@ -144,22 +86,23 @@ impl RunLauncher for EngineLauncher {
         // The check just observed a full window and said Stuck: plan from that verdict and
         // let the engine take only a short look before acting (as the rehearsal does),
         // instead of waiting out a second detection window while the service is down.
-        let assume = plan_inputs(&req.verdict, runbook.runbook.detect.demand_per_s);
-        if assume.is_some() {
+        let inputs =
+            PlanInputs::from_verdict(&req.verdict, &runbook.runbook.detect, &Overrides::default())
+                .ok();
+        if inputs.is_some() {
             runbook.runbook.observe.span = Some(runbook.runbook.observe.interval);
         }
         let options = RunOptions {
             dry_run: req.dry_run,
             journal_dir: self.journal_dir.clone(),
-            invocation: serde_json::json!({
-                "by": "recover serve",
-                "serve_run_id": req.run_id,
-                "route": req.route,
-                "target": req.target,
-            }),
+            target: Some(req.target.clone()),
+            started_by: Some(format!(
+                "recover serve, route {}, serve run {}",
+                req.route, req.run_id
+            )),
             // The receiver is the confirmation: it has authenticated the alert and checked.
             confirm: None,
-            assume,
+            inputs,
             ..RunOptions::default()
         };
         let request = RunRequest {
@@ -187,28 +130,15 @@ impl RunLauncher for EngineLauncher {
             Err(e) => {
                 // Refusals changed nothing and say nothing about the runbook; anything
                 // else (bad runbook, unreadable metrics, a broken journal) needs a human.
-                let outcome = match e {
-                    EngineError::LockHeld { .. }
-                    | EngineError::Precondition(_)
-                    | EngineError::Declined
-                    | EngineError::Cancelled => RunOutcome::Refused,
-                    _ => RunOutcome::Failed,
+                let outcome = if e.is_refusal() {
+                    RunOutcome::Refused
+                } else {
+                    RunOutcome::Failed
                 };
                 report(outcome, e.to_string(), None)
             }
         }
     }
-}
-
-/// Plan inputs from a verdict that carries all three estimates.
-fn plan_inputs(v: &Verdict, demand: Option<f64>) -> Option<PlanInputs> {
-    Some(PlanInputs {
-        arrival_rate: v.arrival_rate?,
-        capacity_cold: v.capacity_cold?,
-        k: v.k?,
-        capacity: v.capacity,
-        demand,
-    })
 }
 
 fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunReport {

@@ -6,15 +6,15 @@
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
-use super::config::TargetSpec;
 use crate::detect::Verdict;
+use crate::platform::Target;
 
 /// Run the detection of `runbook` against `target`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckRequest {
     pub route: String,
     pub runbook: String,
-    pub target: TargetSpec,
+    pub target: Target,
 }
 
 /// Run `runbook` against `target`.
@@ -24,7 +24,7 @@ pub struct LaunchRequest {
     pub run_id: String,
     pub route: String,
     pub runbook: String,
-    pub target: TargetSpec,
+    pub target: Target,
     /// Observe mode: plan and print, touch nothing.
     pub dry_run: bool,
     /// The Stuck verdict that justified the run.
@@ -74,9 +74,15 @@ pub struct RunReport {
 }
 
 /// Detection could not be run at all (the receiver treats it as an Unknown verdict).
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{0}")]
-pub struct LaunchError(pub String);
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Runbook(#[from] crate::runbook::RunbookError),
+    #[error(transparent)]
+    Connect(#[from] crate::platform::ConnectError),
+    #[error("metrics: {0}")]
+    Metrics(#[from] crate::metrics::source::MetricError),
+}
 
 /// Starts real things; the receiver only decides.
 #[async_trait::async_trait]

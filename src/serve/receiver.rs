@@ -23,8 +23,8 @@ pub use act::CHECK_TIMEOUT;
 /// Why the receiver could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("{0}")]
-    Secret(String),
+    #[error(transparent)]
+    Secret(#[from] super::config::SecretError),
     #[error("state file {file}: {message}")]
     State { file: String, message: String },
 }

@@ -57,13 +57,14 @@ fn e2e_failed_check_and_cancel_run_on_failure_and_leave_a_noted_safe_limit() {
         runbook.runbook = recover::runbook::parse_str("e2e-never (long)", &runbook.source).unwrap();
         let options = RunOptions {
             journal_dir: sys.journal_dir(),
-            assume: Some(PlanInputs {
+            overrides: PlanInputs {
                 arrival_rate: 40.0,
                 capacity_cold: 50.0,
                 k: 2.0,
                 capacity: None,
                 demand: None,
-            }),
+            }
+            .into(),
             ..RunOptions::default()
         };
         let cancel = CancellationToken::new();

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use recover::gate::limit::Limit;
 use recover::gate::limit_source::{LimitSource, VersionedLimit};
-use recover::platform::kube::{ConfigMapLimitSource, KubeOptions, KubePlatform, Target};
+use recover::platform::kube::{ConfigMapLimitSource, KubeOptions, KubePlatform, Workload};
 use recover::platform::{Platform, PlatformError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -59,7 +59,7 @@ async fn set_limit_patches_the_configmap_and_waits_for_every_gate_pod() {
     let stop = CancellationToken::new();
     let g0 = gate_pod(&c, GATES[0], stop.clone()).await;
     let g1 = gate_pod(&c, GATES[1], stop.clone()).await;
-    let mut o = KubeOptions::new(NS, Target::Deployment(DEPLOY.to_string()));
+    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
     o.gate_apply_timeout = Duration::from_secs(10);
     let p = KubePlatform::new(c.client.clone(), o);
     let gate = p.gate();
@@ -86,7 +86,7 @@ async fn set_limit_patches_the_configmap_and_waits_for_every_gate_pod() {
     stop.cancel();
     let stop2 = CancellationToken::new();
     let _g0 = gate_pod(&c, GATES[0], stop2.clone()).await;
-    let mut o = KubeOptions::new(NS, Target::Deployment(DEPLOY.to_string()));
+    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
     o.gate_apply_timeout = Duration::from_millis(800);
     let p = KubePlatform::new(c.client.clone(), o);
     match p.gate().set_limit(&limit(80.0)).await {

@@ -10,14 +10,14 @@ use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams};
 use recover::platform::kube::decide::{lease_decision, EvictOutcome, LeaseDecision, PodView};
 use recover::platform::kube::disrupt::{ApiDisruptor, Disruptor};
-use recover::platform::kube::{KubeOptions, KubePlatform, Target};
+use recover::platform::kube::{KubeOptions, KubePlatform, Workload};
 use recover::platform::{LockHolder, Platform, PlatformError, StepEvent};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
 fn options(identity: &str) -> KubeOptions {
-    let mut o = KubeOptions::new(NS, Target::Deployment(DEPLOY.to_string()));
+    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
     o.identity = identity.to_string();
     o.evict_retry = Duration::from_millis(100);
     o.evict_timeout = Duration::from_secs(20);

@@ -6,7 +6,7 @@
 
 use crate::support::kube::*;
 use recover::platform::kube::rbac::{self, Permission};
-use recover::platform::kube::{KubeOptions, KubePlatform, Target};
+use recover::platform::kube::{KubeOptions, KubePlatform, Workload};
 use recover::platform::{AdminOp, LockHolder, Platform, StepEvent};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -36,7 +36,7 @@ async fn every_request_the_platform_sends_is_in_the_table_and_every_entry_is_use
     for g in ["recover-gate-55aa-g0", "recover-gate-55aa-g1"] {
         c.set_backend(g, addr);
     }
-    let mut o = KubeOptions::new(NS, Target::Deployment(DEPLOY.to_string()));
+    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
     o.poll = Duration::from_millis(50);
     o.gate_apply_timeout = Duration::from_secs(5);
     o.clients_selector = None;
@@ -112,7 +112,7 @@ async fn every_request_the_platform_sends_is_in_the_table_and_every_entry_is_use
 async fn the_delete_fallback_is_the_only_optional_call_and_only_when_allowed() {
     let c = FakeCluster::start(2, Duration::from_millis(100)).await;
     c.set_max_unavailable(0);
-    let mut o = KubeOptions::new(NS, Target::Deployment(DEPLOY.to_string()));
+    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
     o.evict_timeout = Duration::from_millis(300);
     o.evict_retry = Duration::from_millis(100);
     o.allow_delete_fallback = true;

@@ -25,18 +25,27 @@ pub fn is_conflict(e: &kube::Error) -> bool {
     status_code(e) == Some(409)
 }
 
+/// A call the Role does not allow, with the permission it needs.
+#[derive(Debug, thiserror::Error)]
+#[error("{source}; the Role needs {needs} (see manifests/controller-rbac.yaml)")]
+pub struct Forbidden {
+    pub needs: String,
+    pub source: kube::Error,
+}
+
 /// Wrap a failed call made under `perm`.
 pub fn call_error(perm: &Permission, what: impl Into<String>, e: kube::Error) -> PlatformError {
-    let mut message = e.to_string();
-    if status_code(&e) == Some(403) {
-        message = format!(
-            "{message}; the Role needs {} (see manifests/controller-rbac.yaml)",
-            rbac::describe(perm)
-        );
-    }
+    let source: crate::platform::CallCause = if status_code(&e) == Some(403) {
+        Box::new(Forbidden {
+            needs: rbac::describe(perm),
+            source: e,
+        })
+    } else {
+        Box::new(e)
+    };
     PlatformError::Call {
         what: what.into(),
-        message,
+        source,
     }
 }
 

@@ -36,7 +36,7 @@ use std::time::Duration;
 
 /// What to act on, in one namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Target {
+pub enum Workload {
     /// A Deployment by name; its pods are found through their ReplicaSet owner, so no
     /// permission on Deployments is needed.
     Deployment(String),
@@ -44,12 +44,21 @@ pub enum Target {
     Selector(String),
 }
 
+/// The target id of a workload: `kube:<namespace>/<deployment>` or
+/// `kube:<namespace>/selector:<labels>`.
+pub fn target_id(namespace: &str, workload: &Workload) -> String {
+    match workload {
+        Workload::Deployment(n) => format!("kube:{namespace}/{n}"),
+        Workload::Selector(s) => format!("kube:{namespace}/selector:{s}"),
+    }
+}
+
 /// Everything the platform needs to know; [`KubeOptions::new`] gives the defaults that
 /// match `manifests/`.
 #[derive(Debug, Clone)]
 pub struct KubeOptions {
     pub namespace: String,
-    pub target: Target,
+    pub workload: Workload,
     /// Port of the target pods serving `/admin/*` and `/metrics`.
     pub service_port: u16,
     /// Label selector of the gate pods, and the port of their `/metrics`.
@@ -75,12 +84,12 @@ pub struct KubeOptions {
 }
 
 impl KubeOptions {
-    pub fn new(namespace: &str, target: Target) -> Self {
+    pub fn new(namespace: &str, workload: Workload) -> Self {
         let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown-host".to_string());
         let user = std::env::var("USER").unwrap_or_else(|_| "recover".to_string());
         KubeOptions {
             namespace: namespace.to_string(),
-            target,
+            workload,
             service_port: 9001,
             gate_selector: "app.kubernetes.io/name=recover-gate".to_string(),
             gate_metrics_port: 8081,
@@ -185,9 +194,9 @@ impl KubePlatform {
 
     /// The target's pods now, terminating ones included (decisions need to see them).
     pub async fn target_pods(&self) -> Result<Vec<PodView>, PlatformError> {
-        let lp = match &self.opts.target {
-            Target::Selector(s) => ListParams::default().labels(s),
-            Target::Deployment(_) => ListParams::default(),
+        let lp = match &self.opts.workload {
+            Workload::Selector(s) => ListParams::default().labels(s),
+            Workload::Deployment(_) => ListParams::default(),
         };
         let list = self.pods.list(&lp).await.map_err(|e| {
             call_error(
@@ -197,7 +206,7 @@ impl KubePlatform {
             )
         })?;
         let mut views: Vec<PodView> = list.items.iter().map(PodView::of).collect();
-        if let Target::Deployment(name) = &self.opts.target {
+        if let Workload::Deployment(name) = &self.opts.workload {
             views.retain(|p| p.deployment.as_deref() == Some(name.as_str()));
         }
         views.sort_by(|a, b| a.name.cmp(&b.name));
@@ -206,9 +215,9 @@ impl KubePlatform {
 
     /// The Deployment Events are recorded on.
     async fn deployment_name(&self) -> Result<String, PlatformError> {
-        match &self.opts.target {
-            Target::Deployment(n) => Ok(n.clone()),
-            Target::Selector(s) => self
+        match &self.opts.workload {
+            Workload::Deployment(n) => Ok(n.clone()),
+            Workload::Selector(s) => self
                 .target_pods()
                 .await?
                 .into_iter()

@@ -5,7 +5,7 @@ use super::api::{call_error, live_pod_names};
 use super::decide::{batch_progress, PodView};
 use super::disrupt::{take_down, TakenDown};
 use super::proxy::{parse_locator, proxy_path};
-use super::{events, lease, rbac, KubePlatform, Target};
+use super::{events, lease, rbac, KubePlatform};
 use crate::platform::{
     AdminOp, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica, ScrapeEndpoint,
     StepEvent,
@@ -49,10 +49,7 @@ impl Platform for KubePlatform {
     }
 
     fn target_id(&self) -> String {
-        match &self.opts.target {
-            Target::Deployment(n) => format!("kube:{}/{n}", self.opts.namespace),
-            Target::Selector(s) => format!("kube:{}/selector:{s}", self.opts.namespace),
-        }
+        super::target_id(&self.opts.namespace, &self.opts.workload)
     }
 
     async fn replicas(&self) -> Result<Vec<Replica>, PlatformError> {
@@ -158,11 +155,12 @@ impl Platform for KubePlatform {
             .post(replica, self.opts.service_port, op.path())
             .await?;
         serde_json::from_str(&text).map_err(|e| PlatformError::Call {
-            what: format!("{} on pod {replica}", op.path()),
-            message: format!(
-                "reply is not JSON ({e}): {}",
+            what: format!(
+                "{} on pod {replica}: reply is not JSON: {}",
+                op.path(),
                 text.chars().take(200).collect::<String>()
             ),
+            source: Box::new(e),
         })
     }
 

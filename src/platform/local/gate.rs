@@ -2,7 +2,7 @@
 //! token from a file. `set_limit` PUTs, then GETs to confirm the limit is in force.
 
 use crate::gate::limit::Limit;
-use crate::platform::{GateControl, PlatformError};
+use crate::platform::{CallCause, GateControl, PlatformError};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,17 +41,17 @@ impl HttpGate {
     }
 }
 
-fn call(what: &str, e: impl std::fmt::Display) -> PlatformError {
+fn call(what: &str, e: impl Into<CallCause>) -> PlatformError {
     PlatformError::Call {
         what: what.to_string(),
-        message: e.to_string(),
+        source: e.into(),
     }
 }
 
 /// The admin API answers `{"limit": {...}, "version": ".."}`; accept a bare limit too.
-fn parse_limit(v: serde_json::Value) -> Result<Limit, String> {
+fn parse_limit(v: serde_json::Value) -> Result<Limit, serde_json::Error> {
     let inner = v.get("limit").cloned().unwrap_or(v);
-    serde_json::from_value(inner).map_err(|e| format!("unexpected reply: {e}"))
+    serde_json::from_value(inner)
 }
 
 fn same(a: &Limit, b: &Limit) -> bool {
@@ -79,7 +79,7 @@ impl GateControl for HttpGate {
         if !status.is_success() {
             return Err(call(&what, format!("HTTP {status}: {body}")));
         }
-        parse_limit(body).map_err(|e| call(&what, e))
+        parse_limit(body).map_err(|e| call(&format!("{what}: unexpected reply"), e))
     }
 
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {

@@ -9,8 +9,8 @@ pub mod lock;
 pub mod process;
 
 use crate::platform::{
-    AdminOp, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica, ScrapeEndpoint,
-    StepEvent,
+    AdminOp, CallCause, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica,
+    ScrapeEndpoint, StepEvent,
 };
 use inventory::Inventory;
 use std::path::{Path, PathBuf};
@@ -164,20 +164,20 @@ impl Platform for LocalPlatform {
     async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError> {
         let spec = self.spec(replica)?;
         let url = format!("{}{}", spec.admin_url.trim_end_matches('/'), op.path());
-        let call = |m: String| PlatformError::Call {
+        let call = |e: CallCause| PlatformError::Call {
             what: format!("POST {url}"),
-            message: m,
+            source: e,
         };
         let r = self
             .client
             .post(&url)
             .send()
             .await
-            .map_err(|e| call(e.to_string()))?;
+            .map_err(|e| call(e.into()))?;
         let status = r.status();
-        let text = r.text().await.map_err(|e| call(e.to_string()))?;
+        let text = r.text().await.map_err(|e| call(e.into()))?;
         if !status.is_success() {
-            return Err(call(format!("HTTP {status}: {text}")));
+            return Err(call(format!("HTTP {status}: {text}").into()));
         }
         Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
     }
@@ -212,20 +212,20 @@ impl Platform for LocalPlatform {
     }
 
     async fn scrape(&self, endpoint: &ScrapeEndpoint) -> Result<String, PlatformError> {
-        let call = |m: String| PlatformError::Call {
+        let call = |e: CallCause| PlatformError::Call {
             what: format!("GET {}", endpoint.locator),
-            message: m,
+            source: e,
         };
         let r = self
             .client
             .get(&endpoint.locator)
             .send()
             .await
-            .map_err(|e| call(e.to_string()))?;
+            .map_err(|e| call(e.into()))?;
         if !r.status().is_success() {
-            return Err(call(format!("HTTP {}", r.status())));
+            return Err(call(format!("HTTP {}", r.status()).into()));
         }
-        r.text().await.map_err(|e| call(e.to_string()))
+        r.text().await.map_err(|e| call(e.into()))
     }
 
     async fn lock(&self, holder: &LockHolder) -> Result<Box<dyn LockGuard>, PlatformError> {

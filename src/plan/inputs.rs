@@ -1,0 +1,349 @@
+//! Where a plan's inputs come from: the one place a verdict, what the runbook declares and
+//! what the operator gives become [`PlanInputs`], each number with its [`Source`].
+//!
+//! Why one place: the engine, the webhook receiver, `recover plan` and the rehearsal all
+//! turn a verdict into plan inputs. Done four times, the order of precedence and the
+//! message for a missing input drift apart; done here, a new source (a lookback in the
+//! metrics history, Little's law, asking on a terminal) is added once, between the ones
+//! already tried, and every caller gets it.
+//!
+//! Precedence, per input: the operator's number; else the verdict's estimate (which
+//! already prefers what `spec.detect` declares over what it measured); else what
+//! `spec.detect` declares; else the input is missing and [`MissingInputs`] names the
+//! runbook field and the flag that would supply it.
+
+use super::PlanInputs;
+use crate::detect::{DetectorConfig, Source, Verdict};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A plan input and where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Sourced {
+    pub value: f64,
+    pub source: Source,
+    /// In words: which setting, flag or signals.
+    pub from: String,
+}
+
+impl Sourced {
+    pub fn new(value: f64, source: Source, from: impl Into<String>) -> Self {
+        Sourced {
+            value,
+            source,
+            from: from.into(),
+        }
+    }
+}
+
+/// Plan inputs, each with its source.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourcedInputs {
+    pub arrival_rate: Sourced,
+    pub capacity_cold: Sourced,
+    pub k: Sourced,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<Sourced>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Sourced>,
+}
+
+impl SourcedInputs {
+    /// The numbers alone.
+    pub fn values(&self) -> PlanInputs {
+        PlanInputs {
+            arrival_rate: self.arrival_rate.value,
+            capacity_cold: self.capacity_cold.value,
+            k: self.k.value,
+            capacity: self.capacity.as_ref().map(|s| s.value),
+            demand: self.demand.as_ref().map(|s| s.value),
+        }
+    }
+
+    /// Every input from one source (numbers a caller already holds, e.g. from a journal).
+    pub fn all_from(inputs: &PlanInputs, source: Source, from: &str) -> Self {
+        let s = |v: f64| Sourced::new(v, source, from);
+        SourcedInputs {
+            arrival_rate: s(inputs.arrival_rate),
+            capacity_cold: s(inputs.capacity_cold),
+            k: s(inputs.k),
+            capacity: inputs.capacity.map(s),
+            demand: inputs.demand.map(s),
+        }
+    }
+}
+
+/// Numbers the operator gives for this run; each wins over measured and declared ones.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overrides {
+    pub arrival_rate: Option<f64>,
+    pub capacity_cold: Option<f64>,
+    pub k: Option<f64>,
+    pub capacity: Option<f64>,
+    pub demand: Option<f64>,
+}
+
+impl Overrides {
+    /// True when the operator gave every input a plan cannot do without, so the plan does
+    /// not rest on the verdict at all.
+    pub fn is_complete(&self) -> bool {
+        self.arrival_rate.is_some() && self.capacity_cold.is_some() && self.k.is_some()
+    }
+}
+
+impl From<PlanInputs> for Overrides {
+    fn from(i: PlanInputs) -> Self {
+        Overrides {
+            arrival_rate: Some(i.arrival_rate),
+            capacity_cold: Some(i.capacity_cold),
+            k: Some(i.k),
+            capacity: i.capacity,
+            demand: i.demand,
+        }
+    }
+}
+
+/// One plan input, to name what is missing and what would supply it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Input {
+    ArrivalRate,
+    CapacityCold,
+    K,
+}
+
+impl Input {
+    pub fn name(self) -> &'static str {
+        match self {
+            Input::ArrivalRate => "arrival rate",
+            Input::CapacityCold => "cold capacity",
+            Input::K => "k",
+        }
+    }
+
+    /// The runbook fields that would supply it, if any can.
+    pub fn runbook_fields(self) -> Option<&'static str> {
+        match self {
+            Input::ArrivalRate => None,
+            Input::CapacityCold => Some("spec.detect.capacity_per_s and spec.detect.cold_factor"),
+            Input::K => Some("spec.detect.k"),
+        }
+    }
+
+    /// The `recover --runbook` flag that would supply it.
+    pub fn assume_flag(self) -> &'static str {
+        match self {
+            Input::ArrivalRate => "--assume-arrival-rate",
+            Input::CapacityCold => "--assume-capacity-cold",
+            Input::K => "--assume-k",
+        }
+    }
+}
+
+/// Inputs a plan needs that nothing supplied.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub struct MissingInputs {
+    pub missing: Vec<Input>,
+}
+
+impl fmt::Display for MissingInputs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.missing.iter().map(|i| i.name()).collect();
+        write!(f, "no estimate of {}:", names.join(", "))?;
+        for (n, i) in self.missing.iter().enumerate() {
+            let sep = if n == 0 { " " } else { "; " };
+            match i.runbook_fields() {
+                Some(fields) => write!(
+                    f,
+                    "{sep}declare {} in the runbook ({fields}) or give {}",
+                    i.name(),
+                    i.assume_flag()
+                )?,
+                None => write!(
+                    f,
+                    "{sep}{} is measured only (the offered rate); give {}",
+                    i.name(),
+                    i.assume_flag()
+                )?,
+            }
+        }
+        write!(
+            f,
+            " (the --assume-* flags go together: --assume-arrival-rate, --assume-capacity-cold and --assume-k)"
+        )
+    }
+}
+
+impl PlanInputs {
+    /// The plan's inputs from a verdict, what the runbook declares (`spec.detect`) and the
+    /// operator's numbers, each with its source (see the module doc for the precedence).
+    pub fn from_verdict(
+        verdict: &Verdict,
+        declared: &DetectorConfig,
+        operator: &Overrides,
+    ) -> Result<SourcedInputs, MissingInputs> {
+        let op = |v: Option<f64>| v.map(|v| Sourced::new(v, Source::Operator, "the operator"));
+        let est = |v: Option<f64>, s: Option<Source>, from: Option<&str>| {
+            v.map(|v| {
+                Sourced::new(
+                    v,
+                    s.unwrap_or(Source::Measured),
+                    from.unwrap_or("the detector's estimate"),
+                )
+            })
+        };
+        let decl = |v: Option<f64>, field: &str| {
+            v.map(|v| Sourced::new(v, Source::Declared, format!("spec.detect.{field}")))
+        };
+        let vs = &verdict.sources;
+        let arrival_rate = op(operator.arrival_rate).or_else(|| {
+            est(
+                verdict.arrival_rate,
+                vs.arrival_rate,
+                Some("offered rate now"),
+            )
+        });
+        let capacity = op(operator.capacity)
+            .or_else(|| est(verdict.capacity, vs.capacity, None))
+            .or_else(|| decl(declared.capacity_per_s, "capacity_per_s"));
+        let capacity_cold = op(operator.capacity_cold)
+            .or_else(|| {
+                est(
+                    verdict.capacity_cold,
+                    vs.capacity_cold,
+                    verdict.capacity_cold_from.as_deref(),
+                )
+            })
+            .or_else(|| {
+                let (c, f) = (capacity.as_ref()?, declared.cold_factor?);
+                Some(Sourced::new(
+                    c.value / f.max(1.0),
+                    c.source,
+                    format!("capacity {:.1} / spec.detect.cold_factor {f}", c.value),
+                ))
+            });
+        let k = op(operator.k)
+            .or_else(|| est(verdict.k, vs.k, verdict.k_from.as_deref()))
+            .or_else(|| decl(declared.k, "k"));
+        let demand = op(operator.demand).or_else(|| decl(declared.demand_per_s, "demand_per_s"));
+        match (arrival_rate, capacity_cold, k) {
+            (Some(arrival_rate), Some(capacity_cold), Some(k)) => Ok(SourcedInputs {
+                arrival_rate,
+                capacity_cold,
+                k,
+                capacity,
+                demand,
+            }),
+            (a, c, k) => Err(MissingInputs {
+                missing: [
+                    (a.is_none(), Input::ArrivalRate),
+                    (c.is_none(), Input::CapacityCold),
+                    (k.is_none(), Input::K),
+                ]
+                .into_iter()
+                .filter_map(|(gone, i)| gone.then_some(i))
+                .collect(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::EstimateSources;
+
+    fn stuck() -> Verdict {
+        Verdict {
+            arrival_rate: Some(500.0),
+            capacity: Some(200.0),
+            capacity_cold: Some(100.0),
+            k: Some(4.0),
+            k_from: Some("service time now / healthy".into()),
+            sources: EstimateSources {
+                arrival_rate: Some(Source::Measured),
+                capacity: Some(Source::Declared),
+                capacity_cold: Some(Source::Assumed),
+                k: Some(Source::Measured),
+            },
+            ..Verdict::default()
+        }
+    }
+
+    #[test]
+    fn the_verdict_gives_what_it_estimated_with_its_sources() {
+        let declared = DetectorConfig {
+            demand_per_s: Some(17.0),
+            ..DetectorConfig::default()
+        };
+        let s = PlanInputs::from_verdict(&stuck(), &declared, &Overrides::default()).unwrap();
+        assert_eq!(
+            s.values(),
+            PlanInputs {
+                arrival_rate: 500.0,
+                capacity_cold: 100.0,
+                k: 4.0,
+                capacity: Some(200.0),
+                demand: Some(17.0),
+            }
+        );
+        assert_eq!(s.arrival_rate.source, Source::Measured);
+        assert_eq!(s.capacity.unwrap().source, Source::Declared);
+        assert_eq!(s.capacity_cold.source, Source::Assumed);
+        assert_eq!(s.k.from, "service time now / healthy");
+        assert_eq!(s.demand.unwrap().from, "spec.detect.demand_per_s");
+    }
+
+    #[test]
+    fn the_operator_wins_input_by_input() {
+        let op = Overrides {
+            k: Some(2.0),
+            ..Overrides::default()
+        };
+        let s = PlanInputs::from_verdict(&stuck(), &DetectorConfig::default(), &op).unwrap();
+        assert_eq!((s.k.value, s.k.source), (2.0, Source::Operator));
+        assert_eq!(s.arrival_rate.value, 500.0);
+        assert!(!op.is_complete());
+    }
+
+    #[test]
+    fn declarations_fill_what_the_verdict_lacks() {
+        let declared = DetectorConfig {
+            capacity_per_s: Some(200.0),
+            cold_factor: Some(4.0),
+            k: Some(2.0),
+            ..DetectorConfig::default()
+        };
+        let v = Verdict {
+            arrival_rate: Some(300.0),
+            ..Verdict::default()
+        };
+        let s = PlanInputs::from_verdict(&v, &declared, &Overrides::default()).unwrap();
+        assert_eq!(s.capacity_cold.value, 50.0);
+        assert_eq!(s.capacity_cold.source, Source::Declared);
+        assert_eq!((s.k.value, s.k.source), (2.0, Source::Declared));
+    }
+
+    #[test]
+    fn missing_inputs_name_the_runbook_field_and_the_flag() {
+        let e = PlanInputs::from_verdict(
+            &Verdict::default(),
+            &DetectorConfig::default(),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.missing,
+            [Input::ArrivalRate, Input::CapacityCold, Input::K]
+        );
+        let text = e.to_string();
+        for needle in [
+            "--assume-arrival-rate",
+            "spec.detect.capacity_per_s and spec.detect.cold_factor",
+            "--assume-capacity-cold",
+            "spec.detect.k",
+            "--assume-k",
+        ] {
+            assert!(text.contains(needle), "{needle}: {text}");
+        }
+    }
+}
