@@ -14,6 +14,7 @@ mod detect_demo;
 mod detect_exposition;
 mod detect_windows;
 mod engine_abort_e2e;
+mod engine_exit_codes;
 mod engine_local_e2e;
 mod gate_admin;
 mod gate_admission;
