@@ -1,5 +1,5 @@
 //! Small pieces every component needs: durations, atomic file writes, logging setup,
-//! loopback helpers, guarded child processes and registering metrics for export.
+//! loopback helpers, the open-file limit, guarded child processes and registering metrics for export.
 
 pub mod atomic_file;
 pub mod child;
@@ -7,3 +7,4 @@ pub mod duration;
 pub mod exposition;
 pub mod logging;
 pub mod net;
+pub mod rlimit;
