@@ -15,6 +15,7 @@ use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
 use super::validate;
+use crate::util::http_server;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -142,9 +143,17 @@ impl BoundGate {
             metrics: self.metrics.clone(),
             token: self.token,
         });
-        let admin = axum::serve(self.admin_listener, admin::router(admin_state))
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-        let admin = tokio::spawn(async move { admin.await });
+        let admin_timeouts = http_server::Timeouts {
+            header_read: self.client_timeouts.head,
+            write_stall: self.client_timeouts.idle,
+        };
+        let admin = http_server::serve(
+            self.admin_listener,
+            admin::router(admin_state),
+            admin_timeouts,
+            shutdown.clone().cancelled_owned(),
+        );
+        let admin = tokio::spawn(admin);
         let parts = ProxyParts {
             admission: self.admission,
             metrics: self.metrics,

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use super::alert;
 use super::auth::{self, SIGNATURE_HEADER};
 use super::receiver::Receiver;
+use crate::util::http_server::{self, Timeouts};
 
 /// The receiver's routes.
 pub fn router(rx: Arc<Receiver>) -> Router {
@@ -31,15 +32,24 @@ pub fn router(rx: Arc<Receiver>) -> Router {
         .with_state(rx)
 }
 
-/// Serve until `shutdown` resolves.
+/// Serve until `shutdown` resolves, with the default header-read and write timeouts.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     rx: Arc<Receiver>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(rx))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, rx, Timeouts::default(), shutdown).await
+}
+
+/// Serve until `shutdown` resolves: a connection that sends no complete request head
+/// within `timeouts.header_read` (idle ones too), or stops reading its answer, is closed.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    rx: Arc<Receiver>,
+    timeouts: Timeouts,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    http_server::serve(listener, router(rx), timeouts, shutdown).await
 }
 
 fn error(status: StatusCode, body: serde_json::Value) -> Response {
