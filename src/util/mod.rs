@@ -5,6 +5,7 @@ pub mod atomic_file;
 pub mod child;
 pub mod duration;
 pub mod exposition;
+pub mod http_body;
 pub mod http_server;
 pub mod logging;
 pub mod net;
