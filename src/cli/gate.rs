@@ -51,6 +51,41 @@ pub struct GateArgs {
     /// the applied resourceVersion shows in `recover_gate_limit_applied_info`.
     #[arg(long, value_name = "NS/NAME")]
     pub limit_configmap: Option<String>,
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
+}
+
+/// What one client connection may hold (slow or many clients must not lock out the rest).
+#[derive(Debug, clap::Args)]
+pub struct ConnectionArgs {
+    /// Total time a request head may take from its first byte (then 408 and close); a
+    /// client sending a byte now and then does not extend it.
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    pub request_head_timeout: Duration,
+    /// Open client connections in all; past it a new connection gets 503 and is closed at
+    /// once. Lowered to what the open file limit allows.
+    #[arg(long, default_value_t = recover::gate::limits::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
+    pub max_connections: usize,
+    /// Open client connections from one address (a load balancer in front counts as one).
+    #[arg(long, default_value_t = recover::gate::limits::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, value_parser = at_least_one)]
+    pub max_connections_per_address: usize,
+}
+
+impl ConnectionArgs {
+    fn limits(&self) -> recover::gate::limits::ClientLimits {
+        recover::gate::limits::ClientLimits {
+            request_head_timeout: self.request_head_timeout,
+            max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+        }
+    }
+}
+
+fn at_least_one(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!("must be a whole number of at least 1, got {s}")),
+    }
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -115,6 +150,7 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         limit,
         upstream_timeout: args.upstream_timeout,
         client_idle_timeout: args.client_idle_timeout,
+        client_limits: args.connections.limits(),
         admin_token,
         state_file: args.state_file,
     })

@@ -161,7 +161,8 @@ fn reset(args: ResetArgs) -> CliResult {
 
 /// POST JSON over plain HTTP (the receiver serves no TLS; put a proxy in front for that).
 async fn post(url: &str, token: &str, body: String) -> anyhow::Result<(u16, bytes::Bytes)> {
-    use http_body_util::{BodyExt, Full};
+    use http_body_util::Full;
+    use recover::util::http_body::{read_body, BodyCaps};
     if !url.starts_with("http://") {
         anyhow::bail!("--url must be http://HOST:PORT (the receiver serves plain HTTP)");
     }
@@ -175,6 +176,6 @@ async fn post(url: &str, token: &str, body: String) -> anyhow::Result<(u16, byte
         .await
         .map_err(|_| anyhow::anyhow!("no answer in 10 s"))??;
     let status = resp.status().as_u16();
-    let bytes = resp.into_body().collect().await?.to_bytes();
+    let bytes = read_body(resp.into_body(), BodyCaps::small_json(1024 * 1024)).await?;
     Ok((status, bytes))
 }

@@ -5,7 +5,8 @@
 use super::control::{ApplyError, LimitControl};
 use super::telemetry::GateMetrics;
 use super::validate;
-use axum::body::Bytes;
+use crate::util::http_body::{read_body, BodyCaps, BodyError};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -45,10 +46,24 @@ async fn get_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Resp
     Json(s.control.current()).into_response()
 }
 
-async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: Bytes) -> Response {
+/// A limit is a hundred bytes of JSON; the cap leaves room for a long note.
+const LIMIT_BODY: BodyCaps = BodyCaps::small_json(64 * 1024);
+
+async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: Body) -> Response {
     if let Some(refusal) = refuse_unauthorized(&s, &headers) {
         return refusal;
     }
+    let body = match read_body(body, LIMIT_BODY).await {
+        Ok(b) => b,
+        Err(e) => {
+            let status = match e {
+                BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+                BodyError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+                BodyError::Read(_) => StatusCode::BAD_REQUEST,
+            };
+            return error(status, &e.to_string(), Some("body"));
+        }
+    };
     let limit = match validate::parse_json(&body) {
         Ok(l) => l,
         Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string(), Some(&e.field)),

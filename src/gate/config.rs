@@ -3,6 +3,7 @@
 
 use super::error::GateError;
 use super::limit::Limit;
+use super::limits::ClientLimits;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -28,6 +29,8 @@ pub struct GateConfig {
     /// How long a client connection may sit between requests (or inside a request head)
     /// before the gate closes it, with the upstream connections it holds.
     pub client_idle_timeout: Duration,
+    /// The request head deadline and the connection caps.
+    pub client_limits: ClientLimits,
     /// Bearer token for `/admin/*`; `None` disables the admin API (401 for every call).
     pub admin_token: Option<String>,
     /// Where the last applied limit is kept; it wins over `limit` at start when present.
@@ -44,6 +47,7 @@ impl GateConfig {
             limit: Limit::unlimited(),
             upstream_timeout: Duration::from_secs(2),
             client_idle_timeout: DEFAULT_CLIENT_IDLE_TIMEOUT,
+            client_limits: ClientLimits::default(),
             admin_token: None,
             state_file: None,
         }

@@ -15,6 +15,7 @@ use std::io;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// The most of a rejected request's body the gate reads to keep the connection; past
@@ -29,9 +30,14 @@ pub(super) struct Connection {
     /// The head (and small body) being written, upstream or back to the client.
     pub out: Vec<u8>,
     pub links: Links,
-    /// How long to wait for the next request, the rest of its head, or a client that
-    /// stopped reading or sending.
+    /// How long to wait for the next request, or for a client that stopped reading or
+    /// sending (inside a head too).
     pub idle_timeout: Duration,
+    /// How long a request head may take from its first byte to its end.
+    pub head_timeout: Duration,
+    /// When the head being read must be complete: set by its first byte, cleared when it
+    /// parses. A deadline, so a client sending a byte now and then cannot extend it.
+    pub head_deadline: Option<Instant>,
 }
 
 /// What the connection loop needs to know about a request once its head is parsed.
@@ -62,11 +68,19 @@ enum Step<'p> {
     Handle(Request, Decision<'p>),
 }
 
+/// How long a client connection may wait: for its next request, and for a request head
+/// once begun.
+#[derive(Debug, Clone, Copy)]
+pub struct Timeouts {
+    pub idle: Duration,
+    pub head: Duration,
+}
+
 /// Serve one client connection until it closes, fails, or the gate drains.
 pub async fn serve(
     client: TcpStream,
     proxy: &Proxy,
-    idle_timeout: Duration,
+    timeouts: Timeouts,
     draining: &CancellationToken,
 ) {
     let mut conn = Connection {
@@ -74,7 +88,9 @@ pub async fn serve(
         rbuf: BytesMut::with_capacity(READ_ROOM),
         out: Vec::with_capacity(1024),
         links: Links::new(proxy.replicas.len()),
-        idle_timeout,
+        idle_timeout: timeouts.idle,
+        head_timeout: timeouts.head,
+        head_deadline: None,
     };
     if let Err(e) = conn.run(proxy, draining).await {
         tracing::debug!("client connection ended: {e}");
@@ -92,6 +108,12 @@ impl Connection {
                     Ok(None) => Step::NeedMore,
                     Err(e) => Step::Refuse(e),
                 }
+            };
+            self.head_deadline = match step {
+                Step::NeedMore if !self.rbuf.is_empty() => self
+                    .head_deadline
+                    .or_else(|| Some(Instant::now() + self.head_timeout)),
+                _ => None,
             };
             let keep_going = match step {
                 Step::NeedMore => self.read_more(draining).await?,
@@ -120,15 +142,20 @@ impl Connection {
     }
 
     /// Wait for more of the next request; false when the client closed, stayed quiet
-    /// too long, or the gate is draining and no request has begun.
+    /// too long, missed its head deadline, or the gate is draining and no request has
+    /// begun.
     async fn read_more(&mut self, draining: &CancellationToken) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
         let idle = self.rbuf.is_empty();
+        // Silence is cut at the idle timeout, inside a head too; a head also has its
+        // deadline, which no amount of trickling moves.
+        let quiet = Instant::now() + self.idle_timeout;
+        let give_up = self.head_deadline.map_or(quiet, |d| d.min(quiet));
         let n = tokio::select! {
             biased;
             n = self.client.read_buf(&mut self.rbuf) => n?,
             () = draining.cancelled(), if idle => return Ok(false),
-            () = tokio::time::sleep(self.idle_timeout) => {
+            () = tokio::time::sleep_until(give_up) => {
                 if !idle {
                     self.answer("408 Request Timeout", None, "the request head did not arrive in time\n", true)
                         .await?;

@@ -25,6 +25,7 @@ pub mod http1;
 pub mod latency;
 pub mod limit;
 pub mod limit_source;
+pub mod limits;
 pub mod proxy;
 pub mod server;
 pub mod state;

@@ -6,18 +6,20 @@ use super::admin::{self, AdminState};
 use super::admission::Admission;
 use super::balance::Replicas;
 use super::config::{parse_upstream, GateConfig};
-use super::connection;
+use super::connection::{self, Timeouts};
 use super::control::LimitControl;
 use super::error::GateError;
 use super::limit_source::LimitSource;
+use super::limits::{self, ClientLimits, ConnectionTable, Slot};
 use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
 use super::validate;
+use crate::util::http_server;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -32,7 +34,8 @@ pub struct BoundGate {
     admission: Arc<Admission>,
     replicas: Arc<Replicas>,
     upstream_timeout: Duration,
-    client_idle_timeout: Duration,
+    client_timeouts: Timeouts,
+    connections: Arc<ConnectionTable>,
     control: Arc<LimitControl>,
     metrics: Arc<GateMetrics>,
     token: Option<String>,
@@ -73,6 +76,7 @@ impl BoundGate {
                 .await
                 .map_err(|source| GateError::Bind { flag, addr, source })
         };
+        let connections = ConnectionTable::new(fit_file_limit(cfg.client_limits, upstreams.len()));
         let proxy_listener = bind("--listen", cfg.listen).await?;
         let admin_listener = bind("--admin-listen", cfg.admin_listen).await?;
 
@@ -90,7 +94,11 @@ impl BoundGate {
             admission,
             replicas: Arc::new(Replicas::new(&upstreams)),
             upstream_timeout: cfg.upstream_timeout,
-            client_idle_timeout: cfg.client_idle_timeout,
+            client_timeouts: Timeouts {
+                idle: cfg.client_idle_timeout,
+                head: cfg.client_limits.request_head_timeout,
+            },
+            connections,
             control,
             metrics,
             token: cfg.admin_token,
@@ -135,15 +143,24 @@ impl BoundGate {
             metrics: self.metrics.clone(),
             token: self.token,
         });
-        let admin = axum::serve(self.admin_listener, admin::router(admin_state))
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned());
-        let admin = tokio::spawn(async move { admin.await });
+        let admin_timeouts = http_server::Timeouts {
+            header_read: self.client_timeouts.head,
+            write_stall: self.client_timeouts.idle,
+        };
+        let admin = http_server::serve(
+            self.admin_listener,
+            admin::router(admin_state),
+            admin_timeouts,
+            shutdown.clone().cancelled_owned(),
+        );
+        let admin = tokio::spawn(admin);
         let parts = ProxyParts {
             admission: self.admission,
             metrics: self.metrics,
             replicas: self.replicas,
             timeout: self.upstream_timeout,
-            idle_timeout: self.client_idle_timeout,
+            client_timeouts: self.client_timeouts,
+            connections: self.connections,
         };
         let workers = spawn_proxy_workers(self.proxy_listener, parts, &shutdown);
         let joined = tokio::task::spawn_blocking(move || {
@@ -230,7 +247,8 @@ struct ProxyParts {
     metrics: Arc<GateMetrics>,
     replicas: Arc<Replicas>,
     timeout: Duration,
-    idle_timeout: Duration,
+    client_timeouts: Timeouts,
+    connections: Arc<ConnectionTable>,
 }
 
 /// One single-threaded runtime per core, each accepting on the same listener with its
@@ -271,7 +289,12 @@ fn spawn_proxy_workers(
                         parts.timeout,
                     ));
                     tokio::spawn(keep_timer_armed(parts.timeout, shutdown.clone()));
-                    accept_loop(listener, proxy, parts.idle_timeout, shutdown).await;
+                    let accepting = Accepting {
+                        proxy,
+                        timeouts: parts.client_timeouts,
+                        connections: parts.connections,
+                    };
+                    accept_loop(listener, accepting, shutdown).await;
                 });
             })?;
         workers.push(worker);
@@ -296,12 +319,14 @@ async fn keep_timer_armed(upstream_timeout: Duration, shutdown: CancellationToke
     }
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+/// What one worker's accept loop hands each connection it takes.
+struct Accepting {
     proxy: Arc<Proxy>,
-    idle_timeout: Duration,
-    shutdown: CancellationToken,
-) {
+    timeouts: Timeouts,
+    connections: Arc<ConnectionTable>,
+}
+
+async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: CancellationToken) {
     let mut conns = JoinSet::new();
     let draining = CancellationToken::new();
     loop {
@@ -310,20 +335,26 @@ async fn accept_loop(
             a = listener.accept() => a,
         };
         while conns.try_join_next().is_some() {}
-        let stream = match accepted {
-            Ok((stream, _)) => stream,
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
-                tracing::warn!("accept failed: {e}");
+                accepting.connections.log_accept_error(&e);
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
+        let Some(slot) = take_slot(&accepting.connections, &stream, peer) else {
+            continue; // refused and closed
+        };
         let _ = stream.set_nodelay(true);
-        let proxy = proxy.clone();
+        let proxy = accepting.proxy.clone();
+        let timeouts = accepting.timeouts;
         let draining = draining.clone();
-        conns
-            .spawn(async move { connection::serve(stream, &proxy, idle_timeout, &draining).await });
+        conns.spawn(async move {
+            let _slot = slot;
+            connection::serve(stream, &proxy, timeouts, &draining).await
+        });
     }
     drop(listener);
     draining.cancel();
@@ -332,4 +363,53 @@ async fn accept_loop(
     })
     .await;
     conns.abort_all();
+}
+
+/// A slot for a new connection, or `None` after refusing it at once: a 503 written only if
+/// the socket takes it now, then closed as `stream` drops.
+fn take_slot(table: &Arc<ConnectionTable>, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
+    match table.open(peer.ip()) {
+        Ok(slot) => Some(slot),
+        Err(why) => {
+            let _ = stream.try_write(limits::REFUSAL);
+            table.log_refusal(why, peer.ip());
+            None
+        }
+    }
+}
+
+/// Raise the open-file limit to the hard limit, and lower the connection cap to what the
+/// descriptors allow, saying so: a cap the file limit cannot honour turns into accept
+/// failures that lock out every new client instead of refusing the extra ones.
+fn fit_file_limit(mut limits: ClientLimits, replicas: usize) -> ClientLimits {
+    let nofile = match crate::util::rlimit::raise_nofile() {
+        Ok(n) => {
+            if n.after > n.before {
+                tracing::info!(
+                    from = n.before,
+                    to = n.after,
+                    "raised the open file limit to the hard limit"
+                );
+            } else {
+                tracing::info!(limit = n.after, "open file limit (already the hard limit)");
+            }
+            n.after
+        }
+        Err(e) => {
+            let now = crate::util::rlimit::nofile().unwrap_or(1024);
+            tracing::warn!(limit = now, "cannot raise the open file limit: {e}");
+            now
+        }
+    };
+    let fit = limits::connections_that_fit(nofile, replicas);
+    if limits.max_connections > fit {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_file_limit = nofile,
+            lowered_to = fit,
+            "--max-connections is more than the open file limit allows (each client connection may also hold one per upstream); lowering it"
+        );
+        limits.max_connections = fit;
+    }
+    limits
 }

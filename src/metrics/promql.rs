@@ -10,6 +10,7 @@
 
 use super::signal::{Reading, SignalSpec, Snapshot};
 use super::source::{MetricError, MetricSource};
+use crate::util::http_body::{read_response_text, BodyCaps, BodyError};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -95,6 +96,10 @@ fn unix(t: SystemTime) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The largest query answer read: a range query over a long window at a fine step is a
+/// few MiB; more means a query that selects far too many series.
+const MAX_ANSWER_BYTES: usize = 32 * 1024 * 1024;
+
 /// A Prometheus server's query API.
 pub struct PromqlSource {
     base: String,
@@ -155,10 +160,18 @@ impl PromqlSource {
             .await
             .map_err(|e| self.transport_error(&url, e))?;
         let status = resp.status();
-        let body = resp
-            .text()
+        let body = read_response_text(resp, BodyCaps::new(MAX_ANSWER_BYTES, self.timeout))
             .await
-            .map_err(|e| self.transport_error(&url, e))?;
+            .map_err(|e| match e {
+                BodyError::TooSlow { .. } => PromqlError::Timeout {
+                    url: url.clone(),
+                    after: self.timeout,
+                },
+                e => PromqlError::Unreachable {
+                    url: url.clone(),
+                    message: e.to_string(),
+                },
+            })?;
         let reply: ApiReply =
             serde_json::from_str(&body).map_err(|_| PromqlError::Unreachable {
                 url: url.clone(),

@@ -283,7 +283,10 @@ impl System {
             .map_err(|e| OrchestrateError::Gate(e.to_string()))?;
         if !resp.status().is_success() {
             let status = resp.status();
-            let body = resp.text().await.unwrap_or_default();
+            let caps = crate::util::http_body::BodyCaps::small_json(64 * 1024);
+            let body = crate::util::http_body::read_response_text(resp, caps)
+                .await
+                .unwrap_or_else(|e| format!("({e})"));
             return Err(OrchestrateError::Gate(format!("HTTP {status}: {body}")));
         }
         Ok(())

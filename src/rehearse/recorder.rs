@@ -167,7 +167,8 @@ async fn run(
             _ = tick.tick() => {}
         }
         let t_s = clock.now_s();
-        let pages = futures::future::join_all(targets.iter().map(|t| fetch(&client, t))).await;
+        let pages =
+            futures::future::join_all(targets.iter().map(|t| fetch(&client, t, timeout))).await;
         let raw = RawScrape {
             t_s,
             targets: targets
@@ -196,11 +197,18 @@ async fn run(
     }
 }
 
-async fn fetch(client: &reqwest::Client, target: &Target) -> Option<Vec<expo::Point>> {
+async fn fetch(
+    client: &reqwest::Client,
+    target: &Target,
+    timeout: Duration,
+) -> Option<Vec<expo::Point>> {
     let resp = client.get(&target.url).send().await.ok()?;
     if !resp.status().is_success() {
         return None;
     }
-    let text = resp.text().await.ok()?;
+    let caps = crate::util::http_body::BodyCaps::metrics_page(timeout);
+    let text = crate::util::http_body::read_response_text(resp, caps)
+        .await
+        .ok()?;
     Some(expo::parse(&text))
 }

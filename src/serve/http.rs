@@ -2,8 +2,8 @@
 //! decisions, metrics, health, and the admin reset. Authentication happens before the
 //! body is parsed, so an unauthenticated caller learns nothing about the payload format.
 
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,10 +14,14 @@ use std::sync::Arc;
 use super::alert;
 use super::auth::{self, SIGNATURE_HEADER};
 use super::receiver::Receiver;
+use crate::util::http_body::{read_body, BodyCaps, BodyError};
+use crate::util::http_server::{self, Timeouts};
+
+/// How long a request body may take to arrive whole (a webhook is a few KiB).
+const BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The receiver's routes.
 pub fn router(rx: Arc<Receiver>) -> Router {
-    let limit = rx.cfg.max_body_bytes;
     Router::new()
         .route("/alerts", post(alerts))
         .route("/runs", get(runs))
@@ -27,19 +31,27 @@ pub fn router(rx: Arc<Receiver>) -> Router {
         .route("/admin/reset", post(reset))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
-        .layer(DefaultBodyLimit::max(limit))
         .with_state(rx)
 }
 
-/// Serve until `shutdown` resolves.
+/// Serve until `shutdown` resolves, with the default header-read and write timeouts.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     rx: Arc<Receiver>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(rx))
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, rx, Timeouts::default(), shutdown).await
+}
+
+/// Serve until `shutdown` resolves: a connection that sends no complete request head
+/// within `timeouts.header_read` (idle ones too), or stops reading its answer, is closed.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    rx: Arc<Receiver>,
+    timeouts: Timeouts,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    http_server::serve(listener, router(rx), timeouts, shutdown).await
 }
 
 fn error(status: StatusCode, body: serde_json::Value) -> Response {
@@ -51,11 +63,31 @@ fn error(status: StatusCode, body: serde_json::Value) -> Response {
     r
 }
 
+/// The request body within `max_body_bytes` and [`BODY_WITHIN`], or the answer refusing it.
+async fn body_within(rx: &Receiver, body: Body) -> Result<Bytes, Response> {
+    let caps = BodyCaps::new(rx.cfg.max_body_bytes, BODY_WITHIN);
+    read_body(body, caps).await.map_err(|e| {
+        let status = match e {
+            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
+            BodyError::Read(_) => StatusCode::BAD_REQUEST,
+        };
+        error(status, json!({"error": e.to_string()}))
+    })
+}
+
 fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) -> Response {
+    let body = match body_within(&rx, body).await {
+        Ok(b) => b,
+        Err(refusal) => {
+            rx.metrics.webhook("bad_request");
+            return refusal;
+        }
+    };
     if let Err(e) = auth::check(
         &rx.creds,
         header_str(&headers, header::AUTHORIZATION.as_str()),
@@ -134,12 +166,16 @@ struct ResetBody {
     budget: bool,
 }
 
-async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Bytes) -> Response {
+async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) -> Response {
     let Some(expected) = &rx.admin_token else {
         return error(
             StatusCode::FORBIDDEN,
             json!({"error": "the admin API is disabled: set auth.admin_token in serve.yaml"}),
         );
+    };
+    let body = match body_within(&rx, body).await {
+        Ok(b) => b,
+        Err(refusal) => return refusal,
     };
     let admin = auth::Credentials {
         bearer_token: Some(expected.clone()),

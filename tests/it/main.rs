@@ -7,6 +7,7 @@
 
 mod support;
 
+mod admin_body_caps;
 mod demo_cli;
 mod demo_e2e;
 mod detect_cli;
@@ -19,6 +20,7 @@ mod engine_local_e2e;
 mod gate_admin;
 mod gate_admission;
 mod gate_cli;
+mod gate_connection_limits;
 mod gate_http1_wire;
 mod gate_proxy;
 mod gate_sources;
@@ -29,6 +31,8 @@ mod kube_manifest_args;
 mod kube_manifests;
 mod kube_platform;
 mod kube_rbac;
+mod listener_timeouts;
+mod metrics_body_caps;
 mod plan_cli;
 mod promql_prometheus;
 mod rehearse_e2e;

@@ -589,7 +589,8 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
         &m,
         &[
             r#"recover_serve_webhooks_total{result="unauthorized"} 4"#,
-            r#"recover_serve_webhooks_total{result="bad_request"} 4"#,
+            // Four malformed payloads and the body over the limit.
+            r#"recover_serve_webhooks_total{result="bad_request"} 5"#,
         ],
     );
 }

@@ -109,8 +109,10 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
         .with_state(shared.clone());
     // No graceful shutdown: queued requests would hold it open; on stop they are cut off,
     // as a killed process would.
+    let timeouts = crate::util::http_server::Timeouts::default();
+    let never = std::future::pending::<()>();
     tokio::select! {
-        r = axum::serve(listener, app) => r.map_err(ServiceError::Serve),
+        r = crate::util::http_server::serve(listener, app, timeouts, never) => r.map_err(ServiceError::Serve),
         _ = shutdown.cancelled() => Ok(()),
     }
 }

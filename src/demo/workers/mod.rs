@@ -148,9 +148,9 @@ pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), 
             .route("/healthz", get(|| async { "ok" }));
         let s = stop.clone();
         tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(s.cancelled_owned())
-                .await;
+            let timeouts = crate::util::http_server::Timeouts::default();
+            let _ =
+                crate::util::http_server::serve(listener, app, timeouts, s.cancelled_owned()).await;
         });
         tracing::info!(%addr, "workers serving /metrics");
     }

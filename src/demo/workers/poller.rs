@@ -4,12 +4,16 @@
 
 use super::metrics::{OutcomeLabel, WorkerMetrics};
 use super::retry::{RetryBudget, RetryPolicy};
+use crate::util::http_body::{read_body, BodyCaps};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::Empty;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio_util::sync::CancellationToken;
+
+/// The config a worker fetches is a few hundred bytes; a body past this is an error.
+const MAX_BODY: usize = 1024 * 1024;
 
 /// The next poll slot strictly after `now`, for a worker whose slots are
 /// `first + m * interval`. A poll that outlived its slot (a long retry loop) skips the
@@ -164,7 +168,8 @@ async fn attempt(fleet: &Fleet, attempt_no: u32) -> Attempt {
     let exchange = async {
         let resp = fleet.client.request(request).await.map_err(|_| ())?;
         let ok = resp.status().is_success();
-        resp.into_body().collect().await.map_err(|_| ())?;
+        let caps = BodyCaps::new(MAX_BODY, fleet.timeout);
+        read_body(resp.into_body(), caps).await.map_err(|_| ())?;
         Ok::<bool, ()>(ok)
     };
     let outcome = match tokio::time::timeout(fleet.timeout, exchange).await {

@@ -4,6 +4,7 @@
 
 use crate::metrics::source::MetricError;
 use crate::platform::{Platform, ScrapeEndpoint};
+use crate::util::http_body::{read_response_text, BodyCaps};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -69,7 +70,9 @@ impl Fetch for UrlFetch {
         if !resp.status().is_success() {
             return Err(fail(format!("HTTP {}", resp.status())));
         }
-        resp.text().await.map_err(|e| fail(e.to_string()))
+        read_response_text(resp, BodyCaps::metrics_page(self.timeout))
+            .await
+            .map_err(|e| fail(e.to_string()))
     }
 }
 

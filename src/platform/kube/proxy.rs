@@ -7,6 +7,11 @@
 use super::api::call_error;
 use super::rbac;
 use crate::platform::PlatformError;
+use crate::util::http_body::{read_body, BodyCaps};
+
+/// A pod's `/metrics` page or admin answer, read through the API server: capped like any
+/// scrape (an endless page must not take the controller's memory).
+const ANSWER_CAPS: BodyCaps = BodyCaps::metrics_page(std::time::Duration::from_secs(30));
 
 #[async_trait::async_trait]
 pub trait PodProxy: Send + Sync {
@@ -54,10 +59,29 @@ impl ApiPodProxy {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(body)
             .map_err(|e| PlatformError::Other(format!("building {uri}: {e}")))?;
-        self.client
-            .request_text(req)
+        let what = format!("{method} {uri}");
+        let resp = self
+            .client
+            .send(req.map(kube::client::Body::from))
             .await
-            .map_err(|e| call_error(perm, format!("{method} {uri}"), e))
+            .map_err(|e| call_error(perm, what.clone(), e))?;
+        let status = resp.status();
+        let body = read_body(resp.into_body(), ANSWER_CAPS)
+            .await
+            .map_err(|e| PlatformError::Call {
+                what: what.clone(),
+                source: Box::new(e),
+            })?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        if status.is_client_error() || status.is_server_error() {
+            // As kube's own request_text reports it, so a 403 still names the permission.
+            let api = serde_json::from_str::<kube::core::Status>(&text).unwrap_or_else(|_| {
+                kube::core::Status::failure(&text, "Failed to parse error data")
+                    .with_code(status.as_u16())
+            });
+            return Err(call_error(perm, what, kube::Error::Api(api.boxed())));
+        }
+        Ok(text)
     }
 }
 

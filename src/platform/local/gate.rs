@@ -3,8 +3,12 @@
 
 use crate::gate::limit::Limit;
 use crate::platform::{CallCause, GateControl, PlatformError};
+use crate::util::http_body::{read_response, read_response_text, BodyCaps};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The admin API answers a limit in a few hundred bytes.
+const ANSWER_CAPS: BodyCaps = BodyCaps::small_json(64 * 1024);
 
 pub struct HttpGate {
     admin_url: String,
@@ -75,7 +79,11 @@ impl GateControl for HttpGate {
             .await
             .map_err(|e| call(&what, e))?;
         let status = r.status();
-        let body: serde_json::Value = r.json().await.map_err(|e| call(&what, e))?;
+        let bytes = read_response(r, ANSWER_CAPS)
+            .await
+            .map_err(|e| call(&what, e))?;
+        let body: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| call(&what, format!("not JSON: {e}")))?;
         if !status.is_success() {
             return Err(call(&what, format!("HTTP {status}: {body}")));
         }
@@ -94,7 +102,9 @@ impl GateControl for HttpGate {
             .map_err(|e| call(&what, e))?;
         let status = r.status();
         if !status.is_success() {
-            let body = r.text().await.unwrap_or_default();
+            let body = read_response_text(r, ANSWER_CAPS)
+                .await
+                .unwrap_or_else(|e| format!("({e})"));
             return Err(call(&what, format!("HTTP {status}: {body}")));
         }
         let now = self.get_limit().await?;

@@ -12,10 +12,14 @@ use crate::platform::{
     AdminOp, CallCause, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica,
     ScrapeEndpoint, StepEvent,
 };
+use crate::util::http_body::{read_response_text, BodyCaps};
 use inventory::Inventory;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long a scrape or an admin call may take, its body included.
+const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub struct LocalPlatform {
     inv: Inventory,
@@ -33,7 +37,7 @@ impl LocalPlatform {
             inv.gate.token_file.clone(),
         ));
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(5))
+            .timeout(SCRAPE_TIMEOUT)
             .build()
             .unwrap_or_default();
         LocalPlatform {
@@ -175,7 +179,9 @@ impl Platform for LocalPlatform {
             .await
             .map_err(|e| call(e.into()))?;
         let status = r.status();
-        let text = r.text().await.map_err(|e| call(e.into()))?;
+        let text = read_response_text(r, BodyCaps::small_json(1024 * 1024))
+            .await
+            .map_err(|e| call(e.into()))?;
         if !status.is_success() {
             return Err(call(format!("HTTP {status}: {text}").into()));
         }
@@ -225,7 +231,9 @@ impl Platform for LocalPlatform {
         if !r.status().is_success() {
             return Err(call(format!("HTTP {}", r.status()).into()));
         }
-        r.text().await.map_err(|e| call(e.into()))
+        read_response_text(r, BodyCaps::metrics_page(SCRAPE_TIMEOUT))
+            .await
+            .map_err(|e| call(e.into()))
     }
 
     async fn lock(&self, holder: &LockHolder) -> Result<Box<dyn LockGuard>, PlatformError> {
