@@ -52,6 +52,13 @@ pub struct ConfigServiceArgs {
     /// Skip queued requests whose x-deadline-ms has passed (counted as skipped).
     #[arg(long)]
     pub honour_deadline: bool,
+    /// Make every request this many times more expensive from --slow-after on (one slow
+    /// replica that still passes its health checks); POST /admin/slow changes it later.
+    #[arg(long, default_value_t = 1.0, value_parser = parse_slow_factor)]
+    pub slow_factor: f64,
+    /// When --slow-factor starts to apply, counted from the service's start.
+    #[arg(long, value_parser = duration::parse, default_value = "0s", requires = "slow_factor")]
+    pub slow_after: Duration,
 }
 
 #[derive(Debug, clap::Args)]
@@ -89,6 +96,15 @@ fn parse_policy(s: &str) -> Result<RetryPolicy, String> {
     s.parse()
 }
 
+fn parse_slow_factor(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(f) if config_service::valid_slow_factor(f) => Ok(f),
+        _ => Err(format!(
+            "invalid slow factor {s:?}; write a number >= 1 (1: normal speed, 5: five times slower)"
+        )),
+    }
+}
+
 fn parse_budget(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(f) if f.is_finite() && f >= 0.0 => Ok(f),
@@ -110,6 +126,8 @@ fn service_config(a: ConfigServiceArgs) -> ServiceConfig {
         client_timeout: a.client_timeout,
         startup_delay: a.startup_delay,
         honour_deadline: a.honour_deadline,
+        slow_factor: a.slow_factor,
+        slow_after: a.slow_after,
     }
 }
 

@@ -5,6 +5,9 @@
 use super::{CliResult, Failure};
 use anyhow::{anyhow, Context};
 use recover::exit::Exit;
+use recover::gate::balance::outlier::{LatencyStat, OutlierConfig};
+use recover::gate::balance::policy::BalancePolicy;
+use recover::gate::balance::BalanceConfig;
 use recover::gate::limit::{default_burst, Limit};
 use recover::gate::{self, GateConfig};
 use std::net::SocketAddr;
@@ -17,10 +20,15 @@ pub struct GateArgs {
     /// Proxy listener; every path on it is forwarded to an upstream.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
-    /// Upstream replica (http://host:port); repeat for several, balanced by least
-    /// outstanding requests.
+    /// Upstream replica (http://host:port); repeat for several (see --balance).
     #[arg(long = "upstream", required = true, value_name = "URL")]
     pub upstreams: Vec<String>,
+    /// How requests are spread over the upstreams: least-outstanding, p2c (power of two
+    /// choices) or round-robin.
+    #[arg(long, default_value = "least-outstanding", value_parser = parse_balance)]
+    pub balance: BalancePolicy,
+    #[command(flatten)]
+    pub outlier: OutlierArgs,
     /// Admitted requests per second (GCRA); 0 blocks everything; absent: unlimited.
     #[arg(long, value_parser = parse_rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
@@ -88,6 +96,68 @@ fn at_least_one(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Latency outlier ejection; defaults are `OutlierConfig::default()`.
+#[derive(Debug, clap::Args)]
+pub struct OutlierArgs {
+    /// Turn latency outlier ejection off.
+    #[arg(long)]
+    pub no_outlier_ejection: bool,
+    /// The latency compared with the peers': mean or p99 over the window.
+    #[arg(long, default_value = "mean", value_parser = parse_stat)]
+    pub outlier_stat: LatencyStat,
+    /// Eject a replica whose latency exceeds this multiple of its peers' median.
+    #[arg(long, default_value_t = 3.0)]
+    pub outlier_factor: f64,
+    /// Window length, and how often replicas are judged.
+    #[arg(long, default_value = "2s", value_parser = parse_timeout)]
+    pub outlier_interval: Duration,
+    /// Requests in the window a replica needs to be judged (or to count as a peer).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    pub outlier_min_requests: u64,
+    /// First ejection time; the n-th ejection in a row lasts n times this.
+    #[arg(long, default_value = "10s", value_parser = parse_timeout)]
+    pub outlier_base_ejection: Duration,
+    /// Longest ejection.
+    #[arg(long, default_value = "300s", value_parser = parse_timeout)]
+    pub outlier_max_ejection: Duration,
+    /// Share of the replicas that may be ejected at once (at least one, never all).
+    #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub outlier_max_ejected_percent: u32,
+    /// Time for a readmitted replica's share to ramp from 10% back to 100%.
+    #[arg(long, default_value = "10s", value_parser = recover::util::duration::parse)]
+    pub outlier_ramp: Duration,
+}
+
+impl OutlierArgs {
+    fn config(&self) -> Result<Option<OutlierConfig>, Failure> {
+        if self.no_outlier_ejection {
+            return Ok(None);
+        }
+        let cfg = OutlierConfig {
+            stat: self.outlier_stat,
+            interval: self.outlier_interval,
+            factor: self.outlier_factor,
+            min_requests: self.outlier_min_requests,
+            base_ejection: self.outlier_base_ejection,
+            max_ejection: self.outlier_max_ejection,
+            max_ejected_percent: self.outlier_max_ejected_percent,
+            ramp: self.outlier_ramp,
+        };
+        cfg.check().map_err(|(field, why)| {
+            Failure::usage(anyhow!("--outlier-{}: {why}", field.replace('_', "-")))
+        })?;
+        Ok(Some(cfg))
+    }
+}
+
+fn parse_balance(s: &str) -> Result<BalancePolicy, String> {
+    s.parse()
+}
+
+fn parse_stat(s: &str) -> Result<LatencyStat, String> {
+    s.parse()
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     let r: f64 = s
         .trim()
@@ -143,11 +213,16 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         max_in_flight: args.max_in_flight,
         note: None,
     };
+    let balance = BalanceConfig {
+        policy: args.balance,
+        outlier: args.outlier.config()?,
+    };
     Ok(GateConfig {
         listen: args.listen,
         admin_listen: args.admin_listen,
         upstreams: args.upstreams,
         limit,
+        balance,
         upstream_timeout: args.upstream_timeout,
         client_idle_timeout: args.client_idle_timeout,
         client_limits: args.connections.limits(),
@@ -216,5 +291,31 @@ mod tests {
         assert!(parse_timeout("0s").is_err());
         assert_eq!(default_burst(100.0), 50);
         assert_eq!(default_burst(0.5), 1);
+    }
+
+    fn parse(args: &[&str]) -> Result<GateConfig, String> {
+        use crate::cli::{Cli, Command};
+        use clap::Parser;
+        let mut argv = vec!["recover", "gate", "--upstream", "http://127.0.0.1:1"];
+        argv.extend_from_slice(args);
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        match cli.command {
+            Some(Command::Gate(a)) => config(a).map_err(|f| format!("{:#}", f.error)),
+            other => panic!("not the gate command: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn balancing_flags_default_to_the_library_defaults() {
+        assert_eq!(parse(&[]).unwrap().balance, BalanceConfig::default());
+        let c = parse(&["--balance", "p2c", "--no-outlier-ejection"]).unwrap();
+        assert_eq!(c.balance.policy, BalancePolicy::P2c);
+        assert_eq!(c.balance.outlier, None);
+        let c = parse(&["--outlier-stat", "p99", "--outlier-factor", "2.5"]).unwrap();
+        let o = c.balance.outlier.unwrap();
+        assert_eq!((o.stat, o.factor), (LatencyStat::P99, 2.5));
+        assert!(parse(&["--balance", "random"]).unwrap_err().contains("p2c"));
+        let e = parse(&["--outlier-factor", "1"]).unwrap_err();
+        assert!(e.contains("--outlier-factor"), "{e}");
     }
 }

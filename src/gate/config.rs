@@ -1,6 +1,7 @@
 //! What a gate is started with. The CLI maps its flags onto [`GateConfig`]; the engine,
 //! the rehearsal and the tests build one directly.
 
+use super::balance::BalanceConfig;
 use super::error::GateError;
 use super::limit::Limit;
 use super::limits::ClientLimits;
@@ -24,6 +25,8 @@ pub struct GateConfig {
     pub upstreams: Vec<String>,
     /// The limit to start with when the state file has none.
     pub limit: Limit,
+    /// How requests are spread over the upstreams, and latency outlier ejection.
+    pub balance: BalanceConfig,
     /// How long the gate waits for an upstream's response head (then 504).
     pub upstream_timeout: Duration,
     /// How long a client connection may sit between requests (or inside a request head)
@@ -45,6 +48,7 @@ impl GateConfig {
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             upstreams,
             limit: Limit::unlimited(),
+            balance: BalanceConfig::default(),
             upstream_timeout: Duration::from_secs(2),
             client_idle_timeout: DEFAULT_CLIENT_IDLE_TIMEOUT,
             client_limits: ClientLimits::default(),

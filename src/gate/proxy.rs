@@ -43,6 +43,9 @@ impl Admitted<'_> {
     /// Record how this request ended (the last call wins); unless told otherwise, an
     /// admitted request that goes away ended because the client hung up.
     pub fn ended(&mut self, o: Outcome) {
+        if matches!(o, Outcome::Admitted | Outcome::UpstreamTimeout) {
+            self.pick.observe(); // the replica's latency, for outlier ejection
+        }
         self.outcome.outcome = Some(o);
     }
 }

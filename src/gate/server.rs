@@ -92,7 +92,7 @@ impl BoundGate {
             proxy_listener,
             admin_listener,
             admission,
-            replicas: Arc::new(Replicas::new(&upstreams)),
+            replicas: Arc::new(Replicas::new(&upstreams, &cfg.balance, &metrics)),
             upstream_timeout: cfg.upstream_timeout,
             client_timeouts: Timeouts {
                 idle: cfg.client_idle_timeout,

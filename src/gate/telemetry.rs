@@ -11,12 +11,26 @@ use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+use super::balance::policy::BalancePolicy;
 use super::latency::LatencyHistogram;
 use super::limit::Limit;
 use crate::util::exposition::{encode_text, register, register_family};
 
 type Labels = [(&'static str, &'static str); 1];
 type InfoLabels = [(&'static str, String); 1];
+type BalancerLabels = [(&'static str, String); 2];
+type F64Gauge = Gauge<f64, AtomicU64>;
+
+/// One replica's series, labelled `replica="host:port"`.
+pub struct ReplicaMetrics {
+    /// 1 while ejected as a latency outlier.
+    pub ejected: Gauge,
+    pub ejections: Counter,
+    /// Share of its normal traffic: 0 ejected, ramping back to 1 after.
+    pub weight: F64Gauge,
+    /// The outlier statistic (mean or p99) over its last window with requests.
+    pub window_latency: F64Gauge,
+}
 
 /// What happened to one request; exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,6 +57,11 @@ pub struct GateMetrics {
     limit_max_in_flight: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
     upstream_latency: LatencyHistogram,
+    upstream_ejected: Family<InfoLabels, Gauge>,
+    upstream_ejections: Family<InfoLabels, Counter>,
+    upstream_weight: Family<InfoLabels, F64Gauge>,
+    upstream_window_latency: Family<InfoLabels, F64Gauge>,
+    balancer_info: Family<BalancerLabels, Gauge>,
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -129,8 +148,63 @@ impl GateMetrics {
                 "Time from forwarding to the upstream's response head",
                 LatencyHistogram::new(exponential_buckets(0.0005, 2.0, 16)),
             ),
+            upstream_ejected: register(
+                r,
+                "recover_gate_upstream_ejected",
+                "1 while the replica is ejected as a latency outlier",
+                Family::default(),
+            ),
+            upstream_ejections: register(
+                r,
+                "recover_gate_upstream_ejections",
+                "Times the replica was ejected as a latency outlier",
+                Family::default(),
+            ),
+            upstream_weight: register(
+                r,
+                "recover_gate_upstream_weight",
+                "Share of its normal traffic the replica gets: 0 ejected, ramping back to 1",
+                Family::default(),
+            ),
+            upstream_window_latency: register(
+                r,
+                "recover_gate_upstream_window_latency_seconds",
+                "The outlier statistic (mean or p99) over the replica's last window",
+                Family::default(),
+            ),
+            balancer_info: register(
+                r,
+                "recover_gate_balancer_info",
+                "The balancing policy in use and whether outlier ejection is on",
+                Family::default(),
+            ),
             registry,
         }
+    }
+
+    /// The series of one replica, created now so that they read 0 (weight 1) from start.
+    pub fn replica(&self, replica: &str) -> ReplicaMetrics {
+        let l = [("replica", replica.to_string())];
+        let weight = self.upstream_weight.get_or_create(&l).clone();
+        weight.set(1.0);
+        ReplicaMetrics {
+            ejected: self.upstream_ejected.get_or_create(&l).clone(),
+            ejections: self.upstream_ejections.get_or_create(&l).clone(),
+            weight,
+            window_latency: self.upstream_window_latency.get_or_create(&l).clone(),
+        }
+    }
+
+    /// Show the balancer in use (the only child of the info family).
+    pub fn balancer(&self, policy: BalancePolicy, outlier_ejection: bool) {
+        self.balancer_info.clear();
+        let on = if outlier_ejection { "on" } else { "off" };
+        self.balancer_info
+            .get_or_create(&[
+                ("balancer", policy.name().to_string()),
+                ("outlier_ejection", on.to_string()),
+            ])
+            .set(1);
     }
 
     pub fn outcome(&self, o: Outcome) {

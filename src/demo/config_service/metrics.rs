@@ -30,6 +30,7 @@ pub struct ServiceMetrics {
     pub warm_fraction: Gauge<f64, AtomicU64>,
     pub overloaded: Gauge,
     pub ready: Gauge,
+    pub slow_factor: Gauge<f64, AtomicU64>,
 }
 
 impl ServiceMetrics {
@@ -54,6 +55,7 @@ impl ServiceMetrics {
             warm_fraction: register(&mut r, "warm_fraction", "0 right after start, 1 when caches are warm", Gauge::default()),
             overloaded: register(&mut r, "overloaded", "1 while the queue holds more than fits in the client timeout", Gauge::default()),
             ready: register(&mut r, "ready", "1 once the startup delay has passed", Gauge::default()),
+            slow_factor: register(&mut r, "slow_factor", "Cost multiplier of a slowed replica (1: normal speed)", Gauge::default()),
             registry: r,
         }
     }

@@ -38,6 +38,12 @@ pub struct ServiceConfig {
     pub startup_delay: Duration,
     /// Skip queued requests whose `x-deadline-ms` has passed (off: serve them anyway).
     pub honour_deadline: bool,
+    /// From `slow_after` on, every request costs this many times more (1: never slow).
+    /// Models one bad replica (a noisy neighbour, a bad disk) that still passes its health
+    /// checks; `POST /admin/slow` changes it at run time.
+    pub slow_factor: f64,
+    /// When `slow_factor` starts to apply, from the service's start.
+    pub slow_after: Duration,
 }
 
 impl Default for ServiceConfig {
@@ -53,6 +59,8 @@ impl Default for ServiceConfig {
             client_timeout: defaults::CLIENT_TIMEOUT,
             startup_delay: Duration::ZERO,
             honour_deadline: false,
+            slow_factor: 1.0,
+            slow_after: Duration::ZERO,
         }
     }
 }
@@ -70,11 +78,19 @@ impl ServiceConfig {
         if !(self.overload_factor.is_finite() && self.overload_factor >= 1.0) {
             return bad("overload-factor", "must be a number >= 1");
         }
+        if !valid_slow_factor(self.slow_factor) {
+            return bad("slow-factor", "must be a number >= 1 (1: normal speed)");
+        }
         if self.client_timeout.is_zero() {
             return bad("client-timeout", "must be more than 0");
         }
         Ok(())
     }
+}
+
+/// A slowdown factor the service accepts: finite and at least 1 (1 is normal speed).
+pub fn valid_slow_factor(f: f64) -> bool {
+    f.is_finite() && f >= 1.0
 }
 
 /// Why the service could not run.

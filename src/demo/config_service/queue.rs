@@ -90,9 +90,11 @@ impl CostModel {
         1.0 + (self.cold_factor - 1.0) * (1.0 - warm_fraction.clamp(0.0, 1.0))
     }
 
-    /// Requests per second the pool serves at this warmth when not overloaded.
-    pub fn capacity(&self, warm_fraction: f64) -> f64 {
-        let per_request = self.service_time.as_secs_f64() * self.cold_multiplier(warm_fraction);
+    /// Requests per second the pool serves at this warmth when not overloaded, `slow`
+    /// times slower than normal (1: normal; see `POST /admin/slow`).
+    pub fn capacity(&self, warm_fraction: f64, slow: f64) -> f64 {
+        let per_request =
+            self.service_time.as_secs_f64() * self.cold_multiplier(warm_fraction) * slow;
         if per_request <= 0.0 {
             return f64::INFINITY;
         }
@@ -102,18 +104,18 @@ impl CostModel {
     /// Overloaded while the queue holds more than the service can serve within the
     /// client timeout at its current (un-overloaded) capacity: the requests at the back
     /// are already lost, and the memory and contention they cause make everything slower.
-    pub fn overloaded(&self, queue_depth: usize, warm_fraction: f64) -> bool {
-        queue_depth as f64 > self.capacity(warm_fraction) * self.client_timeout.as_secs_f64()
+    pub fn overloaded(&self, queue_depth: usize, warm_fraction: f64, slow: f64) -> bool {
+        queue_depth as f64 > self.capacity(warm_fraction, slow) * self.client_timeout.as_secs_f64()
     }
 
     /// Work time of the next request.
-    pub fn cost(&self, warm_fraction: f64, overloaded: bool) -> Duration {
+    pub fn cost(&self, warm_fraction: f64, overloaded: bool, slow: f64) -> Duration {
         let k = if overloaded {
             self.overload_factor
         } else {
             1.0
         };
-        let secs = self.service_time.as_secs_f64() * self.cold_multiplier(warm_fraction) * k;
+        let secs = self.service_time.as_secs_f64() * self.cold_multiplier(warm_fraction) * k * slow;
         Duration::try_from_secs_f64(secs).unwrap_or(Duration::ZERO)
     }
 }
@@ -136,11 +138,13 @@ mod tests {
     #[test]
     fn cost_multiplies_cold_and_overload() {
         let m = model();
-        assert_eq!(m.cost(1.0, false), Duration::from_millis(40));
-        assert_eq!(m.cost(0.0, false), Duration::from_millis(60));
-        assert_eq!(m.cost(1.0, true), Duration::from_millis(120));
-        assert_eq!(m.cost(0.0, true), Duration::from_millis(180));
-        assert_eq!(m.cost(0.5, false), Duration::from_millis(50));
+        assert_eq!(m.cost(1.0, false, 1.0), Duration::from_millis(40));
+        assert_eq!(m.cost(0.0, false, 1.0), Duration::from_millis(60));
+        assert_eq!(m.cost(1.0, true, 1.0), Duration::from_millis(120));
+        assert_eq!(m.cost(0.0, true, 1.0), Duration::from_millis(180));
+        assert_eq!(m.cost(0.5, false, 1.0), Duration::from_millis(50));
+        // Five times slower (a bad node, a noisy neighbour): every request costs 5x.
+        assert_eq!(m.cost(1.0, false, 5.0), Duration::from_millis(200));
     }
 
     #[test]
@@ -156,11 +160,14 @@ mod tests {
     fn overload_threshold_is_what_fits_in_the_client_timeout() {
         let m = model();
         // Warm: 100 req/s * 2 s = 200 requests fit.
-        assert!(!m.overloaded(200, 1.0));
-        assert!(m.overloaded(201, 1.0));
+        assert!(!m.overloaded(200, 1.0, 1.0));
+        assert!(m.overloaded(201, 1.0, 1.0));
         // Cold: 66.7 req/s * 2 s = 133 fit.
-        assert!(!m.overloaded(133, 0.0));
-        assert!(m.overloaded(134, 0.0));
+        assert!(!m.overloaded(133, 0.0, 1.0));
+        assert!(m.overloaded(134, 0.0, 1.0));
+        // Five times slower: 20 req/s * 2 s = 40 fit.
+        assert!(!m.overloaded(40, 1.0, 5.0));
+        assert!(m.overloaded(41, 1.0, 5.0));
     }
 
     #[test]

@@ -19,6 +19,9 @@ struct Inner {
     queue: FifoQueue,
     served: u64,
     warmed: bool,
+    /// Cost multiplier of a slow replica (1: normal), from `--slow-factor` or
+    /// `POST /admin/slow`.
+    slow: f64,
 }
 
 struct Shared {
@@ -38,6 +41,12 @@ impl Shared {
 
     fn warm_fraction(&self, inner: &Inner) -> f64 {
         self.model.warm_fraction(inner.served, inner.warmed)
+    }
+
+    fn set_slow(&self, factor: f64) {
+        self.lock().slow = factor;
+        self.metrics.slow_factor.set(factor);
+        tracing::warn!(factor, "config service slowdown changed");
     }
 }
 
@@ -59,6 +68,7 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
             queue: FifoQueue::default(),
             served: 0,
             warmed: false,
+            slow: 1.0,
         }),
         work: Notify::new(),
         ready: AtomicBool::new(false),
@@ -68,6 +78,7 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
         .metrics
         .warm_fraction
         .set(shared.warm_fraction(&shared.lock()));
+    shared.metrics.slow_factor.set(1.0);
 
     let half = cfg.startup_delay / 2;
     tokio::select! {
@@ -98,11 +109,15 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
     for _ in 0..cfg.concurrency {
         tokio::spawn(pool_worker(shared.clone(), shutdown.clone()));
     }
+    if cfg.slow_factor != 1.0 {
+        tokio::spawn(slow_down_later(shared.clone(), shutdown.clone()));
+    }
 
     let app = Router::new()
         .route("/config", get(config))
         .route("/admin/drain", post(drain))
         .route("/admin/warm", post(warm))
+        .route("/admin/slow", post(slow))
         .route("/readyz", get(readyz))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))
@@ -125,7 +140,10 @@ async fn pool_worker(shared: Arc<Shared>, shutdown: CancellationToken) {
                 let mut inner = shared.lock();
                 let job = inner.queue.pop();
                 shared.metrics.queue_depth.set(inner.queue.len() as i64);
-                job.map(|j| (j, inner.queue.len(), shared.warm_fraction(&inner)))
+                job.map(|j| {
+                    let warm = shared.warm_fraction(&inner);
+                    (j, inner.queue.len(), warm, inner.slow)
+                })
             };
             if let Some(j) = popped {
                 break j;
@@ -135,15 +153,15 @@ async fn pool_worker(shared: Arc<Shared>, shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
             }
         };
-        let (job, depth, warm) = job;
+        let (job, depth, warm, slow) = job;
         if shared.cfg.honour_deadline && job.expired(SystemTime::now()) {
             shared.metrics.skipped.inc();
             let _ = job.reply.send(Reply::Skipped);
             continue;
         }
-        let overloaded = shared.model.overloaded(depth, warm);
+        let overloaded = shared.model.overloaded(depth, warm, slow);
         shared.metrics.overloaded.set(i64::from(overloaded));
-        let cost = shared.model.cost(warm, overloaded);
+        let cost = shared.model.cost(warm, overloaded, slow);
         shared.metrics.in_flight.inc();
         tokio::select! {
             _ = tokio::time::sleep(cost) => {}
@@ -204,7 +222,7 @@ async fn config(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
         shared
             .metrics
             .overloaded
-            .set(i64::from(shared.model.overloaded(depth, warm)));
+            .set(i64::from(shared.model.overloaded(depth, warm, inner.slow)));
     }
     shared.work.notify_one();
     match rx.await {
@@ -245,6 +263,37 @@ async fn warm(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
     };
     shared.metrics.warm_fraction.set(fraction);
     Json(serde_json::json!({ "warm_fraction": fraction }))
+}
+
+/// `--slow-factor` from `--slow-after` on.
+async fn slow_down_later(shared: Arc<Shared>, shutdown: CancellationToken) {
+    tokio::select! {
+        _ = tokio::time::sleep(shared.cfg.slow_after) => shared.set_slow(shared.cfg.slow_factor),
+        _ = shutdown.cancelled() => {}
+    }
+}
+
+/// `POST /admin/slow {"factor": F}`: every request from now on costs F times its normal
+/// work (1 restores normal speed). Health and readiness are untouched, as on a real bad
+/// node.
+async fn slow(State(shared): State<Arc<Shared>>, body: axum::body::Bytes) -> Response {
+    let factor = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("factor").and_then(serde_json::Value::as_f64));
+    match factor {
+        Some(f) if super::valid_slow_factor(f) => {
+            shared.set_slow(f);
+            Json(serde_json::json!({ "slow_factor": f })).into_response()
+        }
+        _ => (
+            StatusCode::BAD_REQUEST,
+            Json(serde_json::json!({
+                "error": "factor: expected {\"factor\": F} with F a number >= 1 (1: normal speed)",
+                "field": "factor",
+            })),
+        )
+            .into_response(),
+    }
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
