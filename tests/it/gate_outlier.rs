@@ -3,11 +3,9 @@
 //! its metrics), and once it is fast again readmits it with a weight that ramps back to
 //! full.
 
-mod gate_support;
-
+use crate::support::gate::{flood, metrics, sample, start, TOKEN};
 use axum::extract::State;
 use axum::Router;
-use gate_support::{flood, metrics, sample, start, TOKEN};
 use recover::gate::balance::outlier::OutlierConfig;
 use recover::gate::GateConfig;
 use std::future::Future;

@@ -3,9 +3,7 @@
 //! work each request costs is read from the service's own histogram (it records the cost
 //! it computed, not a measured time), so the check does not depend on this machine's speed.
 
-mod demo_support;
-
-use demo_support::{free_addr, http, scrape, spawn, wait_http_ok};
+use crate::support::demo::{free_addr, http, scrape, spawn, wait_http_ok};
 use std::time::Duration;
 use tokio::time::Instant;
 
