@@ -146,6 +146,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 .await?,
         )
     };
+    let cancel = super::lock_loss::cancel_on_loss(&cancel, lock.as_deref());
     let result = async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
         let d = decide(&rb, &window, &options.overrides, options.inputs.as_ref())?;
@@ -287,6 +288,7 @@ pub async fn resume(
             identity: identity(),
         })
         .await?;
+    let cancel = super::lock_loss::cancel_on_loss(&cancel, Some(lock.as_ref()));
     let result = async {
         let (mut j, _) = Journal::reopen(journal_path)?;
         j.append(Event::Resumed {
@@ -377,6 +379,9 @@ async fn execute(
     cancel: &CancellationToken,
 ) -> RunReport {
     report.journal = ctx.journal_path();
+    let mirror = report.journal.as_ref().map(|p| {
+        super::mirror::JournalMirror::start(ctx.platform.clone(), ctx.run_id.clone(), p.into())
+    });
     let rb = &ctx.rb;
     let mut selected: Option<Vec<String>> = None;
     let mut aborted = false;
@@ -388,6 +393,7 @@ async fn execute(
                 continue;
             }
             let rec = run_step(&ctx, step, Phase::Main, i + 1, total, opts, cancel).await;
+            mirror.iter().for_each(|m| m.mark());
             let outcome = rec.outcome;
             let msg = rec.message.clone().unwrap_or_default();
             report.steps.push(rec);
@@ -423,6 +429,7 @@ async fn execute(
                     continue;
                 }
                 let rec = run_step(&ctx, step, Phase::OnFailure, i + 1, n, opts, &never).await;
+                mirror.iter().for_each(|m| m.mark());
                 report.steps.push(rec);
             }
             report.message = Some(reason.clone());
@@ -443,6 +450,9 @@ async fn execute(
         run_id: ctx.run_id.clone(),
         outcome,
     });
+    if let Some(m) = mirror {
+        m.finish(std::time::Duration::from_secs(30)).await;
+    }
     report
 }
 

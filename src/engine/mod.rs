@@ -14,6 +14,8 @@ pub mod check;
 pub mod executor;
 pub mod history;
 pub mod journal;
+pub mod lock_loss;
+pub mod mirror;
 pub mod progress;
 pub mod ramp;
 pub mod report;

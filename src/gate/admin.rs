@@ -18,6 +18,8 @@ pub struct AdminState {
     pub control: Arc<LimitControl>,
     pub metrics: Arc<GateMetrics>,
     pub token: Option<String>,
+    /// Whether PUT may change the limit.
+    pub writes: bool,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -52,6 +54,13 @@ const LIMIT_BODY: BodyCaps = BodyCaps::small_json(64 * 1024);
 async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: Body) -> Response {
     if let Some(refusal) = refuse_unauthorized(&s, &headers) {
         return refusal;
+    }
+    if !s.writes {
+        return error(
+            StatusCode::FORBIDDEN,
+            "this gate takes its limit from its ConfigMap (--admin-read-only): set the limit there, e.g. with recover's runbook",
+            None,
+        );
     }
     let body = match read_body(body, LIMIT_BODY).await {
         Ok(b) => b,

@@ -9,7 +9,7 @@ use super::config::{parse_upstream, GateConfig};
 use super::connection::{self, Timeouts};
 use super::control::LimitControl;
 use super::error::GateError;
-use super::limit_source::LimitSource;
+use super::limit_source::{LimitSource, PeerSource};
 use super::limits::{self, ClientLimits, ConnectionTable, Slot};
 use super::proxy::Proxy;
 use super::state::{self, Origin};
@@ -39,7 +39,9 @@ pub struct BoundGate {
     control: Arc<LimitControl>,
     metrics: Arc<GateMetrics>,
     token: Option<String>,
+    admin_writes: bool,
     origin: Origin,
+    peers: Option<Box<dyn PeerSource>>,
 }
 
 impl BoundGate {
@@ -102,7 +104,9 @@ impl BoundGate {
             control,
             metrics,
             token: cfg.admin_token,
+            admin_writes: cfg.admin_writes,
             origin,
+            peers: None,
         })
     }
 
@@ -116,6 +120,13 @@ impl BoundGate {
         self.admin_listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// Share the limit with the replicas `source` reports (each enforces its share);
+    /// without one, this gate enforces the whole limit.
+    pub fn with_peer_source(mut self, source: Box<dyn PeerSource>) -> Self {
+        self.peers = Some(source);
+        self
     }
 
     /// Whether the starting limit came from the flags or the state file.
@@ -138,10 +149,14 @@ impl BoundGate {
         // Our own child token: a failed worker stops this gate, never the caller's token.
         let shutdown = shutdown.child_token();
         let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
+        if let Some(peers) = self.peers {
+            spawn_peers(&mut sources, peers, self.control.clone(), &shutdown);
+        }
         let admin_state = Arc::new(AdminState {
             control: self.control.clone(),
             metrics: self.metrics.clone(),
             token: self.token,
+            writes: self.admin_writes,
         });
         let admin_timeouts = http_server::Timeouts {
             header_read: self.client_timeouts.head,
@@ -238,6 +253,38 @@ fn spawn_sources(
         }
     });
     tasks
+}
+
+/// The peer source pushes counts into a channel; one task puts each new share in force.
+fn spawn_peers(
+    tasks: &mut JoinSet<()>,
+    source: Box<dyn PeerSource>,
+    control: Arc<LimitControl>,
+    shutdown: &CancellationToken,
+) {
+    let (tx, mut rx) = mpsc::channel(16);
+    let name = source.name();
+    let token = shutdown.child_token();
+    tasks.spawn(async move {
+        match source.run(tx, token).await {
+            Ok(()) => tracing::info!(source = name, "peer source stopped"),
+            Err(e) => tracing::error!(
+                source = name,
+                "peer source failed; the last share stays in force: {e}"
+            ),
+        }
+    });
+    tasks.spawn(async move {
+        while let Some(peers) = rx.recv().await {
+            let applied = control.set_peers(peers);
+            tracing::info!(
+                peers = peers.count,
+                rank = peers.rank,
+                share = %serde_json::to_string(&applied.share).unwrap_or_default(),
+                "gate replicas sharing the limit changed"
+            );
+        }
+    });
 }
 
 /// What each proxy worker needs; the limit state and replica loads are shared by all.

@@ -28,6 +28,10 @@ pub struct ServeConfig {
     /// restarted receiver forgets an open breaker, so production configs should set it.
     #[serde(default)]
     pub state_file: Option<PathBuf>,
+    /// Or a ConfigMap (`NAMESPACE/NAME`, key `state.json`), so a receiver rescheduled to
+    /// another node remembers an open breaker.
+    #[serde(default)]
+    pub state_configmap: Option<String>,
     /// Where runs write their journals (default: `./journal`).
     #[serde(default)]
     pub journal_dir: Option<PathBuf>,
@@ -230,6 +234,20 @@ fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
             }
         }
     }
+    if cfg.state_file.is_some() && cfg.state_configmap.is_some() {
+        return bad(
+            "state_configmap",
+            "give state_file or state_configmap, not both",
+        );
+    }
+    if let Some(spec) = &cfg.state_configmap {
+        if spec
+            .split_once('/')
+            .is_none_or(|(ns, n)| ns.is_empty() || n.is_empty())
+        {
+            return bad("state_configmap", "expected NAMESPACE/NAME");
+        }
+    }
     if cfg.budget.runs_per_window == 0 {
         return bad(
             "budget.runs_per_window",
@@ -272,7 +290,7 @@ fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
 /// A secret that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    #[error("{what}: cannot read {}: {source}", file.display())]
+    #[error("{what}: cannot read {}: {source}; {}", file.display(), crate::util::secret::HOW_TO_CREATE)]
     Read {
         what: String,
         file: PathBuf,
@@ -282,8 +300,16 @@ pub enum SecretError {
     NoEnv { what: String, var: String },
     #[error("{what}: give exactly one of file or env")]
     Ambiguous { what: String },
-    #[error("{what}: secret is {len} bytes; use at least {MIN_SECRET_BYTES}")]
+    #[error(
+        "{what}: secret is {len} bytes; use at least {MIN_SECRET_BYTES}; {}",
+        crate::util::secret::HOW_TO_CREATE
+    )]
     TooShort { what: String, len: usize },
+    #[error("{what}: {source}")]
+    Weak {
+        what: String,
+        source: crate::util::secret::WeakToken,
+    },
 }
 
 /// A shorter secret is refused: it could be guessed.
@@ -305,6 +331,11 @@ pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, SecretError> {
         _ => return Err(SecretError::Ambiguous { what }),
     };
     let value = value.trim_end_matches(['\r', '\n']).to_string();
+    if let Err(source @ crate::util::secret::WeakToken::WellKnown(_)) =
+        crate::util::secret::check(&value, MIN_SECRET_BYTES)
+    {
+        return Err(SecretError::Weak { what, source });
+    }
     if value.len() < MIN_SECRET_BYTES {
         return Err(SecretError::TooShort {
             what,
@@ -390,6 +421,39 @@ routes:
     }
 
     #[test]
+    fn published_and_short_secrets_are_refused_saying_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("token");
+        let r = SecretRef {
+            file: Some(f.clone()),
+            env: None,
+        };
+        std::fs::write(&f, "change-me-recover-demo\n").unwrap();
+        let e = read_secret("auth.bearer_token", &r)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("published example") && e.contains("openssl rand"),
+            "{e}"
+        );
+        std::fs::write(&f, "short").unwrap();
+        let e = read_secret("auth.bearer_token", &r)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("openssl rand"), "{e}");
+        std::fs::remove_file(&f).unwrap();
+        let e = read_secret("auth.bearer_token", &r)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("cannot read") && e.contains("create secret"),
+            "{e}"
+        );
+        std::fs::write(&f, "9f86d081884c7d659a2feaa0c55ad015").unwrap();
+        assert!(read_secret("auth.bearer_token", &r).is_ok());
+    }
+
+    #[test]
     fn shipped_example_and_manifest_configs_parse() {
         parse(
             include_str!("../../examples/serve.yaml"),
@@ -399,10 +463,15 @@ routes:
         let manifest = include_str!("../../manifests/serve.yaml");
         let cm = serde_yaml::Deserializer::from_str(manifest)
             .map(|d| serde_yaml::Value::deserialize(d).unwrap())
-            .find(|d| d["kind"] == "ConfigMap")
+            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "recover-serve")
             .unwrap();
         let text = cm["data"]["serve.yaml"].as_str().unwrap();
         let c = parse(text, "manifests/serve.yaml").unwrap();
         assert_eq!(c.routes[0].target.id(), "kube:recover-demo/config-service");
+        assert_eq!(
+            c.state_configmap.as_deref(),
+            Some("recover-demo/recover-serve-state"),
+            "a rescheduled receiver must remember an open breaker"
+        );
     }
 }

@@ -7,7 +7,8 @@
 //! Stuck verdict starts a run (a dry run in observe mode). Resolved alerts never act.
 //!
 //! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`decide`] (pure
-//! decisions), [`budget`], [`runs`] (registry), [`receiver`] (carrying decisions out),
+//! decisions), [`budget`], [`runs`] (registry), [`state`] (where budgets and breakers are
+//! kept: a file or a ConfigMap), [`receiver`] (carrying decisions out),
 //! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
 
 pub mod alert;
@@ -21,6 +22,7 @@ pub mod launcher;
 pub mod metrics;
 pub mod receiver;
 pub mod runs;
+pub mod state;
 
 pub use decide::Mode;
 pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunReport};
