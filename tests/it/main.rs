@@ -33,6 +33,7 @@ mod kube_gate_limit;
 mod kube_gate_share;
 mod kube_lease;
 mod kube_manifest_args;
+mod kube_manifest_policies;
 mod kube_manifests;
 mod kube_platform;
 mod kube_pod_calls;

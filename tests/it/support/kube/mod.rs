@@ -18,6 +18,8 @@
 
 pub mod controllers;
 pub mod gates;
+pub mod objects;
+pub mod pod_server;
 pub mod pods;
 pub mod proxy;
 pub mod rbac;
@@ -28,7 +30,7 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::Router;
 use http_body_util::BodyExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube_fake_client::ClientBuilder;
 use std::collections::HashMap;
@@ -39,6 +41,8 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub use controllers::Replacement;
+pub use objects::*;
+pub use pod_server::serve_pod;
 pub use proxy::Backend;
 
 pub const NS: &str = "recover-demo";
@@ -50,94 +54,6 @@ pub const GATE_HASH: &str = "55aa";
 pub const CONTROLLER: &str = "recover-controller";
 pub const GATE_SA: &str = "recover-gate";
 pub const SERVE_SA: &str = "recover-serve";
-
-/// A pod of `deployment` as its ReplicaSet would create it: Running with its own IP, Ready
-/// or not.
-pub fn pod(deployment: &str, hash: &str, suffix: &str, app: &str, ready: bool) -> Pod {
-    static NEXT_IP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
-    let n = NEXT_IP.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let ip = format!("10.{}.{}.{}", n / 65536 % 256, n / 256 % 256, n % 256);
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {
-            "name": format!("{deployment}-{hash}-{suffix}"),
-            "namespace": NS,
-            "labels": {"app.kubernetes.io/name": app, "pod-template-hash": hash},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                "name": format!("{deployment}-{hash}"), "uid": format!("uid-{deployment}"),
-                "controller": true}]
-        },
-        "spec": {"containers": [{"name": "c", "image": "recover:dev"}]},
-        "status": {"phase": "Running", "podIP": ip,
-            "conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
-    }))
-    .expect("static pod json")
-}
-
-/// The same pod in another phase (`Pending` has no IP; `Failed` as node pressure leaves it).
-pub fn with_phase(mut p: Pod, phase: &str) -> Pod {
-    let status = p.status.get_or_insert_with(Default::default);
-    status.phase = Some(phase.to_string());
-    if phase == "Pending" {
-        status.pod_ip = None;
-    }
-    if phase != "Running" {
-        status.conditions = Some(vec![serde_json::from_value(
-            serde_json::json!({"type": "Ready", "status": "False"}),
-        )
-        .unwrap()]);
-    }
-    p
-}
-
-fn deployment(name: &str, replicas: usize) -> k8s_openapi::api::apps::v1::Deployment {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
-        "spec": {"replicas": replicas,
-            "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
-            "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}},
-                "spec": {"containers": [{"name": "c", "image": "recover:dev"}]}}}
-    }))
-    .expect("static deployment json")
-}
-
-/// A PodDisruptionBudget over `app`'s pods.
-pub fn pdb(
-    name: &str,
-    app: &str,
-    max_unavailable: i32,
-    always_allow: bool,
-) -> k8s_openapi::api::policy::v1::PodDisruptionBudget {
-    let mut spec = serde_json::json!({
-        "maxUnavailable": max_unavailable,
-        "selector": {"matchLabels": {"app.kubernetes.io/name": app}}
-    });
-    if always_allow {
-        spec["unhealthyPodEvictionPolicy"] = "AlwaysAllow".into();
-    }
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-        "metadata": {"name": name, "namespace": NS}, "spec": spec
-    }))
-    .expect("static pdb json")
-}
-
-pub fn configmap(name: &str, data: &[(&str, &str)]) -> ConfigMap {
-    ConfigMap {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.to_string()),
-            namespace: Some(NS.to_string()),
-            ..Default::default()
-        },
-        data: Some(
-            data.iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        ),
-        ..Default::default()
-    }
-}
 
 /// One recorded API request.
 #[derive(Debug, Clone)]
@@ -454,43 +370,4 @@ pub async fn forward(fake: &kube::Client, req: Request) -> Response {
         }
         Err(e) => status(500, "InternalError", &e.to_string()),
     }
-}
-
-/// A local HTTP server standing in for a pod: `/metrics` returns `metrics()`, POST
-/// `/admin/drain` counts calls.
-pub async fn serve_pod(
-    metrics: Arc<Mutex<String>>,
-    drains: Arc<Mutex<u32>>,
-    stop: CancellationToken,
-) -> SocketAddr {
-    use axum::routing::{get, post};
-    let app = Router::new()
-        .route(
-            "/metrics",
-            get(move || {
-                let m = metrics.clone();
-                async move { m.lock().unwrap().clone() }
-            }),
-        )
-        .route(
-            "/admin/drain",
-            post(move || {
-                let d = drains.clone();
-                async move {
-                    let mut n = d.lock().unwrap();
-                    *n += 1;
-                    axum::Json(serde_json::json!({"drained": 7 * *n}))
-                }
-            }),
-        );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-    });
-    addr
 }
