@@ -215,7 +215,8 @@ fn read_token(path: &Path) -> Result<String, Failure> {
 
 pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
     if let Some(spec) = &args.limit_configmap {
-        recover::platform::kube::limit_source::parse_spec(spec).map_err(Failure::usage)?;
+        recover::platform::kube::limit_source::parse_spec("--limit-configmap", spec)
+            .map_err(Failure::usage)?;
     }
     let admin_token = args
         .admin_token_file
@@ -269,12 +270,8 @@ fn kube_sources(args: &GateArgs) -> Result<KubeSources, Failure> {
                         "--peers-service needs this replica's pod name: --peer-name, POD_NAME or HOSTNAME"
                     ))
                 })?;
-            recover::platform::kube::limit_source::parse_spec(svc).map_err(|e| {
-                Failure::usage(anyhow!(
-                    "--peers-service: {}",
-                    e.to_string().replace("--limit-configmap ", "")
-                ))
-            })?;
+            recover::platform::kube::limit_source::parse_spec("--peers-service", svc)
+                .map_err(Failure::usage)?;
             Some((svc.clone(), me))
         }
     };
@@ -311,7 +308,8 @@ pub fn run(args: GateArgs) -> CliResult {
                 sources.push(Box::new(source));
             }
             if let Some((svc, me)) = &kube.peers {
-                let (ns, name) = limit_source::parse_spec(svc).map_err(Failure::usage)?;
+                let (ns, name) =
+                    limit_source::parse_spec("--peers-service", svc).map_err(Failure::usage)?;
                 let ns = ns.unwrap_or_else(|| client.default_namespace().to_string());
                 bound = bound
                     .with_peer_source(Box::new(EndpointSlicePeers::new(client, &ns, &name, me)));

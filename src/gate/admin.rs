@@ -1,5 +1,6 @@
-//! The admin listener: `/metrics` and `/healthz` for anyone (scrapers, probes), and
-//! `GET/PUT /admin/limit` for holders of the bearer token. It lives on its own listener
+//! The admin listener: `/metrics`, `/healthz` (alive) and `/readyz` (ready to take
+//! traffic: a gate sharing its limit knows how many replicas share it) for anyone
+//! (scrapers, probes), and `GET/PUT /admin/limit` for holders of the bearer token. It lives on its own listener
 //! because the proxy listener forwards every path to the upstream.
 
 use super::control::{ApplyError, LimitControl};
@@ -20,14 +21,30 @@ pub struct AdminState {
     pub token: Option<String>,
     /// Whether PUT may change the limit.
     pub writes: bool,
+    /// False until the gate knows its share (a gate with a peer source that has not
+    /// reported yet would enforce the whole limit).
+    pub ready: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/admin/limit", get(get_limit).put(put_limit))
         .with_state(state)
+}
+
+async fn readyz(State(s): State<Arc<AdminState>>) -> Response {
+    if s.ready.load(std::sync::atomic::Ordering::SeqCst) {
+        "ok\n".into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "waiting for the number of gate replicas sharing the limit\n",
+        )
+            .into_response()
+    }
 }
 
 async fn metrics(State(s): State<Arc<AdminState>>) -> Response {

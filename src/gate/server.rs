@@ -17,6 +17,7 @@ use super::telemetry::GateMetrics;
 use super::validate;
 use crate::util::http_server;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -149,14 +150,22 @@ impl BoundGate {
         // Our own child token: a failed worker stops this gate, never the caller's token.
         let shutdown = shutdown.child_token();
         let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
+        let ready = Arc::new(AtomicBool::new(self.peers.is_none()));
         if let Some(peers) = self.peers {
-            spawn_peers(&mut sources, peers, self.control.clone(), &shutdown);
+            spawn_peers(
+                &mut sources,
+                peers,
+                self.control.clone(),
+                ready.clone(),
+                &shutdown,
+            );
         }
         let admin_state = Arc::new(AdminState {
             control: self.control.clone(),
             metrics: self.metrics.clone(),
             token: self.token,
             writes: self.admin_writes,
+            ready,
         });
         let admin_timeouts = http_server::Timeouts {
             header_read: self.client_timeouts.head,
@@ -256,10 +265,12 @@ fn spawn_sources(
 }
 
 /// The peer source pushes counts into a channel; one task puts each new share in force.
+/// The gate is ready (`/readyz`) once it has its first count.
 fn spawn_peers(
     tasks: &mut JoinSet<()>,
     source: Box<dyn PeerSource>,
     control: Arc<LimitControl>,
+    ready: Arc<AtomicBool>,
     shutdown: &CancellationToken,
 ) {
     let (tx, mut rx) = mpsc::channel(16);
@@ -277,6 +288,7 @@ fn spawn_peers(
     tasks.spawn(async move {
         while let Some(peers) = rx.recv().await {
             let applied = control.set_peers(peers);
+            ready.store(true, Ordering::SeqCst);
             tracing::info!(
                 peers = peers.count,
                 rank = peers.rank,

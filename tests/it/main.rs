@@ -24,6 +24,7 @@ mod gate_cli;
 mod gate_connection_limits;
 mod gate_http1_wire;
 mod gate_outlier;
+mod gate_peers;
 mod gate_proxy;
 mod gate_sources;
 mod gate_upstream_links;

@@ -68,9 +68,9 @@ pub struct ConfigMapLimitSource {
     backstop: Duration,
 }
 
-/// Read a `NS/NAME` (or bare `NAME`: the client's default namespace) ConfigMap spec.
-/// Pure, so the gate's flag is checked before anything connects.
-pub fn parse_spec(spec: &str) -> Result<(Option<String>, String), LimitSourceError> {
+/// Read a `NS/NAME` (or bare `NAME`: the client's default namespace) object spec given
+/// with `flag`. Pure, so the gate's flags are checked before anything connects.
+pub fn parse_spec(flag: &str, spec: &str) -> Result<(Option<String>, String), LimitSourceError> {
     let (ns, name) = match spec.split_once('/') {
         Some((ns, name)) => (Some(ns), name),
         None => (None, spec),
@@ -78,7 +78,7 @@ pub fn parse_spec(spec: &str) -> Result<(Option<String>, String), LimitSourceErr
     if name.is_empty() || ns.is_some_and(str::is_empty) {
         return Err(LimitSourceError::Invalid {
             source_name: NAME,
-            message: format!("--limit-configmap {spec:?}: expected NAMESPACE/NAME or NAME"),
+            message: format!("{flag} {spec:?}: expected NAMESPACE/NAME or NAME"),
         });
     }
     Ok((ns.map(str::to_string), name.to_string()))
@@ -111,7 +111,7 @@ impl ConfigMapLimitSource {
     /// From a `NS/NAME` flag value (`--limit-configmap shop/recover-gate-limit`; `NAME`
     /// alone means the client's default namespace), with `client`.
     pub fn from_spec(client: kube::Client, spec: &str) -> Result<Self, LimitSourceError> {
-        let (ns, name) = parse_spec(spec)?;
+        let (ns, name) = parse_spec("--limit-configmap", spec)?;
         let ns = ns.unwrap_or_else(|| client.default_namespace().to_string());
         Ok(Self::new(client, &ns, &name))
     }
