@@ -236,3 +236,79 @@ async fn a_run_whose_lease_is_taken_stops_and_runs_its_abort_path() {
     );
     stop.cancel();
 }
+
+/// `recover resume RUN_ID --target kube ...` as a process, pointed at the fake cluster.
+fn resume_cmd(
+    kubeconfig: &std::path::Path,
+    journal_dir: &std::path::Path,
+    run: &str,
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_recover"))
+        .args([
+            "resume",
+            run,
+            "--target",
+            "kube",
+            "--namespace",
+            NS,
+            "--deployment",
+            DEPLOY,
+        ])
+        .arg("--journal-dir")
+        .arg(journal_dir)
+        .args(["--yes", "--output", "json"])
+        .env("KUBECONFIG", kubeconfig)
+        .env("RECOVER_KUBE_REACH", "proxy")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run recover resume")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recover_resume_fetches_a_journal_it_has_no_local_copy_of() {
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = c.kubeconfig_as(CONTROLLER, dir.path()).await;
+    // A finished run, mirrored by a controller that is gone.
+    let journal = [
+        r#"{"seq":0,"ts":"2026-01-01T00:00:00Z","run_id":"20260101T000000Z-abcd","event":"run_started","runbook":"kube-restart","runbook_source":"","origin":"x","target":"kube:recover-demo/config-service","target_spec":{"platform":"kube","namespace":"recover-demo","deployment":"config-service"},"pid":1}"#,
+        r#"{"seq":1,"ts":"2026-01-01T00:00:01Z","run_id":"20260101T000000Z-abcd","event":"run_finished","outcome":"succeeded"}"#,
+    ]
+    .join("\n");
+    let p = KubePlatform::new(c.client.clone(), options("gone"));
+    p.mirror_journal("20260101T000000Z-abcd", &format!("{journal}\n"))
+        .await
+        .unwrap();
+    let local = dir.path().join("runs");
+    let out = tokio::task::spawn_blocking({
+        let (k, l) = (kubeconfig.clone(), local.clone());
+        move || resume_cmd(&k, &l, "20260101T000000Z-abcd")
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("fetched the journal of run 20260101T000000Z-abcd"),
+        "{err}"
+    );
+    assert!(
+        local.join("20260101T000000Z-abcd.jsonl").is_file(),
+        "written to --journal-dir"
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "already finished: refused, {err}"
+    );
+    assert!(err.contains("already finished"), "{err}");
+    // A run that is nowhere: bad input, saying where it looked.
+    let out = tokio::task::spawn_blocking(move || resume_cmd(&kubeconfig, &local, "no-such-run"))
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("nor in the journal mirror of kube:recover-demo/config-service"),
+        "{err}"
+    );
+}

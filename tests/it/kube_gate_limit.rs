@@ -236,3 +236,69 @@ fn invalid_limits_name_the_field() {
     let e = parse_limit(r#"{"rate_per_s": 5, "burst": 0, "max_in_flight": null}"#).unwrap_err();
     assert!(e.contains("burst"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_binary_follows_its_configmap_and_peers_as_its_service_account() {
+    use crate::support::gate::{metrics, sample};
+    use recover::util::child::{spawn_guarded, GuardOptions};
+    use recover::util::net::{free_loopback_addr, wait_http_ok};
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = c.kubeconfig_as(GATE_SA, dir.path()).await;
+    std::fs::write(dir.path().join("token"), "a-gate-token-for-this-test\n").unwrap();
+    let up = upstream(Duration::ZERO).await;
+    let (proxy, admin) = (free_loopback_addr().unwrap(), free_loopback_addr().unwrap());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_recover"));
+    cmd.args([
+        "gate",
+        "--listen",
+        &proxy.to_string(),
+        "--admin-listen",
+        &admin.to_string(),
+    ])
+    .args([
+        "--upstream",
+        &up.url(),
+        "--admin-read-only",
+        "--admin-token-file",
+    ])
+    .arg(dir.path().join("token"))
+    .args(["--limit-configmap", &format!("{NS}/recover-gate-limit")])
+    .args(["--peers-service", &format!("{NS}/{GATE}")])
+    .args(["--peer-name", &gates()[0]])
+    .env("KUBECONFIG", &kubeconfig)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let _gate = spawn_guarded("gate", cmd, GuardOptions::default()).unwrap();
+    wait_http_ok(&format!("http://{admin}/readyz"), Duration::from_secs(20))
+        .await
+        .expect("ready once it knows its peers");
+    assert_eq!(
+        sample(&metrics(admin).await, "recover_gate_limit_peers"),
+        Some(2.0)
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(c.fake.clone(), NS);
+    let patch =
+        serde_json::json!({"data": {"limit.json": serde_json::to_string(&limit(50.0)).unwrap()}});
+    cms.patch(
+        "recover-gate-limit",
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let followed = crate::support::eventually(Duration::from_secs(5), || async {
+        sample(&metrics(admin).await, "recover_gate_limit_rate_per_s") == Some(25.0)
+    })
+    .await;
+    assert!(
+        followed,
+        "the gate never took its half of the ConfigMap's limit"
+    );
+    let denied: Vec<_> = c
+        .recorded()
+        .into_iter()
+        .filter(|r| r.who == GATE_SA && r.denied)
+        .collect();
+    assert!(denied.is_empty(), "{denied:?}");
+}

@@ -182,6 +182,33 @@ impl FakeCluster {
         rules.push((id, rule));
     }
 
+    /// Serve the API as `account` over real HTTP on 127.0.0.1 and write a kubeconfig for
+    /// it, so a `recover` process can be pointed at the fake cluster (`KUBECONFIG=...`).
+    pub async fn kubeconfig_as(&self, account: &str, dir: &Path) -> std::path::PathBuf {
+        let router = Router::new()
+            .fallback(route)
+            .with_state((self.shared.clone(), Some(account.to_string())));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+        });
+        let path = dir.join("kubeconfig");
+        std::fs::write(
+            &path,
+            format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: 'http://{addr}'}}\nusers:\n- name: {account}\n  user: {{token: fake}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: {account}, namespace: {NS}}}\ncurrent-context: fake\n"
+            ),
+        )
+        .expect("kubeconfig");
+        path
+    }
+
     /// A client acting as `account` (held to its Roles).
     pub fn client_as(&self, account: &str) -> kube::Client {
         routed(&self.shared, Some(account))
