@@ -20,9 +20,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn request(c: &FakeCluster, journal_dir: &std::path::Path) -> (Arc<dyn Platform>, RunRequest) {
-    let platform: Arc<dyn Platform> =
-        Arc::new(KubePlatform::new(c.client.clone(), options("controller")));
+/// A run of the kube-restart runbook. The lease is long enough that a loaded machine's
+/// late renewal does not count as a loss (the run would stop, as it should).
+fn request(
+    c: &FakeCluster,
+    journal_dir: &std::path::Path,
+    lease: Duration,
+) -> (Arc<dyn Platform>, RunRequest) {
+    let mut o = options("controller");
+    o.lease_duration = lease;
+    let platform: Arc<dyn Platform> = Arc::new(KubePlatform::new(c.client.clone(), o));
     let metrics = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
         platform: platform.clone(),
     })));
@@ -75,7 +82,7 @@ async fn a_run_killed_mid_restart_resumes_from_the_configmap_alone() {
 
     // The first controller, on a runtime of its own, killed after its second eviction.
     let first_dir = tempfile::tempdir().unwrap();
-    let (_, req) = request(&c, first_dir.path());
+    let (_, req) = request(&c, first_dir.path(), Duration::from_secs(10));
     let engine_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -115,7 +122,7 @@ async fn a_run_killed_mid_restart_resumes_from_the_configmap_alone() {
         .expect("the journal is mirrored")
         .to_string();
     let second_dir = tempfile::tempdir().unwrap();
-    let (platform, req) = request(&c, second_dir.path());
+    let (platform, req) = request(&c, second_dir.path(), Duration::from_secs(10));
     let path = engine::mirror::fetch_to(platform.as_ref(), &run_id, second_dir.path())
         .await
         .unwrap()
@@ -183,7 +190,7 @@ async fn a_run_whose_lease_is_taken_stops_and_runs_its_abort_path() {
     let stop = CancellationToken::new();
     pods_answer(&c, &stop).await;
     let dir = tempfile::tempdir().unwrap();
-    let (_, req) = request(&c, dir.path());
+    let (_, req) = request(&c, dir.path(), Duration::from_secs(3));
     let run = tokio::spawn(engine::run(req, CancellationToken::new()));
     let waiting = crate::support::eventually(Duration::from_secs(30), || async {
         !c.evictions().is_empty()
