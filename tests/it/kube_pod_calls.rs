@@ -115,3 +115,54 @@ async fn a_drain_is_sent_once_whatever_happens_to_it() {
         assert_eq!(posts, 1, "{n}: POST /admin/drain sent {posts} times");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_the_cluster_pods_are_reached_by_ip_without_the_pod_proxy() {
+    use kube::api::{Api, PostParams};
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let stop = CancellationToken::new();
+    let drains = Arc::new(Mutex::new(0));
+    let page = Arc::new(Mutex::new(
+        "recover_demo_service_queue_depth 3\n".to_string(),
+    ));
+    let addr = serve_pod(page, drains.clone(), stop.clone()).await;
+    // The pod's IP is this host's loopback, where its server listens.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.fake.clone(), NS);
+    let mut p = c.target_pods().await.remove(0);
+    let name = p.metadata.name.clone().unwrap();
+    p.status.as_mut().unwrap().pod_ip = Some("127.0.0.1".into());
+    pods.replace_status(&name, &PostParams::default(), &p)
+        .await
+        .unwrap();
+    let mut o = options("in-cluster");
+    o.reach = recover::platform::kube::Reach::PodIp;
+    o.service_port = addr.port();
+    o.clients_selector = None;
+    let platform = KubePlatform::new(c.client.clone(), o);
+    assert_eq!(
+        platform.admin(&name, AdminOp::Drain).await.unwrap()["drained"],
+        7
+    );
+    let ep = platform
+        .scrape_endpoints()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.role == "service")
+        .unwrap();
+    assert_eq!(
+        ep.locator,
+        format!("http://127.0.0.1:{}/metrics", addr.port())
+    );
+    assert!(platform
+        .scrape(&ep)
+        .await
+        .unwrap()
+        .contains("queue_depth 3"));
+    assert_eq!(*drains.lock().unwrap(), 1);
+    assert!(
+        !c.recorded().iter().any(|r| r.path.contains("/proxy")),
+        "no pod proxy call: the Role's pods/proxy rule is not needed in the cluster"
+    );
+    stop.cancel();
+}
