@@ -114,7 +114,7 @@ pub fn batch_progress(
     waiting_for: &[String],
     now: &[PodView],
 ) -> BatchProgress {
-    let originals: Vec<&super::rollout::PodRef> = waiting_for
+    let originals: Vec<&PodRef> = waiting_for
         .iter()
         .filter_map(|w| state.original(w))
         .collect();
