@@ -566,7 +566,10 @@ fn the_text_states_the_numbers_each_drill_asks_for() {
                 "retries fit inside the deadline: no",
             ],
         ),
-        ("breaker", &["opened ", "flaps ", "calls that succeeded: "]),
+        (
+            "breaker",
+            &["opens: ", "closes: ", "flaps: ", "calls that succeeded: "],
+        ),
         (
             "bulkhead",
             &[

@@ -182,7 +182,7 @@ pub fn text(r: &BreakerReport) -> String {
         .map_or("never".into(), |t| format!("first at {t:.2} s"));
     let _ = writeln!(
         o,
-        "opened {} times ({first}): {} trips from closed, {} re-opens after a failed probe; closed again {} times; flaps {}",
+        "opens: {} ({first}; {} from closed, {} after a failed probe); closes: {}; flaps: {}",
         r.trips + r.reopens,
         r.trips,
         r.reopens,
