@@ -15,7 +15,7 @@ use super::config::{read_secret, ServeConfig};
 use super::decide::{self, Activity, Decision, Mode};
 use super::launcher::RunLauncher;
 use super::metrics::ServeMetrics;
-use super::runs::{rfc3339, AlertRef, DecisionRecord, Registry, Source};
+use super::runs::{rfc3339, AlertRef, CheckAlerts, DecisionRecord, Registry, Source};
 
 mod act;
 pub use act::CHECK_TIMEOUT;
@@ -171,7 +171,7 @@ impl Receiver {
                 rec.run_id = Some(run_id);
             }
             Decision::JoinCheck { check_id } => {
-                st.checks.entry(check_id.clone()).or_default().push(alert);
+                st.checks.entry(check_id.clone()).or_default().add(alert);
                 rec.decision = "joined_check".into();
                 rec.message = format!("detection {check_id} is already running on {target}");
                 rec.check_id = Some(check_id);
@@ -193,7 +193,7 @@ impl Receiver {
                         check_id: check_id.clone(),
                     },
                 );
-                st.checks.insert(check_id.clone(), vec![alert]);
+                st.checks.insert(check_id.clone(), CheckAlerts::of(alert));
                 rec.decision = "checking".into();
                 rec.message = format!("running the detection of {} on {target}", route.runbook);
                 rec.check_id = Some(check_id.clone());
