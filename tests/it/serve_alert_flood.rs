@@ -9,8 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-mod serve_support;
-use serve_support::Http;
+use crate::support::serve::Http;
 
 const TOKEN: &str = "flood-token-0123456789abcdef";
 const PER_POST: usize = 800;
