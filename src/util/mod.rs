@@ -7,3 +7,4 @@ pub mod duration;
 pub mod exposition;
 pub mod logging;
 pub mod net;
+pub mod yaml;
