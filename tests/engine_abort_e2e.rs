@@ -6,9 +6,9 @@ mod engine_support;
 
 use engine_support::*;
 use recover::engine::{self, Outcome, RunOptions, RunRequest, StepOutcome};
-use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use recover::metrics::scrape::ScrapeSource;
 use recover::plan::PlanInputs;
-use recover::platform::{local::LocalPlatform, Platform};
+use recover::platform::{local::LocalPlatform, Platform, PlatformFetch};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

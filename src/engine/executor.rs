@@ -15,6 +15,7 @@ use crate::metrics::source::MetricSource;
 use crate::plan::{Source, SourcedInputs};
 use crate::platform::{LockHolder, Platform};
 use crate::runbook::Runbook;
+use crate::util::time::now_rfc3339;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::Path;
@@ -134,7 +135,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     } = req;
     let rb = loaded.runbook.clone();
     let run_id = journal::new_run_id();
-    let started_at = journal::now_rfc3339();
+    let started_at = now_rfc3339();
     with_lock(platform.as_ref(), &run_id, !options.dry_run, async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
         let d = decide(&rb, &window, &options.overrides, options.inputs.as_ref())?;
@@ -227,7 +228,7 @@ fn preview(
         }
     }
     preview.outcome = Outcome::Planned;
-    preview.finished_at = journal::now_rfc3339();
+    preview.finished_at = now_rfc3339();
     preview
 }
 

@@ -4,7 +4,7 @@
 //! carry on after a crash.
 
 use super::actions::{self, Ctx, Tally};
-use super::journal::{self, Event};
+use super::journal::Event;
 use super::progress::ProgressEvent;
 use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::RunOptions;
@@ -12,6 +12,7 @@ use crate::platform::StepEvent;
 use crate::runbook::expr::Value;
 use crate::runbook::Step;
 use crate::util::duration::format as dur;
+use crate::util::time::now_rfc3339;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -82,7 +83,7 @@ pub(super) async fn execute(
         }
     };
     report.outcome = outcome;
-    report.finished_at = journal::now_rfc3339();
+    report.finished_at = now_rfc3339();
     ctx.record(Event::RunFinished {
         outcome,
         message: report.message.clone(),
@@ -117,7 +118,7 @@ async fn run_step(
     opts: &RunOptions,
     cancel: &CancellationToken,
 ) -> StepRecord {
-    let started_at = journal::now_rfc3339();
+    let started_at = now_rfc3339();
     ctx.record(Event::StepStarted {
         phase,
         index,
@@ -191,7 +192,7 @@ async fn run_step(
         action: step.action_name().into(),
         phase,
         started_at: Some(started_at),
-        finished_at: Some(journal::now_rfc3339()),
+        finished_at: Some(now_rfc3339()),
         outcome,
         message: done.message,
         actions: done.actions,

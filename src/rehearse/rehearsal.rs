@@ -45,7 +45,7 @@ pub struct Outcome {
 pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
     let wall = Instant::now();
     // reqwest clients below (ours, the scrape source's, the local platform's) need it.
-    crate::metrics::http::ensure_tls_provider();
+    crate::util::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
     let detector = detector_config(&rb.detect, sc);

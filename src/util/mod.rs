@@ -5,6 +5,8 @@ pub mod atomic_file;
 pub mod child;
 pub mod duration;
 pub mod exposition;
+pub mod http;
 pub mod logging;
 pub mod net;
+pub mod time;
 pub mod yaml;

@@ -122,10 +122,6 @@ pub struct Journal {
     seq: u64,
 }
 
-pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
-}
-
 /// A new run id: sortable by start time, unique enough for one machine's runs.
 pub fn new_run_id() -> String {
     let ts = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
@@ -202,7 +198,7 @@ impl Journal {
         self.seq += 1;
         let entry = Entry {
             seq: self.seq,
-            ts: now_rfc3339(),
+            ts: crate::util::time::now_rfc3339(),
             run_id: self.run_id.clone(),
             event,
         };
