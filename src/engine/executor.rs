@@ -3,8 +3,8 @@
 
 use super::actions::{self, Ctx};
 use super::batches::RestartProgress;
-use super::decision::{decide, Decision};
 use super::journal::{self, Event, Journal, ResumePoint};
+use super::planning::{plan_run, PlannedRun};
 use super::progress::ProgressEvent;
 use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::steps::execute;
@@ -82,7 +82,7 @@ struct Ready<'a> {
     rb: &'a Runbook,
     platform: Arc<dyn Platform>,
     metrics: Arc<dyn MetricSource>,
-    decision: &'a Decision,
+    decision: &'a PlannedRun,
     run_id: &'a str,
     started_at: &'a str,
     journal: Journal,
@@ -115,7 +115,7 @@ async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> 
     execute(ctx, report, &r.done, r.failing, options, cancel).await
 }
 
-fn fixed(rb: &Runbook, d: &Decision) -> Fixed {
+fn fixed(rb: &Runbook, d: &PlannedRun) -> Fixed {
     Fixed {
         plan: d.plan.clone(),
         inputs: d.inputs,
@@ -138,7 +138,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     let started_at = now_rfc3339();
     with_lock(platform.as_ref(), &run_id, !options.dry_run, async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
-        let d = decide(&rb, &window, &options.overrides, options.inputs.as_ref())?;
+        let d = plan_run(&rb, &window, &options.overrides, options.inputs.as_ref())?;
         let replicas: Vec<String> = platform
             .replicas()
             .await?
@@ -206,7 +206,7 @@ fn preview(
     run_id: &str,
     rb: &Runbook,
     platform: &dyn Platform,
-    d: &Decision,
+    d: &PlannedRun,
     started_at: &str,
     replicas: &[String],
 ) -> RunReport {
@@ -274,7 +274,7 @@ pub async fn resume(
         };
         SourcedInputs::all_from(&inputs, source, from)
     });
-    let d = Decision {
+    let d = PlannedRun {
         verdict,
         inputs,
         sources,
@@ -308,7 +308,7 @@ fn base_report(
     run_id: &str,
     rb: &Runbook,
     platform: &dyn Platform,
-    d: &Decision,
+    d: &PlannedRun,
     started_at: &str,
     dry_run: bool,
 ) -> RunReport {

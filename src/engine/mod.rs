@@ -3,7 +3,7 @@
 //!
 //! Decisions (check verdicts, ramp moves, restart batches, what a resumed run still has to
 //! do) are pure functions in [`check`], [`ramp`], [`batches`] and [`journal::resume_point`];
-//! [`decision`] decides before acting; [`executor`] and [`actions`] only carry it out
+//! [`planning`] decides before acting; [`executor`] and [`actions`] only carry it out
 //! through the [`Platform`] trait.
 //!
 //! Entry points: [`run`] for a new run and [`resume`] for one that was interrupted. Both
@@ -12,10 +12,10 @@
 pub mod actions;
 pub mod batches;
 pub mod check;
-pub mod decision;
 pub mod executor;
 pub mod history;
 pub mod journal;
+pub mod planning;
 pub mod progress;
 pub mod ramp;
 pub mod report;

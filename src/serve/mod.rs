@@ -14,14 +14,14 @@ pub mod alert;
 pub mod auth;
 pub mod budget;
 pub mod config;
-pub mod decide;
 pub mod engine_launcher;
 pub mod http;
 pub mod launcher;
 pub mod metrics;
+pub mod policy;
 pub mod receiver;
 pub mod runs;
 
-pub use decide::Mode;
-pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunReport};
+pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunSummary};
+pub use policy::Mode;
 pub use receiver::Receiver;

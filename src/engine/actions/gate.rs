@@ -5,7 +5,7 @@
 use super::checks::run_check;
 use super::ctx::figure;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::engine::ramp::{decide, RampDecision, RampParams, RampState};
+use crate::engine::ramp::{next_move, RampMove, RampParams, RampState};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
 use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
@@ -128,14 +128,14 @@ impl Act for GateRamp {
                 .await
                 .ok()
                 .and_then(|s| s.get(&self.rejected_signal));
-            match decide(&p, &mut st, checked, rejected) {
-                RampDecision::Raise { .. } => tally.add("raises", 1.0),
-                RampDecision::Hold { reason, .. } => ctx.info(step, reason),
-                RampDecision::StepBack { rate, reason } => ctx.info(
+            match next_move(&p, &mut st, checked, rejected) {
+                RampMove::Raise { .. } => tally.add("raises", 1.0),
+                RampMove::Hold { reason, .. } => ctx.info(step, reason),
+                RampMove::StepBack { rate, reason } => ctx.info(
                     step,
                     format!("relapse ({reason}); stepping back to {rate:.1} req/s and holding"),
                 ),
-                RampDecision::Finish { reason } => {
+                RampMove::Finish { reason } => {
                     ctx.info(step, format!("{reason}; lifting the limit"));
                     let lift = Limit {
                         note: Some(format!(
@@ -149,7 +149,7 @@ impl Act for GateRamp {
                     tally.say(reason);
                     return Ok(());
                 }
-                RampDecision::Settle { rate, reason } => {
+                RampMove::Settle { rate, reason } => {
                     let next = format!(
                         "{reason}. The gate stays at {rate:.1} req/s, which the service can take. \
                          Next: add capacity (replicas) and lift the limit by hand \
@@ -161,7 +161,7 @@ impl Act for GateRamp {
                     tally.say(next);
                     return Ok(());
                 }
-                RampDecision::Fail { reason } => {
+                RampMove::Fail { reason } => {
                     figures(&st, false);
                     return Err(StepFailure::Relapsed(reason));
                 }

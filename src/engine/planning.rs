@@ -10,7 +10,7 @@ use crate::runbook::Runbook;
 
 /// What the engine decided before acting: the verdict, and the plan it will follow.
 #[derive(Debug, Clone)]
-pub struct Decision {
+pub struct PlannedRun {
     pub verdict: Verdict,
     pub inputs: PlanInputs,
     /// Where each input came from.
@@ -23,12 +23,12 @@ pub struct Decision {
 /// Decide from an observed window. Pure. `given` are inputs the caller already resolved
 /// from a verdict on a full window; `overrides` are the operator's numbers (see
 /// [`super::RunOptions`]).
-pub fn decide(
+pub fn plan_run(
     rb: &Runbook,
     window: &[Snapshot],
     overrides: &Overrides,
     given: Option<&SourcedInputs>,
-) -> Result<Decision, EngineError> {
+) -> Result<PlannedRun, EngineError> {
     let verdict = detect(window, &rb.detect);
     let evidence = || {
         verdict
@@ -72,7 +72,7 @@ pub fn decide(
     let inputs = sources.values();
     inputs.validate().map_err(EngineError::BadInputs)?;
     let plan = make_plan(&inputs, &rb.plan);
-    Ok(Decision {
+    Ok(PlannedRun {
         verdict,
         inputs,
         sources,
