@@ -20,7 +20,7 @@ type InfoLabels = [(&'static str, String); 1];
 
 /// What happened to one request; exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RequestOutcome {
     Admitted,
     RejectedRate,
     RejectedInFlight,
@@ -133,7 +133,7 @@ impl GateMetrics {
         }
     }
 
-    pub fn outcome(&self, o: Outcome) {
+    pub fn outcome(&self, o: RequestOutcome) {
         self.outcomes[o as usize].inc();
     }
 
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn renders_the_contract_names() {
         let m = GateMetrics::new();
-        m.outcome(Outcome::RejectedRate);
+        m.outcome(RequestOutcome::RejectedRate);
         m.attempt(Some(b"3"));
         m.attempt(None);
         m.upstream_response(503, 0.01);
