@@ -1,4 +1,4 @@
-//! Runs a runbook: lock, observe, decide, confirm, then the steps ([`super::steps`]);
+//! Runs a runbook: lock, observe, decide, confirm, then the steps (`steps`);
 //! or, for `resume`, lock, read the journal and carry on from where it stopped.
 
 use super::actions::{self, Ctx};

@@ -1,4 +1,4 @@
-//! One client connection's life: read a request head, let [`Proxy::decide`] admit or
+//! One client connection's life: read a request head, let [`Proxy::dispatch`] admit or
 //! reject it, answer or forward it ([`super::exchange`]), and go again while the client
 //! keeps the connection. Pipelined requests wait in the read buffer for their turn.
 //!

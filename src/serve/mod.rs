@@ -6,7 +6,7 @@
 //! or refuses (breaker, budget, cooldown), or runs the runbook's own detection; only a
 //! Stuck verdict starts a run (a dry run in observe mode). Resolved alerts never act.
 //!
-//! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`decide`] (pure
+//! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`policy`] (pure
 //! decisions), [`budget`], [`runs`] (registry), [`receiver`] (carrying decisions out),
 //! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
 

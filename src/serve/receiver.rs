@@ -1,5 +1,5 @@
 //! The receiver's moving parts: take parsed alerts, apply the pure decisions in
-//! [`super::decide`], and carry them out: start detection, launch runs, schedule rechecks,
+//! [`super::policy`], and carry them out: start detection, launch runs, schedule rechecks,
 //! keep the registry, the budget file and the metrics in step. The one lock is never held
 //! across an await, so a slow detection or run never blocks the webhook. What happens
 //! after detection lives in [`act`].

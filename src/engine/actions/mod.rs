@@ -3,10 +3,10 @@
 //! observed after. Decisions come from the pure modules ([`super::check`],
 //! [`super::ramp`], [`super::batches`]).
 //!
-//! One file per family ([`gate`]: limit and ramp; [`replicas`]: drain, batched restart,
-//! warm; [`checks`]: wait until a check passes; [`notify`]), each action holding both what
-//! it does ([`Act::perform`]) and how it says what it would do ([`Act::describe`]), so
-//! the dry run cannot drift from the run.
+//! One file per family (`gate`: limit and ramp; `replicas`: drain, batched restart, warm;
+//! `checks`: wait until a check passes; `notify`), each action holding both what it does
+//! (`Act::perform`) and how it says what it would do (`Act::describe`), so the dry run
+//! cannot drift from the run.
 
 mod checks;
 mod ctx;

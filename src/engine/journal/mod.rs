@@ -1,7 +1,7 @@
 //! The run journal: one append-only JSONL file per run, fsync'd before and after every
 //! action, so that after a crash (or SIGKILL) the file says exactly what was done and what
 //! was in progress. `recover resume` and `recover history` read it back; [`resume_point`]
-//! turns the entries into where to carry on, as a pure function ([`resume`]).
+//! turns the entries into where to carry on, as a pure function (`resume`).
 
 mod resume;
 

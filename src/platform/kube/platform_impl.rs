@@ -1,5 +1,5 @@
 //! [`Platform`] for [`KubePlatform`]: each method is one short sequence of API calls
-//! around a decision from [`super::decide`].
+//! around a decision from [`super::rollout`].
 
 use super::api::{call_error, live_pod_names};
 use super::disrupt::{take_down, TakenDown};
