@@ -1,7 +1,7 @@
 //! `recover detect`: read the signals, judge them, exit 0 healthy, 10 stuck, 11 triggered,
 //! 12 unknown, so hooks can branch on the exit code.
 
-use super::plan::Output;
+use super::Output;
 use super::{runtime, CliResult, Failure};
 use recover::detect::{default_signals, detect_at, observe, DetectorConfig, Verdict};
 use recover::exit::Exit;
@@ -14,6 +14,18 @@ use std::time::{Duration, SystemTime};
 
 #[derive(Debug, clap::Args)]
 pub struct DetectArgs {
+    #[command(flatten)]
+    pub watch: Watch,
+    #[command(flatten)]
+    pub tuning: Tuning,
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+/// Which signals to read, where from, and for how long (`recover plan` measures the same
+/// way).
+#[derive(Debug, Clone, clap::Args)]
+pub struct Watch {
     /// Runbook whose signals and `spec.detect` to use (name or path). Without it, the
     /// built-in signal set for the demo system and default detection settings.
     #[arg(long, value_name = "NAME")]
@@ -38,6 +50,11 @@ pub struct DetectArgs {
     /// Per-request timeout for scrapes and queries.
     #[arg(long, value_parser = recover::util::duration::parse, default_value = "2s")]
     pub timeout: Duration,
+}
+
+/// Detection settings given on the command line; each wins over the runbook's.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Tuning {
     /// Trigger gone at least this long before "stuck".
     #[arg(long, value_parser = recover::util::duration::parse)]
     pub grace: Option<Duration>,
@@ -56,8 +73,6 @@ pub struct DetectArgs {
     /// Failing when p99 latency is above this (e.g. the clients' timeout).
     #[arg(long, value_parser = recover::util::duration::parse)]
     pub latency_limit: Option<Duration>,
-    #[arg(long, value_enum, default_value_t = Output::Text)]
-    pub output: Output,
 }
 
 /// The signals and detection settings: the runbook's, or the built-in demo set.
@@ -75,7 +90,7 @@ pub fn signals_and_config(
     }
 }
 
-fn config(args: &DetectArgs, base: DetectorConfig) -> Result<DetectorConfig, Failure> {
+fn config(args: &Tuning, base: DetectorConfig) -> Result<DetectorConfig, Failure> {
     let mut cfg = base;
     if let Some(g) = args.grace {
         cfg.grace = g;
@@ -104,13 +119,13 @@ fn config(args: &DetectArgs, base: DetectorConfig) -> Result<DetectorConfig, Fai
 }
 
 pub fn run(args: DetectArgs) -> CliResult {
-    let verdict = judge(&args)?;
+    let verdict = judge(&args.watch, &args.tuning)?;
     print_verdict(&verdict, args.output)?;
     Ok(verdict.verdict.exit())
 }
 
 /// Read the window and judge it (shared with `recover plan` when it measures).
-pub fn judge(args: &DetectArgs) -> Result<Verdict, Failure> {
+pub fn judge(args: &Watch, tuning: &Tuning) -> Result<Verdict, Failure> {
     if args.metrics_urls.is_empty() && args.prometheus.is_none() {
         return Err(Failure::usage(anyhow::anyhow!(
             "say where the metrics are: --metrics-url ROLE=URL (repeatable) or --prometheus URL"
@@ -122,7 +137,7 @@ pub fn judge(args: &DetectArgs) -> Result<Verdict, Failure> {
         )));
     }
     let (signals, base) = signals_and_config(args.runbook.as_deref(), &args.runbook_dir)?;
-    let cfg = config(args, base)?;
+    let cfg = config(tuning, base)?;
     let span = args
         .observe
         .unwrap_or_else(|| observe::span_needed(&cfg, rate_window(&signals), args.interval));
@@ -153,7 +168,7 @@ fn rate_window(signals: &BTreeMap<String, SignalSpec>) -> Duration {
 }
 
 async fn collect(
-    args: &DetectArgs,
+    args: &Watch,
     signals: &BTreeMap<String, SignalSpec>,
     span: Duration,
 ) -> Result<Vec<Snapshot>, MetricError> {

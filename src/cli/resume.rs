@@ -1,7 +1,8 @@
 //! `recover resume RUN_ID`: continue a run that was interrupted (engine killed, host
 //! rebooted). The journal names the runbook text, the plan and the target.
 
-use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach, Output};
+use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach};
+use super::Output;
 use super::{runtime, CliResult, Failure};
 use anyhow::anyhow;
 use recover::engine::{self, journal, progress::TerminalObserver, RunOptions};

@@ -2,19 +2,13 @@
 //! files exit 2 with the key or file position named; a run that completes exits 0 whether
 //! or not the modelled system recovered (that is the answer, not a failure).
 
-use super::{CliResult, Failure};
+use super::{CliResult, Failure, Output};
 use anyhow::anyhow;
 use recover::exit::Exit;
 use recover::simulate::{compare, overrides, plot, text, Report, Scenario, DEFAULT_SEED};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {

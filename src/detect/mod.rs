@@ -7,9 +7,6 @@
 //! lasted `persist` without a break, and says Unknown rather than guess when data is
 //! missing or stale. A flapping service keeps resetting the failure clock, so it is
 //! never Stuck.
-//!
-//! CONTRACT (lead): `detect`, `DetectorConfig`, `Verdict` and `VerdictKind` are what the
-//! engine, the rehearsal and the webhook receiver call. Fields may be added; keep these.
 
 pub mod classify;
 pub mod default_signals;

@@ -10,7 +10,7 @@
 use super::connection::{write_client, Connection, Request};
 use super::http1::{head, parse_response, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
-use super::telemetry::Outcome;
+use super::telemetry::RequestOutcome;
 use super::upstream::{self, Link, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
@@ -86,14 +86,14 @@ pub(super) async fn forward(
                 _ => "closed without an answer".to_string(),
             };
             tracing::debug!(upstream = %admitted.pick.replica.authority, "upstream error: {why}");
-            admitted.ended(Outcome::UpstreamError);
+            admitted.ended(RequestOutcome::UpstreamError);
             let close = !keep_after_error;
             conn.answer("502 Bad Gateway", None, "upstream unreachable\n", close)
                 .await?;
             return Ok(!close);
         }
         Err(_elapsed) => {
-            admitted.ended(Outcome::UpstreamTimeout);
+            admitted.ended(RequestOutcome::UpstreamTimeout);
             let close = !keep_after_error;
             conn.answer("504 Gateway Timeout", None, "upstream timed out\n", close)
                 .await?;
@@ -103,7 +103,7 @@ pub(super) async fn forward(
     proxy
         .metrics
         .upstream_response(resp.status, sent.elapsed().as_secs_f64());
-    admitted.ended(Outcome::Admitted);
+    admitted.ended(RequestOutcome::Admitted);
     relay_response(conn, proxy, link, resp, replica).await
 }
 

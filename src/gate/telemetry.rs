@@ -34,7 +34,7 @@ pub struct ReplicaMetrics {
 
 /// What happened to one request; exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RequestOutcome {
     Admitted,
     RejectedRate,
     RejectedInFlight,
@@ -207,7 +207,7 @@ impl GateMetrics {
             .set(1);
     }
 
-    pub fn outcome(&self, o: Outcome) {
+    pub fn outcome(&self, o: RequestOutcome) {
         self.outcomes[o as usize].inc();
     }
 
@@ -267,7 +267,7 @@ mod tests {
     #[test]
     fn renders_the_contract_names() {
         let m = GateMetrics::new();
-        m.outcome(Outcome::RejectedRate);
+        m.outcome(RequestOutcome::RejectedRate);
         m.attempt(Some(b"3"));
         m.attempt(None);
         m.upstream_response(503, 0.01);

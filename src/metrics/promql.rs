@@ -110,11 +110,10 @@ pub struct PromqlSource {
 impl PromqlSource {
     /// `base` is the server URL, like `http://127.0.0.1:9090`.
     pub fn new(base: &str, timeout: Duration) -> Result<Self, PromqlError> {
-        let client =
-            crate::metrics::http::client(timeout).map_err(|e| PromqlError::Unreachable {
-                url: base.to_string(),
-                message: e.to_string(),
-            })?;
+        let client = crate::util::http::client(timeout).map_err(|e| PromqlError::Unreachable {
+            url: base.to_string(),
+            message: e.to_string(),
+        })?;
         Ok(PromqlSource {
             base: base.trim_end_matches('/').to_string(),
             client,

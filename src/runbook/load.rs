@@ -3,32 +3,12 @@
 //! serde cannot (references, ranges, safety rules). Every problem becomes a
 //! [`Diagnostic`] naming file:line:column and the field path.
 
-use super::locate::{locate, path_string, segs_of as segs, Seg};
+pub use crate::util::yaml::Diagnostic;
+
 use super::schema::RawRunbook;
 use super::Runbook;
-use std::fmt;
+use crate::util::yaml::Seg;
 use std::path::{Path, PathBuf};
-
-/// One problem in a runbook, at a place a person can jump to.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Diagnostic {
-    pub file: String,
-    pub line: usize,
-    pub column: usize,
-    /// Field path, e.g. `spec.steps[2].with.batch`.
-    pub path: String,
-    pub message: String,
-}
-
-impl fmt::Display for Diagnostic {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}:{}:{}: {}: {}",
-            self.file, self.line, self.column, self.path, self.message
-        )
-    }
-}
 
 /// Why a runbook could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -80,35 +60,9 @@ impl<'a> Reporter<'a> {
     }
 
     pub fn at(&mut self, path: &[Seg], message: impl Into<String>) {
-        let (line, column) = locate(self.src, path);
-        self.push(path, line, column, message.into());
+        self.diags
+            .push(Diagnostic::at(self.file, self.src, path, message));
     }
-
-    pub fn push(&mut self, path: &[Seg], line: usize, column: usize, message: String) {
-        self.diags.push(Diagnostic {
-            file: self.file.to_string(),
-            line,
-            column,
-            path: path_string(path),
-            message,
-        });
-    }
-}
-
-/// serde_yaml's message without the location and path it appends (we print our own).
-pub(crate) fn bare_message(msg: &str, path: &str) -> String {
-    let mut m = match msg.rfind(" at line ") {
-        Some(i) => &msg[..i],
-        None => msg,
-    };
-    if let Some(rest) = m.strip_prefix(&format!("{path}: ")) {
-        m = rest;
-    } else if let Some((head, rest)) = m.split_once(": ") {
-        if !head.contains(' ') && (head.contains('.') || head.contains('[')) {
-            m = rest;
-        }
-    }
-    m.to_string()
 }
 
 /// Parse and validate runbook text; `file` is how messages name it.
@@ -118,13 +72,7 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
     let raw: RawRunbook = match serde_path_to_error::deserialize(de) {
         Ok(r) => r,
         Err(e) => {
-            let path = segs(e.path());
-            let shown = path_string(&path);
-            let msg = bare_message(&e.inner().to_string(), &shown);
-            match e.inner().location() {
-                Some(loc) => rep.push(&path, loc.line(), loc.column(), msg),
-                None => rep.at(&path, msg),
-            }
+            rep.diags.push(Diagnostic::from_serde(file, src, &e));
             return Err(RunbookError::Invalid(rep.diags));
         }
     };

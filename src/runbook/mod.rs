@@ -8,7 +8,6 @@ pub mod action;
 pub mod expr;
 mod find;
 mod load;
-pub mod locate;
 pub mod schema;
 mod validate;
 

@@ -4,12 +4,12 @@
 
 use super::action::{self, Action, Quantity, RateSetting};
 use super::expr::{Expr, Type};
-use super::load::{bare_message, Reporter};
-use super::locate::segs_of as segs;
-use super::locate::{path_string, Seg};
+use super::load::Reporter;
 use super::schema::{ActionKind, RawRunbook, RawStep, API_VERSION, KIND};
 use super::{Check, Runbook, Step};
 use crate::plan::vars::{plan_var, plan_var_names};
+use crate::util::yaml::segs_of as segs;
+use crate::util::yaml::{bare_message, path_string, Seg};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn k(s: &str) -> Seg {

@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::SystemTime;
 
 use super::budget::BudgetBook;
-use super::decide::Activity;
 use super::launcher::RunOutcome;
+use super::policy::Activity;
 use crate::detect::{Verdict, VerdictKind};
 
 /// How many decisions `GET /decisions` remembers.

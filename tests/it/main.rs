@@ -8,6 +8,7 @@
 mod support;
 
 mod admin_body_caps;
+mod arch_layering;
 mod demo_cli;
 mod demo_e2e;
 mod demo_slow_replica;
@@ -18,6 +19,7 @@ mod detect_windows;
 mod engine_abort_e2e;
 mod engine_exit_codes;
 mod engine_local_e2e;
+mod engine_step_figures;
 mod gate_admin;
 mod gate_admission;
 mod gate_cli;
@@ -41,6 +43,7 @@ mod rehearse_e2e;
 mod runbook_validate;
 mod serve_alert_flood;
 mod serve_cli;
+mod serve_config_errors;
 mod serve_e2e;
 mod serve_http;
 mod simulate_cli;

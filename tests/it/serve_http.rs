@@ -6,7 +6,7 @@
 use recover::detect::{Verdict, VerdictKind};
 use recover::serve::config::{self, ServeConfig};
 use recover::serve::{
-    CheckRequest, LaunchRequest, Mode, Receiver, RunLauncher, RunOutcome, RunReport,
+    CheckRequest, LaunchRequest, Mode, Receiver, RunLauncher, RunOutcome, RunSummary,
 };
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -84,7 +84,7 @@ impl RunLauncher for Recorder {
         Ok(verdict(v))
     }
 
-    async fn launch(&self, req: &LaunchRequest) -> RunReport {
+    async fn launch(&self, req: &LaunchRequest) -> RunSummary {
         self.launches.lock().unwrap().push(req.clone());
         if self.hold_runs {
             if let Ok(p) = self.release.acquire().await {
@@ -102,7 +102,7 @@ impl RunLauncher for Recorder {
                 .pop_front()
                 .unwrap_or(RunOutcome::Succeeded)
         };
-        RunReport {
+        RunSummary {
             outcome,
             message: format!("scripted {}", outcome.as_str()),
             journal: None,

@@ -3,8 +3,8 @@
 //! not the status code. Also the one pod listing that the platform and the gate control
 //! both make, so both read "live" the same way.
 
-use super::decide::PodView;
 use super::rbac::{self, Permission};
+use super::rollout::PodView;
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};

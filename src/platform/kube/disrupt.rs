@@ -2,11 +2,11 @@
 //! a budget says "not now" (429), and a pod delete only as a fallback the caller opted into.
 //!
 //! The API calls sit behind [`Disruptor`] because kube-fake-client has no Eviction
-//! subresource and no budgets; the retry policy ([`super::decide::after_evict`]) is pure.
+//! subresource and no budgets; the retry policy ([`super::rollout::after_evict`]) is pure.
 
 use super::api::{call_error, is_not_found, status_code};
-use super::decide::{after_evict, EvictNext, EvictOutcome};
 use super::rbac;
+use super::rollout::{after_evict, EvictNext, EvictOutcome};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};

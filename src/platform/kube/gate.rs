@@ -4,10 +4,10 @@
 //! not "written".
 
 use super::api::{call_error, live_pod_names};
-use super::decide::applied_version;
 use super::limit_source::parse_limit;
 use super::proxy::PodProxy;
 use super::rbac::{self, LIMIT_KEY};
+use super::rollout::applied_version;
 use crate::gate::limit::Limit;
 use crate::platform::{GateControl, PlatformError};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};

@@ -4,8 +4,8 @@
 //! `<run_id>.jsonl` for the journal, `<run_id>.rollout.json` for the rollout state.
 
 use super::api::{call_error, is_not_found};
-use super::decide::{configmap_key, RolloutState};
 use super::rbac;
+use super::rollout::{configmap_key, RolloutState};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};

@@ -1,12 +1,12 @@
 //! One recovery per target at a time, across machines: a coordination.k8s.io Lease per
 //! target, renewed while the run lives, taken over only once it has expired (a crashed
-//! controller's lease expires on its own). The decision is [`super::decide::lease_decision`];
+//! controller's lease expires on its own). The decision is [`super::rollout::lease_decision`];
 //! this module only reads and writes the Lease, with optimistic concurrency (a 409 on a
 //! racing write means someone else won).
 
 use super::api::{call_error, is_conflict, is_not_found};
-use super::decide::{lease_decision, LeaseDecision, LeaseView};
 use super::rbac;
+use super::rollout::{lease_decision, LeaseDecision, LeaseView};
 use crate::platform::{LockGuard, LockHolder, PlatformError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};

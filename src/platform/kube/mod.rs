@@ -5,11 +5,10 @@
 //! honour PodDisruptionBudgets; admin calls and scrapes go through the API server's pod
 //! proxy; the gate's limit lives in a ConfigMap the gates poll; the lock is a Lease; each
 //! step is a Kubernetes Event; journal and rollout progress are mirrored into a ConfigMap
-//! so a run resumes from another machine. Decisions live in [`decide`] as pure functions;
+//! so a run resumes from another machine. Decisions live in [`rollout`] as pure functions;
 //! every API call names its permission in [`rbac`].
 
 pub mod api;
-pub mod decide;
 pub mod disrupt;
 pub mod events;
 pub mod gate;
@@ -19,15 +18,16 @@ pub mod limit_source;
 mod platform_impl;
 pub mod proxy;
 pub mod rbac;
+pub mod rollout;
 
 pub use limit_source::ConfigMapLimitSource;
 
 use self::api::call_error;
-use self::decide::{PodView, RolloutState};
 use self::disrupt::{ApiDisruptor, Disruptor};
 use self::gate::KubeGate;
 use self::journal::JournalStore;
 use self::proxy::{ApiPodProxy, PodProxy};
+use self::rollout::{PodView, RolloutState};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::api::{Api, ListParams};
@@ -279,7 +279,11 @@ impl KubePlatform {
     /// The next `size` pods to restart: from the rollout's snapshot, not evicted yet.
     pub async fn next_batch(&self, size: usize) -> Result<Vec<String>, PlatformError> {
         let state = self.rollout().await?;
-        Ok(decide::next_batch(&state, &self.target_pods().await?, size))
+        Ok(rollout::next_batch(
+            &state,
+            &self.target_pods().await?,
+            size,
+        ))
     }
 
     /// The rollout is finished: forget it so a later restart step starts a fresh one.

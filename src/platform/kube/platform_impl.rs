@@ -1,10 +1,10 @@
 //! [`Platform`] for [`KubePlatform`]: each method is one short sequence of API calls
-//! around a decision from [`super::decide`].
+//! around a decision from [`super::rollout`].
 
 use super::api::{call_error, live_pod_names};
-use super::decide::{batch_progress, PodView};
 use super::disrupt::{take_down, TakenDown};
 use super::proxy::{parse_locator, proxy_path};
+use super::rollout::{batch_progress, PodView};
 use super::{events, lease, rbac, KubePlatform};
 use crate::platform::{
     AdminOp, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica, ScrapeEndpoint,

@@ -23,7 +23,7 @@ pub fn acquire(path: &Path, target: &str, holder: &LockHolder) -> Result<FileLoc
         run_id: holder.run_id.clone(),
         identity: holder.identity.clone(),
         pid: std::process::id(),
-        since: crate::engine::journal::now_rfc3339(),
+        since: crate::util::time::now_rfc3339(),
     };
     let tmp = dir.join(format!(
         ".lock.{}.{}",

@@ -9,8 +9,8 @@ use super::Receiver;
 use crate::detect::{Evidence, Verdict, VerdictKind};
 use crate::serve::alert::AlertStatus;
 use crate::serve::config::Route;
-use crate::serve::decide::{self, Activity, AfterCheck};
-use crate::serve::launcher::{CheckRequest, LaunchRequest, RunOutcome, RunReport};
+use crate::serve::launcher::{CheckRequest, LaunchRequest, RunOutcome, RunSummary};
+use crate::serve::policy::{self, Activity, AfterCheck};
 use crate::serve::runs::{rfc3339, AlertRef, DecisionRecord, Recheck, RunRecord, RunState, Source};
 
 /// A detection that takes longer than this is treated as Unknown: a hung check must not
@@ -54,7 +54,7 @@ impl Receiver {
             .max()
             .unwrap_or(0);
         let view = st.budget.view(&self.cfg.budget, &target, now);
-        let after = decide::on_verdict(
+        let after = policy::on_verdict(
             verdict.verdict,
             self.mode,
             &view,
@@ -225,7 +225,7 @@ impl Receiver {
         let r = req.clone();
         let report = match tokio::spawn(async move { launcher.launch(&r).await }).await {
             Ok(report) => report,
-            Err(e) => RunReport {
+            Err(e) => RunSummary {
                 outcome: RunOutcome::Failed,
                 message: format!("the run crashed: {e}"),
                 journal: None,

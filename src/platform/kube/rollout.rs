@@ -282,5 +282,5 @@ pub fn configmap_key(prefix: &str, suffix: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "decide_tests.rs"]
+#[path = "rollout_tests.rs"]
 mod tests;
