@@ -221,11 +221,12 @@ impl Rx {
             .await
     }
 
-    async fn post_signed(&self, body: Vec<u8>, sig: &str) -> u16 {
+    async fn post_signed(&self, body: Vec<u8>, ts: u64, sig: &str) -> u16 {
+        let ts = ts.to_string();
         self.client
             .post_json(
                 &format!("{}/alerts", self.base),
-                &[("x-recover-signature", sig)],
+                &[("x-recover-signature", sig), ("x-recover-timestamp", &ts)],
                 body,
             )
             .await
@@ -566,10 +567,14 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
 
     // HMAC signature instead of a token.
     let body = fixture("resolved.json");
-    let sig = recover::serve::auth::sign(HMAC, &body);
-    assert_eq!(rx.post_signed(body, &sig).await, 200);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let sig = recover::serve::auth::sign(HMAC, now, &body);
+    assert_eq!(rx.post_signed(body, now, &sig).await, 200);
     assert_eq!(
-        rx.post_signed(fixture("firing.json"), &sig).await,
+        rx.post_signed(fixture("firing.json"), now, &sig).await,
         401,
         "a signature for another body"
     );

@@ -20,6 +20,7 @@ pub mod http;
 pub mod launcher;
 pub mod metrics;
 pub mod receiver;
+pub mod replay;
 pub mod runs;
 
 pub use decide::Mode;
