@@ -97,7 +97,7 @@ fn refuse_unauthorized(s: &AdminState, headers: &HeaderMap) -> Option<Response> 
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer);
     let ok = match (&s.token, presented) {
         (Some(expected), Some(given)) => constant_time_eq(expected.as_bytes(), given.as_bytes()),
         _ => false,
@@ -118,6 +118,15 @@ fn refuse_unauthorized(s: &AdminState, headers: &HeaderMap) -> Option<Response> 
     Some(r)
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1), as `recover serve` reads it.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
 /// Compare tokens without leaking, through timing, how much of a guess was right.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -128,7 +137,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{bearer, constant_time_eq};
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer("Bearer t0k"), Some("t0k"));
+        assert_eq!(bearer("bearer t0k"), Some("t0k"));
+        assert_eq!(bearer("BEARER  t0k "), Some("t0k"));
+        assert_eq!(bearer("Basic t0k"), None);
+        assert_eq!(bearer("Bearer"), None);
+    }
 
     #[test]
     fn token_comparison() {

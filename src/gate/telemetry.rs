@@ -48,7 +48,7 @@ pub enum RequestOutcome {
 pub struct GateMetrics {
     registry: Registry,
     outcomes: [Counter; 6],
-    classes: [Counter; 4],
+    classes: [Counter; 5],
     first: Counter,
     retry: Counter,
     pub in_flight: Gauge,
@@ -72,7 +72,10 @@ const OUTCOMES: [&str; 6] = [
     "upstream_timeout",
     "client_gone",
 ];
-const CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
+/// Status classes, and `error`: a response the upstream cut short mid-body (the client got
+/// a broken answer, whatever its status line said).
+const CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
+const CUT_SHORT: usize = 4;
 
 impl Default for GateMetrics {
     fn default() -> Self {
@@ -225,10 +228,18 @@ impl GateMetrics {
         self.upstream_latency.observe(seconds);
         if let Some(c) = (status / 100)
             .checked_sub(2)
-            .and_then(|i| self.classes.get(i as usize))
+            .filter(|&i| usize::from(i) < CUT_SHORT)
+            .and_then(|i| self.classes.get(usize::from(i)))
         {
             c.inc();
         }
+    }
+
+    /// A response whose body the upstream cut short: counted as class `error`, not by its
+    /// status line, so goodput does not count broken answers.
+    pub fn upstream_cut_short(&self, seconds: f64) {
+        self.upstream_latency.observe(seconds);
+        self.classes[CUT_SHORT].inc();
     }
 
     /// Show the limit in force and its version (the only child of the info family).

@@ -67,6 +67,7 @@ impl<'a> Reporter<'a> {
 
 /// Parse and validate runbook text; `file` is how messages name it.
 pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
+    super::limits::check_size(file, src.len()).map_err(|d| RunbookError::Invalid(vec![d]))?;
     let mut rep = Reporter::new(file, src);
     let de = serde_yaml::Deserializer::from_str(src);
     let raw: RawRunbook = match serde_path_to_error::deserialize(de) {
@@ -76,6 +77,9 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
             return Err(RunbookError::Invalid(rep.diags));
         }
     };
+    let (steps, on_failure) = (raw.spec.steps.len(), raw.spec.on_failure.len());
+    super::limits::check_steps(file, src, steps, on_failure)
+        .map_err(|d| RunbookError::Invalid(vec![d]))?;
     let runbook = super::validate::validate(raw, &mut rep);
     match runbook {
         Some(r) if rep.diags.is_empty() => Ok(r),
@@ -85,10 +89,7 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
 
 /// Read and validate a runbook file.
 pub fn load_file(path: &Path) -> Result<super::LoadedRunbook, RunbookError> {
-    let src = std::fs::read_to_string(path).map_err(|source| RunbookError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let src = super::limits::read_capped(path)?;
     let runbook = parse_str(&path.display().to_string(), &src)?;
     Ok(super::LoadedRunbook {
         runbook,

@@ -7,6 +7,7 @@
 pub mod action;
 pub mod expr;
 mod find;
+mod limits;
 mod load;
 pub mod schema;
 mod validate;

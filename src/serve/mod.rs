@@ -20,6 +20,7 @@ pub mod launcher;
 pub mod metrics;
 pub mod policy;
 pub mod receiver;
+pub mod replay;
 pub mod runs;
 
 pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunSummary};

@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use super::alert::{AlertStatus, WebhookPayload};
-use super::auth::Credentials;
+use super::auth::{Credentials, SIGNATURE_WINDOW};
 use super::budget::BudgetBook;
 use super::config::{read_secret, ServeConfig};
 use super::launcher::RunLauncher;
 use super::metrics::ServeMetrics;
 use super::policy::{self, Activity, AlertAction, Mode};
+use super::replay::{ReplayGuard, MAX_REMEMBERED};
 use super::runs::{rfc3339, AlertRef, CheckAlerts, DecisionRecord, Registry, Source};
 
 mod act;
@@ -43,6 +44,8 @@ pub struct Receiver {
     pub cfg: ServeConfig,
     pub mode: Mode,
     pub creds: Credentials,
+    /// Signatures already used within their window.
+    pub replays: ReplayGuard,
     pub admin_token: Option<String>,
     launcher: Arc<dyn RunLauncher>,
     state: Mutex<Registry>,
@@ -85,6 +88,7 @@ impl Receiver {
             cfg,
             mode,
             creds,
+            replays: ReplayGuard::new(SIGNATURE_WINDOW, MAX_REMEMBERED),
             admin_token,
             launcher,
             state: Mutex::new(Registry::with_budget(book)),
