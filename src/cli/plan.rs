@@ -99,6 +99,7 @@ pub fn run(args: PlanArgs) -> CliResult {
             cold_factor: None,
             k: args.k,
             latency_limit: None,
+            prom: Default::default(),
             output: args.output,
         })?;
         eprintln!(

@@ -113,6 +113,15 @@ pub(crate) fn bare_message(msg: &str, path: &str) -> String {
 
 /// Parse and validate runbook text; `file` is how messages name it.
 pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
+    parse_str_with_roles(file, src, &Default::default())
+}
+
+/// [`parse_str`], with roles (checked by the caller) replacing or adding to `spec.roles`.
+pub fn parse_str_with_roles(
+    file: &str,
+    src: &str,
+    roles: &std::collections::BTreeMap<String, String>,
+) -> Result<Runbook, RunbookError> {
     let mut rep = Reporter::new(file, src);
     let de = serde_yaml::Deserializer::from_str(src);
     let raw: RawRunbook = match serde_path_to_error::deserialize(de) {
@@ -128,7 +137,7 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
             return Err(RunbookError::Invalid(rep.diags));
         }
     };
-    let runbook = super::validate::validate(raw, &mut rep);
+    let runbook = super::validate::validate(raw, roles, &mut rep);
     match runbook {
         Some(r) if rep.diags.is_empty() => Ok(r),
         _ => Err(RunbookError::Invalid(rep.diags)),
@@ -137,11 +146,18 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
 
 /// Read and validate a runbook file.
 pub fn load_file(path: &Path) -> Result<super::LoadedRunbook, RunbookError> {
+    load_file_with_roles(path, &Default::default())
+}
+
+pub(crate) fn load_file_with_roles(
+    path: &Path,
+    roles: &std::collections::BTreeMap<String, String>,
+) -> Result<super::LoadedRunbook, RunbookError> {
     let src = std::fs::read_to_string(path).map_err(|source| RunbookError::Io {
         path: path.display().to_string(),
         source,
     })?;
-    let runbook = parse_str(&path.display().to_string(), &src)?;
+    let runbook = parse_str_with_roles(&path.display().to_string(), &src, roles)?;
     Ok(super::LoadedRunbook {
         runbook,
         source: src,
