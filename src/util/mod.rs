@@ -1,5 +1,6 @@
 //! Small pieces every component needs: durations, atomic file writes, logging setup,
-//! loopback helpers, guarded child processes and registering metrics for export.
+//! loopback helpers, guarded child processes, registering metrics for export and answering
+//! `/metrics` in the format the scraper asked for.
 
 pub mod atomic_file;
 pub mod child;
@@ -7,3 +8,4 @@ pub mod duration;
 pub mod exposition;
 pub mod logging;
 pub mod net;
+pub mod text_format;

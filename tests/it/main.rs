@@ -29,6 +29,7 @@ mod kube_manifests;
 mod kube_platform;
 mod kube_rbac;
 mod plan_cli;
+mod prometheus_exposition;
 mod prometheus_history;
 mod promql_prometheus;
 mod rehearse_e2e;

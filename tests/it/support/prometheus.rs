@@ -44,6 +44,11 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
+    /// Start with `config` (prometheus.yml text), storing in a temporary directory.
+    pub async fn start(config: &str) -> Prometheus {
+        Prometheus::start_in(tempfile::tempdir().unwrap(), config, None).await
+    }
+
     /// Start with `config` in `dir` (kept until the server stops), on `storage` if given
     /// (a directory that already holds blocks).
     async fn start_in(dir: tempfile::TempDir, config: &str, storage: Option<&Path>) -> Prometheus {
