@@ -101,7 +101,7 @@ impl GateMetrics {
             ),
             limit_rate: register(
                 r,
-                "recover_gate_limit_rate_per_s",
+                "recover_gate_limit_rate_per_second",
                 "Admitted rate limit (+Inf: unlimited)",
                 gauge(),
             ),
@@ -206,7 +206,7 @@ mod tests {
             "recover_gate_attempts_total{kind=\"first\"} 1",
             "recover_gate_upstream_responses_total{class=\"5xx\"} 1",
             "recover_gate_in_flight 0",
-            "recover_gate_limit_rate_per_s +Inf",
+            "recover_gate_limit_rate_per_second +Inf",
             "recover_gate_limit_applied_info{version=\"7\"} 1",
             "recover_gate_upstream_latency_seconds_count 1",
         ] {

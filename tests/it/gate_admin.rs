@@ -107,7 +107,7 @@ async fn put_answers_the_applied_limit_and_version_and_persists_it() {
         sample(&m, r#"recover_gate_limit_applied_info{version="1"}"#),
         None
     );
-    assert_eq!(sample(&m, "recover_gate_limit_rate_per_s"), Some(40.0));
+    assert_eq!(sample(&m, "recover_gate_limit_rate_per_second"), Some(40.0));
     assert_eq!(sample(&m, "recover_gate_limit_burst"), Some(4.0));
     assert!(m.contains("recover_gate_limit_max_in_flight +Inf"), "{m}");
 }

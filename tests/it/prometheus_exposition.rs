@@ -1,11 +1,12 @@
 //! Clean exposition, on the real binary: the demo config service, the demo workers, the
 //! gate's admin port and `recover serve` each answer `/metrics` in text format 0.0.4 when
-//! nothing in particular is asked (what `promtool check metrics` and curl read) and in
+//! nothing in particular is asked, which `promtool check metrics` passes (names, units,
+//! suffixes, help), and in
 //! OpenMetrics when asked as Prometheus asks, each with its content type; every counter
 //! family is there from start; and a real Prometheus scrapes all four without an error.
 
 use crate::support::demo::{free_addr, start_workers, wait_http_ok, Gate, Service};
-use crate::support::prometheus::Prometheus;
+use crate::support::prometheus::{self, Prometheus};
 use crate::support::serve::Http;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use std::process::Command;
@@ -84,6 +85,7 @@ fn content_type(r: &crate::support::loopback_http::Reply) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_component_answers_the_format_asked_and_prometheus_scrapes_it() {
+    prometheus::require("promtool", "prometheus");
     let c = start_components().await;
     let http = Http::default();
     for (job, url) in &c.endpoints {
@@ -94,6 +96,12 @@ async fn every_component_answers_the_format_asked_and_prometheus_scrapes_it() {
             "{job}"
         );
         assert!(!text.body.contains("# EOF"), "{job}: {}", text.body);
+        let lint = prometheus::run_with_stdin("promtool", &["check", "metrics"], &text.body);
+        assert!(
+            lint.status.success() && prometheus::text(&lint).trim().is_empty(),
+            "{job}: promtool check metrics:\n{}",
+            prometheus::text(&lint)
+        );
         let om = http
             .send("GET", url, &[("accept", PROMETHEUS_ACCEPT)], "")
             .await

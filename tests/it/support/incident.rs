@@ -247,7 +247,7 @@ impl System {
             self.retry,
         );
         rec.gauge(
-            "recover_gate_limit_rate_per_s",
+            "recover_gate_limit_rate_per_second",
             &gate,
             &[],
             t,
@@ -293,7 +293,7 @@ impl System {
             t,
             self.in_loop.round(),
         );
-        rec.gauge("recover_demo_workers_count", &clients, &[], t, WORKERS);
+        rec.gauge("recover_demo_workers_running", &clients, &[], t, WORKERS);
         rec.histogram(
             "recover_demo_workers_latency_seconds",
             &clients,

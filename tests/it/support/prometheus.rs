@@ -27,6 +27,25 @@ pub fn run(tool: &str, args: &[&str]) -> Output {
         .unwrap_or_else(|e| panic!("{tool}: {e}"))
 }
 
+/// Run `tool args...` with `stdin` piped in.
+pub fn run_with_stdin(tool: &str, args: &[&str], stdin: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(tool)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{tool}: {e}"));
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
 /// Both output streams, for assertion messages.
 pub fn text(o: &Output) -> String {
     format!(
