@@ -31,6 +31,7 @@ mod kube_rbac;
 mod plan_cli;
 mod prometheus_exposition;
 mod prometheus_history;
+mod prometheus_rules;
 mod promql_prometheus;
 mod rehearse_e2e;
 mod runbook_validate;
