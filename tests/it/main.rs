@@ -29,6 +29,7 @@ mod kube_manifests;
 mod kube_platform;
 mod kube_rbac;
 mod plan_cli;
+mod prometheus_dashboard;
 mod prometheus_exposition;
 mod prometheus_history;
 mod prometheus_rules;

@@ -4,6 +4,7 @@
 //! cluster, the demo and engine systems as real processes, the receiver's HTTP client, a
 //! real Prometheus and a recorded incident to backfill into it).
 
+pub mod components;
 pub mod demo;
 pub mod engine;
 pub mod gate;
