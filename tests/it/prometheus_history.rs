@@ -98,6 +98,23 @@ async fn the_shipped_runbook_judges_a_backfilled_incident_at_15s_and_30s() {
         assert_eq!(now("goodput"), Some(0.0), "{v:#}");
         let summary = v["summary"].as_str().unwrap();
         assert!(summary.starts_with("stuck: failing for"), "{summary}");
+        // The text a person reads, windows line included (shown with --no-capture).
+        let at = (inc.outage_end() + 600).to_string();
+        let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+            .args(["detect", "--prometheus", &prom.base, "--at", &at])
+            .args(["--runbook", "stuck-overload"])
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        eprintln!("{secs}s data, text output:\n{shown}");
+        let mut lines = shown.lines();
+        assert!(lines.next().unwrap().starts_with("stuck: "), "{shown}");
+        let windows = lines.next().unwrap();
+        assert!(windows.starts_with("windows at "), "{shown}");
+        assert!(
+            windows.contains(&format!("scrape interval {secs}s (spacing of the samples")),
+            "{windows}"
+        );
     }
 }
 

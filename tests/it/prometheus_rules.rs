@@ -156,3 +156,82 @@ fn the_alertmanager_route_sends_the_stuck_alert_to_recover_serve() {
         "{example}"
     );
 }
+
+#[test]
+fn the_kubernetes_scrape_config_is_valid_and_the_pods_are_annotated() {
+    require("promtool", "prometheus");
+    // Debian's promtool has no Kubernetes discovery: check everything else (relabelling,
+    // rule files) with a static target in its place.
+    let config = std::fs::read_to_string(root("deploy/prometheus/prometheus.yaml")).unwrap();
+    let sd = "    kubernetes_sd_configs:\n      - role: pod\n        namespaces:\n          names: [recover-demo]\n";
+    assert!(config.contains(sd), "{config}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("prometheus.yaml"),
+        config.replace(sd, "    static_configs: [{targets: ['127.0.0.1:9']}]\n"),
+    )
+    .unwrap();
+    std::fs::copy(root(RULES), dir.path().join("recover-rules.yaml")).unwrap();
+    let p = dir.path().join("prometheus.yaml");
+    let out = run("promtool", &["check", "config", p.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    // The labelmap makes app.kubernetes.io/name the label the roles select.
+    assert!(config.contains("regex: __meta_kubernetes_pod_label_(.+)"));
+    // Every Deployment with a /metrics is annotated with the port it serves it on.
+    for (file, port, flag) in [
+        ("config-service.yaml", "9001", "--listen=0.0.0.0:9001"),
+        ("gate.yaml", "8081", "--admin-listen=0.0.0.0:8081"),
+        ("workers.yaml", "9100", "--metrics-listen=0.0.0.0:9100"),
+        ("serve.yaml", "9095", "0.0.0.0:9095"),
+    ] {
+        let text = std::fs::read_to_string(root(&format!("manifests/{file}"))).unwrap();
+        let docs: Vec<serde_yaml::Value> = serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        let dep = docs.iter().find(|d| d["kind"] == "Deployment").unwrap();
+        let ann = &dep["spec"]["template"]["metadata"]["annotations"];
+        assert_eq!(ann["prometheus.io/scrape"], "true", "{file}");
+        assert_eq!(ann["prometheus.io/port"], port, "{file}");
+        assert!(
+            text.contains(flag),
+            "{file}: /metrics is not served on {port}"
+        );
+    }
+}
+
+/// The README's Prometheus section: every promtool and amtool command in it runs as
+/// written from the repository root, and its runbook excerpt is the shipped runbook's.
+#[test]
+fn the_readme_prometheus_commands_work_as_written() {
+    require("promtool", "prometheus");
+    require("amtool", "prometheus-alertmanager");
+    let readme = std::fs::read_to_string(root("README.md")).unwrap();
+    let start = readme
+        .find("\n## Prometheus\n")
+        .expect("a Prometheus section");
+    let section = &readme[start + 1..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
+    let mut ran = 0;
+    for line in section.lines() {
+        if !(line.starts_with("promtool ") || line.starts_with("amtool ")) {
+            continue;
+        }
+        let out = std::process::Command::new("sh")
+            .args(["-c", line])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{line}\n{}", text(&out));
+        if line.starts_with("amtool config routes test") {
+            assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "recover-serve");
+        }
+        ran += 1;
+    }
+    assert_eq!(ran, 4, "the section's promtool and amtool commands");
+    let runbook = std::fs::read_to_string(root("runbooks/stuck-overload.yaml")).unwrap();
+    for l in section.lines().filter(|l| {
+        l.trim_start().starts_with("promql: ") || l.contains(": app_kubernetes_io_name=")
+    }) {
+        assert!(runbook.contains(l), "README line not in the runbook: {l}");
+    }
+}

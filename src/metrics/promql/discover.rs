@@ -75,6 +75,7 @@ impl PromqlSource {
             }
         }
         let lookback = template::format_range(SPACING_LOOKBACK);
+        let span = crate::util::duration::format(SPACING_LOOKBACK);
         let mut longest: Option<Duration> = None;
         for sel in &selectors {
             let series = self
@@ -92,13 +93,13 @@ impl PromqlSource {
             Some(value) => Ok(ScrapeInterval {
                 value,
                 from: format!(
-                    "spacing of the samples of {} in the {lookback} before {when}",
+                    "spacing of the samples of {} in the {span} before {when}",
                     selectors.join(", ")
                 ),
             }),
             None => Err(MetricError::NoScrapeInterval {
                 message: format!(
-                    "fewer than two samples of {} in the {lookback} before {when}",
+                    "fewer than two samples of {} in the {span} before {when}",
                     selectors.join(", ")
                 ),
             }),
