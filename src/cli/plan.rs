@@ -83,6 +83,7 @@ pub fn run(args: PlanArgs) -> CliResult {
             observe: args.observe,
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
+            prom: Default::default(),
         };
         let tuning = Tuning {
             capacity: args.capacity,

@@ -28,15 +28,8 @@ pub fn router(state: Arc<AdminState>) -> Router {
         .with_state(state)
 }
 
-async fn metrics(State(s): State<Arc<AdminState>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.render(),
-    )
-        .into_response()
+async fn metrics(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
+    crate::util::text_format::respond(&headers, &s.metrics.render())
 }
 
 async fn get_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Response {

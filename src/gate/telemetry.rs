@@ -55,6 +55,7 @@ pub struct GateMetrics {
     limit_rate: Gauge<f64, AtomicU64>,
     limit_burst: Gauge<f64, AtomicU64>,
     limit_max_in_flight: Gauge<f64, AtomicU64>,
+    limit_review_deadline: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
     upstream_latency: LatencyHistogram,
     upstream_ejected: Family<InfoLabels, Gauge>,
@@ -123,7 +124,7 @@ impl GateMetrics {
             ),
             limit_rate: register(
                 r,
-                "recover_gate_limit_rate_per_s",
+                "recover_gate_limit_rate_per_second",
                 "Admitted rate limit (+Inf: unlimited)",
                 gauge(),
             ),
@@ -137,6 +138,12 @@ impl GateMetrics {
                 r,
                 "recover_gate_limit_max_in_flight",
                 "In-flight cap (+Inf: unlimited)",
+                gauge(),
+            ),
+            limit_review_deadline: register(
+                r,
+                "recover_gate_limit_review_deadline_timestamp_seconds",
+                "When a human must have reviewed the limit in force, from its note's \"review by\" (+Inf: no limit, or no deadline)",
                 gauge(),
             ),
             limit_info: register(
@@ -254,6 +261,12 @@ impl GateMetrics {
         });
         self.limit_max_in_flight
             .set(limit.max_in_flight.map_or(inf, f64::from));
+        let review_by = limit
+            .review_by()
+            .filter(|_| limit.restricts())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        self.limit_review_deadline
+            .set(review_by.map_or(inf, |d| d.as_secs_f64()));
         self.limit_info.clear();
         self.limit_info
             .get_or_create(&[("version", version.to_string())])
@@ -291,7 +304,8 @@ mod tests {
             "recover_gate_attempts_total{kind=\"first\"} 1",
             "recover_gate_upstream_responses_total{class=\"5xx\"} 1",
             "recover_gate_in_flight 0",
-            "recover_gate_limit_rate_per_s +Inf",
+            "recover_gate_limit_rate_per_second +Inf",
+            "recover_gate_limit_review_deadline_timestamp_seconds +Inf",
             "recover_gate_limit_applied_info{version=\"7\"} 1",
             "recover_gate_upstream_latency_seconds_count 1",
         ] {

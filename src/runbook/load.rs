@@ -67,6 +67,15 @@ impl<'a> Reporter<'a> {
 
 /// Parse and validate runbook text; `file` is how messages name it.
 pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
+    parse_str_with_roles(file, src, &Default::default())
+}
+
+/// [`parse_str`], with roles (checked by the caller) replacing or adding to `spec.roles`.
+pub fn parse_str_with_roles(
+    file: &str,
+    src: &str,
+    roles: &std::collections::BTreeMap<String, String>,
+) -> Result<Runbook, RunbookError> {
     super::limits::check_size(file, src.len()).map_err(|d| RunbookError::Invalid(vec![d]))?;
     let mut rep = Reporter::new(file, src);
     let de = serde_yaml::Deserializer::from_str(src);
@@ -80,7 +89,7 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
     let (steps, on_failure) = (raw.spec.steps.len(), raw.spec.on_failure.len());
     super::limits::check_steps(file, src, steps, on_failure)
         .map_err(|d| RunbookError::Invalid(vec![d]))?;
-    let runbook = super::validate::validate(raw, &mut rep);
+    let runbook = super::validate::validate(raw, roles, &mut rep);
     match runbook {
         Some(r) if rep.diags.is_empty() => Ok(r),
         _ => Err(RunbookError::Invalid(rep.diags)),
@@ -89,8 +98,15 @@ pub fn parse_str(file: &str, src: &str) -> Result<Runbook, RunbookError> {
 
 /// Read and validate a runbook file.
 pub fn load_file(path: &Path) -> Result<super::LoadedRunbook, RunbookError> {
+    load_file_with_roles(path, &Default::default())
+}
+
+pub(crate) fn load_file_with_roles(
+    path: &Path,
+    roles: &std::collections::BTreeMap<String, String>,
+) -> Result<super::LoadedRunbook, RunbookError> {
     let src = super::limits::read_capped(path)?;
-    let runbook = parse_str(&path.display().to_string(), &src)?;
+    let runbook = parse_str_with_roles(&path.display().to_string(), &src, roles)?;
     Ok(super::LoadedRunbook {
         runbook,
         source: src,

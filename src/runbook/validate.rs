@@ -78,7 +78,11 @@ impl Ctx<'_> {
 }
 
 /// Turn the parsed document into a [`Runbook`], reporting every problem into `rep`.
-pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
+pub(crate) fn validate(
+    raw: RawRunbook,
+    role_overrides: &BTreeMap<String, String>,
+    rep: &mut Reporter,
+) -> Option<Runbook> {
     if raw.api_version != API_VERSION {
         rep.at(
             &[k("apiVersion")],
@@ -213,6 +217,7 @@ pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
             }
         }
     }
+    let (roles, signals) = super::roles::bind(&spec.roles, role_overrides, &spec.signals, rep);
     if !rep.diags.is_empty() {
         return None;
     }
@@ -223,7 +228,8 @@ pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
         target: spec.target.clone(),
         when: spec.when.clone(),
         params: spec.params.clone(),
-        signals: spec.signals.clone(),
+        roles,
+        signals,
         observe: spec.observe.clone(),
         detect: spec.detect.clone(),
         plan: spec.plan.clone(),

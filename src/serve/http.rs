@@ -235,13 +235,6 @@ async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) 
     }
 }
 
-async fn metrics(State(rx): State<Arc<Receiver>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        rx.encode_metrics(),
-    )
-        .into_response()
+async fn metrics(State(rx): State<Arc<Receiver>>, headers: HeaderMap) -> Response {
+    crate::util::text_format::respond(&headers, &rx.encode_metrics())
 }

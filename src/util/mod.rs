@@ -1,5 +1,6 @@
 //! Small pieces every component needs: durations, atomic file writes, logging setup,
-//! loopback helpers, the open-file limit, guarded child processes and registering metrics for export.
+//! loopback helpers, the open-file limit, guarded child processes, registering metrics for
+//! export and answering `/metrics` in the format the scraper asked for.
 
 pub mod atomic_file;
 pub mod child;
@@ -11,5 +12,6 @@ pub mod http_server;
 pub mod logging;
 pub mod net;
 pub mod rlimit;
+pub mod text_format;
 pub mod time;
 pub mod yaml;

@@ -119,7 +119,7 @@ async fn e2e_detect_reads_the_real_demo_system() {
     for n in [
         "recover_gate_requests_total",
         "recover_gate_in_flight",
-        "recover_gate_limit_rate_per_s",
+        "recover_gate_limit_rate_per_second",
         "recover_gate_upstream_latency_seconds_bucket",
     ] {
         assert!(g.iter().any(|x| x == n), "gate page lacks {n}: {g:?}");
