@@ -108,3 +108,52 @@ fn a_runbook_over_1_mib_is_refused_before_it_is_parsed() {
     assert!(err.contains("limit is 200"), "{err}");
     assert!(peak < 100_000_000, "validate peaked at {peak} bytes");
 }
+
+#[test]
+fn a_runbook_whose_expressions_nest_thousands_deep_is_refused_not_a_crash() {
+    let src = runbook_with_steps(3);
+    let dir = tempfile::tempdir().unwrap();
+    // A condition is parsed when the runbook is loaded.
+    let deep_condition = src.replace(
+        "queue_depth <= params.max_queue",
+        &format!(
+            "{}queue_depth <= params.max_queue",
+            "not not ".repeat(20_000)
+        ),
+    );
+    assert_ne!(deep_condition, src, "the condition to deepen is gone");
+    let f = dir.path().join("deep-condition.yaml");
+    std::fs::write(&f, deep_condition).unwrap();
+    let (code, err, _) = validate(&f);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("nested more than 100 levels deep"), "{err}");
+
+    // A signal's scrape expression is parsed when a scrape source reads it.
+    let deep_signal = src.replace(
+        "scrape: avg(recover_demo_service_warm_fraction@service)",
+        &format!("scrape: {}1{}", "(".repeat(20_000), ")".repeat(20_000)),
+    );
+    assert_ne!(deep_signal, src, "the signal to deepen is gone");
+    let f = dir.path().join("deep-signal.yaml");
+    std::fs::write(&f, deep_signal).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+        .args([
+            "detect",
+            "--observe",
+            "1s",
+            "--metrics-url",
+            "gate=http://127.0.0.1:1/metrics",
+        ])
+        .arg("--runbook")
+        .arg(&f)
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("signal warm_fraction: bad expression")
+            && err.contains("nested more than 100"),
+        "{err}"
+    );
+}
