@@ -20,6 +20,7 @@ mod engine_abort_e2e;
 mod engine_exit_codes;
 mod engine_local_e2e;
 mod engine_step_figures;
+mod fuzz_parsers;
 mod gate_admin;
 mod gate_admission;
 mod gate_cli;

@@ -482,8 +482,8 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 
 const RUNBOOKS: &[&str] = &[
-    include_str!("../runbooks/stuck-overload.yaml"),
-    include_str!("../runbooks/retry-storm.yaml"),
+    include_str!("../../runbooks/stuck-overload.yaml"),
+    include_str!("../../runbooks/retry-storm.yaml"),
 ];
 
 proptest! {
