@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Simulator speed: simulated client-seconds per wall second, printed beside the goal from
-# issue 8 (at least 1,000,000 on one core: 10,000 clients for 100 s in at most 1 s).
+# Simulator speed: simulated client-seconds per wall second, printed beside the goal (at
+# least 1,000,000 on one core: 10,000 clients for 100 s in at most 1 s).
 # The model is single-threaded; taskset pins it to one core when available.
 set -euo pipefail
 cd "$(dirname "$0")/.."

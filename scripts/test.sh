@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib/install_missing.sh
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+command -v amtool >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 install_missing ${need_apt[@]+"${need_apt[@]}"}
 
 # The manifests are rendered with `kubectl kustomize` (kubectl is part of the machine image;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     // Test builds give reqwest rustls without a crypto provider; install one up front.
-    recover::metrics::http::ensure_tls_provider();
+    recover::util::http::ensure_tls_provider();
     let args = cli::Cli::parse();
     recover::util::logging::init(args.log_format, args.default_log_level());
     match cli::dispatch(args) {

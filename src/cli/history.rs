@@ -1,7 +1,7 @@
 //! `recover history`: the runs in the journal directory, newest first, with how each ended
 //! (or that it was interrupted and can be resumed).
 
-use super::run::Output;
+use super::Output;
 use super::{CliResult, Failure};
 use anyhow::anyhow;
 use recover::engine::history::{list, RunSummary};

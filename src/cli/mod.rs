@@ -70,6 +70,14 @@ pub enum Command {
     Serve(serve::ServeArgs),
 }
 
+/// What a command prints on stdout: text for people, JSON for machines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Output {
+    #[default]
+    Text,
+    Json,
+}
+
 /// A failed command: the error to print and the exit code it deserves.
 pub struct Failure {
     pub code: Exit,

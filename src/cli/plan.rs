@@ -1,19 +1,12 @@
 //! `recover plan`: the shed and the readmission ramp from numbers, with the arithmetic.
 
-use super::{CliResult, Failure};
+use super::detect::{judge, Tuning, Watch};
+use super::{CliResult, Failure, Output};
 use recover::detect::{DetectorConfig, Verdict};
 use recover::exit::Exit;
 use recover::plan::inputs::Input;
 use recover::plan::{make_plan, Overrides, Plan, PlanConfig, PlanInputs};
 use std::time::Duration;
-
-/// How results are printed on stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
-pub enum Output {
-    #[default]
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
@@ -82,7 +75,7 @@ pub fn run(args: PlanArgs) -> CliResult {
         declared = loaded.runbook.detect;
     }
     let verdict = if measuring {
-        let verdict = super::detect::judge(&super::detect::DetectArgs {
+        let watch = Watch {
             runbook: args.runbook.clone(),
             runbook_dir: args.runbook_dir.clone(),
             metrics_urls: args.metrics_urls.clone(),
@@ -90,14 +83,14 @@ pub fn run(args: PlanArgs) -> CliResult {
             observe: args.observe,
             interval: Duration::from_secs(1),
             timeout: Duration::from_secs(2),
-            grace: None,
-            persist: None,
+            prom: Default::default(),
+        };
+        let tuning = Tuning {
             capacity: args.capacity,
-            cold_factor: None,
             k: args.k,
-            latency_limit: None,
-            output: args.output,
-        })?;
+            ..Tuning::default()
+        };
+        let verdict = judge(&watch, &tuning)?;
         eprintln!(
             "measured: {} ({})",
             verdict.verdict.as_str(),

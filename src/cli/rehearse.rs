@@ -1,18 +1,12 @@
 //! `recover rehearse`: flags onto `recover::rehearse::rehearse`, then the report files,
 //! the summary (or JSON) on stdout, and exit 0 if recovered, 1 if not.
 
-use super::{CliResult, Failure};
+use super::{CliResult, Failure, Output};
 use anyhow::Context;
 use recover::exit::Exit;
 use recover::rehearse::scenario::Scenario;
 use recover::rehearse::{output, rehearse, summary, Options};
 use std::path::PathBuf;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum OutputFormat {
-    Text,
-    Json,
-}
 
 #[derive(Debug, clap::Args)]
 pub struct RehearseArgs {
@@ -34,8 +28,8 @@ pub struct RehearseArgs {
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<PathBuf>,
     /// What to print on stdout.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    pub output: OutputFormat,
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
 }
 
 pub fn run(args: RehearseArgs) -> CliResult {
@@ -92,7 +86,7 @@ pub fn run(args: RehearseArgs) -> CliResult {
         }
     }
     match args.output {
-        OutputFormat::Text => {
+        Output::Text => {
             print!("{}", summary::render(&outcome.report));
             println!(
                 "  files: {}",
@@ -107,7 +101,7 @@ pub fn run(args: RehearseArgs) -> CliResult {
                 .join(", ")
             );
         }
-        OutputFormat::Json => {
+        Output::Json => {
             let json =
                 serde_json::to_string_pretty(&outcome.report).context("encoding the report")?;
             println!("{json}");

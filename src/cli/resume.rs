@@ -3,7 +3,8 @@
 //! journal (a killed Job's pod is gone), `--target kube --namespace NS ...` fetches the
 //! journal the run mirrored into its cluster.
 
-use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach, Output};
+use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach};
+use super::Output;
 use super::{runtime, CliResult, Failure};
 use anyhow::anyhow;
 use recover::engine::{self, journal, progress::TerminalObserver, RunOptions};

@@ -2,7 +2,7 @@
 //! [`recover::engine::run`]; this file only turns the flags into a [`Target`], asks for
 //! confirmation, wires Ctrl-C to a clean abort, and prints the report.
 
-use super::{runtime, CliResult, Failure};
+use super::{runtime, CliResult, Failure, Output};
 use anyhow::{anyhow, Context};
 use recover::engine::{
     self, progress::TerminalObserver, Outcome, RunOptions, RunReport, RunRequest,
@@ -15,12 +15,6 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-}
 
 /// The kind of target, as the `--target` flag names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

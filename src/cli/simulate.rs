@@ -2,26 +2,22 @@
 //! files exit 2 with the key or file position named; a run that completes exits 0 whether
 //! or not the modelled system recovered (that is the answer, not a failure).
 
-use super::{CliResult, Failure};
+use super::{CliResult, Failure, Output};
 use anyhow::anyhow;
 use recover::exit::Exit;
-use recover::simulate::{compare, overrides, plot, text, Policy, Report, Scenario, DEFAULT_SEED};
+use recover::simulate::{compare, overrides, plot, text, Report, Scenario, DEFAULT_SEED};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
-}
-
 #[derive(Debug, clap::Args)]
 pub struct SimulateArgs {
-    /// Built-in scenario (retry-storm, config-deploy) or a YAML scenario file.
+    /// Built-in scenario (retry-storm, config-deploy; the drills slow-replica,
+    /// provider-outage, retry-layers, breaker, bulkhead) or a YAML scenario file.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: String,
-    /// Retry policy: immediate, backoff or backoff-jitter.
+    /// Retry policy: immediate, backoff or backoff-jitter (provider-outage: exponential,
+    /// fixed or full-jitter).
     #[arg(long, value_name = "P")]
     pub policy: Option<String>,
     /// Change one parameter (repeatable), by its scenario-file name: --set overload_factor=1.
@@ -46,8 +42,7 @@ pub struct SimulateArgs {
 pub fn run(args: SimulateArgs) -> CliResult {
     let mut scenario = Scenario::resolve(&args.scenario).map_err(Failure::usage)?;
     if let Some(p) = &args.policy {
-        let p: Policy = p.parse().map_err(Failure::usage)?;
-        scenario.set_policy(p);
+        scenario.set_policy_named(p).map_err(Failure::usage)?;
     }
     for s in &args.set {
         let (k, v) = overrides::split_set(s).map_err(Failure::usage)?;
@@ -58,6 +53,14 @@ pub fn run(args: SimulateArgs) -> CliResult {
 
     if let Some(n) = args.bench_runs {
         return bench(&scenario, seed, n);
+    }
+    if let (true, Scenario::Drill { drill, .. }) = (args.compare, &scenario) {
+        let c = drill.compare(seed);
+        match args.output {
+            Output::Text => emit(&drill.compare_text(seed, &c)),
+            Output::Json => emit(&(to_json(&c)? + "\n")),
+        }
+        return Ok(Exit::Done);
     }
     if args.compare {
         let rows = compare::compare(&scenario, seed).map_err(Failure::usage)?;

@@ -1,103 +1,145 @@
 //! The built-in signal set for the demo system (gate + config service + workers), so
 //! `recover detect --metrics-url gate=... --metrics-url service=... --metrics-url clients=...`
-//! works without a runbook. The `stuck-overload` runbook mirrors these definitions.
+//! works without a runbook. The shipped runbooks mirror these definitions (a test keeps
+//! them equal).
 //!
-//! Scrape expressions select targets by role (`@gate`, `@service`, `@clients`); the PromQL
-//! queries assume Prometheus labels the targets with `role` the same way.
+//! Scrape expressions select targets by role (`@gate`, `@service`, `@clients`) and read
+//! 0.5-1 s scrapes over a fixed 5 s window. PromQL expressions select each role by the
+//! label matchers declared for it (`$gate`, see `metrics::promql::roles::default_roles`)
+//! and rate over `$__rate_interval`, so they work at any scrape interval. A rate that may
+//! legitimately be absent (no request of that kind yet, the service down) falls back to
+//! zero only while the role's targets exist (`or 0 * sum(up{$service})`): a role that
+//! selects nothing reads as missing, never as zero.
 
+use crate::detect::DetectorConfig;
+use crate::metrics::promql::{roles::default_roles, template};
 use crate::metrics::signal::{names, SignalSpec};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-/// The rate window every default signal uses.
+/// The rate window every default scrape expression uses.
 pub const RATE_WINDOW: &str = "5s";
 
 fn spec(scrape: &str, promql: &str, help: &str) -> SignalSpec {
     SignalSpec {
         scrape: Some(scrape.replace("$W", RATE_WINDOW)),
-        promql: Some(promql.replace("$W", RATE_WINDOW)),
+        promql: Some(promql.replace("$W", "$__rate_interval")),
         help: Some(help.to_string()),
     }
 }
 
-/// Signal name -> definition, for the demo system's metric names (see TEAM.md).
+/// The detection settings that go with the built-in signals (and the shipped runbooks):
+/// grace and persist of 5 s and 10 s on 0.5-1 s scrapes, stretched to 4 and 8 scrape
+/// intervals on coarser data (one and two rate windows).
+pub fn detector_config() -> DetectorConfig {
+    DetectorConfig {
+        grace: Duration::from_secs(5),
+        grace_scrapes: Some(4),
+        persist: Duration::from_secs(10),
+        persist_scrapes: Some(8),
+        ..DetectorConfig::default()
+    }
+}
+
+/// Signal name -> definition with the default roles bound in.
 pub fn demo_signals() -> BTreeMap<String, SignalSpec> {
+    demo_signals_with_roles(&default_roles()).expect("the default roles bind every signal")
+}
+
+/// Signal name -> definition with `roles` (the default ones, some replaced) bound in.
+pub fn demo_signals_with_roles(
+    roles: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, SignalSpec>, template::TemplateError> {
+    demo_signal_templates()
+        .into_iter()
+        .map(|(name, mut spec)| {
+            if let Some(q) = spec.promql.as_mut() {
+                *q = template::bind_roles(q, roles)?;
+            }
+            Ok((name, spec))
+        })
+        .collect()
+}
+
+/// Signal name -> definition as written, with `$ROLE` placeholders in the PromQL.
+pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
     let defs = [
         (
             names::OFFERED_RATE,
             "rate(recover_gate_requests_total@gate[$W])",
-            "sum(rate(recover_gate_requests_total[$W]))",
+            "sum(rate(recover_gate_requests_total{$gate}[$W]))",
             "requests/s arriving at the gate (first attempts and retries)",
         ),
         (
             names::FIRST_ATTEMPT_RATE,
             r#"rate(recover_gate_attempts_total{kind="first"}@gate[$W]) or 0"#,
-            r#"sum(rate(recover_gate_attempts_total{kind="first"}[$W])) or vector(0)"#,
+            r#"sum(rate(recover_gate_attempts_total{kind="first", $gate}[$W])) or 0 * sum(up{$gate})"#,
             "first attempts/s at the gate: the clients' real demand",
         ),
         (
             names::GOODPUT,
             r#"rate(recover_demo_service_completions_total{kind="useful"}@service[$W]) or 0"#,
-            r#"sum(rate(recover_demo_service_completions_total{kind="useful"}[$W])) or vector(0)"#,
+            r#"sum(rate(recover_demo_service_completions_total{kind="useful", $service}[$W])) or 0 * sum(up{$service})"#,
             "useful completions/s at the service (a client was still waiting)",
         ),
         (
             names::WORK_RATE,
             "rate(recover_demo_service_completions_total@service[$W]) or 0",
-            "sum(rate(recover_demo_service_completions_total[$W])) or vector(0)",
+            "sum(rate(recover_demo_service_completions_total{$service}[$W])) or 0 * sum(up{$service})",
             "completions/s at the service, useful plus abandoned",
         ),
         (
             names::ERROR_RATIO,
             r#"(rate(recover_demo_workers_attempts_total{outcome!="ok"}@clients[$W]) or 0) / rate(recover_demo_workers_attempts_total@clients[$W])"#,
-            r#"(sum(rate(recover_demo_workers_attempts_total{outcome!="ok"}[$W])) or vector(0)) / sum(rate(recover_demo_workers_attempts_total[$W]))"#,
+            r#"(sum(rate(recover_demo_workers_attempts_total{outcome!="ok", $clients}[$W])) or 0 * sum(up{$clients})) / sum(rate(recover_demo_workers_attempts_total{$clients}[$W]))"#,
             "fraction of the workers' attempts that failed (error or timeout)",
         ),
         (
             names::LATENCY_P99,
             "histogram_quantile(0.99, rate(recover_gate_upstream_latency_seconds_bucket@gate[$W]))",
-            "histogram_quantile(0.99, sum by (le) (rate(recover_gate_upstream_latency_seconds_bucket[$W])))",
+            "histogram_quantile(0.99, sum by (le) (rate(recover_gate_upstream_latency_seconds_bucket{$gate}[$W])))",
             "p99 of the service's latency as the gate sees it, seconds",
         ),
         (
             names::QUEUE_DEPTH,
             "sum(recover_demo_service_queue_depth@service)",
-            "sum(recover_demo_service_queue_depth)",
+            "sum(recover_demo_service_queue_depth{$service})",
             "requests queued at the service",
         ),
         (
             names::SERVICE_TIME,
             "rate(recover_demo_service_service_seconds_sum@service[$W]) / rate(recover_demo_service_service_seconds_count@service[$W])",
-            "sum(rate(recover_demo_service_service_seconds_sum[$W])) / sum(rate(recover_demo_service_service_seconds_count[$W]))",
+            "sum(rate(recover_demo_service_service_seconds_sum{$service}[$W])) / sum(rate(recover_demo_service_service_seconds_count{$service}[$W]))",
             "mean work time per request at the service, seconds",
         ),
         (
             names::WARM_FRACTION,
             "avg(recover_demo_service_warm_fraction@service)",
-            "avg(recover_demo_service_warm_fraction)",
+            "avg(recover_demo_service_warm_fraction{$service})",
             "fraction of the service's cache that is warm",
         ),
         (
             names::REPLICAS_NOT_READY,
             "count(up@service) - sum(up@service) + (sum(1 - alive(recover_demo_service_ready@service)) or 0)",
-            r#"(count(up{role="service"} == 0) or vector(0)) + (count(recover_demo_service_ready == 0) or vector(0))"#,
+            "sum(up{$service} == bool 0) + (sum(recover_demo_service_ready{$service} == bool 0) or 0 * sum(up{$service}))",
             "service replicas down or not ready",
         ),
         (
             names::GATE_REJECTED_RATE,
             r#"(rate(recover_gate_requests_total{outcome="rejected_rate"}@gate[$W]) or 0) + (rate(recover_gate_requests_total{outcome="rejected_in_flight"}@gate[$W]) or 0)"#,
-            r#"sum(rate(recover_gate_requests_total{outcome=~"rejected_.*"}[$W])) or vector(0)"#,
+            r#"sum(rate(recover_gate_requests_total{outcome=~"rejected_.*", $gate}[$W])) or 0 * sum(up{$gate})"#,
             "requests/s the gate rejects",
         ),
         (
             names::GATE_ADMITTED_RATE,
             r#"rate(recover_gate_requests_total{outcome="admitted"}@gate[$W]) or 0"#,
-            r#"sum(rate(recover_gate_requests_total{outcome="admitted"}[$W])) or vector(0)"#,
+            r#"sum(rate(recover_gate_requests_total{outcome="admitted", $gate}[$W])) or 0 * sum(up{$gate})"#,
             "requests/s the gate admits and the service answers",
         ),
         (
             names::CLIENTS_RETRYING,
             "sum(recover_demo_workers_in_retry_loop@clients)",
-            "sum(recover_demo_workers_in_retry_loop)",
+            "sum(recover_demo_workers_in_retry_loop{$clients})",
             "workers currently in a retry loop",
         ),
     ];

@@ -7,15 +7,13 @@
 //! lasted `persist` without a break, and says Unknown rather than guess when data is
 //! missing or stale. A flapping service keeps resetting the failure clock, so it is
 //! never Stuck.
-//!
-//! CONTRACT (lead): `detect`, `DetectorConfig`, `Verdict` and `VerdictKind` are what the
-//! engine, the rehearsal and the webhook receiver call. Fields may be added; keep these.
 
 pub mod classify;
 pub mod default_signals;
 pub mod estimate;
 pub mod observe;
 mod verdict;
+pub mod windows;
 
 pub use estimate::Source;
 pub use verdict::detect_at;
@@ -28,14 +26,22 @@ use std::time::{Duration, SystemTime};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DetectorConfig {
-    /// The trigger must have been gone at least this long before "stuck" is said.
+    /// The trigger must have been gone at least this long before "stuck" is said. Keep it
+    /// at least one rate window, so the rates judged no longer include the trigger.
     #[serde(with = "crate::util::duration::serde_human")]
     pub grace: Duration,
+    /// ... and at least this many scrape intervals of the source (see [`windows`]), so the
+    /// same runbook works on 1 s and on 60 s data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grace_scrapes: Option<u32>,
     /// The failure must have persisted at least this long. Rates are averaged over their
     /// window, so a short failure looks that much longer: keep this well above the
     /// signals' rate window (the built-in signals use 5s).
     #[serde(with = "crate::util::duration::serde_human")]
     pub persist: Duration,
+    /// ... and at least this many scrape intervals of the source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub persist_scrapes: Option<u32>,
     /// Known healthy capacity, requests/s (else measured in the last healthy window).
     pub capacity_per_s: Option<f64>,
     /// Capacity right after a restart = capacity / cold_factor (else measured).
@@ -69,7 +75,9 @@ impl Default for DetectorConfig {
     fn default() -> Self {
         DetectorConfig {
             grace: Duration::from_secs(5),
+            grace_scrapes: None,
             persist: Duration::from_secs(10),
+            persist_scrapes: None,
             capacity_per_s: None,
             cold_factor: None,
             min_goodput_ratio: 0.5,

@@ -3,6 +3,7 @@
 
 use super::journal::{read, Event};
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::path::Path;
 
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +48,9 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<RunSummary>> {
             Err(err) => s.status = format!("unreadable: {err}"),
             Ok(entries) => {
                 let mut pid = None;
+                // By step, not by event: a resumed run starts its interrupted step again.
+                let mut started = BTreeSet::new();
+                let mut done = BTreeSet::new();
                 for en in &entries {
                     match &en.event {
                         Event::RunStarted {
@@ -61,17 +65,25 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<RunSummary>> {
                             pid = Some(*p);
                         }
                         Event::Resumed { pid: p } => pid = Some(*p),
-                        Event::StepStarted { .. } => s.steps_started += 1,
+                        Event::StepStarted { phase, step, .. } => {
+                            started.insert((*phase, step.clone()));
+                        }
                         Event::StepFinished {
+                            phase,
+                            step,
                             outcome: super::StepOutcome::Succeeded,
                             ..
-                        } => s.steps_done += 1,
+                        } => {
+                            done.insert((*phase, step.clone()));
+                        }
                         Event::RunFinished { outcome, .. } => {
                             s.status = format!("{outcome:?}").to_lowercase()
                         }
                         _ => {}
                     }
                 }
+                s.steps_started = started.len();
+                s.steps_done = done.len();
                 if s.status.is_empty() {
                     s.status = match pid {
                         Some(p) if crate::platform::local::process::running(p) => {

@@ -3,7 +3,8 @@
 //!
 //! Decisions (check verdicts, ramp moves, restart batches, what a resumed run still has to
 //! do) are pure functions in [`check`], [`ramp`], [`batches`] and [`journal::resume_point`];
-//! [`executor`] and [`actions`] only carry them out through the [`Platform`] trait.
+//! [`planning`] decides before acting; [`executor`] and [`actions`] only carry it out
+//! through the [`Platform`] trait.
 //!
 //! Entry points: [`run`] for a new run and [`resume`] for one that was interrupted. Both
 //! return a [`RunReport`]; the rehearsal and the webhook receiver call them in-process.
@@ -16,9 +17,11 @@ pub mod history;
 pub mod journal;
 pub mod lock_loss;
 pub mod mirror;
+pub mod planning;
 pub mod progress;
 pub mod ramp;
 pub mod report;
+mod steps;
 pub mod vars;
 
 pub use executor::{resume, run};
@@ -33,6 +36,9 @@ use crate::platform::{Platform, PlatformError, Target};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
 use std::sync::Arc;
+
+/// How long a step that sets no `timeout` may take.
+pub const DEFAULT_STEP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 /// Everything a run needs.
 pub struct RunRequest {
@@ -84,7 +90,7 @@ impl Default for RunOptions {
             started_by: None,
             observer: None,
             confirm: None,
-            default_step_timeout: std::time::Duration::from_secs(300),
+            default_step_timeout: DEFAULT_STEP_TIMEOUT,
         }
     }
 }

@@ -55,7 +55,7 @@ impl RampState {
 /// What to do next.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
-pub enum RampDecision {
+pub enum RampMove {
     /// Set this rate, hold, check again.
     Raise {
         rate: f64,
@@ -87,12 +87,12 @@ pub enum RampDecision {
 
 /// Decide after a check at `state.rate`. `rejected` is the gate's rejected rate (None: no
 /// data, which never counts as "no longer rejecting").
-pub fn decide(
+pub fn next_move(
     p: &RampParams,
     state: &mut RampState,
     passed: Result<(), String>,
     rejected: Option<f64>,
-) -> RampDecision {
+) -> RampMove {
     match passed {
         Ok(()) => {
             state.last_good = Some(state.rate);
@@ -101,7 +101,7 @@ pub fn decide(
                 return raise(p, state, state.rate * p.factor);
             };
             if rejected <= NOTHING_REJECTED * state.rate {
-                return RampDecision::Finish {
+                return RampMove::Finish {
                     reason: format!(
                         "the gate rejects {rejected:.1} req/s at {:.1} req/s (nothing to speak of)",
                         state.rate
@@ -111,7 +111,7 @@ pub fn decide(
             if state.rate >= p.ceiling {
                 state.ceiling_holds += 1;
                 if state.ceiling_holds > p.ceiling_holds {
-                    return RampDecision::Settle {
+                    return RampMove::Settle {
                         rate: state.rate,
                         reason: format!(
                             "the gate still rejects {rejected:.1} req/s at the ceiling {:.1} req/s after {} holds: more is offered than the service can take",
@@ -119,7 +119,7 @@ pub fn decide(
                         ),
                     };
                 }
-                return RampDecision::Hold {
+                return RampMove::Hold {
                     rate: state.rate,
                     reason: format!(
                         "at the ceiling {:.1} req/s the gate still rejects {rejected:.1} req/s; holding until the retrying clients are served",
@@ -137,7 +137,7 @@ pub fn decide(
         Err(why) => {
             state.relapses += 1;
             if state.relapses > p.max_relapses {
-                return RampDecision::Fail {
+                return RampMove::Fail {
                     reason: format!(
                         "{} relapses (limit {}); last: {why}",
                         state.relapses, p.max_relapses
@@ -150,7 +150,7 @@ pub fn decide(
                 .min(state.rate / p.factor)
                 .max(p.from * 0.5);
             state.rate = back;
-            RampDecision::StepBack {
+            RampMove::StepBack {
                 rate: back,
                 reason: why,
             }
@@ -158,9 +158,9 @@ pub fn decide(
     }
 }
 
-fn raise(p: &RampParams, state: &mut RampState, to: f64) -> RampDecision {
+fn raise(p: &RampParams, state: &mut RampState, to: f64) -> RampMove {
     state.rate = to.min(p.ceiling).max(state.rate);
-    RampDecision::Raise { rate: state.rate }
+    RampMove::Raise { rate: state.rate }
 }
 
 #[cfg(test)]
@@ -182,18 +182,18 @@ mod tests {
         let p = params();
         let mut s = RampState::start(&p);
         assert_eq!(
-            decide(&p, &mut s, Ok(()), Some(50.0)),
-            RampDecision::Raise { rate: 200.0 }
+            next_move(&p, &mut s, Ok(()), Some(50.0)),
+            RampMove::Raise { rate: 200.0 }
         );
         assert_eq!(
-            decide(&p, &mut s, Ok(()), None),
-            RampDecision::Raise { rate: 400.0 },
+            next_move(&p, &mut s, Ok(()), None),
+            RampMove::Raise { rate: 400.0 },
             "no data: keep raising, never lift"
         );
         // 1% of the admitted rate is noise, not clients being turned away.
         assert!(matches!(
-            decide(&p, &mut s, Ok(()), Some(3.9)),
-            RampDecision::Finish { .. }
+            next_move(&p, &mut s, Ok(()), Some(3.9)),
+            RampMove::Finish { .. }
         ));
     }
 
@@ -203,12 +203,12 @@ mod tests {
         let mut s = RampState::start(&p);
         // 100 admitted + 200 rejected are offered: go to 330, not to 200.
         assert_eq!(
-            decide(&p, &mut s, Ok(()), Some(200.0)),
-            RampDecision::Raise { rate: 330.0 }
+            next_move(&p, &mut s, Ok(()), Some(200.0)),
+            RampMove::Raise { rate: 330.0 }
         );
         assert_eq!(
-            decide(&p, &mut s, Ok(()), Some(1000.0)),
-            RampDecision::Raise { rate: 500.0 }
+            next_move(&p, &mut s, Ok(()), Some(1000.0)),
+            RampMove::Raise { rate: 500.0 }
         );
     }
 
@@ -220,18 +220,18 @@ mod tests {
             ..RampState::start(&p)
         };
         assert_eq!(
-            decide(&p, &mut s, Ok(()), Some(30.0)),
-            RampDecision::Raise { rate: 500.0 }
+            next_move(&p, &mut s, Ok(()), Some(30.0)),
+            RampMove::Raise { rate: 500.0 }
         );
         for _ in 0..2 {
             assert!(matches!(
-                decide(&p, &mut s, Ok(()), Some(30.0)),
-                RampDecision::Hold { rate, .. } if rate == 500.0
+                next_move(&p, &mut s, Ok(()), Some(30.0)),
+                RampMove::Hold { rate, .. } if rate == 500.0
             ));
         }
         assert!(matches!(
-            decide(&p, &mut s, Ok(()), Some(30.0)),
-            RampDecision::Settle { rate, .. } if rate == 500.0
+            next_move(&p, &mut s, Ok(()), Some(30.0)),
+            RampMove::Settle { rate, .. } if rate == 500.0
         ));
         // Had the retrying clients been served meanwhile, it would have lifted.
         let mut t = RampState {
@@ -239,12 +239,12 @@ mod tests {
             ..RampState::start(&p)
         };
         assert!(matches!(
-            decide(&p, &mut t, Ok(()), Some(30.0)),
-            RampDecision::Hold { .. }
+            next_move(&p, &mut t, Ok(()), Some(30.0)),
+            RampMove::Hold { .. }
         ));
         assert!(matches!(
-            decide(&p, &mut t, Ok(()), Some(0.0)),
-            RampDecision::Finish { .. }
+            next_move(&p, &mut t, Ok(()), Some(0.0)),
+            RampMove::Finish { .. }
         ));
     }
 
@@ -252,19 +252,19 @@ mod tests {
     fn steps_back_on_relapse_then_fails() {
         let p = params();
         let mut s = RampState::start(&p);
-        decide(&p, &mut s, Ok(()), Some(9.0));
+        next_move(&p, &mut s, Ok(()), Some(9.0));
         assert_eq!(s.rate, 200.0);
-        let d = decide(&p, &mut s, Err("latency".into()), Some(9.0));
+        let d = next_move(&p, &mut s, Err("latency".into()), Some(9.0));
         assert_eq!(
             d,
-            RampDecision::StepBack {
+            RampMove::StepBack {
                 rate: 100.0,
                 reason: "latency".into()
             }
         );
         assert!(matches!(
-            decide(&p, &mut s, Err("again".into()), Some(9.0)),
-            RampDecision::Fail { .. }
+            next_move(&p, &mut s, Err("again".into()), Some(9.0)),
+            RampMove::Fail { .. }
         ));
     }
 }

@@ -47,15 +47,8 @@ async fn readyz(State(s): State<Arc<AdminState>>) -> Response {
     }
 }
 
-async fn metrics(State(s): State<Arc<AdminState>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        s.metrics.render(),
-    )
-        .into_response()
+async fn metrics(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
+    crate::util::text_format::respond(&headers, &s.metrics.render())
 }
 
 async fn get_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
@@ -123,7 +116,7 @@ fn refuse_unauthorized(s: &AdminState, headers: &HeaderMap) -> Option<Response> 
     let presented = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
+        .and_then(bearer);
     let ok = match (&s.token, presented) {
         (Some(expected), Some(given)) => constant_time_eq(expected.as_bytes(), given.as_bytes()),
         _ => false,
@@ -144,6 +137,15 @@ fn refuse_unauthorized(s: &AdminState, headers: &HeaderMap) -> Option<Response> 
     Some(r)
 }
 
+/// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive
+/// (RFC 9110 §11.1), as `recover serve` reads it.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
 /// Compare tokens without leaking, through timing, how much of a guess was right.
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
@@ -154,7 +156,16 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{bearer, constant_time_eq};
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer("Bearer t0k"), Some("t0k"));
+        assert_eq!(bearer("bearer t0k"), Some("t0k"));
+        assert_eq!(bearer("BEARER  t0k "), Some("t0k"));
+        assert_eq!(bearer("Basic t0k"), None);
+        assert_eq!(bearer("Bearer"), None);
+    }
 
     #[test]
     fn token_comparison() {

@@ -29,7 +29,7 @@ struct Policy {
 }
 
 /// The outcome of [`Admission::try_admit`].
-pub enum Verdict<'a> {
+pub enum Admit<'a> {
     /// Forward the request; the slot is released when the guard drops.
     Admitted(InFlight<'a>),
     /// Over the rate (or the rate is 0): answer 429 with this Retry-After.
@@ -69,13 +69,13 @@ impl Admission {
         self.in_flight.get()
     }
 
-    /// Decide for one request. Never blocks beyond a shared read lock.
-    pub fn try_admit(&self) -> Verdict<'_> {
+    /// Admit one request or say why not. Never blocks beyond a shared read lock.
+    pub fn try_admit(&self) -> Admit<'_> {
         let policy = self.policy.read().unwrap_or_else(|p| p.into_inner());
         let before = self.in_flight.inc();
         if matches!(policy.max_in_flight, Some(max) if before >= max) {
             self.in_flight.dec();
-            return Verdict::RejectedInFlight;
+            return Admit::RejectedInFlight;
         }
         let rejected = match &policy.rate {
             Rate::Unlimited => None,
@@ -88,12 +88,12 @@ impl Admission {
             },
         };
         match rejected {
-            None => Verdict::Admitted(InFlight {
+            None => Admit::Admitted(InFlight {
                 gauge: &self.in_flight,
             }),
             Some(retry_after_s) => {
                 self.in_flight.dec();
-                Verdict::RejectedRate { retry_after_s }
+                Admit::RejectedRate { retry_after_s }
             }
         }
     }
@@ -176,7 +176,7 @@ mod tests {
 
     fn admitted_now(a: &Admission, tries: usize) -> usize {
         (0..tries)
-            .filter(|_| matches!(a.try_admit(), Verdict::Admitted(_)))
+            .filter(|_| matches!(a.try_admit(), Admit::Admitted(_)))
             .count()
     }
 
@@ -238,16 +238,16 @@ mod tests {
     #[test]
     fn rate_zero_and_in_flight_cap_reject() {
         let a = Admission::new(&limit(Some(0.0), 0, None), Gauge::default());
-        assert!(matches!(a.try_admit(), Verdict::RejectedRate { .. }));
+        assert!(matches!(a.try_admit(), Admit::RejectedRate { .. }));
         let a = Admission::new(&limit(None, 1, Some(2)), Gauge::default());
         let first = a.try_admit();
         let second = a.try_admit();
-        assert!(matches!(a.try_admit(), Verdict::RejectedInFlight));
+        assert!(matches!(a.try_admit(), Admit::RejectedInFlight));
         assert_eq!(a.in_flight(), 2);
         drop(first);
         drop(second);
         assert_eq!(a.in_flight(), 0);
-        assert!(matches!(a.try_admit(), Verdict::Admitted(_)));
+        assert!(matches!(a.try_admit(), Admit::Admitted(_)));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! One client connection's life: read a request head, let [`Proxy::decide`] admit or
+//! One client connection's life: read a request head, let [`Proxy::dispatch`] admit or
 //! reject it, answer or forward it ([`super::exchange`]), and go again while the client
 //! keeps the connection. Pipelined requests wait in the read buffer for their turn.
 //!
@@ -8,7 +8,7 @@
 
 use super::exchange;
 use super::http1::{head, parse_request, BodyCursor, Framing, HeadError, RequestHead};
-use super::proxy::{Decision, Proxy};
+use super::proxy::{Dispatch, Proxy};
 use super::upstream::{Links, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
@@ -65,7 +65,7 @@ impl Request {
 enum Step<'p> {
     NeedMore,
     Refuse(HeadError),
-    Handle(Request, Decision<'p>),
+    Handle(Request, Dispatch<'p>),
 }
 
 /// How long a client connection may wait: for its next request, and for a request head
@@ -104,7 +104,7 @@ impl Connection {
             let step = {
                 let mut headers = head::empty_headers();
                 match parse_request(&self.rbuf, &mut headers) {
-                    Ok(Some(h)) => Step::Handle(Request::of(&h), proxy.decide(&h, &mut self.out)),
+                    Ok(Some(h)) => Step::Handle(Request::of(&h), proxy.dispatch(&h, &mut self.out)),
                     Ok(None) => Step::NeedMore,
                     Err(e) => Step::Refuse(e),
                 }
@@ -125,12 +125,12 @@ impl Connection {
                 }
                 Step::Handle(
                     req,
-                    Decision::Reject {
+                    Dispatch::Reject {
                         retry_after_s,
                         body,
                     },
                 ) => self.reject(req, retry_after_s, body, draining).await?,
-                Step::Handle(req, Decision::Forward(admitted)) => {
+                Step::Handle(req, Dispatch::Forward(admitted)) => {
                     exchange::forward(self, proxy, req, admitted, draining).await?
                 }
             };

@@ -10,7 +10,7 @@
 use super::connection::{write_client, Connection, Request};
 use super::http1::{head, parse_response, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
-use super::telemetry::Outcome;
+use super::telemetry::{GateMetrics, RequestOutcome};
 use super::upstream::{self, Link, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
@@ -86,25 +86,60 @@ pub(super) async fn forward(
                 _ => "closed without an answer".to_string(),
             };
             tracing::debug!(upstream = %admitted.pick.replica.authority, "upstream error: {why}");
-            admitted.ended(Outcome::UpstreamError);
+            admitted.ended(RequestOutcome::UpstreamError);
             let close = !keep_after_error;
             conn.answer("502 Bad Gateway", None, "upstream unreachable\n", close)
                 .await?;
             return Ok(!close);
         }
         Err(_elapsed) => {
-            admitted.ended(Outcome::UpstreamTimeout);
+            admitted.ended(RequestOutcome::UpstreamTimeout);
             let close = !keep_after_error;
             conn.answer("504 Gateway Timeout", None, "upstream timed out\n", close)
                 .await?;
             return Ok(!close);
         }
     };
-    proxy
-        .metrics
-        .upstream_response(resp.status, sent.elapsed().as_secs_f64());
-    admitted.ended(Outcome::Admitted);
-    relay_response(conn, proxy, link, resp, replica).await
+    let tally = Tally {
+        metrics: &proxy.metrics,
+        status: resp.status,
+        head_s: sent.elapsed().as_secs_f64(),
+        counted: false,
+    };
+    admitted.ended(RequestOutcome::Admitted);
+    relay_response(conn, proxy, link, resp, replica, tally).await
+}
+
+/// Counts one upstream response once its end is known: by status class when its body came
+/// whole, as `error` when the upstream cut it short (closed, stalled or broke the framing
+/// mid-body). Counted before the last bytes go to the client, so a client that has its
+/// answer sees it counted. Dropped uncounted (the client went away first), it counts by
+/// status: the upstream was not at fault.
+struct Tally<'m> {
+    metrics: &'m GateMetrics,
+    status: u16,
+    head_s: f64,
+    counted: bool,
+}
+
+impl Tally<'_> {
+    fn whole(&mut self) {
+        if !std::mem::replace(&mut self.counted, true) {
+            self.metrics.upstream_response(self.status, self.head_s);
+        }
+    }
+
+    fn cut_short(&mut self) {
+        if !std::mem::replace(&mut self.counted, true) {
+            self.metrics.upstream_cut_short(self.head_s);
+        }
+    }
+}
+
+impl Drop for Tally<'_> {
+    fn drop(&mut self) {
+        self.whole();
+    }
 }
 
 /// A client's chunked body that does not parse: nothing after it can be read either.
@@ -273,12 +308,17 @@ async fn relay_response(
     mut link: Link,
     resp: HeadSummary,
     replica: usize,
+    mut tally: Tally<'_>,
 ) -> io::Result<bool> {
     link.buf.advance(resp.head_len);
     let mut cursor = BodyCursor::new(resp.framing);
     let Ok(n) = cursor.advance(&link.buf) else {
+        tally.cut_short();
         return Ok(false); // a malformed chunked response: closing shows the client it broke
     };
+    if cursor.is_done() {
+        tally.whole();
+    }
     if n <= COALESCE {
         conn.out.extend_from_slice(&link.buf[..n]);
         write_client(&mut conn.client, &conn.out, conn.idle_timeout).await?;
@@ -292,12 +332,19 @@ async fn relay_response(
         let read = tokio::time::timeout(proxy.timeout, link.read_more()).await;
         match read {
             Ok(Ok(0)) if cursor.until_close() => break,
-            Ok(Ok(0) | Err(_)) | Err(_) => return Ok(false), // cut short: the client must see it
+            Ok(Ok(0) | Err(_)) | Err(_) => {
+                tally.cut_short();
+                return Ok(false); // the client must see it was cut short
+            }
             Ok(Ok(_)) => {}
         }
         let Ok(k) = cursor.advance(&link.buf) else {
+            tally.cut_short();
             return Ok(false);
         };
+        if cursor.is_done() {
+            tally.whole();
+        }
         write_client(&mut conn.client, &link.buf[..k], conn.idle_timeout).await?;
         link.buf.advance(k);
     }

@@ -50,4 +50,50 @@ impl Limit {
     pub fn blocks_all(&self) -> bool {
         self.rate_per_s == Some(0.0) || self.max_in_flight == Some(0)
     }
+
+    /// True when this limit turns anything away (a rate or an in-flight cap is set).
+    pub fn restricts(&self) -> bool {
+        self.rate_per_s.is_some() || self.max_in_flight.is_some()
+    }
+
+    /// When a human must have reviewed this limit: the first `review by <RFC 3339 time>`
+    /// in its note, as the runbook engine writes it ("...; review by
+    /// 2025-01-31T12:30:00Z: if that run is no longer active ..."). None without one.
+    pub fn review_by(&self) -> Option<std::time::SystemTime> {
+        let note = self.note.as_deref()?;
+        let at = note.find(REVIEW_BY)? + REVIEW_BY.len();
+        let token = note[at..].split_whitespace().next()?;
+        humantime::parse_rfc3339(token.trim_end_matches([':', ',', ';', '.', ')'])).ok()
+    }
+}
+
+/// How a limit's note states its review deadline (see [`Limit::review_by`]).
+pub const REVIEW_BY: &str = "review by ";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn the_review_deadline_is_read_from_the_note() {
+        let note = "set by recover run r1 (runbook stuck-overload, step block-at-edge); review by 2030-01-01T00:00:00Z: if that run is no longer active, the owner must check";
+        let l = Limit {
+            rate_per_s: Some(25.0),
+            burst: 13,
+            max_in_flight: None,
+            note: Some(note.into()),
+        };
+        assert_eq!(
+            l.review_by(),
+            Some(UNIX_EPOCH + Duration::from_secs(1_893_456_000))
+        );
+        assert!(l.restricts());
+        let plain = Limit {
+            note: Some("manual, no deadline".into()),
+            ..l.clone()
+        };
+        assert_eq!(plain.review_by(), None);
+        assert!(!Limit::unlimited().restricts());
+    }
 }

@@ -3,11 +3,11 @@
 //! outcome. A rejected request never touches the upstream. [`super::connection`] does
 //! the I/O around these decisions.
 
-use super::admission::{Admission, InFlight, Verdict};
+use super::admission::{Admission, Admit, InFlight};
 use super::balance::{Pick, Replicas};
 use super::deadline;
 use super::http1::RequestHead;
-use super::telemetry::{GateMetrics, Outcome};
+use super::telemetry::{GateMetrics, RequestOutcome};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ pub struct Proxy {
 }
 
 /// What to do with one request.
-pub enum Decision<'p> {
+pub enum Dispatch<'p> {
     /// Answer 429 with this Retry-After and body, without touching the upstream.
     Reject {
         retry_after_s: u64,
@@ -42,8 +42,11 @@ pub struct Admitted<'p> {
 impl Admitted<'_> {
     /// Record how this request ended (the last call wins); unless told otherwise, an
     /// admitted request that goes away ended because the client hung up.
-    pub fn ended(&mut self, o: Outcome) {
-        if matches!(o, Outcome::Admitted | Outcome::UpstreamTimeout) {
+    pub fn ended(&mut self, o: RequestOutcome) {
+        if matches!(
+            o,
+            RequestOutcome::Admitted | RequestOutcome::UpstreamTimeout
+        ) {
             self.pick.observe(); // the replica's latency, for outlier ejection
         }
         self.outcome.outcome = Some(o);
@@ -65,21 +68,26 @@ impl Proxy {
         }
     }
 
-    /// Decide for one request. An admitted request's upstream head goes into `upstream_head`.
-    pub fn decide(&self, head: &RequestHead<'_, '_>, upstream_head: &mut Vec<u8>) -> Decision<'_> {
+    /// Reject one request or forward it. An admitted request's upstream head goes into
+    /// `upstream_head`.
+    pub fn dispatch(
+        &self,
+        head: &RequestHead<'_, '_>,
+        upstream_head: &mut Vec<u8>,
+    ) -> Dispatch<'_> {
         self.metrics.attempt(head.header("x-attempt"));
         let slot = match self.admission.try_admit() {
-            Verdict::Admitted(slot) => slot,
-            Verdict::RejectedRate { retry_after_s } => {
-                self.metrics.outcome(Outcome::RejectedRate);
-                return Decision::Reject {
+            Admit::Admitted(slot) => slot,
+            Admit::RejectedRate { retry_after_s } => {
+                self.metrics.outcome(RequestOutcome::RejectedRate);
+                return Dispatch::Reject {
                     retry_after_s,
                     body: "over the gate's rate limit\n",
                 };
             }
-            Verdict::RejectedInFlight => {
-                self.metrics.outcome(Outcome::RejectedInFlight);
-                return Decision::Reject {
+            Admit::RejectedInFlight => {
+                self.metrics.outcome(RequestOutcome::RejectedInFlight);
+                return Dispatch::Reject {
                     retry_after_s: 1,
                     body: "over the gate's in-flight limit\n",
                 };
@@ -97,13 +105,13 @@ impl Proxy {
             pick.replica.authority.as_str(),
             deadline.epoch_ms,
         );
-        Decision::Forward(Admitted {
+        Dispatch::Forward(Admitted {
             _slot: slot,
             pick,
             wait: deadline.wait,
             outcome: PendingOutcome {
                 metrics: &self.metrics,
-                outcome: Some(Outcome::ClientGone),
+                outcome: Some(RequestOutcome::ClientGone),
             },
         })
     }
@@ -113,7 +121,7 @@ impl Proxy {
 /// up and the exchange is dropped mid-flight (the outcome then stays `ClientGone`).
 struct PendingOutcome<'a> {
     metrics: &'a GateMetrics,
-    outcome: Option<Outcome>,
+    outcome: Option<RequestOutcome>,
 }
 
 impl Drop for PendingOutcome<'_> {

@@ -462,7 +462,7 @@ fn fit_file_limit(mut limits: ClientLimits, replicas: usize) -> ClientLimits {
     };
     let fit = limits::connections_that_fit(nofile, replicas);
     if limits.max_connections > fit {
-        tracing::warn!(
+        tracing::info!(
             max_connections = limits.max_connections,
             open_file_limit = nofile,
             lowered_to = fit,

@@ -35,7 +35,7 @@ pub struct ReplicaMetrics {
 
 /// What happened to one request; exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum RequestOutcome {
     Admitted,
     RejectedRate,
     RejectedInFlight,
@@ -49,13 +49,14 @@ pub enum Outcome {
 pub struct GateMetrics {
     registry: Registry,
     outcomes: [Counter; 6],
-    classes: [Counter; 4],
+    classes: [Counter; 5],
     first: Counter,
     retry: Counter,
     pub in_flight: Gauge,
     limit_rate: Gauge<f64, AtomicU64>,
     limit_burst: Gauge<f64, AtomicU64>,
     limit_max_in_flight: Gauge<f64, AtomicU64>,
+    limit_review_deadline: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
     limit_peers: Gauge,
     upstream_latency: LatencyHistogram,
@@ -74,7 +75,10 @@ const OUTCOMES: [&str; 6] = [
     "upstream_timeout",
     "client_gone",
 ];
-const CLASSES: [&str; 4] = ["2xx", "3xx", "4xx", "5xx"];
+/// Status classes, and `error`: a response the upstream cut short mid-body (the client got
+/// a broken answer, whatever its status line said).
+const CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
+const CUT_SHORT: usize = 4;
 
 impl Default for GateMetrics {
     fn default() -> Self {
@@ -122,7 +126,7 @@ impl GateMetrics {
             ),
             limit_rate: register(
                 r,
-                "recover_gate_limit_rate_per_s",
+                "recover_gate_limit_rate_per_second",
                 "This replica's share of the admitted rate limit (+Inf: unlimited)",
                 gauge(),
             ),
@@ -136,6 +140,12 @@ impl GateMetrics {
                 r,
                 "recover_gate_limit_max_in_flight",
                 "This replica's share of the in-flight cap (+Inf: unlimited)",
+                gauge(),
+            ),
+            limit_review_deadline: register(
+                r,
+                "recover_gate_limit_review_deadline_timestamp_seconds",
+                "When a human must have reviewed the limit in force, from its note's \"review by\" (+Inf: no limit, or no deadline)",
                 gauge(),
             ),
             limit_info: register(
@@ -215,7 +225,7 @@ impl GateMetrics {
             .set(1);
     }
 
-    pub fn outcome(&self, o: Outcome) {
+    pub fn outcome(&self, o: RequestOutcome) {
         self.outcomes[o as usize].inc();
     }
 
@@ -233,10 +243,18 @@ impl GateMetrics {
         self.upstream_latency.observe(seconds);
         if let Some(c) = (status / 100)
             .checked_sub(2)
-            .and_then(|i| self.classes.get(i as usize))
+            .filter(|&i| usize::from(i) < CUT_SHORT)
+            .and_then(|i| self.classes.get(usize::from(i)))
         {
             c.inc();
         }
+    }
+
+    /// A response whose body the upstream cut short: counted as class `error`, not by its
+    /// status line, so goodput does not count broken answers.
+    pub fn upstream_cut_short(&self, seconds: f64) {
+        self.upstream_latency.observe(seconds);
+        self.classes[CUT_SHORT].inc();
     }
 
     /// Show this replica's share of the limit, the version, and how many replicas share
@@ -253,6 +271,12 @@ impl GateMetrics {
         });
         self.limit_max_in_flight
             .set(limit.max_in_flight.map_or(inf, f64::from));
+        let review_by = limit
+            .review_by()
+            .filter(|_| limit.restricts())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+        self.limit_review_deadline
+            .set(review_by.map_or(inf, |d| d.as_secs_f64()));
         self.limit_info.clear();
         self.limit_info
             .get_or_create(&[("version", version.to_string())])
@@ -277,7 +301,7 @@ mod tests {
     #[test]
     fn renders_the_contract_names() {
         let m = GateMetrics::new();
-        m.outcome(Outcome::RejectedRate);
+        m.outcome(RequestOutcome::RejectedRate);
         m.attempt(Some(b"3"));
         m.attempt(None);
         m.upstream_response(503, 0.01);
@@ -290,7 +314,8 @@ mod tests {
             "recover_gate_attempts_total{kind=\"first\"} 1",
             "recover_gate_upstream_responses_total{class=\"5xx\"} 1",
             "recover_gate_in_flight 0",
-            "recover_gate_limit_rate_per_s +Inf",
+            "recover_gate_limit_rate_per_second +Inf",
+            "recover_gate_limit_review_deadline_timestamp_seconds +Inf",
             "recover_gate_limit_applied_info{version=\"7\"} 1",
             "recover_gate_limit_peers 3",
             "recover_gate_upstream_latency_seconds_count 1",

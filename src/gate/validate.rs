@@ -53,6 +53,18 @@ pub fn check(limit: &Limit) -> Result<(), InvalidLimit> {
 /// Parse and check a limit from JSON, naming the field on any error (unknown fields,
 /// wrong types, missing fields, out-of-range values).
 pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
+    // serde fills a struct from an array too, by position: `[1, 2, 3]` would read as rate
+    // 1, burst 2, max_in_flight 3. A limit is only ever written as an object.
+    match body.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | None => {}
+        Some(b'[') => {
+            return Err(InvalidLimit::new(
+                "body",
+                "must be a JSON object with named fields (rate_per_s, burst, max_in_flight), not an array",
+            ))
+        }
+        Some(_) => {}
+    }
     let de = &mut serde_json::Deserializer::from_slice(body);
     let limit: Limit = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
@@ -106,6 +118,9 @@ mod tests {
             "max_in_flight"
         );
         assert_eq!(field_of("not json"), "body");
+        let e = parse_json(b" [1, 2, 3]").unwrap_err();
+        assert_eq!(e.field, "body");
+        assert!(e.message.contains("not an array"), "{e}");
     }
 
     #[test]

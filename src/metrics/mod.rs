@@ -2,7 +2,6 @@
 //! [`source::MetricSource`] turns each into a [`signal::Reading`] by scraping `/metrics`
 //! endpoints directly (no Prometheus needed) or by querying a Prometheus server.
 
-pub mod http;
 pub mod promql;
 pub mod scrape;
 pub mod signal;

@@ -16,6 +16,12 @@ pub enum MetricError {
     BadExpression { signal: String, message: String },
     #[error("signal {signal}: this source needs a `{needs}` expression")]
     NoExpression { signal: String, needs: &'static str },
+    /// The source cannot tell how often its data was scraped, so no rate window follows.
+    #[error("cannot tell the scrape interval: {message}; give it with --scrape-interval")]
+    NoScrapeInterval { message: String },
+    /// A role's matchers select no target: reading it would give zeros, not data.
+    #[error("role {role}: no series match up{{{matchers}}}; check the role's matchers (spec.roles.{role}, or --role {role}=MATCHERS) and that Prometheus scrapes its targets")]
+    RoleMissing { role: String, matchers: String },
 }
 
 /// Reads signals. Implementations keep whatever history they need to compute rates.

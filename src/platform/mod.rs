@@ -2,10 +2,13 @@
 //! Deployment. The engine decides; a platform only carries out one action at a time and
 //! reports what it observed, so the decision logic is tested without a cluster.
 
+mod fetch;
 pub mod kube;
 pub mod local;
 pub mod target;
 
+pub use crate::metrics::scrape::ScrapeEndpoint;
+pub use fetch::PlatformFetch;
 pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 
 use crate::gate::limit::Limit;
@@ -38,17 +41,6 @@ impl AdminOp {
             AdminOp::Warm => "/admin/warm",
         }
     }
-}
-
-/// Something a metric source can scrape (`/metrics` in Prometheus text format).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct ScrapeEndpoint {
-    /// "gate", "service" or "clients": lets signals select whose metrics they read.
-    pub role: String,
-    /// Replica id or component name.
-    pub instance: String,
-    /// A URL for direct scrapes, or a platform-specific locator (pod proxy path).
-    pub locator: String,
 }
 
 /// A step boundary the platform may publish (Kubernetes Events; a log line locally).

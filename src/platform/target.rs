@@ -11,9 +11,10 @@
 use super::kube::{self, KubeOptions, KubePlatform, Workload};
 use super::local::inventory::{Inventory, InventoryError};
 use super::local::LocalPlatform;
+use super::PlatformFetch;
 use super::{Platform, PlatformError};
 use crate::metrics::promql::{PromqlError, PromqlSource};
-use crate::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use crate::metrics::scrape::ScrapeSource;
 use crate::metrics::source::MetricSource;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -111,7 +112,7 @@ pub type Connected = (Arc<dyn Platform>, Arc<dyn MetricSource>);
 /// Build the platform a target names and the metric source that reads it.
 pub async fn connect(target: &Target) -> Result<Connected, ConnectError> {
     // reqwest clients (the local platform's, the scrape source's) need a TLS provider.
-    crate::metrics::http::ensure_tls_provider();
+    crate::util::http::ensure_tls_provider();
     let platform: Arc<dyn Platform> = match target {
         Target::Local { inventory, .. } => Arc::new(LocalPlatform::from_file(inventory)?),
         Target::Kube(k) => {

@@ -51,7 +51,7 @@ mod tests {
     fn reads_labels_values_and_skips_comments() {
         let text = "# HELP x y\n# TYPE recover_gate_requests counter\n\
             recover_gate_requests_total{outcome=\"admitted\"} 12\n\
-            recover_gate_limit_rate_per_s +Inf\n\
+            recover_gate_limit_rate_per_second +Inf\n\
             lat_bucket{le=\"0.5\",who=\"a\\\"b\"} 3 1700000000\n";
         let pts = parse(text);
         assert_eq!(pts.len(), 3);

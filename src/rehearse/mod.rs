@@ -28,4 +28,4 @@ pub mod timeline;
 pub mod trigger;
 pub mod verify;
 
-pub use rehearsal::{rehearse, Options, Outcome};
+pub use rehearsal::{rehearse, Options, Rehearsed};

@@ -3,7 +3,7 @@
 //!
 //! Why it exists: a half-written report.json read by CI would be worse than none.
 
-use super::rehearsal::Outcome;
+use super::rehearsal::Rehearsed;
 use super::timeline::render_svg;
 use crate::util::atomic_file::write_atomic;
 use std::path::Path;
@@ -23,7 +23,7 @@ pub enum OutputError {
 }
 
 /// Write every file of `outcome` into `dir` (created if missing).
-pub fn write(dir: &Path, outcome: &Outcome) -> Result<(), OutputError> {
+pub fn write(dir: &Path, outcome: &Rehearsed) -> Result<(), OutputError> {
     let put = |name: &str, bytes: &[u8]| {
         let path = dir.join(name);
         write_atomic(&path, bytes).map_err(|source| OutputError::Io {

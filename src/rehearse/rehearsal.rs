@@ -33,7 +33,7 @@ pub struct Options {
 }
 
 /// The report and the series it was computed from (on the report's clock).
-pub struct Outcome {
+pub struct Rehearsed {
     pub report: Report,
     pub samples: Vec<Sample>,
     /// The engine's summary table, if it ran.
@@ -42,10 +42,10 @@ pub struct Outcome {
 
 /// Run the whole rehearsal. An `Err` means no incident could even be staged; a failed
 /// recovery is an `Ok` report with `recovered: false`.
-pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
+pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
     let wall = Instant::now();
     // reqwest clients below (ours, the scrape source's, the local platform's) need it.
-    crate::metrics::http::ensure_tls_provider();
+    crate::util::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
     let detector = detector_config(&rb.detect, sc);
@@ -137,7 +137,7 @@ pub async fn rehearse(opts: &Options) -> Result<Outcome, StageError> {
         predicted,
     };
     let (report, samples) = assemble(facts, &rec);
-    Ok(Outcome {
+    Ok(Rehearsed {
         report,
         samples,
         engine_summary: runbook.summary.clone(),

@@ -246,7 +246,7 @@ pub fn derive(base: &RawScrape, now: &RawScrape) -> Sample {
             "recover_demo_workers_latency_seconds",
             0.99,
         ),
-        gate_limit_per_s: now.sum(Gate, "recover_gate_limit_rate_per_s", &[]),
+        gate_limit_per_s: now.sum(Gate, "recover_gate_limit_rate_per_second", &[]),
         queue_depth: now.sum(Service, "recover_demo_service_queue_depth", &[]),
         workers_retrying: now.sum(Clients, "recover_demo_workers_in_retry_loop", &[]),
         work_per_s: rate(
@@ -309,8 +309,8 @@ mod tests {
 
     #[test]
     fn rates_from_counter_deltas_and_resets() {
-        let a = scrape(0.0, "recover_gate_requests_total{outcome=\"admitted\"} 100\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 10\nrecover_gate_limit_rate_per_s +Inf", "");
-        let b = scrape(2.0, "recover_gate_requests_total{outcome=\"admitted\"} 140\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 30\nrecover_gate_limit_rate_per_s 50", "");
+        let a = scrape(0.0, "recover_gate_requests_total{outcome=\"admitted\"} 100\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 10\nrecover_gate_limit_rate_per_second +Inf", "");
+        let b = scrape(2.0, "recover_gate_requests_total{outcome=\"admitted\"} 140\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 30\nrecover_gate_limit_rate_per_second 50", "");
         let s = derive(&a, &b);
         assert_eq!(s.offered_per_s, Some(30.0));
         assert_eq!(s.admitted_per_s, Some(20.0));

@@ -72,7 +72,11 @@ impl Expr {
     /// Parse `source`; the error says what was expected and where (character offset).
     pub fn parse(source: &str) -> Result<Expr, String> {
         let tokens = lex(source)?;
-        let mut p = Parser { tokens, pos: 0 };
+        let mut p = Parser {
+            tokens,
+            pos: 0,
+            depth: 0,
+        };
         let node = p.or()?;
         if let Some(t) = p.tokens.get(p.pos) {
             return Err(format!("unexpected {} in {source:?}", t.describe()));
@@ -311,9 +315,16 @@ fn lex(src: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
+/// Nesting (parentheses, `not`, unary minus) deeper than any real condition needs. The
+/// parser recurses once per level: without a limit, a runbook with a few thousand `(`
+/// overflows the stack and aborts the process instead of being refused.
+pub const MAX_DEPTH: usize = 100;
+
 struct Parser {
     tokens: Vec<Tok>,
     pos: usize,
+    /// Levels of [`Parser::not`] and [`Parser::unary`] entered and not left.
+    depth: usize,
 }
 
 impl Parser {
@@ -353,12 +364,25 @@ impl Parser {
         self.binary(&[("and", BinOp::And)], Parser::not, true)
     }
 
-    fn not(&mut self) -> Result<Node, String> {
-        if self.peek_op() == Some("not") {
-            self.pos += 1;
-            return Ok(Node::Not(Box::new(self.not()?)));
+    /// Run one nesting level of the parse, refusing past [`MAX_DEPTH`].
+    fn nested(&mut self, level: fn(&mut Parser) -> Result<Node, String>) -> Result<Node, String> {
+        if self.depth >= MAX_DEPTH {
+            return Err(format!("nested more than {MAX_DEPTH} levels deep"));
         }
-        self.cmp()
+        self.depth += 1;
+        let node = level(self);
+        self.depth -= 1;
+        node
+    }
+
+    fn not(&mut self) -> Result<Node, String> {
+        self.nested(|p| {
+            if p.peek_op() == Some("not") {
+                p.pos += 1;
+                return Ok(Node::Not(Box::new(p.not()?)));
+            }
+            p.cmp()
+        })
     }
 
     fn cmp(&mut self) -> Result<Node, String> {
@@ -383,11 +407,13 @@ impl Parser {
     }
 
     fn unary(&mut self) -> Result<Node, String> {
-        if self.peek_op() == Some("-") {
-            self.pos += 1;
-            return Ok(Node::Neg(Box::new(self.unary()?)));
-        }
-        self.primary()
+        self.nested(|p| {
+            if p.peek_op() == Some("-") {
+                p.pos += 1;
+                return Ok(Node::Neg(Box::new(p.unary()?)));
+            }
+            p.primary()
+        })
     }
 
     fn primary(&mut self) -> Result<Node, String> {
@@ -462,5 +488,13 @@ mod tests {
         assert!(Expr::parse("a > 1 2")
             .unwrap_err()
             .contains("unexpected number"));
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_not_a_stack_overflow() {
+        let deep = format!("{}x > 1", "not ".repeat(50_000));
+        let e = Expr::parse(&deep).unwrap_err();
+        assert!(e.contains("nested more than 100 levels deep"), "{e}");
+        assert!(Expr::parse(&format!("{}x > 1", "not ".repeat(90))).is_ok());
     }
 }

@@ -2,8 +2,9 @@
 //! built into the binary, so the shipped procedures work from any directory and a team can
 //! still override them with their own copy.
 
-use super::load::{load_file, parse_str, RunbookError};
+use super::load::{load_file, load_file_with_roles, parse_str, parse_str_with_roles, RunbookError};
 use super::{LoadedRunbook, Origin};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The runbooks compiled into the binary: (name, YAML text).
@@ -33,21 +34,31 @@ fn looks_like_path(name: &str) -> bool {
 /// Find a runbook by path (anything with a `/` or a `.yaml` suffix) or by name in `dirs`,
 /// then `./runbooks/`, then the built-in set.
 pub fn find(name: &str, dirs: &[PathBuf]) -> Result<LoadedRunbook, RunbookError> {
+    find_with_roles(name, dirs, &BTreeMap::new())
+}
+
+/// [`find`], with roles (from flags, already checked) replacing or adding to the
+/// runbook's `spec.roles`.
+pub fn find_with_roles(
+    name: &str,
+    dirs: &[PathBuf],
+    roles: &BTreeMap<String, String>,
+) -> Result<LoadedRunbook, RunbookError> {
     if looks_like_path(name) && Path::new(name).exists() {
-        return load_file(Path::new(name));
+        return load_file_with_roles(Path::new(name), roles);
     }
     let mut searched = Vec::new();
     for dir in search_dirs(dirs) {
         for ext in ["yaml", "yml"] {
             let p = dir.join(format!("{name}.{ext}"));
             if p.is_file() {
-                return load_file(&p);
+                return load_file_with_roles(&p, roles);
             }
         }
         searched.push(dir.display().to_string());
     }
     if let Some((n, src)) = embedded().iter().find(|(n, _)| *n == name) {
-        let runbook = parse_str(&format!("(built in) {n}.yaml"), src)?;
+        let runbook = parse_str_with_roles(&format!("(built in) {n}.yaml"), src, roles)?;
         return Ok(LoadedRunbook {
             runbook,
             source: src.to_string(),
@@ -132,8 +143,24 @@ mod tests {
     #[test]
     fn shipped_runbooks_use_the_detectors_signal_definitions() {
         let want = crate::detect::default_signals::demo_signals();
+        let detect = crate::detect::default_signals::detector_config();
         for (name, src) in super::embedded() {
             let rb = super::parse_str(name, src).unwrap();
+            assert_eq!(
+                rb.roles,
+                crate::metrics::promql::roles::default_roles(),
+                "{name}: spec.roles"
+            );
+            assert_eq!(
+                (rb.detect.grace, rb.detect.grace_scrapes),
+                (detect.grace, detect.grace_scrapes),
+                "{name}: grace"
+            );
+            assert_eq!(
+                (rb.detect.persist, rb.detect.persist_scrapes),
+                (detect.persist, detect.persist_scrapes),
+                "{name}: persist"
+            );
             for (sig, spec) in &rb.signals {
                 assert_eq!(
                     Some(spec),

@@ -7,13 +7,14 @@
 pub mod action;
 pub mod expr;
 mod find;
+mod limits;
 mod load;
-pub mod locate;
+mod roles;
 pub mod schema;
 mod validate;
 
-pub use find::{embedded, find, list, ListedRunbook};
-pub use load::{load_file, parse_str, Diagnostic, RunbookError};
+pub use find::{embedded, find, find_with_roles, list, ListedRunbook};
+pub use load::{load_file, parse_str, parse_str_with_roles, Diagnostic, RunbookError};
 
 use crate::detect::{DetectorConfig, VerdictKind};
 use crate::metrics::signal::SignalSpec;
@@ -35,6 +36,9 @@ pub struct Runbook {
     pub target: String,
     pub when: Vec<VerdictKind>,
     pub params: BTreeMap<String, f64>,
+    /// Role -> the PromQL label matchers that select its series (already bound into the
+    /// signals' `promql:`; kept to check that each role selects something).
+    pub roles: BTreeMap<String, String>,
     pub signals: BTreeMap<String, SignalSpec>,
     pub observe: Observe,
     pub detect: DetectorConfig,

@@ -45,6 +45,10 @@ pub struct RawSpec {
     /// Named numbers conditions can use as `params.NAME` (e.g. the client timeout).
     #[serde(default)]
     pub params: BTreeMap<String, f64>,
+    /// Role -> PromQL label matchers (`job="config-service"`), written `$ROLE` in the
+    /// signals' `promql:` expressions.
+    #[serde(default)]
+    pub roles: BTreeMap<String, String>,
     pub signals: BTreeMap<String, SignalSpec>,
     #[serde(default)]
     pub observe: Observe,

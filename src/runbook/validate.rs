@@ -4,12 +4,12 @@
 
 use super::action::{self, Action, Quantity, RateSetting};
 use super::expr::{Expr, Type};
-use super::load::{bare_message, Reporter};
-use super::locate::segs_of as segs;
-use super::locate::{path_string, Seg};
+use super::load::Reporter;
 use super::schema::{ActionKind, RawRunbook, RawStep, API_VERSION, KIND};
 use super::{Check, Runbook, Step};
 use crate::plan::vars::{plan_var, plan_var_names};
+use crate::util::yaml::segs_of as segs;
+use crate::util::yaml::{bare_message, path_string, Seg};
 use std::collections::{BTreeMap, BTreeSet};
 
 fn k(s: &str) -> Seg {
@@ -78,7 +78,11 @@ impl Ctx<'_> {
 }
 
 /// Turn the parsed document into a [`Runbook`], reporting every problem into `rep`.
-pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
+pub(crate) fn validate(
+    raw: RawRunbook,
+    role_overrides: &BTreeMap<String, String>,
+    rep: &mut Reporter,
+) -> Option<Runbook> {
     if raw.api_version != API_VERSION {
         rep.at(
             &[k("apiVersion")],
@@ -213,6 +217,7 @@ pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
             }
         }
     }
+    let (roles, signals) = super::roles::bind(&spec.roles, role_overrides, &spec.signals, rep);
     if !rep.diags.is_empty() {
         return None;
     }
@@ -223,7 +228,8 @@ pub(crate) fn validate(raw: RawRunbook, rep: &mut Reporter) -> Option<Runbook> {
         target: spec.target.clone(),
         when: spec.when.clone(),
         params: spec.params.clone(),
-        signals: spec.signals.clone(),
+        roles,
+        signals,
         observe: spec.observe.clone(),
         detect: spec.detect.clone(),
         plan: spec.plan.clone(),

@@ -4,6 +4,7 @@
 //! and field path), not at 3 am when the first alert arrives.
 
 use crate::platform::Target;
+use crate::util::yaml::{self, Diagnostic, Seg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -157,20 +158,9 @@ pub enum ConfigError {
         file: String,
         source: std::io::Error,
     },
-    #[error("{file}:{line}:{column}: {path}: {message}")]
-    Parse {
-        file: String,
-        line: usize,
-        column: usize,
-        path: String,
-        message: String,
-    },
-    #[error("{file}: {path}: {message}")]
-    Invalid {
-        file: String,
-        path: String,
-        message: String,
-    },
+    /// Where and what, as `file:line:column: field.path: message`.
+    #[error(transparent)]
+    Invalid(#[from] Diagnostic),
 }
 
 /// Read and validate a `serve.yaml`.
@@ -185,58 +175,43 @@ pub fn load(path: &Path) -> Result<ServeConfig, ConfigError> {
 
 /// Parse and validate `serve.yaml` text; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<ServeConfig, ConfigError> {
-    let de = serde_yaml::Deserializer::from_str(text);
-    let cfg: ServeConfig = serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner();
-        let (line, column) = inner
-            .location()
-            .map(|l| (l.line(), l.column()))
-            .unwrap_or((0, 0));
-        ConfigError::Parse {
-            file: file.to_string(),
-            line,
-            column,
-            path,
-            message: inner.to_string(),
-        }
-    })?;
-    validate(&cfg).map_err(|(path, message)| ConfigError::Invalid {
-        file: file.to_string(),
-        path,
-        message,
-    })?;
+    let cfg: ServeConfig = yaml::parse(file, text)?;
+    validate(&cfg).map_err(|(path, message)| Diagnostic::at(file, text, &path, message))?;
     Ok(cfg)
 }
 
-fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
-    let bad = |p: &str, m: &str| Err((p.to_string(), m.to_string()));
+fn key(k: &str) -> Seg {
+    Seg::Key(k.to_string())
+}
+
+fn validate(cfg: &ServeConfig) -> Result<(), (Vec<Seg>, String)> {
+    let bad = |p: &[&str], m: &str| Err((p.iter().map(|k| key(k)).collect(), m.to_string()));
     if cfg.api_version != "recover/v1" {
-        return bad("apiVersion", "expected recover/v1");
+        return bad(&["apiVersion"], "expected recover/v1");
     }
     if cfg.kind != "ServeConfig" {
-        return bad("kind", "expected ServeConfig");
+        return bad(&["kind"], "expected ServeConfig");
     }
     if cfg.auth.bearer_token.is_none() && cfg.auth.hmac_secret.is_none() {
         return bad(
-            "auth",
+            &["auth"],
             "set bearer_token or hmac_secret: an unauthenticated receiver that restarts services is not allowed",
         );
     }
     for (name, s) in [
-        ("auth.bearer_token", &cfg.auth.bearer_token),
-        ("auth.hmac_secret", &cfg.auth.hmac_secret),
-        ("auth.admin_token", &cfg.auth.admin_token),
+        ("bearer_token", &cfg.auth.bearer_token),
+        ("hmac_secret", &cfg.auth.hmac_secret),
+        ("admin_token", &cfg.auth.admin_token),
     ] {
         if let Some(s) = s {
             if s.file.is_some() == s.env.is_some() {
-                return bad(name, "give exactly one of file or env");
+                return bad(&["auth", name], "give exactly one of file or env");
             }
         }
     }
     if cfg.state_file.is_some() && cfg.state_configmap.is_some() {
         return bad(
-            "state_configmap",
+            &["state_configmap"],
             "give state_file or state_configmap, not both",
         );
     }
@@ -245,43 +220,41 @@ fn validate(cfg: &ServeConfig) -> Result<(), (String, String)> {
             .split_once('/')
             .is_none_or(|(ns, n)| ns.is_empty() || n.is_empty())
         {
-            return bad("state_configmap", "expected NAMESPACE/NAME");
+            return bad(&["state_configmap"], "expected NAMESPACE/NAME");
         }
     }
     if cfg.budget.runs_per_window == 0 {
         return bad(
-            "budget.runs_per_window",
+            &["budget", "runs_per_window"],
             "must be at least 1 (use --mode observe to never act)",
         );
     }
     if cfg.budget.breaker_after_failures == 0 {
-        return bad("budget.breaker_after_failures", "must be at least 1");
+        return bad(&["budget", "breaker_after_failures"], "must be at least 1");
     }
     if cfg.budget.window.is_zero() {
-        return bad("budget.window", "must be longer than zero");
+        return bad(&["budget", "window"], "must be longer than zero");
     }
     if cfg.recheck.after.is_zero() {
-        return bad("recheck.after", "must be longer than zero");
+        return bad(&["recheck", "after"], "must be longer than zero");
     }
     if cfg.max_body_bytes < 1024 {
-        return bad("max_body_bytes", "must be at least 1024");
+        return bad(&["max_body_bytes"], "must be at least 1024");
     }
     if cfg.routes.is_empty() {
-        return bad("routes", "at least one route is needed");
+        return bad(&["routes"], "at least one route is needed");
     }
     let mut names = std::collections::BTreeSet::new();
     for (i, r) in cfg.routes.iter().enumerate() {
+        let at = |f: &str, m: &str| Err((vec![key("routes"), Seg::Index(i), key(f)], m.into()));
         if r.matchers.is_empty() {
-            return bad(
-                &format!("routes[{i}].match"),
-                "needs at least one label matcher",
-            );
+            return at("match", "needs at least one label matcher");
         }
         if r.runbook.trim().is_empty() {
-            return bad(&format!("routes[{i}].runbook"), "must not be empty");
+            return at("runbook", "must not be empty");
         }
         if !names.insert(r.name.as_str()) {
-            return bad(&format!("routes[{i}].name"), "duplicate route name");
+            return at("name", "duplicate route name");
         }
     }
     Ok(())
@@ -346,132 +319,5 @@ pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, SecretError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-apiVersion: recover/v1
-kind: ServeConfig
-auth:
-  bearer_token: { env: TOKEN }
-budget: { runs_per_window: 3, window: 1h, breaker_after_failures: 2 }
-routes:
-  - name: stuck
-    match: { alertname: ConfigServiceStuck }
-    runbook: stuck-overload
-    target: { platform: local, name: demo, inventory: inv.yaml }
-  - name: kube
-    match: { alertname: ConfigServiceStuck, namespace: shop }
-    runbook: stuck-overload
-    target: { platform: kube, namespace: shop, deployment: config-service }
-"#;
-
-    #[test]
-    fn parses_routes_and_target_ids() {
-        let c = parse(GOOD, "serve.yaml").unwrap();
-        assert_eq!(c.routes[0].target.id(), "local:demo");
-        assert_eq!(c.routes[1].target.id(), "kube:shop/config-service");
-        assert_eq!(c.budget.runs_per_window, 3);
-        assert_eq!(c.recheck, RecheckConfig::default());
-        let labels: BTreeMap<_, _> = [("alertname".to_string(), "ConfigServiceStuck".into())]
-            .into_iter()
-            .collect();
-        assert_eq!(c.route_for(&labels).unwrap().name, "stuck");
-    }
-
-    #[test]
-    fn unknown_field_names_line_column_and_path() {
-        let text = GOOD.replace("runs_per_window: 3", "runs_per_windw: 3");
-        let e = parse(&text, "serve.yaml").unwrap_err().to_string();
-        assert!(e.starts_with("serve.yaml:6:"), "{e}");
-        assert!(e.contains("budget"), "{e}");
-        assert!(e.contains("runs_per_windw"), "{e}");
-    }
-
-    #[test]
-    fn bad_duration_and_missing_auth_are_refused() {
-        let e = parse(&GOOD.replace("window: 1h", "window: 60"), "s.yaml")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("budget.window") && e.contains("with a unit"),
-            "{e}"
-        );
-        let e = parse(
-            &GOOD.replace("  bearer_token: { env: TOKEN }\n", ""),
-            "s.yaml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(
-            e.contains("auth") && e.contains("bearer_token or hmac_secret"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn empty_matcher_is_refused() {
-        let e = parse(
-            &GOOD.replace("match: { alertname: ConfigServiceStuck }", "match: {}"),
-            "s.yaml",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("routes[0].match"), "{e}");
-    }
-
-    #[test]
-    fn published_and_short_secrets_are_refused_saying_how_to_make_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let f = dir.path().join("token");
-        let r = SecretRef {
-            file: Some(f.clone()),
-            env: None,
-        };
-        std::fs::write(&f, "change-me-recover-demo\n").unwrap();
-        let e = read_secret("auth.bearer_token", &r)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("published example") && e.contains("openssl rand"),
-            "{e}"
-        );
-        std::fs::write(&f, "short").unwrap();
-        let e = read_secret("auth.bearer_token", &r)
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("openssl rand"), "{e}");
-        std::fs::remove_file(&f).unwrap();
-        let e = read_secret("auth.bearer_token", &r)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("cannot read") && e.contains("create secret"),
-            "{e}"
-        );
-        std::fs::write(&f, "9f86d081884c7d659a2feaa0c55ad015").unwrap();
-        assert!(read_secret("auth.bearer_token", &r).is_ok());
-    }
-
-    #[test]
-    fn shipped_example_and_manifest_configs_parse() {
-        parse(
-            include_str!("../../examples/serve.yaml"),
-            "examples/serve.yaml",
-        )
-        .unwrap();
-        let manifest = include_str!("../../manifests/serve.yaml");
-        let cm = serde_yaml::Deserializer::from_str(manifest)
-            .map(|d| serde_yaml::Value::deserialize(d).unwrap())
-            .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "recover-serve")
-            .unwrap();
-        let text = cm["data"]["serve.yaml"].as_str().unwrap();
-        let c = parse(text, "manifests/serve.yaml").unwrap();
-        assert_eq!(c.routes[0].target.id(), "kube:recover-demo/config-service");
-        assert_eq!(
-            c.state_configmap.as_deref(),
-            Some("recover-demo/recover-serve-state"),
-            "a rescheduled receiver must remember an open breaker"
-        );
-    }
-}
+#[path = "config_tests.rs"]
+mod tests;

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 
 use super::config::ServeConfig;
 use super::launcher::{
-    CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunReport,
+    CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunSummary,
 };
 use crate::detect::{detect_at, Verdict, VerdictKind};
 use crate::engine::{self, Outcome, RunOptions, RunRequest};
@@ -68,7 +68,7 @@ impl RunLauncher for EngineLauncher {
         self.cancel.cancel();
     }
 
-    async fn launch(&self, req: &LaunchRequest) -> RunReport {
+    async fn launch(&self, req: &LaunchRequest) -> RunSummary {
         let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target).await {
             Ok(p) => p,
             Err(e) => return report(RunOutcome::Failed, e.to_string(), None),
@@ -141,8 +141,8 @@ impl RunLauncher for EngineLauncher {
     }
 }
 
-fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunReport {
-    RunReport {
+fn report(outcome: RunOutcome, message: String, details: Option<serde_json::Value>) -> RunSummary {
+    RunSummary {
         outcome,
         message,
         journal: None,

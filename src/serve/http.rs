@@ -12,8 +12,9 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::alert;
-use super::auth::{self, SIGNATURE_HEADER};
+use super::auth::{self, Admitted, AuthError, Presented, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use super::receiver::Receiver;
+use super::replay::Refusal;
 use crate::util::http_body::{read_body, BodyCaps, BodyError};
 use crate::util::http_server::{self, Timeouts};
 
@@ -76,6 +77,36 @@ async fn body_within(rx: &Receiver, body: Body) -> Result<Bytes, Response> {
     })
 }
 
+/// A valid token, or a valid signature used for the first time.
+fn authenticate(rx: &Receiver, headers: &HeaderMap, body: &[u8]) -> Result<(), AuthError> {
+    let presented = Presented {
+        authorization: header_str(headers, header::AUTHORIZATION.as_str()),
+        signature: header_str(headers, SIGNATURE_HEADER),
+        timestamp: header_str(headers, TIMESTAMP_HEADER),
+        body,
+    };
+    let now = unix_now();
+    match auth::check(&rx.creds, &presented, now)? {
+        Admitted::Token => Ok(()),
+        Admitted::Signature { mac, timestamp } => rx
+            .replays
+            .first_use(mac, timestamp, now)
+            .map_err(|refusal| match refusal {
+                Refusal::Replayed => AuthError::Replayed,
+                Refusal::Full => {
+                    tracing::error!("too many signed webhooks within one signature window to tell replays apart; refusing new ones until older ones expire");
+                    AuthError::Replayed
+                }
+            }),
+    }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 fn header_str<'a>(h: &'a HeaderMap, name: &str) -> Option<&'a str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
@@ -88,17 +119,12 @@ async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body)
             return refusal;
         }
     };
-    if let Err(e) = auth::check(
-        &rx.creds,
-        header_str(&headers, header::AUTHORIZATION.as_str()),
-        header_str(&headers, SIGNATURE_HEADER),
-        &body,
-    ) {
+    if let Err(e) = authenticate(&rx, &headers, &body) {
         rx.metrics.webhook("unauthorized");
         tracing::warn!("webhook refused: {e}");
         return error(
             StatusCode::UNAUTHORIZED,
-            json!({"error": "unauthorized: send Authorization: Bearer <token> or X-Recover-Signature: sha256=<hmac>"}),
+            json!({"error": "unauthorized: send Authorization: Bearer <token>, or X-Recover-Timestamp: <unix seconds> and X-Recover-Signature: sha256=<hmac of timestamp.body>"}),
         );
     }
     let payload = match alert::parse(&body) {
@@ -181,14 +207,11 @@ async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) 
         bearer_token: Some(expected.clone()),
         hmac_secret: None,
     };
-    if auth::check(
-        &admin,
-        header_str(&headers, header::AUTHORIZATION.as_str()),
-        None,
-        &body,
-    )
-    .is_err()
-    {
+    let presented = Presented {
+        authorization: header_str(&headers, header::AUTHORIZATION.as_str()),
+        ..Presented::default()
+    };
+    if auth::check(&admin, &presented, unix_now()).is_err() {
         return error(
             StatusCode::UNAUTHORIZED,
             json!({"error": "unauthorized: the admin API takes the admin token"}),
@@ -212,13 +235,6 @@ async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) 
     }
 }
 
-async fn metrics(State(rx): State<Arc<Receiver>>) -> Response {
-    (
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        rx.encode_metrics(),
-    )
-        .into_response()
+async fn metrics(State(rx): State<Arc<Receiver>>, headers: HeaderMap) -> Response {
+    crate::util::text_format::respond(&headers, &rx.encode_metrics())
 }

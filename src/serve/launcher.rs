@@ -63,7 +63,7 @@ impl RunOutcome {
 
 /// What a finished run reports back.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RunReport {
+pub struct RunSummary {
     pub outcome: RunOutcome,
     pub message: String,
     /// The run's JSONL journal, served by `GET /runs/ID`.
@@ -90,7 +90,7 @@ pub trait RunLauncher: Send + Sync {
     /// Run the runbook's detection against the target now and return its verdict.
     async fn check(&self, req: &CheckRequest) -> Result<crate::detect::Verdict, LaunchError>;
     /// Run the runbook to the end (or as a dry run) and report how it ended.
-    async fn launch(&self, req: &LaunchRequest) -> RunReport;
+    async fn launch(&self, req: &LaunchRequest) -> RunSummary;
     /// Where the journal of a run will be, if known before it ends.
     fn journal_path(&self, _req: &LaunchRequest) -> Option<PathBuf> {
         None

@@ -8,7 +8,30 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::util::exposition::{encode_text, register};
+use crate::util::exposition::{encode_text, register, register_family};
+
+/// Every label value each counter family can take, created at start so every series is
+/// exported as 0 before its first event (a rate over a series that appears with its first
+/// event misses that event, and an alert on it cannot tell "none yet" from "not scraped").
+const ALERT_STATUSES: [&str; 2] = ["firing", "resolved"];
+const WEBHOOK_RESULTS: [&str; 3] = ["accepted", "unauthorized", "bad_request"];
+/// The receiver's decisions (`receiver.rs`, `receiver/act.rs`, `decide::Refusal::kind`).
+pub const DECISIONS: [&str; 13] = [
+    "no_route",
+    "ignored_resolved",
+    "joined_run",
+    "joined_check",
+    "checking",
+    "launched",
+    "dry_run",
+    "healthy",
+    "recheck_scheduled",
+    "rechecks_exhausted",
+    "refused_breaker",
+    "refused_budget",
+    "refused_cooldown",
+];
+const RUN_OUTCOMES: [&str; 5] = ["succeeded", "failed", "aborted", "refused", "dry_run"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StatusLabel {
@@ -64,29 +87,29 @@ impl ServeMetrics {
         let mut r = Registry::with_prefix("recover_serve");
         // Fields are evaluated in the order written, which is the order `/metrics` lists them.
         ServeMetrics {
-            alerts: register(
+            alerts: register_family(
                 &mut r,
                 "alerts_received",
                 "Alerts received, by status",
-                Family::default(),
+                ALERT_STATUSES.map(|s| StatusLabel { status: s.into() }),
             ),
-            webhooks: register(
+            webhooks: register_family(
                 &mut r,
                 "webhooks",
                 "Webhook requests, by result",
-                Family::default(),
+                WEBHOOK_RESULTS.map(|s| ResultLabel { result: s.into() }),
             ),
-            decisions: register(
+            decisions: register_family(
                 &mut r,
                 "decisions",
                 "Decisions taken on alerts",
-                Family::default(),
+                DECISIONS.map(|s| DecisionLabel { decision: s.into() }),
             ),
-            runs: register(
+            runs: register_family(
                 &mut r,
                 "runs",
                 "Finished runs, by outcome",
-                Family::default(),
+                RUN_OUTCOMES.map(|s| OutcomeLabel { outcome: s.into() }),
             ),
             runs_in_progress: register(
                 &mut r,
@@ -163,5 +186,23 @@ impl ServeMetrics {
         self.breaker_open
             .get_or_create(&l)
             .set(i64::from(breaker_open));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_counter_family_is_exported_from_start() {
+        let text = super::ServeMetrics::new().encode();
+        for needle in [
+            "recover_serve_alerts_received_total{status=\"firing\"} 0",
+            "recover_serve_webhooks_total{result=\"unauthorized\"} 0",
+            "recover_serve_decisions_total{decision=\"launched\"} 0",
+            "recover_serve_decisions_total{decision=\"refused_breaker\"} 0",
+            "recover_serve_runs_total{outcome=\"failed\"} 0",
+            "recover_serve_runs_in_progress 0",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
     }
 }

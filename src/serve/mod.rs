@@ -6,7 +6,7 @@
 //! or refuses (breaker, budget, cooldown), or runs the runbook's own detection; only a
 //! Stuck verdict starts a run (a dry run in observe mode). Resolved alerts never act.
 //!
-//! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`decide`] (pure
+//! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`policy`] (pure
 //! decisions), [`budget`], [`runs`] (registry), [`state`] (where budgets and breakers are
 //! kept: a file or a ConfigMap), [`receiver`] (carrying decisions out),
 //! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
@@ -15,15 +15,16 @@ pub mod alert;
 pub mod auth;
 pub mod budget;
 pub mod config;
-pub mod decide;
 pub mod engine_launcher;
 pub mod http;
 pub mod launcher;
 pub mod metrics;
+pub mod policy;
 pub mod receiver;
+pub mod replay;
 pub mod runs;
 pub mod state;
 
-pub use decide::Mode;
-pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunReport};
+pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunSummary};
+pub use policy::Mode;
 pub use receiver::Receiver;

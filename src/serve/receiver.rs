@@ -1,5 +1,5 @@
 //! The receiver's moving parts: take parsed alerts, apply the pure decisions in
-//! [`super::decide`], and carry them out: start detection, launch runs, schedule rechecks,
+//! [`super::policy`], and carry them out: start detection, launch runs, schedule rechecks,
 //! keep the registry, the budget file and the metrics in step. The one lock is never held
 //! across an await, so a slow detection or run never blocks the webhook. What happens
 //! after detection lives in [`act`].
@@ -9,13 +9,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
 use super::alert::{AlertStatus, WebhookPayload};
-use super::auth::Credentials;
+use super::auth::{Credentials, SIGNATURE_WINDOW};
 use super::budget::BudgetBook;
 use super::config::{read_secret, ServeConfig};
-use super::decide::{self, Activity, Decision, Mode};
 use super::launcher::RunLauncher;
 use super::metrics::ServeMetrics;
-use super::runs::{rfc3339, AlertRef, DecisionRecord, Registry, Source};
+use super::policy::{self, Activity, AlertAction, Mode};
+use super::replay::{ReplayGuard, MAX_REMEMBERED};
+use super::runs::{rfc3339, AlertRef, CheckAlerts, DecisionRecord, Registry, Source};
 use super::state::{FileStore, StateStore};
 
 mod act;
@@ -44,6 +45,8 @@ pub struct Receiver {
     pub cfg: ServeConfig,
     pub mode: Mode,
     pub creds: Credentials,
+    /// Signatures already used within their window.
+    pub replays: ReplayGuard,
     pub admin_token: Option<String>,
     launcher: Arc<dyn RunLauncher>,
     state: Mutex<Registry>,
@@ -102,6 +105,7 @@ impl Receiver {
             cfg,
             mode,
             creds,
+            replays: ReplayGuard::new(SIGNATURE_WINDOW, MAX_REMEMBERED),
             admin_token,
             launcher,
             state: Mutex::new(Registry::with_budget(book)),
@@ -170,12 +174,12 @@ impl Receiver {
             st.cancel_recheck(&target, &alert.fingerprint);
         }
         let view = st.budget.view(&self.cfg.budget, &target, now);
-        match decide::on_alert(status, &st.activity(&target), &view) {
-            Decision::IgnoreResolved => {
+        match policy::on_alert(status, &st.activity(&target), &view) {
+            AlertAction::IgnoreResolved => {
                 rec.decision = "ignored_resolved".into();
                 rec.message = "resolved alerts never start anything".into();
             }
-            Decision::JoinRun { run_id } => {
+            AlertAction::JoinRun { run_id } => {
                 let repeat = st
                     .runs
                     .get_mut(&run_id)
@@ -188,22 +192,22 @@ impl Receiver {
                 };
                 rec.run_id = Some(run_id);
             }
-            Decision::JoinCheck { check_id } => {
-                st.checks.entry(check_id.clone()).or_default().push(alert);
+            AlertAction::JoinCheck { check_id } => {
+                st.checks.entry(check_id.clone()).or_default().add(alert);
                 rec.decision = "joined_check".into();
                 rec.message = format!("detection {check_id} is already running on {target}");
                 rec.check_id = Some(check_id);
             }
-            Decision::Refuse(r) => {
+            AlertAction::Refuse(r) => {
                 rec.decision = r.kind().into();
                 rec.message = r.message(&target);
-                if matches!(r, decide::Refusal::BreakerOpen { .. }) {
+                if matches!(r, policy::Refusal::BreakerOpen { .. }) {
                     tracing::error!(target = %target, "{}", rec.message);
                 } else {
                     tracing::warn!(target = %target, "{}", rec.message);
                 }
             }
-            Decision::Check => {
+            AlertAction::Check => {
                 let check_id = uuid::Uuid::now_v7().to_string();
                 st.set_activity(
                     &target,
@@ -211,7 +215,7 @@ impl Receiver {
                         check_id: check_id.clone(),
                     },
                 );
-                st.checks.insert(check_id.clone(), vec![alert]);
+                st.checks.insert(check_id.clone(), CheckAlerts::of(alert));
                 rec.decision = "checking".into();
                 rec.message = format!("running the detection of {} on {target}", route.runbook);
                 rec.check_id = Some(check_id.clone());

@@ -64,6 +64,8 @@ fn variants(s: &Scenario) -> Vec<(String, String, String)> {
             v("load shedding", "shedding", (!p.shedding).to_string()),
             v("overload factor 1", "overload_factor", "1".into()),
         ],
+        // A drill compares its own alternatives: `Drill::compare`.
+        Scenario::Drill { .. } => vec![],
     }
 }
 
@@ -88,6 +90,17 @@ fn row(variant: String, change: String, r: &Report) -> CompareRow {
             peak_calls: s.peak_calls,
             given_up: s.given_up,
             wasted: s.totals.abandoned_work,
+            recovers_if_changed_when_stuck: None,
+            time_to_recover_after_change_s: None,
+        },
+        Report::Drill(d) => CompareRow {
+            variant,
+            change,
+            recovered: d.time_to_recover_s().is_some(),
+            time_to_recover_s: d.time_to_recover_s(),
+            peak_calls: 0,
+            given_up: 0,
+            wasted: 0,
             recovers_if_changed_when_stuck: None,
             time_to_recover_after_change_s: None,
         },
@@ -125,7 +138,7 @@ pub fn render(scenario: &Scenario, seed: u64, rows: &[CompareRow]) -> String {
     if late {
         let at = match scenario {
             Scenario::System { params, .. } => crate::util::duration::format(params.plan_at),
-            Scenario::Storm { .. } => String::new(),
+            Scenario::Storm { .. } | Scenario::Drill { .. } => String::new(),
         };
         let _ = writeln!(
             o,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    #[error("unknown scenario `{0}`; built-in scenarios: retry-storm, config-deploy (or give a .yaml file)")]
+    #[error("unknown scenario `{0}`; built-in scenarios: retry-storm, config-deploy, slow-replica, provider-outage, retry-layers, breaker, bulkhead (or give a .yaml file)")]
     UnknownScenario(String),
     #[error("--set {0:?}: expected key=value")]
     SetSyntax(String),

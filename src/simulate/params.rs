@@ -1,5 +1,5 @@
 //! The parameters of the continuous-time model (clients, server, gate, trigger, procedure),
-//! with the DESIGN worked example as defaults. One flat struct, so `--set key=value` and
+//! with the worked example as defaults. One flat struct, so `--set key=value` and
 //! scenario files use the same names, and validation names the key at fault.
 
 use super::error::SimError;
@@ -8,7 +8,7 @@ use crate::util::duration::{serde_human, serde_human_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// Everything the `config-deploy` style model needs. Defaults are the DESIGN worked example:
+/// Everything the `config-deploy` style model needs. Defaults are the worked example:
 /// 500 workers polling every 30 s, 200 req/s without shedding, 2 s timeout, 1 s fixed retry
 /// forever without jitter, a 20 s outage (a deploy), overload factor 4.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -24,6 +24,7 @@ pub fn render(r: &Report) -> Result<String, SimError> {
         match r {
             Report::Storm(s) => storm(&root, s),
             Report::System(s) => system(&root, s),
+            Report::Drill(d) => d.plot(&root),
         }
         .map_err(|e| SimError::Plot(e.to_string()))?;
         root.present().map_err(|e| SimError::Plot(e.to_string()))?;
@@ -31,10 +32,95 @@ pub fn render(r: &Report) -> Result<String, SimError> {
     Ok(buf)
 }
 
-type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-type PlotResult = Result<(), Box<dyn std::error::Error>>;
+pub type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+pub type PlotResult = Result<(), Box<dyn std::error::Error>>;
 /// A named, coloured line and how to read its value from one point of the series.
 type Line<T, V> = (&'static str, RGBColor, fn(&T) -> V);
+
+/// One line of a drill's chart: label, colour, width and its points.
+pub struct Series {
+    pub label: String,
+    pub color: RGBColor,
+    pub width: u32,
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Series {
+    pub fn new(label: impl Into<String>, color: RGBColor, points: Vec<(f64, f64)>) -> Self {
+        Series {
+            label: label.into(),
+            color,
+            width: 2,
+            points,
+        }
+    }
+}
+
+/// The axes of a drill's chart; `right` adds a second y axis for `right_series`.
+pub struct Axes<'a> {
+    pub title: String,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    pub right: Option<&'a str>,
+}
+
+/// A line chart over time (the drills' charts): `left` against the left axis, `right`
+/// against the right one (if `axes.right` names it). Axes start at 0 and end 10% above
+/// the highest point.
+pub fn lines(root: &Area, axes: &Axes, left: &[Series], right: &[Series]) -> PlotResult {
+    root.fill(&WHITE)?;
+    let max = |s: &[Series], f: fn(&(f64, f64)) -> f64| {
+        s.iter()
+            .flat_map(|l| l.points.iter().map(f))
+            .fold(0.0f64, f64::max)
+    };
+    let x_max = max(left, |p| p.0).max(max(right, |p| p.0)).max(1.0);
+    let y_max = max(left, |p| p.1).max(1e-9) * 1.1;
+    let y2_max = max(right, |p| p.1).max(1e-9) * 1.1;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&axes.title, ("sans-serif", 22))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .right_y_label_area_size(if axes.right.is_some() { 70 } else { 0 })
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max)?
+        .set_secondary_coord(0f64..x_max, 0f64..y2_max);
+    chart
+        .configure_mesh()
+        .x_desc(axes.x_desc)
+        .y_desc(axes.y_desc)
+        .draw()?;
+    if let Some(desc) = axes.right {
+        chart.configure_secondary_axes().y_desc(desc).draw()?;
+    }
+    for s in left {
+        chart
+            .draw_series(LineSeries::new(
+                s.points.iter().copied(),
+                s.color.stroke_width(s.width),
+            ))?
+            .label(s.label.as_str())
+            .legend(legend(s.color));
+    }
+    if axes.right.is_some() {
+        for s in right {
+            chart
+                .draw_secondary_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    s.color.stroke_width(s.width),
+                ))?
+                .label(s.label.as_str())
+                .legend(legend(s.color));
+        }
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
 
 fn legend(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {
     move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2))

@@ -1,11 +1,11 @@
 //! The recovery procedure of a plan, as the model runs it: close the gate to the admit
 //! rate, drain (and optionally restart), then readmit with the engine's own ramp decisions
-//! ([`crate::engine::ramp::decide`]): raise after each clean hold, step back on a relapse,
+//! ([`crate::engine::ramp::next_move`]): raise after each clean hold, step back on a relapse,
 //! lift the limit once the gate rejects nothing, hold at the ceiling while it still does.
 //! Fed one second at a time, so `check_plan` predicts what the real controller would do
 //! with the same plan.
 
-use crate::engine::ramp::{decide, RampDecision, RampParams, RampState};
+use crate::engine::ramp::{next_move, RampMove, RampParams, RampState};
 use crate::plan::Plan;
 use std::time::Duration;
 
@@ -106,8 +106,8 @@ impl Procedure {
             }
             self.seen_clean = false;
             self.first_hold = false;
-            return match decide(&self.params, &mut self.state, Err("timeouts".into()), None) {
-                RampDecision::StepBack { rate, .. } => {
+            return match next_move(&self.params, &mut self.state, Err("timeouts".into()), None) {
+                RampMove::StepBack { rate, .. } => {
                     self.rate_changed(now_s);
                     Some(Some(rate))
                 }
@@ -124,21 +124,21 @@ impl Procedure {
         }
         self.first_hold = false;
         let rejected_per_s = self.rejected as f64 / f64::from(self.seconds.max(1));
-        match decide(&self.params, &mut self.state, Ok(()), Some(rejected_per_s)) {
-            RampDecision::Raise { rate } | RampDecision::StepBack { rate, .. } => {
+        match next_move(&self.params, &mut self.state, Ok(()), Some(rejected_per_s)) {
+            RampMove::Raise { rate } | RampMove::StepBack { rate, .. } => {
                 self.rate_changed(now_s);
                 Some(Some(rate))
             }
-            RampDecision::Hold { .. } => {
+            RampMove::Hold { .. } => {
                 self.rate_changed(now_s);
                 None
             }
-            RampDecision::Finish { .. } => {
+            RampMove::Finish { .. } => {
                 self.finished = true;
                 self.opened = true;
                 Some(None)
             }
-            RampDecision::Settle { .. } | RampDecision::Fail { .. } => {
+            RampMove::Settle { .. } | RampMove::Fail { .. } => {
                 self.finished = true;
                 None
             }

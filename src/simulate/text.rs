@@ -10,7 +10,37 @@ pub fn render(r: &Report) -> String {
     match r {
         Report::Storm(s) => storm(s),
         Report::System(s) => system(s),
+        Report::Drill(d) => d.text(),
     }
+}
+
+/// A plain-text table: the first column left-aligned, the others right-aligned, each as
+/// wide as its widest cell, two spaces apart.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let cols = headers.len();
+    let mut width: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, cell) in width.iter_mut().zip(r) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut o = String::new();
+    let line = |o: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let mut parts = Vec::with_capacity(cols);
+        for (i, (cell, w)) in cells.zip(&width).enumerate() {
+            parts.push(if i == 0 {
+                format!("{cell:<w$}")
+            } else {
+                format!("{cell:>w$}")
+            });
+        }
+        let _ = writeln!(o, "{}", parts.join("  ").trim_end());
+    };
+    line(&mut o, &mut headers.iter().copied());
+    for r in rows {
+        line(&mut o, &mut r.iter().map(String::as_str));
+    }
+    o
 }
 
 fn opt_s(v: Option<f64>) -> String {

@@ -12,7 +12,7 @@ pub fn free_loopback_addr() -> std::io::Result<SocketAddr> {
 
 /// Poll `url` with GET until it answers 2xx or `timeout` passes.
 pub async fn wait_http_ok(url: &str, timeout: Duration) -> Result<(), String> {
-    crate::metrics::http::ensure_tls_provider();
+    crate::util::http::ensure_tls_provider();
     let client = reqwest::Client::builder()
         .timeout(Duration::from_millis(500))
         .build()

@@ -18,7 +18,7 @@ fn spawn(name: &str, args: &[String]) -> ChildGuard {
 }
 
 async fn page(url: &str) -> String {
-    let client = recover::metrics::http::client(Duration::from_secs(2)).unwrap();
+    let client = recover::util::http::client(Duration::from_secs(2)).unwrap();
     client.get(url).send().await.unwrap().text().await.unwrap()
 }
 
@@ -45,7 +45,7 @@ fn names(page: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_detect_reads_the_real_demo_system() {
-    recover::metrics::http::ensure_tls_provider();
+    recover::util::http::ensure_tls_provider();
     let [svc, gate, admin, workers]: [SocketAddr; 4] =
         std::array::from_fn(|_| free_loopback_addr().unwrap());
     let mut service = spawn(
@@ -119,7 +119,7 @@ async fn e2e_detect_reads_the_real_demo_system() {
     for n in [
         "recover_gate_requests_total",
         "recover_gate_in_flight",
-        "recover_gate_limit_rate_per_s",
+        "recover_gate_limit_rate_per_second",
         "recover_gate_upstream_latency_seconds_bucket",
     ] {
         assert!(g.iter().any(|x| x == n), "gate page lacks {n}: {g:?}");

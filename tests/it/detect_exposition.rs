@@ -34,7 +34,11 @@ fn prometheus_client_output_parses_exactly() {
         requests.clone(),
     );
     let in_flight = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
-    registry.register("recover_gate_limit_rate_per_s", "Limit", in_flight.clone());
+    registry.register(
+        "recover_gate_limit_rate_per_second",
+        "Limit",
+        in_flight.clone(),
+    );
     let hist = Histogram::new([0.01, 0.1, 1.0]);
     registry.register(
         "recover_gate_upstream_latency_seconds",
@@ -60,7 +64,7 @@ fn prometheus_client_output_parses_exactly() {
         41.0
     );
     assert_eq!(
-        value(&e, "recover_gate_limit_rate_per_s", &[]),
+        value(&e, "recover_gate_limit_rate_per_second", &[]),
         f64::INFINITY
     );
     assert_eq!(
@@ -206,7 +210,7 @@ fn expressions_over_fixture_pages() {
     );
     signals.insert(
         "limit".to_string(),
-        sig("recover_gate_limit_rate_per_s@gate"),
+        sig("recover_gate_limit_rate_per_second@gate"),
     );
     signals.insert(
         "none".to_string(),

@@ -96,7 +96,7 @@ fn gate_page(c: &Counters) -> String {
          recover_gate_attempts_total{{kind=\"first\"}} {}\n\
          recover_gate_attempts_total{{kind=\"retry\"}} {}\n\
          # TYPE recover_gate_in_flight gauge\nrecover_gate_in_flight 3\n\
-         # TYPE recover_gate_limit_rate_per_s gauge\nrecover_gate_limit_rate_per_s +Inf\n# EOF\n",
+         # TYPE recover_gate_limit_rate_per_second gauge\nrecover_gate_limit_rate_per_second +Inf\n# EOF\n",
         c.useful,
         c.gate - c.useful,
         c.first,

@@ -5,9 +5,9 @@
 use crate::support::engine::*;
 use crate::support::fixture_path;
 use recover::engine::{self, Outcome, RunOptions, RunRequest, StepOutcome};
-use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use recover::metrics::scrape::ScrapeSource;
 use recover::plan::PlanInputs;
-use recover::platform::{local::LocalPlatform, Platform};
+use recover::platform::{local::LocalPlatform, Platform, PlatformFetch};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

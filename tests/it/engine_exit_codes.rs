@@ -5,10 +5,10 @@
 use recover::engine::{self, EngineError, RunOptions, RunRequest};
 use recover::exit::Exit;
 use recover::metrics::promql::PromqlSource;
-use recover::metrics::scrape::{fetch::PlatformFetch, ScrapeSource};
+use recover::metrics::scrape::ScrapeSource;
 use recover::platform::local::inventory::{GateSpec, Inventory};
 use recover::platform::local::LocalPlatform;
-use recover::platform::Platform;
+use recover::platform::{Platform, PlatformFetch};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;

@@ -107,7 +107,25 @@ async fn put_answers_the_applied_limit_and_version_and_persists_it() {
         sample(&m, r#"recover_gate_limit_applied_info{version="1"}"#),
         None
     );
-    assert_eq!(sample(&m, "recover_gate_limit_rate_per_s"), Some(40.0));
+    assert_eq!(sample(&m, "recover_gate_limit_rate_per_second"), Some(40.0));
     assert_eq!(sample(&m, "recover_gate_limit_burst"), Some(4.0));
     assert!(m.contains("recover_gate_limit_max_in_flight +Inf"), "{m}");
+    // No "review by" in the note: no deadline to miss.
+    assert!(
+        m.contains("recover_gate_limit_review_deadline_timestamp_seconds +Inf"),
+        "{m}"
+    );
+
+    // A limit whose note says when it must be reviewed exports that instant.
+    let r = put_limit(
+        &gate,
+        r#"{"rate_per_s": 40, "burst": 4, "max_in_flight": null, "note": "set by hand; review by 2030-01-01T00:00:00Z: lift it if the service is fine"}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let m = metrics(gate.admin).await;
+    assert_eq!(
+        sample(&m, "recover_gate_limit_review_deadline_timestamp_seconds"),
+        Some(1_893_456_000.0)
+    );
 }

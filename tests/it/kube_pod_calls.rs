@@ -4,11 +4,11 @@
 
 use crate::kube_platform::options;
 use crate::support::kube::*;
-use recover::metrics::scrape::fetch::PlatformFetch;
 use recover::metrics::scrape::ScrapeSource;
 use recover::metrics::source::MetricSource;
 use recover::platform::kube::proxy::Deadlines;
 use recover::platform::kube::KubePlatform;
+use recover::platform::PlatformFetch;
 use recover::platform::{AdminOp, Platform, PlatformError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

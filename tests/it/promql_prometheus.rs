@@ -131,7 +131,7 @@ fn agree(from_prom: &Snapshot, scraped: &Snapshot) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
     require_prometheus();
-    recover::metrics::http::ensure_tls_provider();
+    recover::util::http::ensure_tls_provider();
     let exporter = start_exporter().await;
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("prometheus.yml");

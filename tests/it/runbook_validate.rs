@@ -66,6 +66,18 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "unknown plan value `plan.admit_rat`",
     ),
     (
+        "undefined-role.yaml",
+        "11:7",
+        "spec.signals.queue_depth.promql",
+        "`$servce` names no declared role (declared: service)",
+    ),
+    (
+        "bad-role-matchers.yaml",
+        "8:5",
+        "spec.roles.service",
+        "write the matchers without braces",
+    ),
+    (
         "syntax.yaml",
         "10:1",
         "spec.steps[0].name",

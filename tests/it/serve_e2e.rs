@@ -189,7 +189,7 @@ fn pids(state_dir: &Path) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
-    recover::metrics::http::ensure_tls_provider();
+    recover::util::http::ensure_tls_provider();
     let tmp = tempfile::tempdir().unwrap();
     let sc = Scenario::default();
     let rb = recover::runbook::find("stuck-overload", &[]).unwrap();

@@ -6,7 +6,7 @@
 use recover::detect::{Verdict, VerdictKind};
 use recover::serve::config::{self, ServeConfig};
 use recover::serve::{
-    CheckRequest, LaunchRequest, Mode, Receiver, RunLauncher, RunOutcome, RunReport,
+    CheckRequest, LaunchRequest, Mode, Receiver, RunLauncher, RunOutcome, RunSummary,
 };
 use serde_json::Value;
 use std::collections::VecDeque;
@@ -84,7 +84,7 @@ impl RunLauncher for Recorder {
         Ok(verdict(v))
     }
 
-    async fn launch(&self, req: &LaunchRequest) -> RunReport {
+    async fn launch(&self, req: &LaunchRequest) -> RunSummary {
         self.launches.lock().unwrap().push(req.clone());
         if self.hold_runs {
             if let Ok(p) = self.release.acquire().await {
@@ -102,7 +102,7 @@ impl RunLauncher for Recorder {
                 .pop_front()
                 .unwrap_or(RunOutcome::Succeeded)
         };
-        RunReport {
+        RunSummary {
             outcome,
             message: format!("scripted {}", outcome.as_str()),
             journal: None,
@@ -222,11 +222,12 @@ impl Rx {
             .await
     }
 
-    async fn post_signed(&self, body: impl AsRef<[u8]>, sig: &str) -> u16 {
+    async fn post_signed(&self, body: impl AsRef<[u8]>, ts: u64, sig: &str) -> u16 {
+        let ts = ts.to_string();
         self.client
             .post_json(
                 &format!("{}/alerts", self.base),
-                &[("x-recover-signature", sig)],
+                &[("x-recover-signature", sig), ("x-recover-timestamp", &ts)],
                 body,
             )
             .await
@@ -574,10 +575,14 @@ async fn unauthenticated_and_malformed_requests_are_refused() {
 
     // HMAC signature instead of a token.
     let body = fixture("alertmanager/resolved.json");
-    let sig = recover::serve::auth::sign(HMAC, body.as_bytes());
-    assert_eq!(rx.post_signed(body, &sig).await, 200);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let sig = recover::serve::auth::sign(HMAC, now, body.as_bytes());
+    assert_eq!(rx.post_signed(body, now, &sig).await, 200);
     assert_eq!(
-        rx.post_signed(fixture("alertmanager/firing.json"), &sig)
+        rx.post_signed(fixture("alertmanager/firing.json"), now, &sig)
             .await,
         401,
         "a signature for another body"

@@ -1,4 +1,4 @@
-//! The continuous model (`config-deploy`): the DESIGN's claims about which systems stay stuck
+//! The continuous model (`config-deploy`): the claims about which systems stay stuck
 //! and which recover, conservation of calls, and plan checking.
 
 use recover::plan::{make_plan, Plan, PlanConfig, PlanInputs, RampStep};
@@ -37,7 +37,7 @@ fn with_shedding_it_recovers_within_seconds() {
     assert!(ttr <= 20.0, "{ttr}");
 }
 
-/// DESIGN: once every worker cycles through a 2 s timeout plus a 1 s wait, the fleet offers
+/// Once every worker cycles through a 2 s timeout plus a 1 s wait, the fleet offers
 /// at most 500 / 3 = 167 req/s, less than the 200 req/s capacity; if a request costs the
 /// same under overload (k = 1) the queue drains by itself.
 #[test]
@@ -107,7 +107,7 @@ fn stuck_plan() -> Plan {
         &PlanConfig::default(),
     );
     if plan.ramp.is_empty() {
-        // The planner may not fill the ramp yet; give it the DESIGN's shape.
+        // The planner may not fill the ramp yet; give it the worked example's shape.
         plan.ramp = [40.0, 80.0, 160.0]
             .iter()
             .map(|r| RampStep {
@@ -127,7 +127,7 @@ fn check_plan_predicts_that_the_computed_shed_recovers() {
     assert!(c.time_to_recover_s.is_some());
 }
 
-/// DESIGN "why a plain restart fails": restarting brings capacity back cold (100 req/s)
+/// Why a plain restart fails: restarting brings capacity back cold (100 req/s)
 /// while the retrying fleet still offers about 167 req/s: it re-triggers.
 #[test]
 fn check_plan_predicts_that_a_restart_admitting_everything_at_once_does_not() {

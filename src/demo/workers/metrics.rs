@@ -56,7 +56,7 @@ impl WorkerMetrics {
                 "Workers whose current poll has failed at least once",
                 Gauge::default(),
             ),
-            count: register(&mut r, "count", "Workers running", Gauge::default()),
+            count: register(&mut r, "running", "Workers running", Gauge::default()),
             latency_seconds: register(
                 &mut r,
                 "latency_seconds",

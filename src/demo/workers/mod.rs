@@ -144,7 +144,12 @@ pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), 
             .map_err(|source| WorkersError::Bind { addr, source })?;
         let f = fleet.clone();
         let app = Router::new()
-            .route("/metrics", get(move || async move { f.metrics.encode() }))
+            .route(
+                "/metrics",
+                get(move |headers: axum::http::HeaderMap| async move {
+                    crate::util::text_format::respond(&headers, &f.metrics.encode())
+                }),
+            )
             .route("/healthz", get(|| async { "ok" }));
         let s = stop.clone();
         tokio::spawn(async move {

@@ -85,7 +85,7 @@ impl Pick<'_> {
     /// replica's window.
     pub fn observe(&mut self) {
         if let Some(t) = self.started.take() {
-            self.set.observe(self.index, t.elapsed());
+            self.set.observe(self.index, t);
         }
     }
 }
@@ -134,12 +134,13 @@ impl Replicas {
     /// readmitted one by its weight).
     pub fn pick(&self) -> Pick<'_> {
         let n = self.replicas.len();
+        let started = Instant::now();
         let index = if n == 1 {
             0
         } else {
             let start = self.next.fetch_add(1, Ordering::Relaxed);
             let random = mix(start as u64);
-            let now = self.now_ms();
+            let now = self.ms_at(started);
             let ramp = self.ejection.cfg.ramp.as_millis() as u64;
             let candidate = |i: usize| {
                 let r = &self.replicas[i];
@@ -173,7 +174,8 @@ impl Replicas {
             replica,
             index,
             set: self,
-            started: Some(Instant::now()),
+            // One replica: nobody to compare it with, so no window to keep.
+            started: (n > 1).then_some(started),
         }
     }
 
@@ -202,14 +204,20 @@ impl Replicas {
     }
 
     fn now_ms(&self) -> u64 {
-        self.epoch.elapsed().as_millis() as u64
+        self.ms_at(Instant::now())
     }
 
-    fn observe(&self, index: usize, latency: Duration) {
+    fn ms_at(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.epoch).as_millis() as u64
+    }
+
+    fn observe(&self, index: usize, started: Instant) {
+        let at = Instant::now();
         if let Some(r) = self.replicas.get(index) {
+            let latency = at.saturating_duration_since(started);
             r.window.record(latency.as_micros() as u64);
         }
-        let now = self.now_ms();
+        let now = self.ms_at(at);
         let e = &self.ejection;
         let due = e.next_eval_ms.load(Ordering::Relaxed);
         if now < due {

@@ -142,7 +142,11 @@ pub struct ExprError {
 
 /// Parse an expression (see the module doc for the grammar).
 pub fn parse(src: &str) -> Result<Expr, ExprError> {
-    let mut p = Parser { src, pos: 0 };
+    let mut p = Parser {
+        src,
+        pos: 0,
+        depth: 0,
+    };
     let e = p.expr()?;
     p.skip_ws();
     if p.pos < src.len() {
@@ -151,9 +155,16 @@ pub fn parse(src: &str) -> Result<Expr, ExprError> {
     Ok(e)
 }
 
+/// Nesting (parentheses, unary minus, function calls) deeper than any real signal needs.
+/// The parser recurses once per level: without a limit, a runbook with a few thousand
+/// `(` overflows the stack and aborts the process instead of being refused.
+pub const MAX_DEPTH: usize = 100;
+
 struct Parser<'a> {
     src: &'a str,
     pos: usize,
+    /// Levels of [`Parser::unary`] entered and not left: every nesting passes there.
+    depth: usize,
 }
 
 impl<'a> Parser<'a> {
@@ -261,10 +272,17 @@ impl<'a> Parser<'a> {
     }
 
     fn unary(&mut self) -> Result<Expr, ExprError> {
-        if self.eat("-") {
-            return Ok(Expr::Neg(Box::new(self.unary()?)));
+        if self.depth >= MAX_DEPTH {
+            return Err(self.err(format!("nested more than {MAX_DEPTH} levels deep")));
         }
-        self.primary()
+        self.depth += 1;
+        let e = if self.eat("-") {
+            self.unary().map(|e| Expr::Neg(Box::new(e)))
+        } else {
+            self.primary()
+        };
+        self.depth -= 1;
+        e
     }
 
     fn primary(&mut self) -> Result<Expr, ExprError> {
@@ -458,5 +476,17 @@ mod tests {
         assert!(parse("x y").unwrap_err().at >= 1);
         assert!(parse("histogram_quantile(2, x)").is_err());
         assert!(parse("").is_err());
+    }
+
+    #[test]
+    fn nesting_past_the_limit_is_refused_not_a_stack_overflow() {
+        let deep = format!("{}1{}", "(".repeat(50_000), ")".repeat(50_000));
+        let e = parse(&deep).unwrap_err();
+        assert!(
+            e.message.contains("nested more than 100 levels deep"),
+            "{e}"
+        );
+        assert!(parse(&format!("{}1", "-".repeat(99))).is_ok());
+        assert!(parse(&format!("{}1", "-".repeat(100))).is_err());
     }
 }

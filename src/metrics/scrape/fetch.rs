@@ -1,11 +1,10 @@
 //! Where scrape targets come from and how their pages are fetched: a fixed list of URLs
-//! (`--metrics-url ROLE=URL`) or whatever a [`Platform`] lists (local processes, pods).
-//! One small trait, so the scrape source does not care which.
+//! (`--metrics-url ROLE=URL`) or whatever a platform lists (local processes, pods; see
+//! `platform::PlatformFetch`). One small trait, so the scrape source does not care which.
 
+use crate::metrics::scrape::ScrapeEndpoint;
 use crate::metrics::source::MetricError;
-use crate::platform::{Platform, ScrapeEndpoint};
 use crate::util::http_body::{read_response_text, BodyCaps};
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Lists targets and fetches one target's `/metrics` text.
@@ -24,7 +23,7 @@ pub struct UrlFetch {
 
 impl UrlFetch {
     pub fn new(targets: Vec<ScrapeEndpoint>, timeout: Duration) -> Result<Self, MetricError> {
-        let client = crate::metrics::http::client(timeout).map_err(|e| MetricError::Fetch {
+        let client = crate::util::http::client(timeout).map_err(|e| MetricError::Fetch {
             target: "http client".into(),
             message: e.to_string(),
         })?;
@@ -73,33 +72,5 @@ impl Fetch for UrlFetch {
         read_response_text(resp, BodyCaps::metrics_page(self.timeout))
             .await
             .map_err(|e| fail(e.to_string()))
-    }
-}
-
-/// Fetch through a platform (local processes, or pods via the API server).
-pub struct PlatformFetch {
-    pub platform: Arc<dyn Platform>,
-}
-
-#[async_trait::async_trait]
-impl Fetch for PlatformFetch {
-    async fn targets(&self) -> Result<Vec<ScrapeEndpoint>, MetricError> {
-        self.platform
-            .scrape_endpoints()
-            .await
-            .map_err(|e| MetricError::Fetch {
-                target: self.platform.target_id(),
-                message: e.to_string(),
-            })
-    }
-
-    async fn fetch(&self, target: &ScrapeEndpoint) -> Result<String, MetricError> {
-        self.platform
-            .scrape(target)
-            .await
-            .map_err(|e| MetricError::Fetch {
-                target: target.locator.clone(),
-                message: e.to_string(),
-            })
     }
 }

@@ -5,7 +5,7 @@
 //! the longest rate window needs, and answers "the series of this counter over the last w".
 
 use super::text::Exposition;
-use crate::platform::ScrapeEndpoint;
+use super::ScrapeEndpoint;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -13,11 +13,10 @@ pub mod history;
 pub mod pattern;
 pub mod text;
 
-pub use fetch::{Fetch, PlatformFetch, UrlFetch};
+pub use fetch::{Fetch, UrlFetch};
 
 use super::signal::{Reading, SignalSpec, Snapshot};
 use super::source::{MetricError, MetricSource};
-use crate::platform::ScrapeEndpoint;
 use history::History;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -40,6 +39,17 @@ pub fn compile(
         out.insert(name.clone(), e);
     }
     Ok(out)
+}
+
+/// Something a metric source can scrape (`/metrics` in Prometheus text format).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct ScrapeEndpoint {
+    /// "gate", "service" or "clients": lets signals select whose metrics they read.
+    pub role: String,
+    /// Replica id or component name.
+    pub instance: String,
+    /// A URL for direct scrapes, or a platform-specific locator (pod proxy path).
+    pub locator: String,
 }
 
 /// The pure core of the scrape source: record pages, evaluate signals at an instant.

@@ -108,7 +108,7 @@ impl KubePlatform {
             add_summary_line(
                 &mut mem.summary,
                 SummaryLine {
-                    at: crate::engine::journal::now_rfc3339(),
+                    at: crate::util::time::now_rfc3339(),
                     step: event.step.clone(),
                     phase: event.phase.clone(),
                     message: event.message.clone(),

@@ -222,7 +222,7 @@ pub struct Direct {
 
 impl Direct {
     pub fn new(deadlines: Deadlines) -> Self {
-        crate::metrics::http::ensure_tls_provider();
+        crate::util::http::ensure_tls_provider();
         Direct {
             client: reqwest::Client::builder()
                 .connect_timeout(std::time::Duration::from_secs(2))

@@ -2,7 +2,7 @@
 //! user can write one for services started by hand. Relative paths (state dir, token
 //! file) are relative to the inventory file, so it can be moved with its directory.
 
-use crate::runbook::locate::{locate, path_string, Seg};
+use crate::util::yaml::{self, Diagnostic, Seg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -93,14 +93,8 @@ pub enum InventoryError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{file}:{line}:{column}: {field}: {message}")]
-    Invalid {
-        file: String,
-        line: usize,
-        column: usize,
-        field: String,
-        message: String,
-    },
+    #[error(transparent)]
+    Invalid(#[from] Diagnostic),
 }
 
 impl Inventory {
@@ -133,44 +127,20 @@ impl Inventory {
     }
 
     pub fn parse(file: &str, text: &str) -> Result<Inventory, InventoryError> {
-        let bad = |path: Vec<Seg>, loc: Option<(usize, usize)>, message: String| {
-            let (line, column) = loc.unwrap_or_else(|| locate(text, &path));
-            InventoryError::Invalid {
-                file: file.to_string(),
-                line,
-                column,
-                field: path_string(&path),
-                message,
-            }
+        let bad = |path: Vec<Seg>, message: String| {
+            InventoryError::Invalid(Diagnostic::at(file, text, &path, message))
         };
-        let inv: Inventory = serde_path_to_error::deserialize(serde_yaml::Deserializer::from_str(
-            text,
-        ))
-        .map_err(|e| {
-            let path = crate::runbook::locate::segs_of(e.path());
-            let msg = e.inner().to_string();
-            let msg = msg
-                .rfind(" at line ")
-                .map(|i| msg[..i].to_string())
-                .unwrap_or(msg);
-            bad(
-                path,
-                e.inner().location().map(|l| (l.line(), l.column())),
-                msg,
-            )
-        })?;
+        let inv: Inventory = yaml::parse(file, text)?;
         let key = |k: &str| Seg::Key(k.to_string());
         if inv.gates.is_empty() {
             return Err(bad(
                 vec![key("gates")],
-                None,
                 "at least one gate is needed".into(),
             ));
         }
         if inv.replicas.is_empty() {
             return Err(bad(
                 vec![key("replicas")],
-                None,
                 "at least one replica is needed".into(),
             ));
         }
@@ -180,21 +150,18 @@ impl Inventory {
             if r.command.is_empty() {
                 return Err(bad(
                     at("command"),
-                    None,
                     "the command needs at least the program".into(),
                 ));
             }
             if !seen.insert(r.name.as_str()) {
                 return Err(bad(
                     at("name"),
-                    None,
                     format!("replica name {:?} is used twice", r.name),
                 ));
             }
             if r.name.is_empty() || r.name.contains('/') {
                 return Err(bad(
                     at("name"),
-                    None,
                     "a replica name must be a non-empty word (it names its pid file)".into(),
                 ));
             }
@@ -206,7 +173,6 @@ impl Inventory {
                 if !u.starts_with("http://") && !u.starts_with("https://") {
                     return Err(bad(
                         at(f),
-                        None,
                         format!("{u:?} must start with http:// or https://"),
                     ));
                 }

@@ -9,8 +9,8 @@ use super::Receiver;
 use crate::detect::{Evidence, Verdict, VerdictKind};
 use crate::serve::alert::AlertStatus;
 use crate::serve::config::Route;
-use crate::serve::decide::{self, Activity, AfterCheck};
-use crate::serve::launcher::{CheckRequest, LaunchRequest, RunOutcome, RunReport};
+use crate::serve::launcher::{CheckRequest, LaunchRequest, RunOutcome, RunSummary};
+use crate::serve::policy::{self, Activity, AfterCheck};
 use crate::serve::runs::{rfc3339, AlertRef, DecisionRecord, Recheck, RunRecord, RunState, Source};
 
 /// A detection that takes longer than this is treated as Unknown: a hung check must not
@@ -47,20 +47,21 @@ impl Receiver {
         let alerts = st.checks.remove(&check_id).unwrap_or_default();
         st.set_activity(&target, Activity::Idle);
         let rechecks_done = alerts
+            .first
             .iter()
             .filter_map(|a| st.rechecks.get(&(target.clone(), a.fingerprint.clone())))
             .map(|r| r.done)
             .max()
             .unwrap_or(0);
         let view = st.budget.view(&self.cfg.budget, &target, now);
-        let after = decide::on_verdict(
+        let after = policy::on_verdict(
             verdict.verdict,
             self.mode,
             &view,
             rechecks_done,
             &self.cfg.recheck,
         );
-        let first = alerts.first().cloned().unwrap_or_else(|| AlertRef {
+        let first = alerts.first.first().cloned().unwrap_or_else(|| AlertRef {
             fingerprint: String::new(),
             alertname: String::new(),
             labels: Default::default(),
@@ -83,7 +84,7 @@ impl Receiver {
         let evidence = summarize(&verdict);
         match after {
             AfterCheck::Launch { dry_run } => {
-                for a in &alerts {
+                for a in &alerts.first {
                     st.cancel_recheck(&target, &a.fingerprint);
                 }
                 let run_id = uuid::Uuid::now_v7().to_string();
@@ -106,13 +107,15 @@ impl Receiver {
                     finished_at: None,
                     verdict,
                     alerts: vec![],
+                    alerts_total: 0,
                     message: None,
                     journal: self.launcher.journal_path(&req),
                     report: None,
                 };
-                for a in &alerts {
+                for a in &alerts.first {
                     record.join(&a.fingerprint, &a.alertname, now);
                 }
+                record.alerts_total = alerts.total;
                 st.runs.insert(run_id.clone(), record);
                 st.budget.record_start(&self.cfg.budget, &target, now);
                 self.save_state(&st);
@@ -139,24 +142,31 @@ impl Receiver {
                 tokio::spawn(async move { me.run(req).await });
             }
             AfterCheck::Recheck { after } => {
-                for a in alerts {
+                let mut no_room = 0;
+                for a in alerts.first.iter().cloned() {
+                    if !st.recheck_room(&target, &a.fingerprint) {
+                        no_room += 1;
+                        continue;
+                    }
                     let generation = st.next_generation();
                     let key = (target.clone(), a.fingerprint.clone());
                     let done = st.rechecks.get(&key).map_or(0, |r| r.done) + 1;
-                    st.rechecks.insert(
-                        key,
+                    let me = self.clone();
+                    let (t, fp) = (target.clone(), a.fingerprint.clone());
+                    let timer = tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        me.recheck(&t, &fp, generation);
+                    });
+                    let timer = Some(timer.abort_handle());
+                    st.set_recheck(
+                        &target,
                         Recheck {
                             done,
                             generation,
-                            alert: a.clone(),
+                            alert: a,
+                            timer,
                         },
                     );
-                    let me = self.clone();
-                    let t = target.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(after).await;
-                        me.recheck(&t, &a.fingerprint, generation);
-                    });
                 }
                 rec.decision = "recheck_scheduled".into();
                 rec.message = format!(
@@ -164,9 +174,15 @@ impl Receiver {
                     verdict.verdict,
                     crate::util::duration::format(after)
                 );
+                let unscheduled = alerts.untracked() + no_room;
+                if unscheduled > 0 {
+                    rec.message.push_str(&format!(
+                        "; {unscheduled} more alerts joined and are not rechecked (they come back when Alertmanager repeats them)"
+                    ));
+                }
             }
             AfterCheck::RechecksExhausted => {
-                for a in &alerts {
+                for a in &alerts.first {
                     st.cancel_recheck(&target, &a.fingerprint);
                 }
                 rec.decision = "rechecks_exhausted".into();
@@ -176,7 +192,7 @@ impl Receiver {
                 );
             }
             AfterCheck::Healthy => {
-                for a in &alerts {
+                for a in &alerts.first {
                     st.cancel_recheck(&target, &a.fingerprint);
                 }
                 rec.decision = "healthy".into();
@@ -209,7 +225,7 @@ impl Receiver {
         let r = req.clone();
         let report = match tokio::spawn(async move { launcher.launch(&r).await }).await {
             Ok(report) => report,
-            Err(e) => RunReport {
+            Err(e) => RunSummary {
                 outcome: RunOutcome::Failed,
                 message: format!("the run crashed: {e}"),
                 journal: None,

@@ -3,6 +3,7 @@
 //! names file:line:column and the field, because a typo silently ignored would answer a
 //! different what-if question than the one asked.
 
+use super::drill::Drill;
 use super::Scenario;
 use crate::plan::Plan;
 use crate::simulate::error::SimError;
@@ -11,6 +12,8 @@ use crate::simulate::scenarios::retry_storm::StormParams;
 use serde::Deserialize;
 use std::path::Path;
 
+/// The two original models; a drill's name (`slow-replica`, ...) is read by
+/// [`Drill::from_file`] instead.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum Model {
@@ -49,10 +52,13 @@ pub fn load(path: &Path) -> Result<Scenario, SimError> {
     parse(path, &text)
 }
 
-/// Parse scenario text; `path` only names the file in errors.
-pub fn parse(path: &Path, text: &str) -> Result<Scenario, SimError> {
+/// Deserialize `text` as `T`, every error naming file:line:column and the field.
+pub(super) fn located<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+) -> Result<T, SimError> {
     let de = serde_yaml::Deserializer::from_str(text);
-    let f: ScenarioFile = serde_path_to_error::deserialize(de).map_err(|e| {
+    serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();
         let inner = e.into_inner();
         let (line, column) = inner.location().map_or((0, 0), |l| (l.line(), l.column()));
@@ -74,11 +80,46 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, SimError> {
             field,
             message,
         }
-    })?;
+    })
+}
+
+/// Just the `model:` of a file, to choose how to read the rest.
+#[derive(Debug, Deserialize)]
+struct ModelOnly {
+    model: Option<String>,
+}
+
+/// Parse scenario text; `path` only names the file in errors.
+pub fn parse(path: &Path, text: &str) -> Result<Scenario, SimError> {
     let other = |message: &str| SimError::FileOther {
         path: path.to_path_buf(),
         message: message.to_string(),
     };
+    let model = serde_yaml::from_str::<ModelOnly>(text)
+        .ok()
+        .and_then(|m| m.model);
+    if let Some(m) = &model {
+        let known = ["retry-storm", "config-deploy"];
+        if !known.contains(&m.as_str()) && Drill::by_name(m).is_none() {
+            return Err(other(&format!(
+                "model `{m}` is not one of {}, {}",
+                known.join(", "),
+                super::drill::NAMES.join(", ")
+            )));
+        }
+    }
+    if let Some(parsed) = model.and_then(|m| Drill::from_file(&m, path, text)) {
+        let (drill, head) = parsed?;
+        let name = head.name.unwrap_or_else(|| drill.name().to_string());
+        let scenario = Scenario::Drill {
+            name,
+            drill,
+            seed: head.seed,
+        };
+        scenario.validate().map_err(|e| other(&e.to_string()))?;
+        return Ok(scenario);
+    }
+    let f: ScenarioFile = located(path, text)?;
     let name = f.name.unwrap_or_else(|| {
         path.file_stem()
             .map_or("scenario".into(), |s| s.to_string_lossy().into_owned())

@@ -1,9 +1,16 @@
-//! The scenarios a user names: the two built-in ones and YAML scenario files, all resolved
-//! to one [`Scenario`] value that `--set`, `--policy`, `--compare` and the runner share.
+//! The scenarios a user names: the two built-in models of the stuck overload, the five
+//! home-feed drills, and YAML scenario files, all resolved to one [`Scenario`] value that
+//! `--set`, `--policy`, `--compare` and the runner share.
 
+pub mod breaker;
+pub mod bulkhead;
 pub mod config_deploy;
+pub mod drill;
 pub mod file;
+pub mod provider_outage;
+pub mod retry_layers;
 pub mod retry_storm;
+pub mod slow_replica;
 
 use super::engine;
 use super::error::SimError;
@@ -12,6 +19,7 @@ use super::params::SystemParams;
 use super::policy::Policy;
 use super::report::SystemReport;
 use crate::plan::Plan;
+use drill::{Drill, DrillReport};
 use retry_storm::{StormParams, StormReport};
 use serde::Serialize;
 use std::path::Path;
@@ -30,6 +38,12 @@ pub enum Scenario {
         plan: Option<Plan>,
         seed: Option<u64>,
     },
+    /// One of the home-feed drills.
+    Drill {
+        name: String,
+        drill: Drill,
+        seed: Option<u64>,
+    },
 }
 
 /// The outcome of either model; serialised without a wrapper so both share field names.
@@ -38,13 +52,16 @@ pub enum Scenario {
 pub enum Report {
     Storm(StormReport),
     System(SystemReport),
+    Drill(Box<DrillReport>),
 }
 
 impl Report {
+    /// Drills without a recovery to measure (all but `provider-outage`) read false.
     pub fn recovered(&self) -> bool {
         match self {
             Report::Storm(r) => r.recovered,
             Report::System(r) => r.recovered,
+            Report::Drill(r) => r.time_to_recover_s().is_some(),
         }
     }
 
@@ -52,6 +69,7 @@ impl Report {
         match self {
             Report::Storm(r) => r.time_to_recover_s,
             Report::System(r) => r.time_to_recover_s,
+            Report::Drill(r) => r.time_to_recover_s(),
         }
     }
 }
@@ -72,6 +90,13 @@ impl Scenario {
                 seed: None,
             }),
             other => {
+                if let Some(drill) = Drill::by_name(other) {
+                    return Ok(Scenario::Drill {
+                        name: other.into(),
+                        drill,
+                        seed: None,
+                    });
+                }
                 let path = Path::new(other);
                 let looks_like_file =
                     other.ends_with(".yaml") || other.ends_with(".yml") || path.exists();
@@ -86,7 +111,9 @@ impl Scenario {
 
     pub fn name(&self) -> &str {
         match self {
-            Scenario::Storm { name, .. } | Scenario::System { name, .. } => name,
+            Scenario::Storm { name, .. }
+            | Scenario::System { name, .. }
+            | Scenario::Drill { name, .. } => name,
         }
     }
 
@@ -94,14 +121,16 @@ impl Scenario {
     pub fn time_unit(&self) -> &'static str {
         match self {
             Scenario::Storm { .. } => "ticks",
-            Scenario::System { .. } => "s",
+            Scenario::System { .. } | Scenario::Drill { .. } => "s",
         }
     }
 
     /// The seed a scenario file asked for, if any.
     pub fn file_seed(&self) -> Option<u64> {
         match self {
-            Scenario::Storm { seed, .. } | Scenario::System { seed, .. } => *seed,
+            Scenario::Storm { seed, .. }
+            | Scenario::System { seed, .. }
+            | Scenario::Drill { seed, .. } => *seed,
         }
     }
 
@@ -114,7 +143,24 @@ impl Scenario {
             Scenario::System { params, .. } => {
                 *params = overrides::apply(params, "config-deploy", key, value)?
             }
+            Scenario::Drill { drill, .. } => drill.set(key, value)?,
         }
+        Ok(())
+    }
+
+    /// `--policy P`: the retry policy of the stuck-overload models; for a drill, its own
+    /// `policy` parameter (an error naming the key for a drill without one).
+    pub fn set_policy_named(&mut self, p: &str) -> Result<(), SimError> {
+        if let Scenario::Drill { drill, .. } = self {
+            return drill.set("policy", p).map_err(|e| match e {
+                SimError::UnknownParam { model, .. } => SimError::invalid(
+                    "policy",
+                    format!("--policy: {model} has no retry policy; change it with --set"),
+                ),
+                other => other,
+            });
+        }
+        self.set_policy(p.parse()?);
         Ok(())
     }
 
@@ -122,6 +168,7 @@ impl Scenario {
         match self {
             Scenario::Storm { params, .. } => params.policy = p,
             Scenario::System { params, .. } => params.set_policy(p),
+            Scenario::Drill { .. } => {}
         }
     }
 
@@ -142,6 +189,7 @@ impl Scenario {
                 }
                 Ok(())
             }
+            Scenario::Drill { drill, .. } => drill.validate(),
         }
     }
 
@@ -166,6 +214,7 @@ impl Scenario {
             Scenario::System {
                 name, params, plan, ..
             } => Report::System(engine::run(params, plan.as_ref(), seed, name)),
+            Scenario::Drill { drill, .. } => Report::Drill(Box::new(drill.run(seed))),
         }
     }
 }

@@ -1,13 +1,17 @@
 //! What the integration tests share: the recorded inputs under `tests/fixtures/`, a poll
 //! with a deadline for outcomes that arrive in their own time, and one module per kind of
 //! system the tests stand up (an in-process gate, raw HTTP/1.1 peers, an in-memory
-//! cluster, the demo and engine systems as real processes, the receiver's HTTP client).
+//! cluster, the demo and engine systems as real processes, the receiver's HTTP client, a
+//! real Prometheus and a recorded incident to backfill into it).
 
+pub mod components;
 pub mod demo;
 pub mod engine;
 pub mod gate;
+pub mod incident;
 pub mod kube;
 pub mod loopback_http;
+pub mod prometheus;
 pub mod serve;
 pub mod wire;
 

@@ -86,7 +86,7 @@ impl Refusal {
 
 /// The first decision, before detection.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Decision {
+pub enum AlertAction {
     /// A resolved alert never starts anything.
     IgnoreResolved,
     /// A run is in progress on the target: this alert joins it (one run per target).
@@ -104,26 +104,26 @@ pub enum Decision {
 
 /// Decide on one alert for a target. Order matters: resolved first (never act), then
 /// joining in-flight work (one run per target, dedup), then the storm guards.
-pub fn on_alert(status: AlertStatus, activity: &Activity, budget: &BudgetView) -> Decision {
+pub fn on_alert(status: AlertStatus, activity: &Activity, budget: &BudgetView) -> AlertAction {
     if status == AlertStatus::Resolved {
-        return Decision::IgnoreResolved;
+        return AlertAction::IgnoreResolved;
     }
     match activity {
         Activity::Running { run_id } => {
-            return Decision::JoinRun {
+            return AlertAction::JoinRun {
                 run_id: run_id.clone(),
             }
         }
         Activity::Checking { check_id } => {
-            return Decision::JoinCheck {
+            return AlertAction::JoinCheck {
                 check_id: check_id.clone(),
             }
         }
         Activity::Idle => {}
     }
     match guard(budget) {
-        Some(r) => Decision::Refuse(r),
-        None => Decision::Check,
+        Some(r) => AlertAction::Refuse(r),
+        None => AlertAction::Check,
     }
 }
 
@@ -219,7 +219,7 @@ mod tests {
         ] {
             assert_eq!(
                 on_alert(AlertStatus::Resolved, &activity, &open_budget()),
-                Decision::IgnoreResolved
+                AlertAction::IgnoreResolved
             );
         }
     }
@@ -228,7 +228,7 @@ mod tests {
     fn firing_on_idle_target_checks_first() {
         assert_eq!(
             on_alert(FIRING, &Activity::Idle, &open_budget()),
-            Decision::Check
+            AlertAction::Check
         );
     }
 
@@ -242,7 +242,7 @@ mod tests {
         };
         assert_eq!(
             on_alert(FIRING, &run, &b),
-            Decision::JoinRun {
+            AlertAction::JoinRun {
                 run_id: "r1".into()
             }
         );
@@ -251,7 +251,7 @@ mod tests {
         };
         assert_eq!(
             on_alert(FIRING, &check, &b),
-            Decision::JoinCheck {
+            AlertAction::JoinCheck {
                 check_id: "c1".into()
             }
         );
@@ -264,13 +264,13 @@ mod tests {
         b.cooldown_until = Some(t);
         assert_eq!(
             on_alert(FIRING, &Activity::Idle, &b),
-            Decision::Refuse(Refusal::Cooldown { until: t })
+            AlertAction::Refuse(Refusal::Cooldown { until: t })
         );
         b.remaining = 0;
         b.used = 2;
         assert!(matches!(
             on_alert(FIRING, &Activity::Idle, &b),
-            Decision::Refuse(Refusal::BudgetExhausted {
+            AlertAction::Refuse(Refusal::BudgetExhausted {
                 used: 2,
                 limit: 2,
                 ..
@@ -279,8 +279,8 @@ mod tests {
         b.breaker_open = true;
         b.failures = 3;
         let d = on_alert(FIRING, &Activity::Idle, &b);
-        assert_eq!(d, Decision::Refuse(Refusal::BreakerOpen { failures: 3 }));
-        if let Decision::Refuse(r) = d {
+        assert_eq!(d, AlertAction::Refuse(Refusal::BreakerOpen { failures: 3 }));
+        if let AlertAction::Refuse(r) = d {
             assert!(r
                 .message("local:demo")
                 .contains("recover serve reset local:demo"));

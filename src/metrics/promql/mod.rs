@@ -7,13 +7,27 @@
 //! [`PromqlError::Unreachable`] (no answer, or not an API answer), and
 //! [`QueryResult::Empty`] (the query ran and matched nothing). None of them is a zero.
 //! A vector result with several series is summed, like the scrape source does.
+//!
+//! Expressions may use `$__rate_interval` ([`template`]): the source finds the scrape
+//! interval of the data ([`interval`]) on first use and fills in the rate window. Roles
+//! ([`roles`]) are bound earlier, when the runbook is loaded; given them, the source also
+//! checks that each role selects something, so a missing role is an error and not a zero.
+
+mod discover;
+mod history;
+pub mod interval;
+pub mod roles;
+pub mod template;
 
 use super::signal::{Reading, SignalSpec, Snapshot};
 use super::source::{MetricError, MetricSource};
 use crate::util::http_body::{read_response_text, BodyCaps, BodyError};
+use interval::ScrapeInterval;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+type Labels = BTreeMap<String, String>;
 
 /// What a query that ran returned.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -61,11 +75,15 @@ enum ApiData {
 
 #[derive(Deserialize)]
 struct VectorItem {
+    #[serde(default)]
+    metric: Labels,
     value: (f64, String),
 }
 
 #[derive(Deserialize)]
 struct MatrixItem {
+    #[serde(default)]
+    metric: Labels,
     values: Vec<(f64, String)>,
 }
 
@@ -105,21 +123,42 @@ pub struct PromqlSource {
     base: String,
     client: reqwest::Client,
     timeout: Duration,
+    /// Role -> label matchers, for finding the scrape interval and checking roles.
+    roles: BTreeMap<String, String>,
+    /// The scrape interval, given or found on first use.
+    scrape: tokio::sync::OnceCell<ScrapeInterval>,
 }
 
 impl PromqlSource {
     /// `base` is the server URL, like `http://127.0.0.1:9090`.
     pub fn new(base: &str, timeout: Duration) -> Result<Self, PromqlError> {
-        let client =
-            crate::metrics::http::client(timeout).map_err(|e| PromqlError::Unreachable {
-                url: base.to_string(),
-                message: e.to_string(),
-            })?;
+        let client = crate::util::http::client(timeout).map_err(|e| PromqlError::Unreachable {
+            url: base.to_string(),
+            message: e.to_string(),
+        })?;
         Ok(PromqlSource {
             base: base.trim_end_matches('/').to_string(),
             client,
             timeout,
+            roles: BTreeMap::new(),
+            scrape: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// The roles the signals were bound with: their targets' scrape interval is the one
+    /// that matters, and each must select something.
+    pub fn with_roles(mut self, roles: BTreeMap<String, String>) -> Self {
+        self.roles = roles;
+        self
+    }
+
+    /// Use this scrape interval instead of finding it; `from` says who gave it.
+    pub fn with_scrape_interval(mut self, value: Duration, from: &str) -> Self {
+        self.scrape = tokio::sync::OnceCell::new_with(Some(ScrapeInterval {
+            value,
+            from: from.to_string(),
+        }));
+        self
     }
 
     /// A request or its body that did not arrive: a timeout is told apart because the fix
@@ -200,16 +239,21 @@ impl PromqlSource {
         })
     }
 
+    fn instant_params(&self, at: Option<SystemTime>) -> Vec<(&'static str, String)> {
+        let mut params = vec![("timeout", format!("{}ms", self.timeout.as_millis().max(1)))];
+        if let Some(t) = at {
+            params.push(("time", format!("{:.3}", unix(t))));
+        }
+        params
+    }
+
     /// Instant query at `at` (the server's now when `None`).
     pub async fn query(
         &self,
         query: &str,
         at: Option<SystemTime>,
     ) -> Result<QueryResult, PromqlError> {
-        let mut params = vec![("timeout", format!("{}ms", self.timeout.as_millis().max(1)))];
-        if let Some(t) = at {
-            params.push(("time", format!("{:.3}", unix(t))));
-        }
+        let params = self.instant_params(at);
         Ok(match self.call("/api/v1/query", query, &params).await? {
             ApiData::Vector(items) if items.is_empty() => QueryResult::Empty,
             ApiData::Vector(items) => {
@@ -263,65 +307,24 @@ impl PromqlSource {
             .collect())
     }
 
-    /// A detection window from history: one snapshot every `step` over `span` up to `end`.
-    /// A signal without a point at an instant is `Missing` there.
-    pub async fn window(
+    /// Instant query keeping each series' labels.
+    pub async fn query_series(
         &self,
-        signals: &BTreeMap<String, SignalSpec>,
-        end: SystemTime,
-        span: Duration,
-        step: Duration,
-    ) -> Result<Vec<Snapshot>, MetricError> {
-        let start = end.checked_sub(span).unwrap_or(UNIX_EPOCH);
-        let step_ms = step.as_millis().max(1) as u64;
-        let count = (span.as_millis() as u64 / step_ms) + 1;
-        let times: Vec<SystemTime> = (0..count)
-            .map(|i| start + Duration::from_millis(i * step_ms))
-            .collect();
-        let mut snaps: Vec<Snapshot> = times
-            .iter()
-            .map(|&at| Snapshot {
-                at,
-                readings: BTreeMap::new(),
-            })
-            .collect();
-        for (name, query) in queries(signals)? {
-            let points = self
-                .query_range(query, start, end, step)
-                .await
-                .map_err(|e| to_metric_error(name, e))?;
-            let by_ms: BTreeMap<u128, f64> = points
-                .iter()
-                .map(|(t, v)| {
-                    (
-                        t.duration_since(UNIX_EPOCH).unwrap_or_default().as_millis(),
-                        *v,
-                    )
-                })
-                .collect();
-            for s in snaps.iter_mut() {
-                let ms =
-                    s.at.duration_since(UNIX_EPOCH)
-                        .unwrap_or_default()
-                        .as_millis();
-                // Prometheus aligns points to the requested times; allow rounding slack.
-                let near = by_ms
-                    .range(ms.saturating_sub(5)..=ms + 5)
-                    .next()
-                    .map(|(_, v)| *v);
-                let reading = match near {
-                    Some(v) if !v.is_nan() => Reading::Value { value: v },
-                    Some(_) => Reading::Missing {
-                        reason: format!("{query:?} returned NaN"),
-                    },
-                    None => Reading::Missing {
-                        reason: format!("{query:?} had no data at this instant"),
-                    },
-                };
-                s.readings.insert(name.clone(), reading);
-            }
+        query: &str,
+        at: Option<SystemTime>,
+    ) -> Result<Vec<(Labels, f64)>, PromqlError> {
+        let params = self.instant_params(at);
+        match self.call("/api/v1/query", query, &params).await? {
+            ApiData::Vector(items) => Ok(items
+                .into_iter()
+                .map(|i| (i.metric, parse_num(&i.value.1)))
+                .collect()),
+            _ => Err(PromqlError::Query {
+                query: query.to_string(),
+                error_type: "bad_data".into(),
+                message: "expected an instant vector".into(),
+            }),
         }
-        Ok(snaps)
     }
 }
 
@@ -370,8 +373,8 @@ impl MetricSource for PromqlSource {
     ) -> Result<Snapshot, MetricError> {
         let at = SystemTime::now();
         let mut readings = BTreeMap::new();
-        for (name, query) in queries(signals)? {
-            let reading = match self.query(query, Some(at)).await {
+        for (name, query) in self.bound_queries(signals, None, None).await? {
+            let reading = match self.query(&query, Some(at)).await {
                 Ok(QueryResult::Value(v)) if v.is_nan() => Reading::Missing {
                     reason: format!("{query:?} returned NaN"),
                 },
@@ -379,9 +382,9 @@ impl MetricSource for PromqlSource {
                 Ok(QueryResult::Empty) => Reading::Missing {
                     reason: format!("{query:?} returned an empty result"),
                 },
-                Err(e) => return Err(to_metric_error(name, e)),
+                Err(e) => return Err(to_metric_error(&name, e)),
             };
-            readings.insert(name.clone(), reading);
+            readings.insert(name, reading);
         }
         Ok(Snapshot { at, readings })
     }

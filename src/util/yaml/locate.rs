@@ -58,6 +58,19 @@ struct Line<'a> {
 
 /// The 1-based (line, column) of the deepest node of `path` found in `src`.
 pub fn locate(src: &str, path: &[Seg]) -> (usize, usize) {
+    walk(src, path).0
+}
+
+/// The 1-based (line, column) of the node at `path`, if the whole path is in `src`.
+pub fn locate_exact(src: &str, path: &[Seg]) -> Option<(usize, usize)> {
+    match walk(src, path) {
+        (pos, true) => Some(pos),
+        _ => None,
+    }
+}
+
+/// The deepest node of `path` found, and whether that is the whole path.
+fn walk(src: &str, path: &[Seg]) -> ((usize, usize), bool) {
     let mut region: Vec<Line> = src
         .lines()
         .enumerate()
@@ -75,18 +88,19 @@ pub fn locate(src: &str, path: &[Seg]) -> (usize, usize) {
         })
         .collect();
     let mut pos = region.first().map(|l| (l.no, l.col + 1)).unwrap_or((1, 1));
-    for seg in path {
+    for (n, seg) in path.iter().enumerate() {
         let Some(first) = region.first().copied() else {
-            break;
+            return (pos, false);
         };
         if first.text.starts_with('{') || first.text.starts_with('[') {
             // Flow style: point at the key inside the line if we can, then stop.
             if let Seg::Key(k) = seg {
                 if let Some(off) = first.text.find(&format!("{k}:")) {
                     pos = (first.no, first.col + off + 1);
+                    return (pos, n + 1 == path.len());
                 }
             }
-            break;
+            return (pos, false);
         }
         let base = first.col;
         let found = match seg {
@@ -100,7 +114,9 @@ pub fn locate(src: &str, path: &[Seg]) -> (usize, usize) {
                 .nth(*i)
                 .map(|(j, _)| j),
         };
-        let Some(j) = found else { break };
+        let Some(j) = found else {
+            return (pos, false);
+        };
         let line = region[j];
         pos = (line.no, line.col + 1);
         let mut child: Vec<Line> = Vec::new();
@@ -121,7 +137,7 @@ pub fn locate(src: &str, path: &[Seg]) -> (usize, usize) {
         child.extend(region[j + 1..].iter().take_while(|l| l.col > base).copied());
         region = child;
     }
-    pos
+    (pos, true)
 }
 
 fn strip_comment(text: &str) -> &str {
@@ -185,6 +201,21 @@ spec:
         assert_eq!(
             locate(DOC, &[k("spec"), k("steps"), Seg::Index(1), k("action")]),
             (10, 7)
+        );
+    }
+
+    #[test]
+    fn says_whether_the_whole_path_is_there() {
+        let p = [k("spec"), k("steps"), Seg::Index(1), k("with"), k("batch")];
+        assert_eq!(locate_exact(DOC, &p), Some((12, 9)));
+        assert_eq!(locate_exact(DOC, &[k("spec"), k("nope")]), None);
+        assert_eq!(
+            locate_exact(DOC, &[k("spec"), k("signals"), k("goodput"), k("scrape")]),
+            Some((5, 15))
+        );
+        assert_eq!(
+            locate_exact(DOC, &[k("spec"), k("signals"), k("goodput"), k("other")]),
+            None
         );
     }
 

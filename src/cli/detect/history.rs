@@ -1,0 +1,105 @@
+//! `recover detect --prometheus`: judge a window of Prometheus history (ending now or at
+//! `--at`), with the windows following the data's scrape interval.
+
+use super::{Judge, Setup, Watch};
+use recover::detect::windows::{self, Windows};
+use recover::detect::{detect_at, observe, Verdict};
+use recover::metrics::promql::interval::{rate_interval, ScrapeInterval};
+use recover::metrics::promql::{template, PromqlSource};
+use recover::metrics::source::MetricError;
+use std::time::{Duration, SystemTime};
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// Judge a window of Prometheus history ending now or at `--at`.
+pub(super) async fn from_prometheus(
+    args: &Watch,
+    url: &str,
+    setup: &Setup,
+) -> Result<(Verdict, Windows), Judge> {
+    let mut src = PromqlSource::new(url, args.timeout)
+        .map_err(|e| MetricError::Fetch {
+            target: url.to_string(),
+            message: e.to_string(),
+        })?
+        .with_roles(setup.roles.clone());
+    if let Some(s) = args.prom.scrape_interval {
+        if s.is_zero() {
+            return Err(Judge::Usage(anyhow::anyhow!(
+                "--scrape-interval must be above zero"
+            )));
+        }
+        src = src.with_scrape_interval(s, "--scrape-interval");
+    }
+    src.check_roles(args.prom.at).await?;
+    let scrape = src.scrape_interval(args.prom.at).await?;
+    let end = args.prom.at.unwrap_or_else(SystemTime::now);
+    let step = args.interval.max(scrape.value);
+    let uses_placeholder = setup
+        .signals
+        .values()
+        .filter_map(|s| s.promql.as_deref())
+        .any(template::uses_rate_interval);
+    let derived = rate_interval(scrape.value, step);
+    windows::check_fixed_windows(&setup.signals, scrape.value, derived)?;
+    let fixed = setup
+        .signals
+        .values()
+        .filter_map(|s| s.promql.as_deref())
+        .flat_map(template::fixed_windows)
+        .max();
+    let (rate_window, rate_from) = match (uses_placeholder, fixed) {
+        (true, f) if f.is_none_or(|f| f <= derived) => (
+            derived,
+            format!(
+                "$__rate_interval = max(4 x {s}, step {st} + {s})",
+                s = recover::util::duration::format(scrape.value),
+                st = recover::util::duration::format(step)
+            ),
+        ),
+        (_, Some(f)) => (f, "the longest range written in the signals' promql".into()),
+        (_, None) => (Duration::ZERO, "no signal reads a rate".into()),
+    };
+    let (cfg, grace, persist) = windows::at_resolution(&setup.config, scrape.value, &setup.fields)?;
+    let span = args
+        .observe
+        .unwrap_or_else(|| observe::span_needed(&cfg, rate_window, step));
+    let w = src.window(&setup.signals, end, span, step).await?;
+    let windows = report(
+        &scrape,
+        rate_window,
+        rate_from,
+        step,
+        grace,
+        persist,
+        span,
+        end,
+    );
+    Ok((detect_at(&w, &cfg, end), windows))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn report(
+    scrape: &ScrapeInterval,
+    rate_window: Duration,
+    rate_window_from: String,
+    step: Duration,
+    grace: windows::Stretched,
+    persist: windows::Stretched,
+    span: Duration,
+    at: SystemTime,
+) -> Windows {
+    Windows {
+        scrape_interval_s: scrape.value.as_secs_f64(),
+        scrape_interval_from: scrape.from.clone(),
+        rate_window_s: rate_window.as_secs_f64(),
+        rate_window_from,
+        step_s: step.as_secs_f64(),
+        grace,
+        persist,
+        span_s: span.as_secs_f64(),
+        at: rfc3339(at),
+    }
+}

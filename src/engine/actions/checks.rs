@@ -1,0 +1,78 @@
+//! `wait.until`, and running a named check to its end (the ramp runs one at each rate).
+
+use super::super::check::{measure, record, CheckState, CheckStatus, Measurement};
+use super::{Act, Ctx, Preview, StepFailure, Tally};
+use crate::runbook::action::WaitUntil;
+use std::sync::Arc;
+
+#[async_trait::async_trait]
+impl Act for WaitUntil {
+    async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
+        run_check(ctx, step, &self.check, Some(tally))
+            .await
+            .map(|_| ())
+    }
+
+    fn describe(&self, p: &Preview) -> Vec<String> {
+        vec![format!(
+            "wait until check {} passes ({})",
+            self.check,
+            p.rb.checks
+                .get(&self.check)
+                .map(|c| c.success.source.clone())
+                .unwrap_or_default()
+        )]
+    }
+}
+
+/// Run the check `name` to its end. With a `tally`, its counters are kept there as it
+/// goes, so a check that fails still says how many measurements it took.
+pub(crate) async fn run_check(
+    ctx: &Ctx,
+    step: &str,
+    name: &str,
+    tally: Option<&Tally>,
+) -> Result<CheckState, StepFailure> {
+    let check = ctx
+        .rb
+        .checks
+        .get(name)
+        .ok_or_else(|| StepFailure::NoSuchCheck { name: name.into() })?;
+    let mut st = CheckState::default();
+    loop {
+        let m = match ctx.snapshot().await {
+            Ok(snap) => measure(check, &ctx.fixed.lookup(Some(&snap))),
+            Err(e) => Measurement::Inconclusive {
+                missing: vec![format!("(metric source: {e})")],
+            },
+        };
+        let status = record(check, &mut st, &m);
+        if let Some(t) = tally {
+            t.check(&st);
+        }
+        match status {
+            CheckStatus::Passed => {
+                ctx.info(
+                    step,
+                    format!(
+                        "check {name} passed after {} measurement(s)",
+                        st.measurements
+                    ),
+                );
+                return Ok(st);
+            }
+            CheckStatus::Failed(why) => {
+                return Err(StepFailure::CheckFailed {
+                    name: name.into(),
+                    why,
+                })
+            }
+            CheckStatus::Running => {
+                if !matches!(m, Measurement::Success) {
+                    ctx.info(step, format!("check {name}: {m:?}"));
+                }
+            }
+        }
+        tokio::time::sleep(check.interval).await;
+    }
+}

@@ -1,0 +1,279 @@
+//! Actions on the gate: `gate.limit` sets a limit, `gate.ramp` readmits step by step
+//! (each move decided by [`super::super::ramp`]). Every limit the engine sets carries a
+//! note saying which run set it, until when, and who must act if that run is gone.
+
+use super::checks::run_check;
+use super::ctx::figure;
+use super::{Act, Ctx, Preview, StepFailure, Tally};
+use crate::engine::ramp::{next_move, RampMove, RampParams, RampState};
+use crate::engine::vars::Fixed;
+use crate::gate::limit::Limit;
+use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
+use crate::util::duration::format as dur;
+use serde_json::json;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// How long a limit the engine sets may stand unattended when its step names no deadline:
+/// the note on the limit asks for a review by then.
+pub const DEFAULT_LIMIT_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// A dry run lists at most this many ramp rates before the last.
+const DESCRIBED_RAMP_RATES: usize = 20;
+
+#[async_trait::async_trait]
+impl Act for GateLimit {
+    async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
+        let deadline = self.deadline.unwrap_or(DEFAULT_LIMIT_DEADLINE);
+        let note = Some(limit_note(ctx, step, self.note.as_deref(), deadline));
+        let limit = match &self.rate {
+            RateSetting::Unlimited => Limit {
+                note,
+                ..Limit::unlimited()
+            },
+            RateSetting::Rate(q) => {
+                let rate = ctx.fixed.quantity(q)?.max(0.0);
+                let mif = self
+                    .max_in_flight
+                    .as_ref()
+                    .map(|m| ctx.fixed.quantity(m))
+                    .transpose()?
+                    .map(|v| v.max(0.0).round() as u32);
+                Limit {
+                    rate_per_s: Some(rate),
+                    burst: burst_for(rate, self.burst),
+                    max_in_flight: mif,
+                    note,
+                }
+            }
+        };
+        tally.did(format!("gate limit -> {}", describe_limit(&limit)));
+        ctx.info(step, format!("gate limit -> {}", describe_limit(&limit)));
+        set_limit(ctx, step, limit.clone()).await?;
+        if let Some(r) = limit.rate_per_s {
+            tally.set("rate_per_s", r);
+        }
+        Ok(())
+    }
+
+    fn describe(&self, p: &Preview) -> Vec<String> {
+        vec![match &self.rate {
+            RateSetting::Unlimited => "set the gate to unlimited".into(),
+            RateSetting::Rate(r) => format!(
+                "set the gate to {} req/s ({}), burst {}, review deadline {}",
+                p.fixed
+                    .quantity(r)
+                    .map(|v| format!("{v:.1}"))
+                    .unwrap_or_else(|e| e.to_string()),
+                r.0,
+                self.burst.map(|b| b.to_string()).unwrap_or_else(|| format!(
+                    "{} (half a second of the rate)",
+                    burst_for(p.fixed.quantity(r).unwrap_or(0.0), None)
+                )),
+                dur(self.deadline.unwrap_or(DEFAULT_LIMIT_DEADLINE))
+            ),
+        }]
+    }
+}
+
+#[async_trait::async_trait]
+impl Act for GateRamp {
+    async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
+        let from = ctx.fixed.quantity(&self.from)?;
+        let factor = ctx.fixed.quantity(&self.factor)?;
+        if !(from > 0.0 && factor > 1.0) {
+            return Err(StepFailure::BadRamp { from, factor });
+        }
+        let p = RampParams {
+            from,
+            factor,
+            ceiling: ramp_ceiling(&ctx.fixed, from),
+            max_relapses: self.max_relapses,
+            ceiling_holds: self.ceiling_holds,
+        };
+        let hold = self.hold.unwrap_or(ctx.rb.plan.step_hold);
+        let mut st = RampState::start(&p);
+        let mut applied: Option<f64> = None;
+        let figures = |st: &RampState, lifted: bool| {
+            tally.set("final_rate", st.rate);
+            tally.set("relapses", st.relapses as f64);
+            tally.set("lifted", if lifted { 1.0 } else { 0.0 });
+        };
+        tally.set("raises", 0.0);
+        loop {
+            figures(&st, false);
+            if applied != Some(st.rate) {
+                let note = limit_note(ctx, step, self.note.as_deref(), DEFAULT_LIMIT_DEADLINE);
+                let limit = Limit {
+                    rate_per_s: Some(st.rate),
+                    burst: burst_for(st.rate, self.burst),
+                    max_in_flight: None,
+                    note: Some(note),
+                };
+                set_limit(ctx, step, limit).await?;
+                applied = Some(st.rate);
+                tally.did(format!("admit {:.1} req/s", st.rate));
+            }
+            ctx.info(
+                step,
+                format!("admitting {:.1} req/s; holding {}", st.rate, dur(hold)),
+            );
+            tokio::time::sleep(hold).await;
+            let checked = run_check(ctx, step, &self.check, None)
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let rejected = ctx
+                .snapshot()
+                .await
+                .ok()
+                .and_then(|s| s.get(&self.rejected_signal));
+            match next_move(&p, &mut st, checked, rejected) {
+                RampMove::Raise { .. } => tally.add("raises", 1.0),
+                RampMove::Hold { reason, .. } => ctx.info(step, reason),
+                RampMove::StepBack { rate, reason } => ctx.info(
+                    step,
+                    format!("relapse ({reason}); stepping back to {rate:.1} req/s and holding"),
+                ),
+                RampMove::Finish { reason } => {
+                    ctx.info(step, format!("{reason}; lifting the limit"));
+                    let lift = Limit {
+                        note: Some(format!(
+                            "lifted by recover run {} (runbook {}, step {step}): {reason}",
+                            ctx.run_id, ctx.rb.name
+                        )),
+                        ..Limit::unlimited()
+                    };
+                    set_limit(ctx, step, lift).await?;
+                    figures(&st, true);
+                    tally.say(reason);
+                    return Ok(());
+                }
+                RampMove::Settle { rate, reason } => {
+                    let next = format!(
+                        "{reason}. The gate stays at {rate:.1} req/s, which the service can take. \
+                         Next: add capacity (replicas) and lift the limit by hand \
+                         (PUT /admin/limit with rate_per_s null), or find what still offers the excess"
+                    );
+                    ctx.info(step, next.clone());
+                    tracing::warn!(run_id = %ctx.run_id, "{next}");
+                    figures(&st, false);
+                    tally.say(next);
+                    return Ok(());
+                }
+                RampMove::Fail { reason } => {
+                    figures(&st, false);
+                    return Err(StepFailure::Relapsed(reason));
+                }
+            }
+        }
+    }
+
+    fn describe(&self, p: &Preview) -> Vec<String> {
+        let (from, factor) = match (p.fixed.quantity(&self.from), p.fixed.quantity(&self.factor)) {
+            (Ok(from), Ok(factor)) => (from, factor),
+            (Err(e), _) | (_, Err(e)) => return vec![format!("raise the gate: {e}")],
+        };
+        let ceiling = ramp_ceiling(p.fixed, from);
+        let mut rates = vec![];
+        let mut r = from;
+        while r < ceiling && rates.len() < DESCRIBED_RAMP_RATES && factor > 1.0 {
+            rates.push(format!("{r:.1}"));
+            r *= factor;
+        }
+        rates.push(format!("{ceiling:.1}"));
+        vec![format!(
+            "raise the gate through {} req/s (or straight to what is offered, within the last), holding {} and running check {} at each; step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
+            rates.join(" -> "),
+            dur(self.hold.unwrap_or(p.rb.plan.step_hold)),
+            self.check,
+            self.max_relapses,
+            self.ceiling_holds
+        )]
+    }
+}
+
+/// The note every limit the engine sets carries: who set it, until when, who must act.
+fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> String {
+    let until = humantime::format_rfc3339_seconds(SystemTime::now() + deadline);
+    let owner = ctx
+        .rb
+        .owner
+        .as_deref()
+        .unwrap_or("the owner of the target service");
+    format!(
+        "set by recover run {} (runbook {}, step {step}){}; review by {until}: if that run is no longer active (recover history), {owner} must check the service and lift or adjust this limit (PUT /admin/limit)",
+        ctx.run_id,
+        ctx.rb.name,
+        note.map(|n| format!(": {n}")).unwrap_or_default()
+    )
+}
+
+/// Set the gate's limit, journalling the limit before and after.
+async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
+    let gate = ctx.platform.gate();
+    let limit_json = |l: Result<Limit, crate::platform::PlatformError>| match l {
+        Ok(l) => serde_json::to_value(l).unwrap_or_default(),
+        Err(e) => json!({ "error": e.to_string() }),
+    };
+    let before = limit_json(gate.get_limit().await);
+    ctx.started(
+        step,
+        "gate.set_limit",
+        Some("gate"),
+        json!({ "limit": before, "new": limit }),
+    );
+    gate.set_limit(&limit)
+        .await
+        .map_err(|source| StepFailure::PlatformAt {
+            what: "setting the gate limit".into(),
+            source,
+        })?;
+    let after = limit_json(gate.get_limit().await);
+    let figs = limit
+        .rate_per_s
+        .map(|r| figure("rate_per_s", r))
+        .unwrap_or_default();
+    ctx.finished(
+        step,
+        "gate.set_limit",
+        Some("gate"),
+        json!({ "limit": after }),
+        figs,
+    );
+    Ok(())
+}
+
+fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
+    burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate))
+}
+
+fn describe_limit(l: &Limit) -> String {
+    match l.rate_per_s {
+        None => "unlimited".into(),
+        Some(r) => format!(
+            "{r:.1} req/s (burst {}{})",
+            l.burst,
+            l.max_in_flight
+                .map(|m| format!(", max in flight {m}"))
+                .unwrap_or_default()
+        ),
+    }
+}
+
+/// How high the ramp may raise the limit: the plan's ramp end rate (headroom x healthy
+/// capacity when known), else the larger of the stuck-state arrival rate and healthy
+/// capacity.
+fn ramp_ceiling(fixed: &Fixed, from: f64) -> f64 {
+    let end = fixed.plan.ramp_end_rate;
+    let fallback = fixed
+        .inputs
+        .arrival_rate
+        .max(fixed.inputs.capacity.unwrap_or(0.0));
+    (if end.is_finite() && end > 0.0 {
+        end
+    } else {
+        fallback
+    })
+    .max(from)
+}

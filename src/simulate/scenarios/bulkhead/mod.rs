@@ -1,0 +1,384 @@
+//! `bulkhead`: 150 home loads/s per instance, each calling posts, profile, ads,
+//! notifications and the optional recommendations; an unrelated search endpoint beside
+//! them. Recommendations slows down, and with its timeout raised to 2 s every call to it
+//! holds a connection for 2 s: 300 connections wanted. One shared pool of 256 fills with
+//! them and starves the core calls and search; separate pools sized by Little's law keep
+//! the damage inside recommendations, whose full pool refuses at once.
+//!
+//! The home load's core is posts and profile: it succeeds when both do; ads,
+//! notifications and recommendations are optional.
+
+mod model;
+pub mod params;
+
+pub use params::{BulkheadParams, Design};
+
+use super::drill::DrillModel;
+use crate::simulate::error::SimError;
+use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use params::{DOWNSTREAMS, RECOMMENDATIONS, SEARCH};
+use plotters::style::RGBColor;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Success rates of the calls made in some stretch of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Rates {
+    pub home_loads: u64,
+    /// Home loads whose posts and profile calls both succeeded.
+    pub core: f64,
+    pub searches: u64,
+    pub search: f64,
+    /// Per downstream, in the order posts, profile, ads, notifications, recommendations,
+    /// search.
+    pub per_downstream: Vec<f64>,
+    /// Recommendations calls refused at once by their full pool.
+    pub recommendations_refused: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BulkheadSecond {
+    pub t: u32,
+    pub core: f64,
+    pub search: f64,
+    pub recommendations: f64,
+    /// Connections in use and calls waiting for one, at the end of the second.
+    pub in_use: u64,
+    pub waiting: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BulkheadReport {
+    pub scenario: &'static str,
+    pub seed: u64,
+    pub design: Design,
+    pub pools: String,
+    pub slow_at_s: f64,
+    pub before: Rates,
+    pub after: Rates,
+    pub max_in_use: u64,
+    pub max_waiting: u64,
+    pub series: Vec<BulkheadSecond>,
+}
+
+fn rates(o: &model::Outcome, from: u64, to: u64) -> Rates {
+    let in_range = |t: u64| t >= from && t < to;
+    let share = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
+    let mut made = [0u64; 6];
+    let mut ok = [0u64; 6];
+    let mut refused = 0;
+    for &(ds, t, good, rejected) in &o.calls {
+        if in_range(t) {
+            made[ds] += 1;
+            ok[ds] += u64::from(good);
+            refused += u64::from(rejected && ds == RECOMMENDATIONS);
+        }
+    }
+    let (mut homes, mut core) = (0u64, 0u64);
+    for &h in &o.homes {
+        let (_, t, posts_ok, _) = o.calls[h as usize];
+        if in_range(t) {
+            homes += 1;
+            core += u64::from(posts_ok && o.calls[h as usize + 1].2);
+        }
+    }
+    Rates {
+        home_loads: homes,
+        core: share(core, homes),
+        searches: made[SEARCH],
+        search: share(ok[SEARCH], made[SEARCH]),
+        per_downstream: (0..6).map(|d| share(ok[d], made[d])).collect(),
+        recommendations_refused: refused as f64 / made[RECOMMENDATIONS].max(1) as f64,
+    }
+}
+
+/// The design in a few words, for table rows.
+fn design_label(p: &BulkheadParams) -> String {
+    match (p.design, p.recommendations_reject_when_full) {
+        (Design::Shared, _) => format!("one shared pool of {}", p.shared_pool),
+        (Design::Separate, true) => "separate pools, recommendations refuses when full".into(),
+        (Design::Separate, false) => "separate pools, recommendations waits when full".into(),
+    }
+}
+
+fn describe_pools(p: &BulkheadParams) -> String {
+    match p.design {
+        Design::Shared => format!("one shared pool of {} for everything", p.shared_pool),
+        Design::Separate => {
+            let list: Vec<String> = DOWNSTREAMS
+                .iter()
+                .zip(p.downstreams())
+                .map(|(n, d)| format!("{n} {}", d.pool))
+                .collect();
+            let reject = if p.recommendations_reject_when_full {
+                "refuses at once when full"
+            } else {
+                "waits when full"
+            };
+            format!(
+                "separate pools: {}; recommendations {reject}",
+                list.join(", ")
+            )
+        }
+    }
+}
+
+pub fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
+    let o = model::run(p, seed);
+    let slow = p.slow_at.as_micros() as u64;
+    let end = p.duration.as_micros() as u64;
+    let secs = p.duration.as_secs_f64().ceil() as u64;
+    let series = (0..secs)
+        .map(|t| {
+            let r = rates(&o, t * 1_000_000, (t + 1) * 1_000_000);
+            let (in_use, waiting) = o.samples.get(t as usize).copied().unwrap_or_default();
+            BulkheadSecond {
+                t: t as u32,
+                core: r.core,
+                search: r.search,
+                recommendations: r.per_downstream[RECOMMENDATIONS],
+                in_use,
+                waiting,
+            }
+        })
+        .collect();
+    BulkheadReport {
+        scenario: "bulkhead",
+        seed,
+        design: p.design,
+        pools: describe_pools(p),
+        slow_at_s: p.slow_at.as_secs_f64(),
+        before: rates(&o, 0, slow),
+        after: rates(&o, slow, end),
+        max_in_use: o.samples.iter().map(|s| s.0).max().unwrap_or(0),
+        max_waiting: o.samples.iter().map(|s| s.1).max().unwrap_or(0),
+        series,
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+pub fn text(r: &BulkheadReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "scenario bulkhead (seed {}): {}; recommendations slow from {} s",
+        r.seed, r.pools, r.slow_at_s
+    );
+    for (what, x) in [("before", &r.before), ("after", &r.after)] {
+        let _ = writeln!(
+            o,
+            "{what} the slowdown: core call (posts + profile) {} of {} home loads, search {} of {}, recommendations {}{}",
+            pct(x.core),
+            x.home_loads,
+            pct(x.search),
+            x.searches,
+            pct(x.per_downstream[RECOMMENDATIONS]),
+            if x.recommendations_refused > 0.0 {
+                format!(" ({} refused at once)", pct(x.recommendations_refused))
+            } else {
+                String::new()
+            }
+        );
+    }
+    let per: Vec<String> = DOWNSTREAMS
+        .iter()
+        .zip(&r.after.per_downstream)
+        .map(|(n, s)| format!("{n} {}", pct(*s)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "calls that succeeded after the slowdown: {}",
+        per.join(", ")
+    );
+    let _ = writeln!(
+        o,
+        "connections in use: at most {}; calls waiting for one: at most {}",
+        r.max_in_use, r.max_waiting
+    );
+    let window = (r.series.len() / 30).max(1);
+    let rows: Vec<Vec<String>> = r
+        .series
+        .chunks(window)
+        .map(|c| {
+            let avg = |f: fn(&BulkheadSecond) -> f64| c.iter().map(f).sum::<f64>() / c.len() as f64;
+            let last = &c[c.len() - 1];
+            vec![
+                c[0].t.to_string(),
+                pct(avg(|s| s.core)),
+                pct(avg(|s| s.search)),
+                pct(avg(|s| s.recommendations)),
+                last.in_use.to_string(),
+                last.waiting.to_string(),
+            ]
+        })
+        .collect();
+    o.push_str(&crate::simulate::text::table(
+        &[
+            "t(s)",
+            "core",
+            "search",
+            "recommendations",
+            "in use",
+            "waiting",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(
+        o,
+        "(rows of {window} s by the time the calls were made; in use and waiting at the row's end)"
+    );
+    o
+}
+
+pub struct Bulkhead;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BulkheadRow {
+    pub design: String,
+    pub change: String,
+    pub core: f64,
+    pub search: f64,
+    pub recommendations: f64,
+    pub recommendations_refused: f64,
+    pub max_in_use: u64,
+    pub max_waiting: u64,
+}
+
+impl DrillModel for Bulkhead {
+    const NAME: &'static str = "bulkhead";
+    type Params = BulkheadParams;
+    type Report = BulkheadReport;
+    type Row = BulkheadRow;
+
+    fn validate(p: &BulkheadParams) -> Result<(), SimError> {
+        p.validate()
+    }
+
+    fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
+        run(p, seed)
+    }
+
+    fn text(r: &BulkheadReport) -> String {
+        text(r)
+    }
+
+    fn compare(p: &BulkheadParams, seed: u64) -> Vec<BulkheadRow> {
+        let designs = [
+            (Design::Shared, p.recommendations_reject_when_full),
+            (Design::Separate, true),
+            (Design::Separate, false),
+        ];
+        designs
+            .into_iter()
+            .map(|(design, reject)| {
+                let q = BulkheadParams {
+                    design,
+                    recommendations_reject_when_full: reject,
+                    ..p.clone()
+                };
+                let r = run(&q, seed);
+                BulkheadRow {
+                    design: design_label(&q),
+                    change: format!(
+                        "design={} recommendations_reject_when_full={reject}",
+                        match design {
+                            Design::Shared => "shared",
+                            Design::Separate => "separate",
+                        }
+                    ),
+                    core: r.after.core,
+                    search: r.after.search,
+                    recommendations: r.after.per_downstream[RECOMMENDATIONS],
+                    recommendations_refused: r.after.recommendations_refused,
+                    max_in_use: r.max_in_use,
+                    max_waiting: r.max_waiting,
+                }
+            })
+            .collect()
+    }
+
+    fn compare_text(p: &BulkheadParams, seed: u64, rows: &[BulkheadRow]) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "scenario bulkhead (seed {seed}): {} home loads/s + {} searches/s; success after recommendations slows at {} s",
+            p.home_rate_per_s,
+            p.search_rate_per_s,
+            p.slow_at.as_secs_f64()
+        );
+        let separate = BulkheadParams {
+            design: Design::Separate,
+            ..p.clone()
+        };
+        let _ = writeln!(o, "{}", describe_pools(&separate));
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.design.clone(),
+                    pct(r.core),
+                    pct(r.search),
+                    pct(r.recommendations),
+                    pct(r.recommendations_refused),
+                    r.max_waiting.to_string(),
+                ]
+            })
+            .collect();
+        o.push_str(&crate::simulate::text::table(
+            &[
+                "design",
+                "core",
+                "search",
+                "recommendations",
+                "refused at once",
+                "max waiting",
+            ],
+            &table,
+        ));
+        o
+    }
+
+    fn plot(r: &BulkheadReport, root: &Area) -> PlotResult {
+        let pts = |f: fn(&BulkheadSecond) -> f64| -> Vec<(f64, f64)> {
+            r.series
+                .iter()
+                .map(|s| (f64::from(s.t), f(s) * 100.0))
+                .collect()
+        };
+        let left = [
+            Series::new(
+                "core call succeeded (%)",
+                RGBColor(30, 140, 30),
+                pts(|s| s.core),
+            ),
+            Series::new(
+                "search succeeded (%)",
+                RGBColor(90, 120, 230),
+                pts(|s| s.search),
+            ),
+            Series::new(
+                "recommendations succeeded (%)",
+                RGBColor(200, 30, 30),
+                pts(|s| s.recommendations),
+            ),
+        ];
+        let right = [Series::new(
+            "connections in use (right axis)",
+            RGBColor(230, 140, 0),
+            r.series
+                .iter()
+                .map(|s| (f64::from(s.t), s.in_use as f64))
+                .collect(),
+        )];
+        let axes = Axes {
+            title: format!("bulkhead: {}", r.pools),
+            x_desc: "time (s)",
+            y_desc: "success (%)",
+            right: Some("connections in use"),
+        };
+        plot::lines(root, &axes, &left, &right)
+    }
+}

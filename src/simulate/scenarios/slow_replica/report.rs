@@ -1,0 +1,326 @@
+//! What a `slow-replica` run shows: latency before and after the slowdown, the slow
+//! replica's share of requests and its queue, second by second, and the summary lines.
+
+use super::model::{percentile, Outcome};
+use super::params::SlowReplicaParams;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Latency of the calls that arrived in some stretch of the run, as their callers saw it
+/// (a failed call counts with the time it took to fail).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Latency {
+    pub calls: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecondRow {
+    pub t: u32,
+    /// Calls that arrived in this second, and their latency.
+    pub calls: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub failed: u64,
+    /// The slow replica's share of the attempts sent in this second.
+    pub slow_share: f64,
+    /// Requests at the slow replica at the end of the second (waiting or worked on).
+    pub slow_backlog: u64,
+    pub slow_max_backlog: u64,
+    pub slow_ejected: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplicaTotals {
+    pub name: String,
+    pub attempts: u64,
+    pub share: f64,
+    pub max_backlog: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EjectionRow {
+    pub at_s: f64,
+    pub replica: String,
+    pub for_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SlowReplicaReport {
+    pub scenario: &'static str,
+    pub seed: u64,
+    pub rate_per_s: f64,
+    pub balancer: String,
+    pub outlier_ejection: bool,
+    pub timeout_ms: Option<f64>,
+    pub timeout_retries: u32,
+    pub hedge_after_ms: Option<f64>,
+    pub slow_replica: String,
+    pub slow_at_s: f64,
+    pub slow_factor: f64,
+    pub capacity_per_replica: f64,
+    pub slow_capacity: f64,
+    /// Calls that arrived before the slowdown.
+    pub healthy: Latency,
+    /// Calls that arrived after it.
+    pub slowed: Latency,
+    /// Calls that arrived in the last 10 s of arrivals: still climbing, or steady?
+    pub last_10s: Latency,
+    /// The slow replica's share of the attempts sent after the slowdown.
+    pub slow_share: f64,
+    pub slow_max_backlog: u64,
+    /// Its backlog when the arrivals stopped.
+    pub slow_backlog_at_end: u64,
+    pub hedges: u64,
+    pub hedged_share: f64,
+    pub retries: u64,
+    pub replicas: Vec<ReplicaTotals>,
+    pub ejections: Vec<EjectionRow>,
+    pub series: Vec<SecondRow>,
+}
+
+pub fn replica_name(i: u32) -> String {
+    char::from(b'A' + (i % 26) as u8).to_string()
+}
+
+fn latency(mut ms_failed: Vec<(u64, bool)>) -> Latency {
+    ms_failed.sort_unstable();
+    let v: Vec<u64> = ms_failed.iter().map(|x| x.0).collect();
+    let ms = |q: f64| percentile(&v, q) as f64 / 1000.0;
+    Latency {
+        calls: v.len() as u64,
+        p50_ms: ms(0.5),
+        p99_ms: ms(0.99),
+        max_ms: v.last().copied().unwrap_or(0) as f64 / 1000.0,
+        failed: ms_failed.iter().filter(|x| x.1).count() as u64,
+    }
+}
+
+pub fn build(p: &SlowReplicaParams, seed: u64, o: &Outcome) -> SlowReplicaReport {
+    let slow_at = p.slow_at.as_micros() as u64;
+    let end = p.duration.as_micros() as u64;
+    let lat = |from: u64, to: u64| {
+        latency(
+            o.calls
+                .iter()
+                .filter(|c| c.arrival_us >= from && c.arrival_us < to)
+                .map(|c| (c.end_us.unwrap_or(c.arrival_us) - c.arrival_us, !c.ok))
+                .collect(),
+        )
+    };
+    let s = p.slow_replica as usize;
+    let first_slow_s = (slow_at / 1_000_000) as usize;
+    let after: Vec<&Vec<u64>> = o.sent.iter().skip(first_slow_s).collect();
+    let sent_after: u64 = after.iter().map(|r| r.iter().sum::<u64>()).sum();
+    let slow_after: u64 = after.iter().map(|r| r[s]).sum();
+    let total: Vec<u64> = (0..p.replicas as usize)
+        .map(|i| o.sent.iter().map(|r| r[i]).sum())
+        .collect();
+    let all: u64 = total.iter().sum();
+    let share = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+    let series = o
+        .sent
+        .iter()
+        .enumerate()
+        .map(|(t, sent)| {
+            let l = lat(t as u64 * 1_000_000, (t as u64 + 1) * 1_000_000);
+            let sample = o.samples.get(t).copied().unwrap_or_default();
+            SecondRow {
+                t: t as u32,
+                calls: l.calls,
+                p50_ms: l.p50_ms,
+                p99_ms: l.p99_ms,
+                failed: l.failed,
+                slow_share: share(sent[s], sent.iter().sum()),
+                slow_backlog: sample.slow_backlog,
+                slow_max_backlog: sample.slow_max_backlog,
+                slow_ejected: sample.slow_ejected,
+            }
+        })
+        .collect();
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    SlowReplicaReport {
+        scenario: "slow-replica",
+        seed,
+        rate_per_s: p.rate_per_s,
+        balancer: p.balancer.name().to_string(),
+        outlier_ejection: p.outlier_ejection,
+        timeout_ms: p.timeout.map(ms),
+        timeout_retries: p.timeout_retries,
+        hedge_after_ms: p.hedge_after.map(ms),
+        slow_replica: replica_name(p.slow_replica),
+        slow_at_s: p.slow_at.as_secs_f64(),
+        slow_factor: p.slow_factor,
+        capacity_per_replica: p.capacity_per_replica(),
+        slow_capacity: p.capacity_per_replica() / p.slow_factor,
+        healthy: lat(0, slow_at),
+        slowed: lat(slow_at, end),
+        last_10s: lat(end.saturating_sub(10_000_000).max(slow_at), end),
+        slow_share: share(slow_after, sent_after),
+        slow_max_backlog: o.max_backlog[s],
+        slow_backlog_at_end: o.samples.last().map_or(0, |x| x.slow_backlog),
+        hedges: o.hedges,
+        hedged_share: share(o.hedges, o.calls.len() as u64),
+        retries: o.calls.iter().map(|c| u64::from(c.retries)).sum(),
+        replicas: total
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| ReplicaTotals {
+                name: replica_name(i as u32),
+                attempts: n,
+                share: share(n, all),
+                max_backlog: o.max_backlog[i],
+            })
+            .collect(),
+        ejections: o
+            .ejections
+            .iter()
+            .map(|e| EjectionRow {
+                at_s: e.at_us as f64 / 1e6,
+                replica: replica_name(e.replica),
+                for_s: e.for_us as f64 / 1e6,
+            })
+            .collect(),
+        series,
+    }
+}
+
+/// `p99 120 ms` or `p99 12.3 s`.
+pub fn fmt_ms(ms: f64) -> String {
+    if ms >= 10_000.0 {
+        format!("{:.1} s", ms / 1000.0)
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", x * 100.0)
+}
+
+pub fn describe_setup(r: &SlowReplicaReport) -> String {
+    let mut s = r.balancer.clone();
+    if r.outlier_ejection {
+        s.push_str(" + outlier ejection");
+    }
+    if let Some(t) = r.timeout_ms {
+        let _ = write!(s, ", timeout {t:.0} ms");
+        if r.timeout_retries > 0 {
+            let _ = write!(s, " + {} retry", r.timeout_retries);
+        }
+    }
+    if let Some(h) = r.hedge_after_ms {
+        let _ = write!(s, ", hedge at {h:.0} ms");
+    }
+    s
+}
+
+pub fn text(r: &SlowReplicaReport) -> String {
+    let mut o = String::new();
+    let b = &r.slow_replica;
+    let _ = writeln!(
+        o,
+        "scenario slow-replica (seed {}): {} replicas, {} calls/s; replica {b} {}x slower from {} s; balancer: {}",
+        r.seed,
+        r.replicas.len(),
+        r.rate_per_s,
+        r.slow_factor,
+        r.slow_at_s,
+        describe_setup(r)
+    );
+    let _ = writeln!(
+        o,
+        "each replica finishes {:.1} req/s when healthy; {b} slowed finishes {:.1} req/s",
+        r.capacity_per_replica, r.slow_capacity
+    );
+    let line = |o: &mut String, what: &str, l: &Latency| {
+        let _ = writeln!(
+            o,
+            "{what}: p50 {}, p99 {}, max {} ({} calls, {} failed)",
+            fmt_ms(l.p50_ms),
+            fmt_ms(l.p99_ms),
+            fmt_ms(l.max_ms),
+            l.calls,
+            l.failed
+        );
+    };
+    line(&mut o, "healthy (calls before the slowdown)", &r.healthy);
+    line(&mut o, &format!("after {b} slowed"), &r.slowed);
+    line(&mut o, "  of which the last 10 s", &r.last_10s);
+    let _ = writeln!(
+        o,
+        "{b}'s share of requests after the slowdown: {} (a fair share is {}); {b}'s queue: max {}, {} when arrivals stopped",
+        pct(r.slow_share),
+        pct(1.0 / r.replicas.len().max(1) as f64),
+        r.slow_max_backlog,
+        r.slow_backlog_at_end
+    );
+    if r.hedge_after_ms.is_some() {
+        let _ = writeln!(o, "hedged calls: {} ({})", r.hedges, pct(r.hedged_share));
+    }
+    if r.timeout_retries > 0 {
+        let _ = writeln!(o, "retries after a timeout: {}", r.retries);
+    }
+    if r.outlier_ejection {
+        let list: Vec<String> = r
+            .ejections
+            .iter()
+            .map(|e| format!("{} at {:.0} s for {:.0} s", e.replica, e.at_s, e.for_s))
+            .collect();
+        let _ = writeln!(
+            o,
+            "ejections: {}",
+            if list.is_empty() {
+                "none".into()
+            } else {
+                list.join(", ")
+            }
+        );
+    }
+    let window = (r.series.len() / 30).max(1);
+    let headers = [
+        "t(s)", "calls", "p50", "p99", "failed", "B share", "B queue", "B out",
+    ];
+    let headers: Vec<String> = headers
+        .iter()
+        .map(|h| h.replace('B', b))
+        .collect::<Vec<_>>();
+    let rows: Vec<Vec<String>> = r
+        .series
+        .chunks(window)
+        .map(|chunk| {
+            let calls: u64 = chunk.iter().map(|x| x.calls).sum();
+            let worst = chunk.iter().map(|x| x.p99_ms).fold(0.0, f64::max);
+            let p50 = chunk.iter().map(|x| x.p50_ms).fold(0.0, f64::max);
+            vec![
+                chunk[0].t.to_string(),
+                calls.to_string(),
+                fmt_ms(p50),
+                fmt_ms(worst),
+                chunk.iter().map(|x| x.failed).sum::<u64>().to_string(),
+                pct(chunk.iter().map(|x| x.slow_share).sum::<f64>() / chunk.len() as f64),
+                chunk
+                    .iter()
+                    .map(|x| x.slow_max_backlog)
+                    .max()
+                    .unwrap_or(0)
+                    .to_string(),
+                if chunk.iter().any(|x| x.slow_ejected) {
+                    "ejected".into()
+                } else {
+                    "-".into()
+                },
+            ]
+        })
+        .collect();
+    let hs: Vec<&str> = headers.iter().map(String::as_str).collect();
+    o.push_str(&crate::simulate::text::table(&hs, &rows));
+    let _ = writeln!(
+        o,
+        "(rows of {window} s by arrival time: the worst p50 and p99 of the calls that arrived then; {b} queue: the most waiting or in work at {b})"
+    );
+    o
+}
