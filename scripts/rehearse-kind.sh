@@ -2,8 +2,8 @@
 # The Kubernetes rehearsal: a real stuck overload on a local kind cluster, recovered by the
 # `stuck-overload` runbook running in-cluster as a Job with least-privilege RBAC.
 #
-# Needs: docker (running), kind, kubectl. Not run on the development machines (no Docker
-# engine there); written for a laptop. Usage:
+# Needs: docker (running), kind, kubectl, openssl, curl. Not run on the development
+# machines (no Docker engine there); written for a laptop. Usage:
 #   scripts/rehearse-kind.sh            # create cluster, build, deploy, trigger, recover
 #   KEEP_CLUSTER=1 scripts/rehearse-kind.sh   # leave the cluster up afterwards
 # Exit: 0 recovered, 1 not recovered or a step failed, 2 missing tool.
@@ -11,8 +11,9 @@ set -euo pipefail
 
 CLUSTER=${CLUSTER:-recover}
 NS=recover-demo
-IMAGE=recover:dev
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+# The manifests pin the image to the crate's version.
+IMAGE=recover:$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
 STEADY_S=${STEADY_S:-40}       # steady state before the trigger
 STUCK_S=${STUCK_S:-60}         # how long it must stay stuck on its own before we act
 JOB_TIMEOUT=${JOB_TIMEOUT:-600s}
@@ -20,7 +21,7 @@ JOB_TIMEOUT=${JOB_TIMEOUT:-600s}
 log() { printf '[rehearse-kind %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 
-for tool in docker kind kubectl; do
+for tool in docker kind kubectl openssl curl; do
   command -v "$tool" >/dev/null || { log "missing tool: $tool"; exit 2; }
 done
 docker info >/dev/null 2>&1 || { log "docker is installed but no engine is running"; exit 2; }
@@ -33,11 +34,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A pod's /metrics through the API server's pod proxy, exactly as the controller reads it.
+# A pod's /metrics through a port-forward: the NetworkPolicies let only the controller and
+# serve reach the metrics ports, and a port-forward enters the pod's own network.
 pod_metrics() { # selector port
-  local pod
-  pod=$(kubectl -n "$NS" get pods -l "$1" -o jsonpath='{.items[0].metadata.name}')
-  kubectl get --raw "/api/v1/namespaces/$NS/pods/$pod:$2/proxy/metrics"
+  local pod lport pf
+  pod=$(kubectl -n "$NS" get pods -l "$1" --field-selector=status.phase=Running \
+    -o jsonpath='{.items[0].metadata.name}')
+  lport=$((20000 + RANDOM % 20000))
+  kubectl -n "$NS" port-forward "pod/$pod" "$lport:$2" >/dev/null 2>&1 &
+  pf=$!
+  for _ in $(seq 50); do
+    curl -fsS "http://127.0.0.1:$lport/metrics" 2>/dev/null && break
+    sleep 0.1
+  done
+  kill "$pf" 2>/dev/null || true
 }
 metric() { # selector port name -> first sample value (0 if absent)
   pod_metrics "$1" "$2" | awk -v n="$3" '$1 == n || index($1, n"{") == 1 { print $2; found=1; exit } END { if (!found) print 0 }'
@@ -54,9 +64,16 @@ log "building $IMAGE"
 docker build -t "$IMAGE" "$ROOT"
 kind load docker-image "$IMAGE" --name "$CLUSTER"
 
-log "applying manifests/"
+log "applying manifests/ (the namespace first, then the Secrets, which are never committed)"
+kubectl apply -f "$ROOT/manifests/namespace.yaml"
+kubectl -n "$NS" get secret recover-gate-admin-token >/dev/null 2>&1 \
+  || kubectl -n "$NS" create secret generic recover-gate-admin-token \
+       --from-literal=token="$(openssl rand -hex 24)"
+kubectl -n "$NS" get secret recover-serve >/dev/null 2>&1 \
+  || kubectl -n "$NS" create secret generic recover-serve \
+       --from-literal=token="$(openssl rand -hex 24)" --from-literal=admin-token="$(openssl rand -hex 24)"
 kubectl apply -k "$ROOT/manifests"
-for d in config-service recover-gate workers; do
+for d in config-service recover-gate workers recover-serve; do
   kubectl -n "$NS" rollout status "deployment/$d" --timeout=180s
 done
 
@@ -80,6 +97,8 @@ log "running the stuck-overload runbook in-cluster as job/$job"
 sed "s/name: recover-stuck-overload/name: $job/" "$ROOT/manifests/job-runbook.yaml" | kubectl apply -f -
 if ! kubectl -n "$NS" wait --for=condition=complete "job/$job" --timeout="$JOB_TIMEOUT"; then
   kubectl -n "$NS" logs "job/$job" || true
+  log "the run's journal is mirrored in the recover-journal ConfigMap; resume it with:"
+  log "  recover resume RUN_ID --target kube --namespace $NS --deployment config-service"
   die "the runbook job did not complete"
 fi
 
@@ -92,6 +111,9 @@ kubectl -n "$NS" get events --field-selector involvedObject.name=config-service 
 sleep 10
 after=$(in_retry_loop)
 rejected=$(metric app.kubernetes.io/name=recover-gate 8081 'recover_gate_requests_total{outcome="rejected_rate"}')
+peers=$(metric app.kubernetes.io/name=recover-gate 8081 recover_gate_limit_peers)
+log "gate replicas sharing the limit: $peers"
+awk -v p="$peers" 'BEGIN { exit !(p == 2) }' || die "the gates do not share the limit (peers $peers, expected 2)"
 log "after recovery: workers in a retry loop = $after (before trigger $before, stuck $stuck)"
 awk -v a="$after" 'BEGIN { exit !(a == 0) }' || die "workers still in a retry loop: not recovered"
 log "recovered (gate rejected_rate total so far: $rejected)"

@@ -10,6 +10,17 @@ command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v amtool >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
 install_missing ${need_apt[@]+"${need_apt[@]}"}
 
+# The manifests are rendered with `kubectl kustomize` (kubectl is part of the machine image;
+# Debian does not package it) and checked with kubernetes-validate --strict (PyPI).
+if ! command -v kubectl >/dev/null 2>&1; then
+  echo "missing: kubectl (renders manifests/ for the kube_manifests tests); install it from your Kubernetes distribution" >&2
+  exit 2
+fi
+if ! python3 -m kubernetes_validate --version >/dev/null 2>&1; then
+  echo "installing: kubernetes-validate (PyPI)" >&2
+  python3 -m pip install --quiet kubernetes-validate
+fi
+
 if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi

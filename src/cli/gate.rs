@@ -59,6 +59,18 @@ pub struct GateArgs {
     /// the applied resourceVersion shows in `recover_gate_limit_applied_info`.
     #[arg(long, value_name = "NS/NAME")]
     pub limit_configmap: Option<String>,
+    /// The limit is a total shared with the other replicas of this gate: follow the ready
+    /// endpoints of this Kubernetes Service (`NS/NAME` or `NAME`) and enforce this
+    /// replica's share (rate, burst and in-flight cap divided by the ready replicas).
+    #[arg(long, value_name = "NS/NAME")]
+    pub peers_service: Option<String>,
+    /// This replica's pod name, as the Service's endpoints name it.
+    #[arg(long, value_name = "NAME", env = "POD_NAME")]
+    pub peer_name: Option<String>,
+    /// Refuse PUT /admin/limit (403): the limit comes only from --limit-configmap or the
+    /// flags. GET /admin/limit, /metrics and /healthz still answer.
+    #[arg(long)]
+    pub admin_read_only: bool,
     #[command(flatten)]
     pub connections: ConnectionArgs,
 }
@@ -182,23 +194,29 @@ fn parse_timeout(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// The shortest admin token the gate accepts.
+const MIN_TOKEN_BYTES: usize = 12;
+
 fn read_token(path: &Path) -> Result<String, Failure> {
     let text = std::fs::read_to_string(path)
-        .with_context(|| format!("--admin-token-file {}: cannot read", path.display()))
+        .with_context(|| {
+            format!(
+                "--admin-token-file {}: cannot read; {}",
+                path.display(),
+                recover::util::secret::HOW_TO_CREATE
+            )
+        })
         .map_err(Failure::usage)?;
     let token = text.trim().to_string();
-    if token.is_empty() {
-        return Err(Failure::usage(anyhow!(
-            "--admin-token-file {}: the file is empty",
-            path.display()
-        )));
-    }
+    recover::util::secret::check(&token, MIN_TOKEN_BYTES)
+        .map_err(|e| Failure::usage(anyhow!("--admin-token-file {}: {e}", path.display())))?;
     Ok(token)
 }
 
 pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
     if let Some(spec) = &args.limit_configmap {
-        recover::platform::kube::limit_source::parse_spec(spec).map_err(Failure::usage)?;
+        recover::platform::kube::limit_source::parse_spec("--limit-configmap", spec)
+            .map_err(Failure::usage)?;
     }
     let admin_token = args
         .admin_token_file
@@ -227,12 +245,44 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         client_idle_timeout: args.client_idle_timeout,
         client_limits: args.connections.limits(),
         admin_token,
+        admin_writes: !args.admin_read_only,
         state_file: args.state_file,
     })
 }
 
+/// The Kubernetes sources a gate follows, from its flags.
+struct KubeSources {
+    configmap: Option<String>,
+    peers: Option<(String, String)>,
+}
+
+fn kube_sources(args: &GateArgs) -> Result<KubeSources, Failure> {
+    let peers = match &args.peers_service {
+        None => None,
+        Some(svc) => {
+            let me = args
+                .peer_name
+                .clone()
+                .or_else(|| std::env::var("HOSTNAME").ok())
+                .filter(|n| !n.is_empty())
+                .ok_or_else(|| {
+                    Failure::usage(anyhow!(
+                        "--peers-service needs this replica's pod name: --peer-name, POD_NAME or HOSTNAME"
+                    ))
+                })?;
+            recover::platform::kube::limit_source::parse_spec("--peers-service", svc)
+                .map_err(Failure::usage)?;
+            Some((svc.clone(), me))
+        }
+    };
+    Ok(KubeSources {
+        configmap: args.limit_configmap.clone(),
+        peers,
+    })
+}
+
 pub fn run(args: GateArgs) -> CliResult {
-    let configmap = args.limit_configmap.clone();
+    let kube = kube_sources(&args)?;
     let cfg = config(args)?;
     let rt = super::runtime()?;
     rt.block_on(async move {
@@ -245,11 +295,25 @@ pub fn run(args: GateArgs) -> CliResult {
             stop.cancel();
         });
         let mut sources: Vec<Box<dyn recover::gate::limit_source::LimitSource>> = Vec::new();
-        if let Some(spec) = configmap {
-            let source = recover::platform::kube::ConfigMapLimitSource::connect(&spec)
+        let mut bound = bound;
+        if kube.configmap.is_some() || kube.peers.is_some() {
+            use recover::platform::kube::{limit_source, peers::EndpointSlicePeers};
+            let client = limit_source::gate_client()
                 .await
                 .map_err(|e| Failure::new(Exit::Refused, e))?;
-            sources.push(Box::new(source));
+            if let Some(spec) = &kube.configmap {
+                let source =
+                    recover::platform::kube::ConfigMapLimitSource::from_spec(client.clone(), spec)
+                        .map_err(Failure::usage)?;
+                sources.push(Box::new(source));
+            }
+            if let Some((svc, me)) = &kube.peers {
+                let (ns, name) =
+                    limit_source::parse_spec("--peers-service", svc).map_err(Failure::usage)?;
+                let ns = ns.unwrap_or_else(|| client.default_namespace().to_string());
+                bound = bound
+                    .with_peer_source(Box::new(EndpointSlicePeers::new(client, &ns, &name, me)));
+            }
         }
         bound.run(sources, shutdown).await.map_err(failure)?;
         Ok(Exit::Done)

@@ -1,11 +1,16 @@
 //! `recover resume RUN_ID`: continue a run that was interrupted (engine killed, host
-//! rebooted). The journal names the runbook text, the plan and the target.
+//! rebooted). The journal names the runbook text, the plan and the target. With no local
+//! journal (a killed Job's pod is gone), `--target kube --namespace NS ...` fetches the
+//! journal the run mirrored into its cluster.
 
 use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach};
 use super::Output;
 use super::{runtime, CliResult, Failure};
 use anyhow::anyhow;
 use recover::engine::{self, journal, progress::TerminalObserver, RunOptions};
+use recover::exit::Exit;
+use recover::platform::kube::Workload;
+use recover::platform::{KubeTarget, Target};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -20,6 +25,85 @@ pub struct ResumeArgs {
     pub yes: bool,
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Where the run's journal was mirrored, when there is no local one: only `kube`
+    /// mirrors (the recover-journal ConfigMap).
+    #[arg(long, value_name = "KIND", value_parser = ["kube"])]
+    pub target: Option<String>,
+    /// Kubernetes: the namespace of the run's target.
+    #[arg(long, value_name = "NS", requires = "target")]
+    pub namespace: Option<String>,
+    /// Kubernetes: kubeconfig context (default: current context or in-cluster).
+    #[arg(long, value_name = "CTX", requires = "target")]
+    pub context: Option<String>,
+    /// Kubernetes: the run's Deployment.
+    #[arg(
+        long,
+        value_name = "NAME",
+        requires = "target",
+        conflicts_with = "selector"
+    )]
+    pub deployment: Option<String>,
+    /// Kubernetes: the run's pods by label selector.
+    #[arg(long, value_name = "LABELS", requires = "target")]
+    pub selector: Option<String>,
+}
+
+/// The cluster a mirrored journal is fetched from, from the flags.
+fn mirror_target(args: &ResumeArgs) -> Result<Option<Target>, Failure> {
+    if args.target.is_none() {
+        return Ok(None);
+    }
+    let namespace = args
+        .namespace
+        .clone()
+        .ok_or_else(|| Failure::usage(anyhow!("--target kube needs --namespace NS")))?;
+    let workload = match (&args.deployment, &args.selector) {
+        (Some(d), None) => Workload::Deployment(d.clone()),
+        (None, Some(s)) => Workload::Selector(s.clone()),
+        _ => {
+            return Err(Failure::usage(anyhow!(
+                "--target kube needs --deployment NAME or --selector LABELS"
+            )))
+        }
+    };
+    Ok(Some(Target::Kube(KubeTarget {
+        namespace,
+        workload,
+        context: args.context.clone(),
+        prometheus: None,
+    })))
+}
+
+/// The local journal of the run, or the one mirrored in the cluster written into the
+/// journal dir.
+fn journal_path(args: &ResumeArgs, rt: &tokio::runtime::Runtime) -> Result<PathBuf, Failure> {
+    let local = journal_of(&args.journal_dir, &args.run_id);
+    let Some(target) = mirror_target(args)? else {
+        return local;
+    };
+    if let Ok(p) = local {
+        return Ok(p);
+    }
+    rt.block_on(async {
+        let (platform, _) = reach(&target).await?;
+        match engine::mirror::fetch_to(platform.as_ref(), &args.run_id, &args.journal_dir).await {
+            Ok(Some(p)) => {
+                eprintln!(
+                    "fetched the journal of run {} from {}",
+                    args.run_id,
+                    target.id()
+                );
+                Ok(p)
+            }
+            Ok(None) => Err(Failure::usage(anyhow!(
+                "no run {:?} in {} nor in the journal mirror of {} (give the full run id)",
+                args.run_id,
+                args.journal_dir.display(),
+                target.id()
+            ))),
+            Err(e) => Err(Failure::new(Exit::Refused, e)),
+        }
+    })
 }
 
 /// The journal file of a run id or unique prefix.
@@ -50,7 +134,8 @@ pub fn journal_of(dir: &Path, run_id: &str) -> Result<PathBuf, Failure> {
 }
 
 pub fn run(args: ResumeArgs) -> CliResult {
-    let path = journal_of(&args.journal_dir, &args.run_id)?;
+    let rt = runtime()?;
+    let path = journal_path(&args, &rt)?;
     let entries = journal::read(&path).map_err(Failure::usage)?;
     let point = journal::resume_point(&entries)
         .map_err(|e| Failure::usage(anyhow!("{}: {e}", path.display())))?;
@@ -62,7 +147,6 @@ pub fn run(args: ResumeArgs) -> CliResult {
         ))
     })?;
     let confirm = confirmation(args.yes, false)?;
-    let rt = runtime()?;
     rt.block_on(async {
         let (platform, metrics) = reach(&target).await?;
         let options = RunOptions {

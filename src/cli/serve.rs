@@ -67,8 +67,25 @@ fn serve_forever(listen: SocketAddr, path: PathBuf, mode: Mode) -> CliResult {
     let cfg = serve::config::load(&path).map_err(Failure::usage)?;
     let launcher =
         serve::engine_launcher::launcher(&cfg).map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-    let rx = serve::Receiver::new(cfg, mode, launcher).map_err(Failure::usage)?;
-    runtime()?.block_on(async move {
+    let rt = runtime()?;
+    let rx = match cfg.state_configmap.clone() {
+        None => serve::Receiver::new(cfg, mode, launcher).map_err(Failure::usage)?,
+        Some(spec) => {
+            use serve::state::{ConfigMapStore, StateStore};
+            // The store's writer runs on this runtime: build and load it there.
+            let (store, book) = rt
+                .block_on(async {
+                    let store = ConfigMapStore::connect(&spec).await?;
+                    let book = store.load().await?;
+                    Ok::<_, serve::state::StateError>((store, book))
+                })
+                .map_err(|e| Failure::new(Exit::Refused, e))?;
+            let store: std::sync::Arc<dyn StateStore> = std::sync::Arc::new(store);
+            serve::Receiver::with_store(cfg, mode, launcher, Some(store), book)
+                .map_err(Failure::usage)?
+        }
+    };
+    rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("--listen {listen}"))

@@ -29,14 +29,20 @@ fn identity() -> String {
     format!("{host}:{}", std::process::id())
 }
 
-/// Take the target's lock for `run_id` (unless `lock` is false: a dry run touches
-/// nothing), run `body`, and release the lock whatever `body` returned.
-async fn with_lock<T>(
+/// Run `body` holding the target's lock (when `lock`), and release it after. `body` gets
+/// a token cancelled by `cancel` or by the loss of the lock (a Kubernetes Lease taken over
+/// or not renewed): another controller may be acting, so the run stops as on Ctrl-C.
+async fn with_lock<T, F, Fut>(
     platform: &dyn Platform,
     run_id: &str,
     lock: bool,
-    body: impl Future<Output = Result<T, EngineError>>,
-) -> Result<T, EngineError> {
+    cancel: &CancellationToken,
+    body: F,
+) -> Result<T, EngineError>
+where
+    F: FnOnce(CancellationToken) -> Fut,
+    Fut: Future<Output = Result<T, EngineError>>,
+{
     let guard = if lock {
         let holder = LockHolder {
             run_id: run_id.to_string(),
@@ -46,7 +52,9 @@ async fn with_lock<T>(
     } else {
         None
     };
-    let result = body.await;
+    let cancel = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
+    let result = body(cancel.clone()).await;
+    cancel.cancel(); // ends the watch on the lock
     if let Some(g) = guard {
         if let Err(e) = g.release().await {
             tracing::warn!("could not release the lock: {e}");
@@ -136,68 +144,76 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     let rb = loaded.runbook.clone();
     let run_id = journal::new_run_id();
     let started_at = now_rfc3339();
-    with_lock(platform.as_ref(), &run_id, !options.dry_run, async {
-        let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
-        let d = plan_run(&rb, &window, &options.overrides, options.inputs.as_ref())?;
-        let replicas: Vec<String> = platform
-            .replicas()
-            .await?
-            .into_iter()
-            .map(|r| r.id)
-            .collect();
-        let preview = preview(&run_id, &rb, platform.as_ref(), &d, &started_at, &replicas);
-        if let Some(o) = &options.observer {
-            o.event(&ProgressEvent::Decided {
-                summary: format!(
-                    "plan: shed {:.0}%, admit {:.1} req/s",
-                    d.plan.shed_fraction * 100.0,
-                    d.plan.admit_rate
-                ),
-            });
-        }
-        if options.dry_run {
-            return Ok(preview);
-        }
-        if let Some(confirm) = &options.confirm {
-            if !confirm(&preview) {
-                return Err(EngineError::Declined);
+    let (target, locked_by) = (platform.clone(), run_id.clone());
+    let lock = !options.dry_run;
+    with_lock(
+        target.as_ref(),
+        &locked_by,
+        lock,
+        &cancel,
+        |cancel| async move {
+            let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
+            let d = plan_run(&rb, &window, &options.overrides, options.inputs.as_ref())?;
+            let replicas: Vec<String> = platform
+                .replicas()
+                .await?
+                .into_iter()
+                .map(|r| r.id)
+                .collect();
+            let preview = preview(&run_id, &rb, platform.as_ref(), &d, &started_at, &replicas);
+            if let Some(o) = &options.observer {
+                o.event(&ProgressEvent::Decided {
+                    summary: format!(
+                        "plan: shed {:.0}%, admit {:.1} req/s",
+                        d.plan.shed_fraction * 100.0,
+                        d.plan.admit_rate
+                    ),
+                });
             }
-        }
-        if cancel.is_cancelled() {
-            return Err(EngineError::Cancelled);
-        }
-        let mut j = Journal::create(&options.journal_dir, &run_id)?;
-        j.append(Event::RunStarted {
-            runbook: rb.name.clone(),
-            runbook_source: loaded.source.clone(),
-            origin: loaded.origin.to_string(),
-            target: platform.target_id(),
-            target_spec: options.target.clone(),
-            started_by: options.started_by.clone(),
-            invocation: serde_json::Value::Null,
-            pid: std::process::id(),
-        })?;
-        j.append(Event::Decided {
-            verdict: d.verdict.clone(),
-            inputs: Some(d.inputs),
-            sources: Some(d.sources.clone()),
-            plan: Some(d.plan.clone()),
-            assumed: d.assumed,
-        })?;
-        let ready = Ready {
-            rb: &rb,
-            platform: platform.clone(),
-            metrics: metrics.clone(),
-            decision: &d,
-            run_id: &run_id,
-            started_at: &started_at,
-            journal: j,
-            done: BTreeSet::new(),
-            failing: None,
-            restart: BTreeMap::new(),
-        };
-        Ok(act(ready, &options, &cancel).await)
-    })
+            if options.dry_run {
+                return Ok(preview);
+            }
+            if let Some(confirm) = &options.confirm {
+                if !confirm(&preview) {
+                    return Err(EngineError::Declined);
+                }
+            }
+            if cancel.is_cancelled() {
+                return Err(EngineError::Cancelled);
+            }
+            let mut j = Journal::create(&options.journal_dir, &run_id)?;
+            j.append(Event::RunStarted {
+                runbook: rb.name.clone(),
+                runbook_source: loaded.source.clone(),
+                origin: loaded.origin.to_string(),
+                target: platform.target_id(),
+                target_spec: options.target.clone(),
+                started_by: options.started_by.clone(),
+                invocation: serde_json::Value::Null,
+                pid: std::process::id(),
+            })?;
+            j.append(Event::Decided {
+                verdict: d.verdict.clone(),
+                inputs: Some(d.inputs),
+                sources: Some(d.sources.clone()),
+                plan: Some(d.plan.clone()),
+                assumed: d.assumed,
+            })?;
+            let ready = Ready {
+                rb: &rb,
+                platform: platform.clone(),
+                metrics: metrics.clone(),
+                decision: &d,
+                run_id: &run_id,
+                started_at: &started_at,
+                journal: j,
+                done: BTreeSet::new(),
+                failing: None,
+                restart: BTreeMap::new(),
+            };
+            Ok(act(ready, &options, &cancel).await)
+        },
+    )
     .await
 }
 
@@ -282,25 +298,32 @@ pub async fn resume(
         assumed,
     };
     let started_at = entries.first().map(|e| e.ts.clone()).unwrap_or_default();
-    with_lock(platform.as_ref(), &point.run_id, true, async {
-        let (mut j, _) = Journal::reopen(journal_path)?;
-        j.append(Event::Resumed {
-            pid: std::process::id(),
-        })?;
-        let ready = Ready {
-            rb: &rb,
-            platform: platform.clone(),
-            metrics: metrics.clone(),
-            decision: &d,
-            run_id: &point.run_id,
-            started_at: &started_at,
-            journal: j,
-            done: point.done.clone(),
-            failing: point.failing.clone(),
-            restart: point.restart.clone(),
-        };
-        Ok(act(ready, &options, &cancel).await)
-    })
+    let (target, locked_by) = (platform.clone(), point.run_id.clone());
+    with_lock(
+        target.as_ref(),
+        &locked_by,
+        true,
+        &cancel,
+        |cancel| async move {
+            let (mut j, _) = Journal::reopen(journal_path)?;
+            j.append(Event::Resumed {
+                pid: std::process::id(),
+            })?;
+            let ready = Ready {
+                rb: &rb,
+                platform: platform.clone(),
+                metrics: metrics.clone(),
+                decision: &d,
+                run_id: &point.run_id,
+                started_at: &started_at,
+                journal: j,
+                done: point.done.clone(),
+                failing: point.failing.clone(),
+                restart: point.restart.clone(),
+            };
+            Ok(act(ready, &options, &cancel).await)
+        },
+    )
     .await
 }
 

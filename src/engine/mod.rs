@@ -15,6 +15,8 @@ pub mod check;
 pub mod executor;
 pub mod history;
 pub mod journal;
+pub mod lock_loss;
+pub mod mirror;
 pub mod planning;
 pub mod progress;
 pub mod ramp;

@@ -26,6 +26,11 @@ pub(super) async fn execute(
     cancel: &CancellationToken,
 ) -> RunReport {
     report.journal = ctx.journal_path();
+    // Copies the journal where a new run on another machine finds it (a ConfigMap on
+    // Kubernetes): marked at every step boundary, flushed at the end.
+    let mirror = report.journal.as_ref().map(|p| {
+        super::mirror::JournalMirror::start(ctx.platform.clone(), ctx.run_id.clone(), p.into())
+    });
     let rb = &ctx.rb;
     let mut selected: Option<Vec<String>> = None;
     let mut aborted = false;
@@ -37,6 +42,7 @@ pub(super) async fn execute(
                 continue;
             }
             let rec = run_step(&ctx, step, Phase::Main, i + 1, total, opts, cancel).await;
+            mirror.iter().for_each(|m| m.mark());
             let outcome = rec.outcome;
             let msg = rec.message.clone().unwrap_or_default();
             report.steps.push(rec);
@@ -72,6 +78,7 @@ pub(super) async fn execute(
                     continue;
                 }
                 let rec = run_step(&ctx, step, Phase::OnFailure, i + 1, n, opts, &never).await;
+                mirror.iter().for_each(|m| m.mark());
                 report.steps.push(rec);
             }
             report.message = Some(reason.clone());
@@ -92,6 +99,9 @@ pub(super) async fn execute(
         run_id: ctx.run_id.clone(),
         outcome,
     });
+    if let Some(m) = mirror {
+        m.finish(std::time::Duration::from_secs(30)).await;
+    }
     report
 }
 

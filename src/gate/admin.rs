@@ -1,5 +1,6 @@
-//! The admin listener: `/metrics` and `/healthz` for anyone (scrapers, probes), and
-//! `GET/PUT /admin/limit` for holders of the bearer token. It lives on its own listener
+//! The admin listener: `/metrics`, `/healthz` (alive) and `/readyz` (ready to take
+//! traffic: a gate sharing its limit knows how many replicas share it) for anyone
+//! (scrapers, probes), and `GET/PUT /admin/limit` for holders of the bearer token. It lives on its own listener
 //! because the proxy listener forwards every path to the upstream.
 
 use super::control::{ApplyError, LimitControl};
@@ -18,14 +19,32 @@ pub struct AdminState {
     pub control: Arc<LimitControl>,
     pub metrics: Arc<GateMetrics>,
     pub token: Option<String>,
+    /// Whether PUT may change the limit.
+    pub writes: bool,
+    /// False until the gate knows its share (a gate with a peer source that has not
+    /// reported yet would enforce the whole limit).
+    pub ready: Arc<std::sync::atomic::AtomicBool>,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/admin/limit", get(get_limit).put(put_limit))
         .with_state(state)
+}
+
+async fn readyz(State(s): State<Arc<AdminState>>) -> Response {
+    if s.ready.load(std::sync::atomic::Ordering::SeqCst) {
+        "ok\n".into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "waiting for the number of gate replicas sharing the limit\n",
+        )
+            .into_response()
+    }
 }
 
 async fn metrics(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
@@ -45,6 +64,13 @@ const LIMIT_BODY: BodyCaps = BodyCaps::small_json(64 * 1024);
 async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: Body) -> Response {
     if let Some(refusal) = refuse_unauthorized(&s, &headers) {
         return refusal;
+    }
+    if !s.writes {
+        return error(
+            StatusCode::FORBIDDEN,
+            "this gate takes its limit from its ConfigMap (--admin-read-only): set the limit there, e.g. with recover's runbook",
+            None,
+        );
     }
     let body = match read_body(body, LIMIT_BODY).await {
         Ok(b) => b,

@@ -36,6 +36,9 @@ pub struct GateConfig {
     pub client_limits: ClientLimits,
     /// Bearer token for `/admin/*`; `None` disables the admin API (401 for every call).
     pub admin_token: Option<String>,
+    /// Whether `PUT /admin/limit` may change the limit (off where the limit comes from a
+    /// ConfigMap only).
+    pub admin_writes: bool,
     /// Where the last applied limit is kept; it wins over `limit` at start when present.
     pub state_file: Option<PathBuf>,
 }
@@ -53,6 +56,7 @@ impl GateConfig {
             client_idle_timeout: DEFAULT_CLIENT_IDLE_TIMEOUT,
             client_limits: ClientLimits::default(),
             admin_token: None,
+            admin_writes: true,
             state_file: None,
         }
     }

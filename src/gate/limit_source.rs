@@ -4,8 +4,12 @@
 //! platform adds a ConfigMap source; the gate reports the applied version in `/metrics`
 //! (`recover_gate_limit_applied_info{version=...}`) so whoever wrote it can wait until
 //! it is in force.
+//!
+//! Several gate replicas share one limit: a [`PeerSource`] tells the gate how many there
+//! are (Kubernetes: the ready endpoints of the gate's Service), and each enforces its share.
 
 use super::limit::Limit;
+use super::share::Peers;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +45,20 @@ pub trait LimitSource: Send + 'static {
     async fn run(
         self: Box<Self>,
         updates: mpsc::Sender<VersionedLimit>,
+        shutdown: CancellationToken,
+    ) -> Result<(), LimitSourceError>;
+}
+
+/// A feed of the gate replicas sharing the limit. `run` pushes the current [`Peers`] first,
+/// then every change, until `shutdown` is cancelled. A source that loses track keeps the
+/// last count in force (the limit must not jump to the total on one replica because a
+/// watch broke).
+#[async_trait::async_trait]
+pub trait PeerSource: Send + 'static {
+    fn name(&self) -> &'static str;
+    async fn run(
+        self: Box<Self>,
+        updates: mpsc::Sender<Peers>,
         shutdown: CancellationToken,
     ) -> Result<(), LimitSourceError>;
 }

@@ -11,7 +11,9 @@
 //! response) -> [`upstream`] (each client connection's own upstream
 //! connections), with [`telemetry`] counting every outcome. [`control`] owns the current limit and
 //! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
-//! persists it so a restarted gate comes back with the last limit, not wide open.
+//! persists it so a restarted gate comes back with the last limit, not wide open. The
+//! limit is a total for every replica behind one Service: [`share`] divides it by the
+//! replicas a [`limit_source::PeerSource`] reports.
 
 pub mod admin;
 pub mod admission;
@@ -29,6 +31,7 @@ pub mod limit_source;
 pub mod limits;
 pub mod proxy;
 pub mod server;
+pub mod share;
 pub mod state;
 pub mod telemetry;
 pub mod upstream;

@@ -9,7 +9,7 @@ use super::config::{parse_upstream, GateConfig};
 use super::connection::{self, Timeouts};
 use super::control::LimitControl;
 use super::error::GateError;
-use super::limit_source::LimitSource;
+use super::limit_source::{LimitSource, PeerSource};
 use super::limits::{self, ClientLimits, ConnectionTable, Slot};
 use super::proxy::Proxy;
 use super::state::{self, Origin};
@@ -17,6 +17,7 @@ use super::telemetry::GateMetrics;
 use super::validate;
 use crate::util::http_server;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -39,7 +40,9 @@ pub struct BoundGate {
     control: Arc<LimitControl>,
     metrics: Arc<GateMetrics>,
     token: Option<String>,
+    admin_writes: bool,
     origin: Origin,
+    peers: Option<Box<dyn PeerSource>>,
 }
 
 impl BoundGate {
@@ -102,7 +105,9 @@ impl BoundGate {
             control,
             metrics,
             token: cfg.admin_token,
+            admin_writes: cfg.admin_writes,
             origin,
+            peers: None,
         })
     }
 
@@ -116,6 +121,13 @@ impl BoundGate {
         self.admin_listener
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// Share the limit with the replicas `source` reports (each enforces its share);
+    /// without one, this gate enforces the whole limit.
+    pub fn with_peer_source(mut self, source: Box<dyn PeerSource>) -> Self {
+        self.peers = Some(source);
+        self
     }
 
     /// Whether the starting limit came from the flags or the state file.
@@ -138,10 +150,22 @@ impl BoundGate {
         // Our own child token: a failed worker stops this gate, never the caller's token.
         let shutdown = shutdown.child_token();
         let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
+        let ready = Arc::new(AtomicBool::new(self.peers.is_none()));
+        if let Some(peers) = self.peers {
+            spawn_peers(
+                &mut sources,
+                peers,
+                self.control.clone(),
+                ready.clone(),
+                &shutdown,
+            );
+        }
         let admin_state = Arc::new(AdminState {
             control: self.control.clone(),
             metrics: self.metrics.clone(),
             token: self.token,
+            writes: self.admin_writes,
+            ready,
         });
         let admin_timeouts = http_server::Timeouts {
             header_read: self.client_timeouts.head,
@@ -238,6 +262,41 @@ fn spawn_sources(
         }
     });
     tasks
+}
+
+/// The peer source pushes counts into a channel; one task puts each new share in force.
+/// The gate is ready (`/readyz`) once it has its first count.
+fn spawn_peers(
+    tasks: &mut JoinSet<()>,
+    source: Box<dyn PeerSource>,
+    control: Arc<LimitControl>,
+    ready: Arc<AtomicBool>,
+    shutdown: &CancellationToken,
+) {
+    let (tx, mut rx) = mpsc::channel(16);
+    let name = source.name();
+    let token = shutdown.child_token();
+    tasks.spawn(async move {
+        match source.run(tx, token).await {
+            Ok(()) => tracing::info!(source = name, "peer source stopped"),
+            Err(e) => tracing::error!(
+                source = name,
+                "peer source failed; the last share stays in force: {e}"
+            ),
+        }
+    });
+    tasks.spawn(async move {
+        while let Some(peers) = rx.recv().await {
+            let applied = control.set_peers(peers);
+            ready.store(true, Ordering::SeqCst);
+            tracing::info!(
+                peers = peers.count,
+                rank = peers.rank,
+                share = %serde_json::to_string(&applied.share).unwrap_or_default(),
+                "gate replicas sharing the limit changed"
+            );
+        }
+    });
 }
 
 /// What each proxy worker needs; the limit state and replica loads are shared by all.

@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicU64;
 use super::balance::policy::BalancePolicy;
 use super::latency::LatencyHistogram;
 use super::limit::Limit;
+use super::share::Peers;
 use crate::util::exposition::{encode_text, register, register_family};
 
 type Labels = [(&'static str, &'static str); 1];
@@ -57,6 +58,7 @@ pub struct GateMetrics {
     limit_max_in_flight: Gauge<f64, AtomicU64>,
     limit_review_deadline: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
+    limit_peers: Gauge,
     upstream_latency: LatencyHistogram,
     upstream_ejected: Family<InfoLabels, Gauge>,
     upstream_ejections: Family<InfoLabels, Counter>,
@@ -125,19 +127,19 @@ impl GateMetrics {
             limit_rate: register(
                 r,
                 "recover_gate_limit_rate_per_second",
-                "Admitted rate limit (+Inf: unlimited)",
+                "This replica's share of the admitted rate limit (+Inf: unlimited)",
                 gauge(),
             ),
             limit_burst: register(
                 r,
                 "recover_gate_limit_burst",
-                "Burst above the rate (+Inf: no rate limit)",
+                "This replica's share of the burst above the rate (+Inf: no rate limit)",
                 gauge(),
             ),
             limit_max_in_flight: register(
                 r,
                 "recover_gate_limit_max_in_flight",
-                "In-flight cap (+Inf: unlimited)",
+                "This replica's share of the in-flight cap (+Inf: unlimited)",
                 gauge(),
             ),
             limit_review_deadline: register(
@@ -151,6 +153,12 @@ impl GateMetrics {
                 "recover_gate_limit_applied_info",
                 "Version of the limit in force",
                 Family::default(),
+            ),
+            limit_peers: register(
+                r,
+                "recover_gate_limit_peers",
+                "Gate replicas sharing the limit (this one included); the limit gauges show this replica's share",
+                Gauge::default(),
             ),
             upstream_latency: register(
                 r,
@@ -249,8 +257,10 @@ impl GateMetrics {
         self.classes[CUT_SHORT].inc();
     }
 
-    /// Show the limit in force and its version (the only child of the info family).
-    pub fn limit_applied(&self, limit: &Limit, version: &str) {
+    /// Show this replica's share of the limit, the version, and how many replicas share
+    /// it (the version is the only child of the info family).
+    pub fn limit_applied(&self, limit: &Limit, version: &str, peers: Peers) {
+        self.limit_peers.set(peers.count as i64);
         let inf = f64::INFINITY;
         let rate = limit.rate_per_s.unwrap_or(inf);
         self.limit_rate.set(rate);
@@ -295,7 +305,7 @@ mod tests {
         m.attempt(Some(b"3"));
         m.attempt(None);
         m.upstream_response(503, 0.01);
-        m.limit_applied(&Limit::unlimited(), "7");
+        m.limit_applied(&Limit::unlimited(), "7", Peers::new(3, 1));
         let text = m.render();
         for needle in [
             "recover_gate_requests_total{outcome=\"rejected_rate\"} 1",
@@ -307,6 +317,7 @@ mod tests {
             "recover_gate_limit_rate_per_second +Inf",
             "recover_gate_limit_review_deadline_timestamp_seconds +Inf",
             "recover_gate_limit_applied_info{version=\"7\"} 1",
+            "recover_gate_limit_peers 3",
             "recover_gate_upstream_latency_seconds_count 1",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");

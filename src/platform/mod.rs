@@ -88,6 +88,12 @@ pub enum PlatformError {
 #[async_trait::async_trait]
 pub trait LockGuard: Send + Sync {
     async fn release(self: Box<Self>) -> Result<(), PlatformError>;
+    /// Cancelled when the lock is lost while held (a Kubernetes Lease taken over or not
+    /// renewed in time): the run must stop as on Ctrl-C. A lock that cannot be lost
+    /// (a local lock file) never cancels it.
+    fn lost(&self) -> tokio_util::sync::CancellationToken {
+        tokio_util::sync::CancellationToken::new()
+    }
 }
 
 /// The gate as the engine sees it: read and set the limit; `set_limit` returns only once

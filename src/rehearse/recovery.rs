@@ -64,11 +64,11 @@ pub fn inventory(sys: &System) -> Inventory {
         name: "rehearsal".into(),
         state_dir: Some(sys.run_dir.join("platform")),
         replicas,
-        gate: GateSpec {
+        gates: vec![GateSpec {
             admin_url: format!("http://{}", sys.addrs.gate_admin),
             token_file: sys.run_dir.join("gate-token"),
             metrics_url: Some(format!("http://{}/metrics", sys.addrs.gate_admin)),
-        },
+        }],
         clients: vec![ClientSpec {
             name: "workers".into(),
             metrics_url: format!("http://{}/metrics", sys.addrs.workers_metrics),

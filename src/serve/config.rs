@@ -29,6 +29,10 @@ pub struct ServeConfig {
     /// restarted receiver forgets an open breaker, so production configs should set it.
     #[serde(default)]
     pub state_file: Option<PathBuf>,
+    /// Or a ConfigMap (`NAMESPACE/NAME`, key `state.json`), so a receiver rescheduled to
+    /// another node remembers an open breaker.
+    #[serde(default)]
+    pub state_configmap: Option<String>,
     /// Where runs write their journals (default: `./journal`).
     #[serde(default)]
     pub journal_dir: Option<PathBuf>,
@@ -205,6 +209,20 @@ fn validate(cfg: &ServeConfig) -> Result<(), (Vec<Seg>, String)> {
             }
         }
     }
+    if cfg.state_file.is_some() && cfg.state_configmap.is_some() {
+        return bad(
+            &["state_configmap"],
+            "give state_file or state_configmap, not both",
+        );
+    }
+    if let Some(spec) = &cfg.state_configmap {
+        if spec
+            .split_once('/')
+            .is_none_or(|(ns, n)| ns.is_empty() || n.is_empty())
+        {
+            return bad(&["state_configmap"], "expected NAMESPACE/NAME");
+        }
+    }
     if cfg.budget.runs_per_window == 0 {
         return bad(
             &["budget", "runs_per_window"],
@@ -245,7 +263,7 @@ fn validate(cfg: &ServeConfig) -> Result<(), (Vec<Seg>, String)> {
 /// A secret that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    #[error("{what}: cannot read {}: {source}", file.display())]
+    #[error("{what}: cannot read {}: {source}; {}", file.display(), crate::util::secret::HOW_TO_CREATE)]
     Read {
         what: String,
         file: PathBuf,
@@ -255,8 +273,16 @@ pub enum SecretError {
     NoEnv { what: String, var: String },
     #[error("{what}: give exactly one of file or env")]
     Ambiguous { what: String },
-    #[error("{what}: secret is {len} bytes; use at least {MIN_SECRET_BYTES}")]
+    #[error(
+        "{what}: secret is {len} bytes; use at least {MIN_SECRET_BYTES}; {}",
+        crate::util::secret::HOW_TO_CREATE
+    )]
     TooShort { what: String, len: usize },
+    #[error("{what}: {source}")]
+    Weak {
+        what: String,
+        source: crate::util::secret::WeakToken,
+    },
 }
 
 /// A shorter secret is refused: it could be guessed.
@@ -278,6 +304,11 @@ pub fn read_secret(what: &str, s: &SecretRef) -> Result<String, SecretError> {
         _ => return Err(SecretError::Ambiguous { what }),
     };
     let value = value.trim_end_matches(['\r', '\n']).to_string();
+    if let Err(source @ crate::util::secret::WeakToken::WellKnown(_)) =
+        crate::util::secret::check(&value, MIN_SECRET_BYTES)
+    {
+        return Err(SecretError::Weak { what, source });
+    }
     if value.len() < MIN_SECRET_BYTES {
         return Err(SecretError::TooShort {
             what,

@@ -83,11 +83,49 @@ fn shipped_example_and_manifest_configs_parse() {
     let manifest = include_str!("../../manifests/serve.yaml");
     let cm = serde_yaml::Deserializer::from_str(manifest)
         .map(|d| serde_yaml::Value::deserialize(d).unwrap())
-        .find(|d| d["kind"] == "ConfigMap")
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "recover-serve")
         .unwrap();
     let text = cm["data"]["serve.yaml"].as_str().unwrap();
     let c = parse(text, "manifests/serve.yaml").unwrap();
     assert_eq!(c.routes[0].target.id(), "kube:recover-demo/config-service");
+    assert_eq!(
+        c.state_configmap.as_deref(),
+        Some("recover-demo/recover-serve-state"),
+        "a rescheduled receiver must remember an open breaker"
+    );
+}
+
+#[test]
+fn published_and_short_secrets_are_refused_saying_how_to_make_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("token");
+    let r = SecretRef {
+        file: Some(f.clone()),
+        env: None,
+    };
+    std::fs::write(&f, "change-me-recover-demo\n").unwrap();
+    let e = read_secret("auth.bearer_token", &r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("published example") && e.contains("openssl rand"),
+        "{e}"
+    );
+    std::fs::write(&f, "short").unwrap();
+    let e = read_secret("auth.bearer_token", &r)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("openssl rand"), "{e}");
+    std::fs::remove_file(&f).unwrap();
+    let e = read_secret("auth.bearer_token", &r)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("cannot read") && e.contains("create secret"),
+        "{e}"
+    );
+    std::fs::write(&f, "9f86d081884c7d659a2feaa0c55ad015").unwrap();
+    assert!(read_secret("auth.bearer_token", &r).is_ok());
 }
 
 const DOC: &str = "\

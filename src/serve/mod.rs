@@ -7,7 +7,8 @@
 //! Stuck verdict starts a run (a dry run in observe mode). Resolved alerts never act.
 //!
 //! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`policy`] (pure
-//! decisions), [`budget`], [`runs`] (registry), [`receiver`] (carrying decisions out),
+//! decisions), [`budget`], [`runs`] (registry), [`state`] (where budgets and breakers are
+//! kept: a file or a ConfigMap), [`receiver`] (carrying decisions out),
 //! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
 
 pub mod alert;
@@ -22,6 +23,7 @@ pub mod policy;
 pub mod receiver;
 pub mod replay;
 pub mod runs;
+pub mod state;
 
 pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunSummary};
 pub use policy::Mode;

@@ -17,6 +17,7 @@ use super::metrics::ServeMetrics;
 use super::policy::{self, Activity, AlertAction, Mode};
 use super::replay::{ReplayGuard, MAX_REMEMBERED};
 use super::runs::{rfc3339, AlertRef, CheckAlerts, DecisionRecord, Registry, Source};
+use super::state::{FileStore, StateStore};
 
 mod act;
 pub use act::CHECK_TIMEOUT;
@@ -49,6 +50,8 @@ pub struct Receiver {
     pub admin_token: Option<String>,
     launcher: Arc<dyn RunLauncher>,
     state: Mutex<Registry>,
+    /// Where budgets and breakers are kept (none: forgotten at exit).
+    store: Option<Arc<dyn StateStore>>,
     pub metrics: ServeMetrics,
     /// Set by [`Receiver::shutdown`]: runs it aborts are not the runbook's failures.
     stopping: std::sync::atomic::AtomicBool,
@@ -61,6 +64,24 @@ impl Receiver {
         mode: Mode,
         launcher: Arc<dyn RunLauncher>,
     ) -> Result<Arc<Self>, StartError> {
+        let (store, book): (Option<Arc<dyn StateStore>>, _) = match &cfg.state_file {
+            Some(f) => (
+                Some(Arc::new(FileStore { path: f.clone() })),
+                load_state(f)?,
+            ),
+            None => (None, BudgetBook::default()),
+        };
+        Self::with_store(cfg, mode, launcher, store, book)
+    }
+
+    /// Like [`Receiver::new`] with the state already loaded from `store` (a ConfigMap).
+    pub fn with_store(
+        cfg: ServeConfig,
+        mode: Mode,
+        launcher: Arc<dyn RunLauncher>,
+        store: Option<Arc<dyn StateStore>>,
+        book: BudgetBook,
+    ) -> Result<Arc<Self>, StartError> {
         let secret = |what: &str, s: &Option<super::config::SecretRef>| {
             s.as_ref()
                 .map(|s| read_secret(what, s))
@@ -72,14 +93,10 @@ impl Receiver {
             hmac_secret: secret("auth.hmac_secret", &cfg.auth.hmac_secret)?,
         };
         let admin_token = secret("auth.admin_token", &cfg.auth.admin_token)?;
-        let book = match &cfg.state_file {
-            Some(f) => load_state(f)?,
-            None => BudgetBook::default(),
-        };
         for (target, t) in &book.targets {
             if t.breaker_opened_at.is_some() {
                 tracing::error!(target = %target, failures = t.failures,
-                    "BREAKER OPEN (from the state file): not acting on {target} until `recover serve reset {target}`");
+                    "BREAKER OPEN (from the saved state): not acting on {target} until `recover serve reset {target}`");
             }
         }
         let metrics = ServeMetrics::default();
@@ -92,6 +109,7 @@ impl Receiver {
             admin_token,
             launcher,
             state: Mutex::new(Registry::with_budget(book)),
+            store,
             metrics,
             stopping: Default::default(),
         }))
@@ -219,14 +237,8 @@ impl Receiver {
     }
 
     pub(crate) fn save_state(&self, st: &Registry) {
-        let Some(f) = &self.cfg.state_file else {
-            return;
-        };
-        let result = serde_json::to_vec_pretty(&st.budget)
-            .map_err(|e| e.to_string())
-            .and_then(|b| crate::util::atomic_file::write_atomic(f, &b).map_err(|e| e.to_string()));
-        if let Err(e) = result {
-            tracing::error!("cannot write state file {}: {e}", f.display());
+        if let Some(store) = &self.store {
+            store.save_soon(st.budget.clone());
         }
     }
 

@@ -1,6 +1,7 @@
 //! Small pieces every component needs: durations, atomic file writes, logging setup,
 //! loopback helpers, the open-file limit, guarded child processes, registering metrics for
-//! export and answering `/metrics` in the format the scraper asked for.
+//! export, refusing weak tokens and answering `/metrics` in the format the scraper
+//! asked for.
 
 pub mod atomic_file;
 pub mod child;
@@ -12,6 +13,7 @@ pub mod http_server;
 pub mod logging;
 pub mod net;
 pub mod rlimit;
+pub mod secret;
 pub mod text_format;
 pub mod time;
 pub mod yaml;

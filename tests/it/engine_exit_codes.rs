@@ -19,11 +19,11 @@ fn platform(dir: &Path, gate: &str) -> Arc<dyn Platform> {
         name: "outage".into(),
         state_dir: Some(dir.join("state")),
         replicas: vec![],
-        gate: GateSpec {
+        gates: vec![GateSpec {
             admin_url: format!("http://{gate}"),
             token_file: dir.join("gate.token"),
             metrics_url: None,
-        },
+        }],
         clients: vec![],
         stop_grace: Duration::from_secs(1),
     }))

@@ -136,6 +136,10 @@ fn bad_flags_and_files_exit_2_naming_them() {
     let listen: Vec<&str> = listen.iter().map(String::as_str).collect();
 
     let missing = dir.path().join("no-such-token");
+    let published = dir.path().join("published-token");
+    std::fs::write(&published, "change-me-recover-demo\n").unwrap();
+    let empty = dir.path().join("empty-token");
+    std::fs::write(&empty, "\n").unwrap();
     let corrupt = dir.path().join("corrupt.json");
     std::fs::write(
         &corrupt,
@@ -152,6 +156,14 @@ fn bad_flags_and_files_exit_2_naming_them() {
         (
             vec!["--admin-token-file", missing.to_str().unwrap()],
             "no-such-token",
+        ),
+        (
+            vec!["--admin-token-file", published.to_str().unwrap()],
+            "published example value",
+        ),
+        (
+            vec!["--admin-token-file", empty.to_str().unwrap()],
+            "openssl rand",
         ),
         (
             vec!["--state-file", corrupt.to_str().unwrap()],

@@ -1,116 +1,132 @@
-//! The gate limit on Kubernetes, both ends: the controller patches the ConfigMap and waits
-//! until every gate pod reports the new resourceVersion in `/metrics`; each "gate pod" here
-//! runs the real `ConfigMapLimitSource` against the fake API and serves its applied version
-//! over real HTTP on 127.0.0.1, reached through the (emulated) pod proxy.
+//! The gate limit on Kubernetes, both ends: the controller patches the ConfigMap (field
+//! manager "recover") and waits until every *ready* gate pod reports the new
+//! resourceVersion with the same peer count; each gate is a real gate following the
+//! ConfigMap and the EndpointSlices with its own Role, reached through the pod proxy.
 
+use crate::support::gate::{client, upstream, TOKEN};
+use crate::support::kube::gates::real_gate;
 use crate::support::kube::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use recover::gate::limit::Limit;
 use recover::gate::limit_source::{LimitSource, VersionedLimit};
-use recover::platform::kube::{ConfigMapLimitSource, KubeOptions, KubePlatform, Workload};
+use recover::platform::kube::{ConfigMapLimitSource, KubeOptions, KubePlatform, Reach, Workload};
 use recover::platform::{Platform, PlatformError};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-const GATES: [&str; 2] = ["recover-gate-55aa-g0", "recover-gate-55aa-g1"];
-
-/// A stand-in gate pod: applies limits from the ConfigMap source, reports the version.
-async fn gate_pod(
-    c: &FakeCluster,
-    pod: &str,
-    stop: CancellationToken,
-) -> Arc<Mutex<Option<VersionedLimit>>> {
-    let metrics = Arc::new(Mutex::new(String::new()));
-    let applied = Arc::new(Mutex::new(None));
-    let addr = serve_pod(metrics.clone(), Arc::default(), stop.clone()).await;
-    c.set_backend(pod, addr);
-    let (tx, mut rx) = mpsc::channel(8);
-    let source = ConfigMapLimitSource::new(c.fake.clone(), NS, "recover-gate-limit")
-        .with_poll_interval(Duration::from_millis(50));
-    tokio::spawn(Box::new(source).run(tx, stop.clone()));
-    let a = applied.clone();
-    tokio::spawn(async move {
-        while let Some(v) = rx.recv().await {
-            *metrics.lock().unwrap() = format!(
-                "# TYPE recover_gate_limit_applied_info gauge\nrecover_gate_limit_applied_info{{version=\"{}\"}} 1\n",
-                v.version
-            );
-            *a.lock().unwrap() = Some(v);
-        }
-    });
-    applied
+fn gates() -> [String; 2] {
+    [0, 1].map(|i| format!("{GATE}-{GATE_HASH}-g{i}"))
 }
 
 fn limit(rate: f64) -> Limit {
     Limit {
         rate_per_s: Some(rate),
-        burst: 5,
+        burst: 6,
         max_in_flight: Some(40),
         note: Some("shedding: run-x".to_string()),
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn set_limit_patches_the_configmap_and_waits_for_every_gate_pod() {
-    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
-    let stop = CancellationToken::new();
-    let g0 = gate_pod(&c, GATES[0], stop.clone()).await;
-    let g1 = gate_pod(&c, GATES[1], stop.clone()).await;
+fn platform(c: &FakeCluster, apply_timeout: Duration) -> KubePlatform {
     let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
-    o.gate_apply_timeout = Duration::from_secs(10);
-    let p = KubePlatform::new(c.client.clone(), o);
+    o.reach = Reach::ApiProxy;
+    o.gate_apply_timeout = apply_timeout;
+    KubePlatform::new(c.client.clone(), o)
+}
+
+/// What `GET /admin/limit` of a gate says: the total and this replica's share.
+async fn admin_limit(admin: std::net::SocketAddr) -> serde_json::Value {
+    let auth = format!("Bearer {TOKEN}");
+    client()
+        .send(
+            "GET",
+            &format!("http://{admin}/admin/limit"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await
+        .unwrap()
+        .json()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_limit_waits_for_every_ready_gate_to_apply_its_share() {
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let up = upstream(Duration::ZERO).await;
+    let [g0, g1] = gates();
+    let a = real_gate(&c, &g0, &up.url()).await;
+    let b = real_gate(&c, &g1, &up.url()).await;
+    // A rollout's surge pod that never got scheduled: no traffic, nothing to wait for.
+    c.add_pod(with_phase(
+        pod(GATE, GATE_HASH, "surge", GATE, false),
+        "Pending",
+    ))
+    .await;
+    let p = platform(&c, Duration::from_secs(10));
     let gate = p.gate();
+    assert_eq!(
+        gate.get_limit().await.unwrap(),
+        Limit::unlimited(),
+        "no key yet"
+    );
 
     gate.set_limit(&limit(50.0))
         .await
         .expect("applied everywhere");
     let cms: Api<ConfigMap> = Api::namespaced(c.fake.clone(), NS);
     let cm = cms.get("recover-gate-limit").await.unwrap();
-    let rv = cm.metadata.resource_version.clone().unwrap();
     let stored: Limit = serde_json::from_str(&cm.data.unwrap()["limit.json"]).unwrap();
-    assert_eq!(stored, limit(50.0));
-    // set_limit returned only after both gates applied exactly this version.
-    for g in [&g0, &g1] {
-        let v = g.lock().unwrap().clone().expect("applied");
-        assert_eq!(
-            (v.version.as_str(), v.limit.clone()),
-            (rv.as_str(), limit(50.0))
-        );
+    assert_eq!(stored, limit(50.0), "the ConfigMap holds the total");
+    let patches: Vec<String> = c
+        .recorded()
+        .into_iter()
+        .filter(|r| r.method == "PATCH" && r.path.ends_with("/recover-gate-limit"))
+        .map(|r| r.query)
+        .collect();
+    assert!(
+        !patches.is_empty() && patches.iter().all(|q| q.contains("fieldManager=recover")),
+        "every write names its field manager: {patches:?}"
+    );
+    for (g, rank) in [(&a, 0), (&b, 1)] {
+        let j = admin_limit(g.admin).await;
+        assert_eq!(j["version"], cm.metadata.resource_version.clone().unwrap());
+        assert_eq!(j["peers"], 2);
+        assert_eq!(j["limit"]["rate_per_s"], 50.0);
+        assert_eq!(j["share"]["rate_per_s"], 25.0);
+        assert_eq!(j["share"]["max_in_flight"], 20);
+        assert_eq!(j["share"]["burst"], 3, "rank {rank}");
     }
     assert_eq!(gate.get_limit().await.unwrap(), limit(50.0));
 
     // One gate stops following: the next change is not "set" and the error names it.
-    stop.cancel();
-    let stop2 = CancellationToken::new();
-    let _g0 = gate_pod(&c, GATES[0], stop2.clone()).await;
-    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
-    o.gate_apply_timeout = Duration::from_millis(800);
-    let p = KubePlatform::new(c.client.clone(), o);
+    drop(b);
+    let p = platform(&c, Duration::from_millis(1500));
     match p.gate().set_limit(&limit(80.0)).await {
         Err(PlatformError::Timeout { what, .. }) => {
             assert!(
-                what.contains(GATES[1]) && !what.contains(GATES[0]),
+                what.contains(&g1) && !what.contains(&format!("{g0} ")),
                 "{what}"
             )
         }
         other => panic!("expected a timeout naming the lagging gate, got {other:?}"),
     }
-    stop2.cancel();
+    drop(a);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_configmap_source_pushes_each_version_and_keeps_the_last_good_limit() {
+async fn the_configmap_source_follows_each_version_and_keeps_the_last_good_limit() {
     let c = FakeCluster::start(1, Duration::from_millis(100)).await;
     let stop = CancellationToken::new();
     let (tx, mut rx) = mpsc::channel(8);
-    let source = ConfigMapLimitSource::new(c.fake.clone(), NS, "recover-gate-limit")
-        .with_poll_interval(Duration::from_millis(50));
+    let source = ConfigMapLimitSource::new(c.client_as(GATE_SA), NS, "recover-gate-limit")
+        .with_backstop(Duration::from_secs(30));
     let task = tokio::spawn(Box::new(source).run(tx, stop.clone()));
-    let first = next(&mut rx).await.expect("current limit first").unwrap();
-    assert_eq!(first.limit, Limit::unlimited());
+    // No key yet: nothing is pushed (the gate keeps its starting limit).
+    assert!(tokio::time::timeout(Duration::from_millis(400), rx.recv())
+        .await
+        .is_err());
 
     let cms: Api<ConfigMap> = Api::namespaced(c.fake.clone(), NS);
     let set = |text: String| {
@@ -143,6 +159,65 @@ async fn the_configmap_source_pushes_each_version_and_keeps_the_last_good_limit(
     assert_eq!((got.version, got.limit), (v4, limit(10.0)));
     stop.cancel();
     task.await.unwrap().unwrap();
+    // Followed by a watch, not polled: a handful of lists, not four a second.
+    let lists = c
+        .recorded()
+        .iter()
+        .filter(|r| r.who == GATE_SA && r.method == "GET" && !r.query.contains("watch=true"))
+        .count();
+    assert!(lists <= 3, "{lists} lists of the ConfigMap");
+}
+
+/// `kubectl kustomize manifests` as text.
+fn rendered() -> String {
+    let out = std::process::Command::new("kubectl")
+        .args([
+            "kustomize",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/manifests"),
+        ])
+        .output()
+        .expect("kubectl (needed to render the manifests; scripts/test.sh installs it)");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn applying_the_manifests_again_does_not_touch_the_limit() {
+    use serde::Deserialize;
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let text = rendered();
+    let applied: ConfigMap = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == "recover-gate-limit")
+        .map(|d| serde_yaml::from_value(d).unwrap())
+        .expect("the limit ConfigMap is in the manifests");
+    assert!(
+        applied
+            .data
+            .as_ref()
+            .is_none_or(|d| !d.contains_key("limit.json")),
+        "the manifests must not carry a limit: applying them would reset it"
+    );
+
+    let up = upstream(Duration::ZERO).await;
+    let _a = real_gate(&c, &gates()[0], &up.url()).await;
+    let _b = real_gate(&c, &gates()[1], &up.url()).await;
+    let p = platform(&c, Duration::from_secs(10));
+    p.gate().set_limit(&limit(40.0)).await.unwrap();
+    // `kubectl apply --server-side -k manifests/` mid-incident:
+    let cms: Api<ConfigMap> = Api::namespaced(c.admin.clone(), NS);
+    cms.patch(
+        "recover-gate-limit",
+        &PatchParams::apply("kubectl").force(),
+        &Patch::Apply(&applied),
+    )
+    .await
+    .unwrap();
+    assert_eq!(p.gate().get_limit().await.unwrap(), limit(40.0));
 }
 
 async fn next(
@@ -160,4 +235,70 @@ fn invalid_limits_name_the_field() {
     assert!(e.contains("rate_per_s"), "{e}");
     let e = parse_limit(r#"{"rate_per_s": 5, "burst": 0, "max_in_flight": null}"#).unwrap_err();
     assert!(e.contains("burst"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gate_binary_follows_its_configmap_and_peers_as_its_service_account() {
+    use crate::support::gate::{metrics, sample};
+    use recover::util::child::{spawn_guarded, GuardOptions};
+    use recover::util::net::{free_loopback_addr, wait_http_ok};
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = c.kubeconfig_as(GATE_SA, dir.path()).await;
+    std::fs::write(dir.path().join("token"), "a-gate-token-for-this-test\n").unwrap();
+    let up = upstream(Duration::ZERO).await;
+    let (proxy, admin) = (free_loopback_addr().unwrap(), free_loopback_addr().unwrap());
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_recover"));
+    cmd.args([
+        "gate",
+        "--listen",
+        &proxy.to_string(),
+        "--admin-listen",
+        &admin.to_string(),
+    ])
+    .args([
+        "--upstream",
+        &up.url(),
+        "--admin-read-only",
+        "--admin-token-file",
+    ])
+    .arg(dir.path().join("token"))
+    .args(["--limit-configmap", &format!("{NS}/recover-gate-limit")])
+    .args(["--peers-service", &format!("{NS}/{GATE}")])
+    .args(["--peer-name", &gates()[0]])
+    .env("KUBECONFIG", &kubeconfig)
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::null());
+    let _gate = spawn_guarded("gate", cmd, GuardOptions::default()).unwrap();
+    wait_http_ok(&format!("http://{admin}/readyz"), Duration::from_secs(20))
+        .await
+        .expect("ready once it knows its peers");
+    assert_eq!(
+        sample(&metrics(admin).await, "recover_gate_limit_peers"),
+        Some(2.0)
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(c.fake.clone(), NS);
+    let patch =
+        serde_json::json!({"data": {"limit.json": serde_json::to_string(&limit(50.0)).unwrap()}});
+    cms.patch(
+        "recover-gate-limit",
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .unwrap();
+    let followed = crate::support::eventually(Duration::from_secs(5), || async {
+        sample(&metrics(admin).await, "recover_gate_limit_rate_per_s") == Some(25.0)
+    })
+    .await;
+    assert!(
+        followed,
+        "the gate never took its half of the ConfigMap's limit"
+    );
+    let denied: Vec<_> = c
+        .recorded()
+        .into_iter()
+        .filter(|r| r.who == GATE_SA && r.denied)
+        .collect();
+    assert!(denied.is_empty(), "{denied:?}");
 }

@@ -1,36 +1,33 @@
-//! Every document in `manifests/` parses into its k8s-openapi type (chosen by kind, with
-//! unknown fields refused), the kustomization lists files that exist, and the Roles equal
-//! the permission tables in `platform::kube::rbac`, so RBAC cannot drift from the code.
+//! The manifests as an operator deploys them: every document parses into its k8s-openapi
+//! type (unknown fields refused), `kubectl kustomize manifests` renders what
+//! `kubernetes-validate --strict` accepts, every pod meets Pod Security "restricted" with
+//! a read-only root filesystem, images are pinned and the image's user is the pods' user.
+//! (NetworkPolicies, budgets and secrets: `kube_manifest_policies`; the Roles against what
+//! the code calls: `kube_rbac`.)
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PodSpec, Secret, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
-use recover::platform::kube::rbac::{self, Permission};
 use serde::de::DeserializeOwned;
-use std::collections::BTreeSet;
+use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
-fn manifests_dir() -> PathBuf {
+pub fn manifests_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("manifests")
 }
 
 /// Parse into `T`, rejecting any field `T` does not know (a typo would otherwise vanish).
-fn strict<T: DeserializeOwned + serde::Serialize>(
-    doc: &serde_yaml::Value,
-    file: &str,
-    idx: usize,
-) -> T {
+fn strict<T: DeserializeOwned + serde::Serialize>(doc: &serde_yaml::Value, at: &str) -> T {
     let v: T = serde_path_to_error::deserialize(doc.clone())
-        .unwrap_or_else(|e| panic!("{file} document {idx}: field {}: {}", e.path(), e.inner()));
+        .unwrap_or_else(|e| panic!("{at}: field {}: {}", e.path(), e.inner()));
     let back = serde_yaml::to_value(&v).unwrap();
     let mut lost = Vec::new();
     unknown_fields(doc, &back, String::new(), &mut lost);
-    assert!(
-        lost.is_empty(),
-        "{file} document {idx}: unknown fields {lost:?}"
-    );
+    assert!(lost.is_empty(), "{at}: unknown fields {lost:?}");
     v
 }
 
@@ -47,7 +44,6 @@ fn unknown_fields(
                 let key = format!("{at}.{}", k.as_str().unwrap_or("?"));
                 match b.get(k) {
                     Some(bv) => unknown_fields(v, bv, key, out),
-                    // empty maps/lists may be dropped on the way back; that is not a typo
                     None if matches!(v, Value::Mapping(m) if m.is_empty()) => {}
                     None => out.push(key),
                 }
@@ -62,70 +58,86 @@ fn unknown_fields(
     }
 }
 
-#[derive(Default)]
-struct Parsed {
-    roles: Vec<Role>,
-    deployments: Vec<Deployment>,
-    kinds: Vec<String>,
+pub fn docs(text: &str) -> Vec<serde_yaml::Value> {
+    serde_yaml::Deserializer::from_str(text)
+        .map(|d| serde_yaml::Value::deserialize(d).unwrap())
+        .filter(|d| !d.is_null())
+        .collect()
 }
 
-fn parse_file(path: &Path, into: &mut Parsed) {
-    let file = path.file_name().unwrap().to_string_lossy().to_string();
-    let text = std::fs::read_to_string(path).unwrap();
-    for (idx, de) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let doc = serde_yaml::Value::deserialize(de).unwrap_or_else(|e| panic!("{file}: {e}"));
-        if doc.is_null() {
-            continue;
-        }
-        let kind = doc["kind"]
-            .as_str()
-            .unwrap_or_else(|| panic!("{file} document {idx}: no kind"))
-            .to_string();
-        match kind.as_str() {
-            "Namespace" => drop(strict::<Namespace>(&doc, &file, idx)),
-            "Deployment" => into.deployments.push(strict(&doc, &file, idx)),
-            "Service" => drop(strict::<Service>(&doc, &file, idx)),
-            "PodDisruptionBudget" => drop(strict::<PodDisruptionBudget>(&doc, &file, idx)),
-            "ConfigMap" => drop(strict::<ConfigMap>(&doc, &file, idx)),
-            "Secret" => drop(strict::<Secret>(&doc, &file, idx)),
-            "ServiceAccount" => drop(strict::<ServiceAccount>(&doc, &file, idx)),
-            "Role" => into.roles.push(strict(&doc, &file, idx)),
-            "RoleBinding" => drop(strict::<RoleBinding>(&doc, &file, idx)),
-            "Job" => drop(strict::<Job>(&doc, &file, idx)),
-            "Kustomization" => {}
-            other => panic!("{file} document {idx}: kind {other} has no parser in this test"),
-        }
-        if !matches!(kind.as_str(), "Namespace" | "Kustomization") {
-            assert_eq!(
-                doc["metadata"]["namespace"].as_str(),
-                Some("recover-demo"),
-                "{file} document {idx} ({kind}): everything lives in namespace recover-demo"
-            );
-        }
-        into.kinds.push(kind);
-    }
+/// `kubectl kustomize manifests`, plus the per-run Job template: everything deployed.
+pub fn rendered() -> Vec<serde_yaml::Value> {
+    let out = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(manifests_dir())
+        .output()
+        .expect("kubectl (scripts/test.sh installs it) renders the manifests");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut all = docs(&String::from_utf8(out.stdout).unwrap());
+    all.extend(docs(
+        &std::fs::read_to_string(manifests_dir().join("job-runbook.yaml")).unwrap(),
+    ));
+    all
 }
 
-use serde::Deserialize;
+pub fn name(d: &serde_yaml::Value) -> String {
+    format!(
+        "{}/{}",
+        d["kind"].as_str().unwrap_or("?"),
+        d["metadata"]["name"].as_str().unwrap_or("?")
+    )
+}
 
-fn parse_all() -> Parsed {
-    let mut parsed = Parsed::default();
+#[test]
+fn every_manifest_parses_into_its_kubernetes_type() {
     let mut files: Vec<PathBuf> = std::fs::read_dir(manifests_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
         .collect();
     files.sort();
+    let mut kinds = Vec::new();
     for f in files {
-        parse_file(&f, &mut parsed);
+        let file = f.file_name().unwrap().to_string_lossy().to_string();
+        for (i, doc) in docs(&std::fs::read_to_string(&f).unwrap())
+            .iter()
+            .enumerate()
+        {
+            let at = format!("{file} document {i}");
+            let kind = doc["kind"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{at}: no kind"))
+                .to_string();
+            match kind.as_str() {
+                "Namespace" => drop(strict::<Namespace>(doc, &at)),
+                "Deployment" => drop(strict::<Deployment>(doc, &at)),
+                "Service" => drop(strict::<Service>(doc, &at)),
+                "PodDisruptionBudget" => drop(strict::<PodDisruptionBudget>(doc, &at)),
+                "ConfigMap" => drop(strict::<ConfigMap>(doc, &at)),
+                "Secret" => drop(strict::<Secret>(doc, &at)),
+                "ServiceAccount" => drop(strict::<ServiceAccount>(doc, &at)),
+                "Role" => drop(strict::<Role>(doc, &at)),
+                "RoleBinding" => drop(strict::<RoleBinding>(doc, &at)),
+                "NetworkPolicy" => drop(strict::<NetworkPolicy>(doc, &at)),
+                "Job" => drop(strict::<Job>(doc, &at)),
+                "Kustomization" => {}
+                other => panic!("{at}: kind {other} has no parser in this test"),
+            }
+            if !matches!(kind.as_str(), "Namespace" | "Kustomization") {
+                assert_eq!(
+                    doc["metadata"]["namespace"].as_str(),
+                    Some("recover-demo"),
+                    "{at} ({kind})"
+                );
+            }
+            kinds.push(kind);
+        }
     }
-    parsed
-}
-
-#[test]
-fn every_manifest_parses_into_its_kubernetes_type() {
-    let parsed = parse_all();
-    for kind in [
+    for k in [
         "Namespace",
         "Deployment",
         "Service",
@@ -134,122 +146,203 @@ fn every_manifest_parses_into_its_kubernetes_type() {
         "Role",
         "RoleBinding",
         "ServiceAccount",
+        "NetworkPolicy",
         "Job",
     ] {
-        assert!(
-            parsed.kinds.iter().any(|k| k == kind),
-            "no {kind} in manifests/"
-        );
+        assert!(kinds.iter().any(|x| x == k), "no {k} in manifests/");
     }
-    let names: BTreeSet<String> = parsed
-        .deployments
-        .iter()
-        .filter_map(|d| d.metadata.name.clone())
-        .collect();
-    assert_eq!(
-        names,
-        BTreeSet::from([
-            "config-service".into(),
-            "recover-gate".into(),
-            "recover-serve".into(),
-            "workers".into()
-        ])
-    );
-    for d in &parsed.deployments {
-        let spec = d.spec.as_ref().unwrap();
-        let sel = spec.selector.match_labels.clone().unwrap();
-        let labels = spec
-            .template
-            .metadata
-            .as_ref()
-            .unwrap()
-            .labels
-            .clone()
-            .unwrap();
+    for r in docs(&std::fs::read_to_string(manifests_dir().join("kustomization.yaml")).unwrap())[0]
+        ["resources"]
+        .as_sequence()
+        .unwrap()
+    {
         assert!(
-            sel.iter().all(|(k, v)| labels.get(k) == Some(v)),
-            "{:?}: selector does not match its template",
-            d.metadata.name
+            manifests_dir().join(r.as_str().unwrap()).exists(),
+            "kustomization lists {r:?}"
         );
     }
 }
 
-#[test]
-fn kustomization_lists_existing_files() {
-    let text = std::fs::read_to_string(manifests_dir().join("kustomization.yaml")).unwrap();
-    let k: serde_yaml::Value = serde_yaml::from_str(&text).unwrap();
-    let resources = k["resources"].as_sequence().expect("resources");
-    assert!(!resources.is_empty());
-    for r in resources {
-        let f = r.as_str().unwrap();
-        assert!(
-            manifests_dir().join(f).exists(),
-            "kustomization lists missing file {f}"
-        );
-    }
-}
-
-/// (group, resource, verb, resourceNames) for every grant in a Role.
-fn grants(role: &Role) -> BTreeSet<(String, String, String, Vec<String>)> {
-    let mut out = BTreeSet::new();
-    for rule in role.rules.clone().unwrap_or_default() {
-        let mut names = rule.resource_names.clone().unwrap_or_default();
-        names.sort();
-        for g in rule.api_groups.clone().unwrap_or_default() {
-            for r in rule.resources.clone().unwrap_or_default() {
-                for v in &rule.verbs {
-                    assert_ne!(v, "*", "no wildcard verbs");
-                    assert_ne!(r, "*", "no wildcard resources");
-                    out.insert((g.clone(), r.clone(), v.clone(), names.clone()));
-                }
-            }
-        }
-    }
-    out
-}
-
-fn table(perms: &[Permission]) -> BTreeSet<(String, String, String, Vec<String>)> {
-    perms
-        .iter()
-        .map(|p| {
-            let mut names: Vec<String> = p.resource_names.iter().map(|s| s.to_string()).collect();
-            names.sort();
+/// (name, pod spec) of every pod template.
+pub fn pod_specs(all: &[serde_yaml::Value]) -> Vec<(String, PodSpec)> {
+    all.iter()
+        .filter(|d| {
+            matches!(
+                d["kind"].as_str(),
+                Some("Deployment" | "Job" | "StatefulSet" | "DaemonSet")
+            )
+        })
+        .map(|d| {
             (
-                p.api_group.to_string(),
-                p.resource.to_string(),
-                p.verb.to_string(),
-                names,
+                name(d),
+                serde_yaml::from_value(d["spec"]["template"]["spec"].clone()).unwrap(),
             )
         })
         .collect()
 }
 
-fn role(parsed: &Parsed, name: &str) -> Role {
-    parsed
-        .roles
-        .iter()
-        .find(|r| r.metadata.name.as_deref() == Some(name))
-        .unwrap_or_else(|| panic!("no Role {name}"))
-        .clone()
+#[test]
+fn every_pod_meets_pod_security_restricted_with_a_read_only_root() {
+    let all = rendered();
+    let ns = all.iter().find(|d| d["kind"] == "Namespace").unwrap();
+    assert_eq!(
+        ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    let specs = pod_specs(&all);
+    assert!(
+        specs.len() >= 5,
+        "{:?}",
+        specs.iter().map(|s| &s.0).collect::<Vec<_>>()
+    );
+    let allowed_volumes = [
+        "configMap",
+        "secret",
+        "emptyDir",
+        "projected",
+        "downwardAPI",
+        "persistentVolumeClaim",
+        "ephemeral",
+        "csi",
+    ];
+    for (what, spec) in specs {
+        let psc = spec.security_context.clone().unwrap_or_default();
+        assert!(
+            !spec.host_network.unwrap_or(false)
+                && !spec.host_pid.unwrap_or(false)
+                && !spec.host_ipc.unwrap_or(false),
+            "{what}: host namespaces"
+        );
+        for v in spec.volumes.iter().flatten() {
+            let j = serde_json::to_value(v).unwrap();
+            let kind = j
+                .as_object()
+                .unwrap()
+                .keys()
+                .find(|k| *k != "name")
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                allowed_volumes.contains(&kind.as_str()),
+                "{what}: volume type {kind}"
+            );
+        }
+        for c in spec
+            .containers
+            .iter()
+            .chain(spec.init_containers.iter().flatten())
+        {
+            let at = format!("{what} container {}", c.name);
+            let sc = c.security_context.clone().unwrap_or_default();
+            let non_root = sc.run_as_non_root.or(psc.run_as_non_root);
+            assert_eq!(non_root, Some(true), "{at}: runAsNonRoot");
+            assert_ne!(
+                sc.run_as_user.or(psc.run_as_user),
+                Some(0),
+                "{at}: runAsUser 0"
+            );
+            let seccomp = sc
+                .seccomp_profile
+                .clone()
+                .or(psc.seccomp_profile.clone())
+                .map(|s| s.type_);
+            assert!(
+                matches!(seccomp.as_deref(), Some("RuntimeDefault" | "Localhost")),
+                "{at}: seccompProfile {seccomp:?}"
+            );
+            assert_eq!(
+                sc.allow_privilege_escalation,
+                Some(false),
+                "{at}: allowPrivilegeEscalation"
+            );
+            assert_ne!(sc.privileged, Some(true), "{at}: privileged");
+            let caps = sc.capabilities.clone().unwrap_or_default();
+            assert!(
+                caps.drop.unwrap_or_default().iter().any(|d| d == "ALL"),
+                "{at}: capabilities drop ALL"
+            );
+            assert!(
+                caps.add
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|a| a == "NET_BIND_SERVICE"),
+                "{at}: capabilities add"
+            );
+            assert_eq!(
+                sc.read_only_root_filesystem,
+                Some(true),
+                "{at}: readOnlyRootFilesystem"
+            );
+            for p in c.ports.iter().flatten() {
+                assert!(p.host_port.is_none(), "{at}: hostPort");
+            }
+            let image = c.image.clone().unwrap_or_default();
+            let pinned = image.contains("@sha256:")
+                || image
+                    .rsplit_once(':')
+                    .is_some_and(|(_, tag)| tag == env!("CARGO_PKG_VERSION"));
+            assert!(
+                pinned,
+                "{at}: image {image} is not pinned to the release ({})",
+                env!("CARGO_PKG_VERSION")
+            );
+            assert_ne!(c.image_pull_policy.as_deref(), Some("Always"), "{at}");
+        }
+    }
 }
 
 #[test]
-fn the_controller_role_is_exactly_the_code_table() {
-    let parsed = parse_all();
-    let granted = grants(&role(&parsed, "recover-controller"));
-    let needed = table(rbac::REQUIRED);
-    let missing: Vec<_> = needed.difference(&granted).collect();
-    let extra: Vec<_> = granted.difference(&needed).collect();
-    assert!(
-        missing.is_empty() && extra.is_empty(),
-        "Role drifted from rbac::REQUIRED: missing {missing:?}, extra {extra:?}"
-    );
-    for opt in table(rbac::OPTIONAL) {
+fn rendered_manifests_pass_kubernetes_validate_strict() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rendered.yaml");
+    let text: Vec<String> = rendered()
+        .iter()
+        .map(|d| serde_yaml::to_string(d).unwrap())
+        .collect();
+    std::fs::write(&file, text.join("---\n")).unwrap();
+    for version in ["1.31.0", "1.37.0"] {
+        let out = Command::new("python3")
+            .args(["-m", "kubernetes_validate", "--strict", "--quiet", "-k", version])
+            .arg(&file)
+            .output()
+            .expect("kubernetes-validate (pip install kubernetes-validate; scripts/test.sh installs it)");
         assert!(
-            !granted.contains(&opt),
-            "opt-in permission {opt:?} must not be granted by default"
+            out.status.success(),
+            "kubernetes-validate --strict -k {version}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
         );
     }
-    let gate = grants(&role(&parsed, "recover-gate"));
-    assert_eq!(gate, table(rbac::GATE_REQUIRED));
+}
+
+#[test]
+fn the_image_runs_as_the_manifests_non_root_user_in_a_directory_it_owns() {
+    let text =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile")).unwrap();
+    let last_stage = text.rsplit("\nFROM ").next().unwrap();
+    let user = last_stage
+        .lines()
+        .rev()
+        .find_map(|l| l.strip_prefix("USER "))
+        .expect("a USER in the final stage");
+    assert_eq!(
+        user.trim(),
+        "10001:10001",
+        "numeric, non-root, so runAsNonRoot can check it"
+    );
+    let workdir = last_stage
+        .lines()
+        .find_map(|l| l.strip_prefix("WORKDIR "))
+        .expect("a WORKDIR");
+    assert!(
+        last_stage.contains(&format!(
+            "install -d -o 10001 -g 10001 -m 0750 {}",
+            workdir.trim()
+        )),
+        "the working directory is created owned by the user"
+    );
+    for (what, spec) in pod_specs(&rendered()) {
+        let uid = spec.security_context.and_then(|s| s.run_as_user);
+        assert_eq!(uid, Some(10001), "{what}: runAsUser matches the image");
+    }
 }

@@ -1,83 +1,116 @@
-//! RBAC from the other side: drive every platform operation through a client that records
-//! each request, map each onto the permission table, and require that every request is
-//! allowed by `rbac::REQUIRED` (or by `rbac::OPTIONAL` exactly when opted in) and that every
-//! entry of `REQUIRED` is really used. Together with `kube_manifests`, the Role equals
-//! what the code calls.
+//! RBAC from the API server's side: every call the controller, the gate and serve make is
+//! sent as their service account to a fake API server that enforces exactly the Roles in
+//! `manifests/` (`support::kube::rbac`). No call may be denied, and every rule of those
+//! Roles must be used by some call, so the Roles cannot drift from the code either way.
 
+use crate::kube_platform::{holder, options};
+use crate::support::gate::upstream;
+use crate::support::kube::gates::real_gate;
 use crate::support::kube::*;
-use recover::platform::kube::rbac::{self, Permission};
-use recover::platform::kube::{KubeOptions, KubePlatform, Workload};
-use recover::platform::{AdminOp, LockHolder, Platform, StepEvent};
+use recover::gate::limit::Limit;
+use recover::platform::kube::{KubePlatform, Workload};
+use recover::platform::{AdminOp, Platform, StepEvent};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-fn matching(perms: &[Permission], r: &Recorded) -> Option<Permission> {
-    let (g, res, verb, name) = rbac::classify(&r.method, &r.path)?;
-    perms
-        .iter()
-        .copied()
-        .find(|p| rbac::allows(p, g, &res, verb, name.as_deref()))
+/// (account's role, rule index, resource, verb): one grant, expanded.
+type Grant = (String, usize, String, String);
+
+fn grants_of(c: &FakeCluster, account: &str) -> BTreeSet<Grant> {
+    let roles = c.shared.roles.lock().unwrap();
+    let mut out = BTreeSet::new();
+    for ((role, i), rule) in roles.by_account.get(account).into_iter().flatten() {
+        for res in rule.resources.clone().unwrap_or_default() {
+            for verb in &rule.verbs {
+                out.insert((role.clone(), *i, res.clone(), verb.clone()));
+            }
+        }
+    }
+    out
+}
+
+fn used(c: &FakeCluster) -> BTreeSet<Grant> {
+    let mut out = BTreeSet::new();
+    for r in c.recorded() {
+        let Some(a) = rbac::attrs(&r.method, &r.path, &r.query) else {
+            continue;
+        };
+        for (role, i) in r.rules {
+            out.insert((role, i, a.resource.clone(), a.verb.clone()));
+        }
+    }
+    out
+}
+
+async fn statefulset_event(c: &FakeCluster) {
+    let sts: k8s_openapi::api::apps::v1::StatefulSet = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "web", "namespace": NS},
+        "spec": {"serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .unwrap();
+    let api: kube::Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        kube::Api::namespaced(c.fake.clone(), NS);
+    let uid = api
+        .create(&Default::default(), &sts)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let mut p = pod("x", "y", "web-0", "web", true);
+    p.metadata.labels = Some([("app".to_string(), "web".to_string())].into());
+    p.metadata.owner_references = Some(vec![serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "name": "web", "uid": uid, "controller": true
+    }))
+    .unwrap()]);
+    c.add_pod(p).await;
+    let mut o = options("ci");
+    o.workload = Workload::Selector("app=web".into());
+    let p = KubePlatform::new(c.client.clone(), o);
+    p.record_event(&StepEvent {
+        run_id: "run-sts".into(),
+        step: "s".into(),
+        phase: "done".into(),
+        message: "m".into(),
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_request_the_platform_sends_is_in_the_table_and_every_entry_is_used() {
+async fn every_call_is_allowed_by_the_manifests_roles_and_every_rule_is_used() {
     let c = FakeCluster::start(2, Duration::from_millis(100)).await;
     let stop = CancellationToken::new();
-    // Every pod answers /metrics (gates report the version the ConfigMap has after a patch
-    // we make below) and /admin/drain.
-    let metrics = Arc::new(Mutex::new(String::new()));
-    let drains = Arc::new(Mutex::new(0));
-    let addr = serve_pod(metrics.clone(), drains.clone(), stop.clone()).await;
+    let page = Arc::new(Mutex::new(
+        "recover_demo_service_queue_depth 1\n".to_string(),
+    ));
+    let addr = serve_pod(page, Arc::new(Mutex::new(0)), stop.clone()).await;
     for p in c.target_pods().await {
         c.set_backend(p.metadata.name.as_deref().unwrap(), addr);
     }
-    for g in ["recover-gate-55aa-g0", "recover-gate-55aa-g1"] {
-        c.set_backend(g, addr);
-    }
-    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
-    o.poll = Duration::from_millis(50);
-    o.gate_apply_timeout = Duration::from_secs(5);
-    o.clients_selector = None;
-    let p = KubePlatform::new(c.client.clone(), o);
+    // The gates, with their own service account.
+    let up = upstream(Duration::ZERO).await;
+    let _g0 = real_gate(&c, &format!("{GATE}-{GATE_HASH}-g0"), &up.url()).await;
+    let _g1 = real_gate(&c, &format!("{GATE}-{GATE_HASH}-g1"), &up.url()).await;
 
-    let guard = p
-        .lock(&LockHolder {
-            run_id: "run-rbac".into(),
-            identity: "ci".into(),
-        })
-        .await
-        .unwrap();
-    let reply = p
-        .admin(&p.replicas().await.unwrap()[0].id, AdminOp::Drain)
-        .await
-        .unwrap();
-    assert_eq!(reply["drained"], 7);
+    let mut o = options("ci");
+    o.clients_selector = None;
+    o.gate_apply_timeout = Duration::from_secs(10);
+    let p = KubePlatform::new(c.client.clone(), o);
+    let guard = p.lock(&holder("run-rbac", "ci")).await.unwrap();
+    let first = p.replicas().await.unwrap().remove(0).id;
+    assert_eq!(p.admin(&first, AdminOp::Drain).await.unwrap()["drained"], 7);
     for ep in p.scrape_endpoints().await.unwrap() {
         p.scrape(&ep).await.unwrap();
     }
-    // The gates "apply" whatever version the next write produces.
-    let (cms, m) = (
-        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(c.fake.clone(), NS),
-        metrics.clone(),
-    );
-    let follower = tokio::spawn(async move {
-        loop {
-            if let Ok(cm) = cms.get("recover-gate-limit").await {
-                *m.lock().unwrap() = format!(
-                    "recover_gate_limit_applied_info{{version=\"{}\"}} 1\n",
-                    cm.metadata.resource_version.unwrap_or_default()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    });
     let gate = p.gate();
     let mut limit = gate.get_limit().await.unwrap();
+    assert_eq!(limit, Limit::unlimited());
     limit.rate_per_s = Some(30.0);
     gate.set_limit(&limit).await.unwrap();
-    follower.abort();
     let batch = p.next_batch(1).await.unwrap();
     p.restart(&batch[0]).await.unwrap();
     p.wait_ready(&batch, Duration::from_secs(10)).await.unwrap();
@@ -92,46 +125,58 @@ async fn every_request_the_platform_sends_is_in_the_table_and_every_entry_is_use
     p.mirror_journal("run-rbac", "{}\n").await.unwrap();
     p.fetch_journal("run-rbac").await.unwrap();
     guard.release().await.unwrap();
+    statefulset_event(&c).await;
+    serve_state(&c).await;
     stop.cancel();
 
-    let recorded = c.recorded();
-    let mut used = BTreeSet::new();
-    for r in &recorded {
-        let perm = matching(rbac::REQUIRED, r)
-            .unwrap_or_else(|| panic!("{} {} is not allowed by rbac::REQUIRED", r.method, r.path));
-        used.insert(perm);
-    }
-    let unused: Vec<_> = rbac::REQUIRED
+    let denied: Vec<String> = c
+        .recorded()
         .iter()
-        .filter(|p| !used.contains(p))
+        .filter(|r| r.denied)
+        .map(|r| format!("{} {} {}?{}", r.who, r.method, r.path, r.query))
         .collect();
-    assert!(unused.is_empty(), "granted but never called: {unused:?}");
+    assert!(
+        denied.is_empty(),
+        "denied by the manifests' Roles: {denied:#?}"
+    );
+    let used = used(&c);
+    for account in [CONTROLLER, GATE_SA, SERVE_SA] {
+        let unused: Vec<Grant> = grants_of(&c, account)
+            .into_iter()
+            .filter(|g| !used.contains(g))
+            .collect();
+        assert!(
+            unused.is_empty(),
+            "{account}: granted but never called: {unused:?}"
+        );
+    }
+}
+
+/// serve keeps its state in its ConfigMap, as its service account.
+async fn serve_state(c: &FakeCluster) {
+    use recover::serve::state::{ConfigMapStore, StateStore};
+    let store = ConfigMapStore::new(c.client_as(SERVE_SA), NS, "recover-serve-state");
+    let mut book = store.load().await.unwrap();
+    book.targets.entry("kube:x/y".into()).or_default().failures = 1;
+    store.save(&book).await.unwrap();
+    assert_eq!(store.load().await.unwrap(), book);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_delete_fallback_is_the_only_optional_call_and_only_when_allowed() {
+async fn the_delete_fallback_needs_a_grant_the_shipped_role_does_not_give() {
     let c = FakeCluster::start(2, Duration::from_millis(100)).await;
-    c.set_max_unavailable(0);
-    let mut o = KubeOptions::new(NS, Workload::Deployment(DEPLOY.to_string()));
+    c.set_pdb(0, false).await;
+    let mut o = options("ci");
     o.evict_timeout = Duration::from_millis(300);
-    o.evict_retry = Duration::from_millis(100);
     o.allow_delete_fallback = true;
-    let p = KubePlatform::new(c.client.clone(), o);
+    let p = KubePlatform::new(c.client.clone(), o.clone());
     let pod = p.next_batch(1).await.unwrap().remove(0);
-    p.restart(&pod).await.unwrap();
-    let outside: Vec<_> = c
-        .recorded()
-        .into_iter()
-        .filter(|r| matching(rbac::REQUIRED, r).is_none())
-        .collect();
-    assert!(!outside.is_empty());
-    for r in outside {
-        assert_eq!(
-            matching(rbac::OPTIONAL, &r),
-            Some(rbac::PODS_DELETE),
-            "{} {}",
-            r.method,
-            r.path
-        );
-    }
+    let e = p.restart(&pod).await.unwrap_err().to_string();
+    assert!(
+        e.contains("delete pods"),
+        "the 403 names the missing rule: {e}"
+    );
+    c.grant(CONTROLLER, "", "pods", "delete");
+    let p = KubePlatform::new(c.client.clone(), o);
+    p.restart(&pod).await.expect("deleted once granted");
 }

@@ -167,11 +167,11 @@ fn platform() -> LocalPlatform {
         name: "caps".into(),
         state_dir: Some(std::env::temp_dir().join("recover-body-caps-test")),
         replicas: Vec::new(),
-        gate: GateSpec {
+        gates: vec![GateSpec {
             admin_url: "http://127.0.0.1:1".into(),
             token_file: "token".into(),
             metrics_url: None,
-        },
+        }],
         clients: Vec::new(),
         stop_grace: Duration::from_secs(1),
     })

@@ -1,13 +1,9 @@
 //! Turning kube-rs errors into [`PlatformError`]s that say what was being done and, on a
 //! 403, which Role rule is missing: an operator reading "forbidden" at 3 am needs the fix,
-//! not the status code. Also the one pod listing that the platform and the gate control
-//! both make, so both read "live" the same way.
+//! not the status code.
 
 use super::rbac::{self, Permission};
-use super::rollout::PodView;
 use crate::platform::PlatformError;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
 
 /// The status code of an API error, if the API server answered at all.
 pub fn status_code(e: &kube::Error) -> Option<u16> {
@@ -47,25 +43,4 @@ pub fn call_error(perm: &Permission, what: impl Into<String>, e: kube::Error) ->
         what: what.into(),
         source,
     }
-}
-
-/// Names of the pods matching `selector` that are not terminating: a terminating pod
-/// answers no more requests, so it neither needs nor can confirm anything. `what` says
-/// what the listing is for, in the error.
-pub async fn live_pod_names(
-    pods: &Api<Pod>,
-    selector: &str,
-    what: impl FnOnce() -> String,
-) -> Result<Vec<String>, PlatformError> {
-    let list = pods
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(|e| call_error(&rbac::PODS_LIST, what(), e))?;
-    Ok(list
-        .items
-        .iter()
-        .map(PodView::of)
-        .filter(|p| !p.terminating)
-        .map(|p| p.name)
-        .collect())
 }

@@ -1,12 +1,17 @@
-//! Taking one pod down: the Eviction API, which honours PodDisruptionBudgets, retried while
-//! a budget says "not now" (429), and a pod delete only as a fallback the caller opted into.
+//! Taking one pod down: the Eviction API, which honours PodDisruptionBudgets, retried on
+//! our own schedule (or the server's Retry-After) while a budget says "not now", within the
+//! caller's deadline; a pod delete only as a fallback the caller opted into.
 //!
-//! The API calls sit behind [`Disruptor`] because kube-fake-client has no Eviction
-//! subresource and no budgets; the retry policy ([`super::rollout::after_evict`]) is pure.
+//! Each attempt is one call with its own deadline and no hidden retries
+//! ([`super::call::EVICT`]); every refusal is logged with the budget that made it, and the
+//! final error names the budget and the exact fix ([`super::decide::Blocked::explain`]).
+//! Behind [`Disruptor`] so tests can count what is asked.
 
-use super::api::{call_error, is_not_found, status_code};
+use super::api::{call_error, is_not_found};
+use super::call::{self, WRITE};
+use super::decide::evict::blocked;
+use super::decide::{after_evict, Blocked, EvictNext, EvictOutcome};
 use super::rbac;
-use super::rollout::{after_evict, EvictNext, EvictOutcome};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, EvictParams};
@@ -37,27 +42,55 @@ impl ApiDisruptor {
 #[async_trait::async_trait]
 impl Disruptor for ApiDisruptor {
     async fn evict(&self, pod: &str) -> Result<EvictOutcome, PlatformError> {
-        match self.pods.evict(pod, &EvictParams::default()).await {
-            Ok(_) => Ok(EvictOutcome::Evicted),
-            Err(e) if is_not_found(&e) => Ok(EvictOutcome::Gone),
-            Err(e) if status_code(&e) == Some(429) => Ok(EvictOutcome::Blocked(e.to_string())),
-            Err(e) => Err(call_error(
-                &rbac::PODS_EVICT,
-                format!("evicting pod {pod}"),
-                e,
-            )),
+        let attempt = tokio::time::timeout(
+            call::EVICT.timeout,
+            self.pods.evict(pod, &EvictParams::default()),
+        )
+        .await;
+        match attempt {
+            Err(_) => Err(PlatformError::Timeout {
+                what: format!("the API server to answer the eviction of pod {pod}"),
+                after: call::EVICT.timeout,
+            }),
+            Ok(Ok(_)) => Ok(EvictOutcome::Evicted),
+            Ok(Err(e)) if is_not_found(&e) => Ok(EvictOutcome::Gone),
+            Ok(Err(e)) => match &e {
+                kube::Error::Api(s) => match blocked(s) {
+                    Some(b) => Ok(EvictOutcome::Blocked(b)),
+                    None => Err(call_error(
+                        &rbac::PODS_EVICT,
+                        format!("evicting pod {pod}"),
+                        e,
+                    )),
+                },
+                _ => Err(call_error(
+                    &rbac::PODS_EVICT,
+                    format!("evicting pod {pod}"),
+                    e,
+                )),
+            },
         }
     }
 
     async fn delete(&self, pod: &str) -> Result<(), PlatformError> {
-        match self.pods.delete(pod, &DeleteParams::default()).await {
+        let dp = DeleteParams::default();
+        match call::call(
+            &WRITE,
+            &rbac::PODS_DELETE,
+            || format!("deleting pod {pod}"),
+            || self.pods.delete(pod, &dp),
+        )
+        .await
+        {
             Ok(_) => Ok(()),
-            Err(e) if is_not_found(&e) => Ok(()),
-            Err(e) => Err(call_error(
-                &rbac::PODS_DELETE,
-                format!("deleting pod {pod}"),
-                e,
-            )),
+            Err(PlatformError::Call { source, .. })
+                if source
+                    .downcast_ref::<kube::Error>()
+                    .is_some_and(is_not_found) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
         }
     }
 }
@@ -71,14 +104,15 @@ pub enum TakenDown {
     AlreadyGone,
     /// The budget blocked eviction until the deadline and the pod was deleted instead.
     Deleted {
-        blocked_by: String,
+        blocked: Blocked,
     },
 }
 
 /// Evict `pod`, retrying while a budget blocks it, for at most `timeout`; then delete it
-/// if `allow_delete`, else fail with a timeout naming the budget's refusal.
+/// if `allow_delete`, else fail naming the budget and the fix.
 pub async fn take_down(
     d: &dyn Disruptor,
+    namespace: &str,
     pod: &str,
     timeout: Duration,
     allow_delete: bool,
@@ -89,35 +123,43 @@ pub async fn take_down(
     loop {
         attempts += 1;
         let outcome = d.evict(pod).await?;
-        match after_evict(
+        let next = after_evict(
             &outcome,
             started.elapsed(),
             timeout,
             allow_delete,
             retry_every,
-        ) {
-            EvictNext::Done if outcome == EvictOutcome::Gone => return Ok(TakenDown::AlreadyGone),
+        );
+        let blocked = match outcome {
+            EvictOutcome::Gone => return Ok(TakenDown::AlreadyGone),
+            EvictOutcome::Evicted => return Ok(TakenDown::Evicted { attempts }),
+            EvictOutcome::Blocked(b) => b,
+        };
+        match next {
             EvictNext::Done => return Ok(TakenDown::Evicted { attempts }),
             EvictNext::RetryAfter(wait) => {
-                tracing::info!(
+                tracing::warn!(
                     pod,
                     attempts,
+                    budget = blocked.budget.as_deref().unwrap_or("?"),
+                    ?wait,
+                    server_wait = ?blocked.retry_after,
+                    reason = %blocked.message,
                     "eviction blocked by a disruption budget; retrying"
                 );
                 tokio::time::sleep(wait).await;
             }
             EvictNext::Delete => {
-                let blocked_by = match outcome {
-                    EvictOutcome::Blocked(why) => why,
-                    _ => String::new(),
-                };
-                tracing::warn!(pod, %blocked_by, "eviction still blocked at the deadline; deleting the pod as allowed");
+                tracing::warn!(pod, refusal = %blocked.explain(namespace, pod), "eviction still blocked at the deadline; deleting the pod as allowed");
                 d.delete(pod).await?;
-                return Ok(TakenDown::Deleted { blocked_by });
+                return Ok(TakenDown::Deleted { blocked });
             }
-            EvictNext::GiveUp(why) => {
+            EvictNext::GiveUp => {
                 return Err(PlatformError::Timeout {
-                    what: format!("eviction of pod {pod} (blocked: {why})"),
+                    what: format!(
+                        "eviction of pod {pod} ({attempts} attempts): {}",
+                        blocked.explain(namespace, pod)
+                    ),
                     after: started.elapsed(),
                 })
             }

@@ -1,6 +1,8 @@
-//! Kubernetes Events on the target Deployment for each step, so `kubectl describe
-//! deployment` and every dashboard show what the recovery did and when, next to the
-//! rollout's own events.
+//! Kubernetes Events on the target Deployment or StatefulSet for each step, so `kubectl
+//! describe` and every dashboard show what the recovery did and when, next to the
+//! rollout's own events. An Event names its object with the object's UID: without it
+//! `kubectl describe` does not list it. Events expire after the API server's event TTL (an
+//! hour by default), so the run's summary is also kept in the journal mirror.
 
 use crate::platform::StepEvent;
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
@@ -37,12 +39,22 @@ pub fn reason(phase: &str) -> String {
     format!("Recover{camel}")
 }
 
+/// The object Events are recorded on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Involved {
+    /// `Deployment` or `StatefulSet`.
+    pub kind: String,
+    pub name: String,
+    pub uid: String,
+}
+
 /// The Event object for one step boundary. Named explicitly (not generateName) so the
-/// name is unique per deployment, run and instant.
-pub fn build(namespace: &str, deployment: &str, instance: &str, e: &StepEvent) -> Event {
+/// name is unique per object, run and instant.
+pub fn build(namespace: &str, on: &Involved, instance: &str, e: &StepEvent) -> Event {
     let now = Timestamp::now();
     let name = format!(
-        "{deployment}.recover.{:x}",
+        "{}.recover.{:x}",
+        on.name,
         now.as_nanosecond() as u128 ^ (e.step.len() as u128) << 64
     );
     Event {
@@ -53,9 +65,10 @@ pub fn build(namespace: &str, deployment: &str, instance: &str, e: &StepEvent) -
         },
         involved_object: ObjectReference {
             api_version: Some("apps/v1".to_string()),
-            kind: Some("Deployment".to_string()),
-            name: Some(deployment.to_string()),
+            kind: Some(on.kind.clone()),
+            name: Some(on.name.clone()),
             namespace: Some(namespace.to_string()),
+            uid: Some(on.uid.clone()).filter(|u| !u.is_empty()),
             ..Default::default()
         },
         reason: Some(reason(&e.phase)),

@@ -1,18 +1,45 @@
-//! The run's journal and the batched restart's progress, mirrored into one ConfigMap
-//! (`recover-journal`, created by the manifests) so `recover resume` works from another
-//! machine and a resumed run never evicts a finished pod again. One key per run:
-//! `<run_id>.jsonl` for the journal, `<run_id>.rollout.json` for the rollout state.
+//! The run's journal, the batched restart's progress and the run's summary, mirrored into
+//! one ConfigMap (`recover-journal`, created by the manifests) so `recover resume` works
+//! from another machine or a new Job, a resumed run never evicts a finished pod again, and
+//! what the run did outlives the Events' one-hour TTL. One key group per run:
+//! `<run>.jsonl`, `<run>.rollout.json`, `<run>.summary.json`.
+//!
+//! The object must stay under the API server's 1 MiB limit: every write drops the oldest
+//! runs first ([`super::decide::keys::prune`]). Writes go through [`Mirror`], a background
+//! writer that coalesces them (the latest value of a key wins), so a slow or failing
+//! ConfigMap write never sits on the restart path: a failed mirror write is logged and
+//! retried, never a failed restart.
 
-use super::api::{call_error, is_not_found};
-use super::rbac;
-use super::rollout::{configmap_key, RolloutState};
+use super::call::{self, READ, WRITE};
+use super::decide::keys::prune;
+use super::decide::{configmap_key, RolloutState};
+use super::rbac::{self, FIELD_MANAGER};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{watch, Notify};
 
-/// A ConfigMap holds at most 1 MiB in all; keep one run well inside it.
-pub const MAX_JOURNAL_BYTES: usize = 512 * 1024;
+/// What the ConfigMap may hold in all: under the API server's 1 MiB object limit with
+/// room for its metadata.
+pub const BUDGET_BYTES: usize = 900 * 1024;
+/// One run's journal; a longer one stays complete on the local disk only.
+pub const MAX_RUN_BYTES: usize = 512 * 1024;
 
+pub fn journal_key(run_id: &str) -> String {
+    configmap_key(run_id, ".jsonl")
+}
+pub fn rollout_key(run_id: &str) -> String {
+    configmap_key(run_id, ".rollout.json")
+}
+pub fn summary_key(run_id: &str) -> String {
+    configmap_key(run_id, ".summary.json")
+}
+
+/// Reads and pruned writes of the journal ConfigMap.
+#[derive(Clone)]
 pub struct JournalStore {
     api: Api<ConfigMap>,
     name: String,
@@ -26,63 +53,77 @@ impl JournalStore {
         }
     }
 
-    async fn put(&self, key: &str, value: &str) -> Result<(), PlatformError> {
-        let patch = serde_json::json!({ "data": { key: value } });
-        self.api
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|e| {
-                let hint = if is_not_found(&e) {
-                    " (apply manifests/: it creates this ConfigMap)"
-                } else {
-                    ""
-                };
-                call_error(
-                    &rbac::CONFIGMAPS_PATCH,
-                    format!("writing {key} to ConfigMap {}{hint}", self.name),
-                    e,
-                )
-            })
+    async fn read(&self) -> Result<Option<ConfigMap>, PlatformError> {
+        call::call(
+            &READ,
+            &rbac::CONFIGMAPS_GET,
+            || format!("reading ConfigMap {}", self.name),
+            || self.api.get_opt(&self.name),
+        )
+        .await
     }
 
-    async fn get(&self, key: &str) -> Result<Option<String>, PlatformError> {
-        match self.api.get_opt(&self.name).await {
-            Ok(cm) => Ok(cm.and_then(|cm| cm.data).and_then(|mut d| d.remove(key))),
-            Err(e) => Err(call_error(
-                &rbac::CONFIGMAPS_GET,
-                format!("reading ConfigMap {}", self.name),
-                e,
-            )),
+    /// Write `values`, dropping the oldest runs' keys as needed to stay in budget.
+    pub async fn write(&self, values: &BTreeMap<String, String>) -> Result<(), PlatformError> {
+        for (key, value) in values {
+            if value.len() > MAX_RUN_BYTES {
+                return Err(PlatformError::Other(format!(
+                    "{key} is {} bytes, more than the {MAX_RUN_BYTES} the ConfigMap {} keeps per run; the local journal is complete",
+                    value.len(),
+                    self.name
+                )));
+            }
         }
-    }
-
-    pub async fn mirror_journal(&self, run_id: &str, jsonl: &str) -> Result<(), PlatformError> {
-        if jsonl.len() > MAX_JOURNAL_BYTES {
-            return Err(PlatformError::Other(format!(
-                "journal of run {run_id} is {} bytes, more than the {MAX_JOURNAL_BYTES} a ConfigMap mirror keeps; the local journal is complete",
-                jsonl.len()
-            )));
+        let cm = self.read().await?.ok_or_else(|| {
+            PlatformError::Other(format!(
+                "ConfigMap {} does not exist; apply manifests/: it creates it",
+                self.name
+            ))
+        })?;
+        let sizes: BTreeMap<String, usize> = cm
+            .data
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (k, v.len()))
+            .collect();
+        let writes: BTreeMap<String, usize> =
+            values.iter().map(|(k, v)| (k.clone(), v.len())).collect();
+        let dropped = prune(&sizes, &writes, BUDGET_BYTES);
+        if !dropped.is_empty() {
+            tracing::info!(configmap = %self.name, keys = ?dropped, "pruning the oldest runs from the journal mirror to stay under 1 MiB");
         }
-        self.put(&configmap_key(run_id, ".jsonl"), jsonl).await
+        let mut data = serde_json::Map::new();
+        for k in dropped {
+            data.insert(k, serde_json::Value::Null);
+        }
+        for (k, v) in values {
+            data.insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+        let patch = Patch::Merge(serde_json::json!({ "data": data }));
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        call::call(
+            &WRITE,
+            &rbac::CONFIGMAPS_PATCH,
+            || format!("writing to ConfigMap {}", self.name),
+            || self.api.patch(&self.name, &pp, &patch),
+        )
+        .await
+        .map(|_| ())
     }
 
-    pub async fn fetch_journal(&self, run_id: &str) -> Result<Option<String>, PlatformError> {
-        self.get(&configmap_key(run_id, ".jsonl")).await
-    }
-
-    pub async fn save_rollout(
-        &self,
-        run_id: &str,
-        state: &RolloutState,
-    ) -> Result<(), PlatformError> {
-        let json = serde_json::to_string(state).map_err(|e| PlatformError::Other(e.to_string()))?;
-        self.put(&configmap_key(run_id, ".rollout.json"), &json)
-            .await
+    pub async fn get(&self, key: &str) -> Result<Option<String>, PlatformError> {
+        Ok(self
+            .read()
+            .await?
+            .and_then(|cm| cm.data)
+            .and_then(|mut d| d.remove(key)))
     }
 
     pub async fn load_rollout(&self, run_id: &str) -> Result<Option<RolloutState>, PlatformError> {
-        match self.get(&configmap_key(run_id, ".rollout.json")).await? {
+        match self.get(&rollout_key(run_id)).await? {
             None => Ok(None),
             Some(s) => serde_json::from_str(&s).map(Some).map_err(|e| {
                 PlatformError::Other(format!(
@@ -91,5 +132,146 @@ impl JournalStore {
                 ))
             }),
         }
+    }
+}
+
+#[derive(Default)]
+struct Pending {
+    values: BTreeMap<String, String>,
+    /// Bumped by every put; the writer reports the last one it wrote.
+    generation: u64,
+}
+
+/// The background writer: `put` returns at once; the latest value of each key is written
+/// soon after, with a growing pause after failures.
+#[derive(Clone)]
+pub struct Mirror {
+    store: JournalStore,
+    pending: Arc<Mutex<Pending>>,
+    wake: Arc<Notify>,
+    written: watch::Receiver<u64>,
+    written_tx: Arc<watch::Sender<u64>>,
+    started: Arc<std::sync::Once>,
+}
+
+impl Mirror {
+    pub fn new(store: JournalStore) -> Mirror {
+        let (tx, rx) = watch::channel(0);
+        Mirror {
+            store,
+            pending: Arc::default(),
+            wake: Arc::new(Notify::new()),
+            written: rx,
+            written_tx: Arc::new(tx),
+            started: Arc::new(std::sync::Once::new()),
+        }
+    }
+
+    pub fn store(&self) -> &JournalStore {
+        &self.store
+    }
+
+    /// Queue `value` for `key`; returns the generation to [`Mirror::flush`] for.
+    pub fn put(&self, key: String, value: String) -> u64 {
+        self.start();
+        let generation = {
+            let mut p = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            p.values.insert(key, value);
+            p.generation += 1;
+            p.generation
+        };
+        self.wake.notify_one();
+        generation
+    }
+
+    /// The generation of the last put (what a flush of everything waits for).
+    pub fn queued(&self) -> u64 {
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .generation
+    }
+
+    /// Wait until everything queued up to `generation` is written, at most `timeout`;
+    /// false if it was not.
+    pub async fn flush(&self, generation: u64, timeout: Duration) -> bool {
+        let mut rx = self.written.clone();
+        tokio::time::timeout(timeout, rx.wait_for(|w| *w >= generation))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    fn start(&self) {
+        self.started.call_once(|| {
+            let (store, pending, wake, tx) = (
+                self.store.clone(),
+                self.pending.clone(),
+                self.wake.clone(),
+                self.written_tx.clone(),
+            );
+            tokio::spawn(async move {
+                let mut failures = 0u32;
+                loop {
+                    wake.notified().await;
+                    loop {
+                        let (batch, generation) = {
+                            let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                            (std::mem::take(&mut p.values), p.generation)
+                        };
+                        if batch.is_empty() {
+                            break;
+                        }
+                        match store.write(&batch).await {
+                            Ok(()) => {
+                                failures = 0;
+                                let _ = tx.send(generation);
+                            }
+                            Err(e) => {
+                                failures += 1;
+                                tracing::warn!(error = %e, failures, keys = ?batch.keys().collect::<Vec<_>>(), "mirroring to the journal ConfigMap failed; will retry");
+                                // Put back what no newer put replaced.
+                                {
+                                    let mut p = pending.lock().unwrap_or_else(|e| e.into_inner());
+                                    for (k, v) in batch {
+                                        p.values.entry(k).or_insert(v);
+                                    }
+                                }
+                                tokio::time::sleep(Duration::from_millis(200 * u64::from(failures.min(25)))).await;
+                            }
+                        }
+                    }
+                }
+            });
+        });
+    }
+}
+
+/// One line of a run's summary: a step boundary as it was published as an Event.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SummaryLine {
+    pub at: String,
+    pub step: String,
+    pub phase: String,
+    pub message: String,
+}
+
+/// The lines a summary keeps (the last ones), and the longest message.
+pub const SUMMARY_LINES: usize = 100;
+const SUMMARY_MESSAGE: usize = 500;
+
+/// Append `line` to `lines`, keeping the last [`SUMMARY_LINES`] and cutting long messages.
+pub fn add_summary_line(lines: &mut Vec<SummaryLine>, mut line: SummaryLine) {
+    if line.message.len() > SUMMARY_MESSAGE {
+        let mut cut = SUMMARY_MESSAGE;
+        while !line.message.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        line.message.truncate(cut);
+        line.message.push('…');
+    }
+    lines.push(line);
+    if lines.len() > SUMMARY_LINES {
+        let extra = lines.len() - SUMMARY_LINES;
+        lines.drain(..extra);
     }
 }

@@ -1,19 +1,22 @@
 //! One recovery per target at a time, across machines: a coordination.k8s.io Lease per
-//! target, renewed while the run lives, taken over only once it has expired (a crashed
-//! controller's lease expires on its own). The decision is [`super::rollout::lease_decision`];
-//! this module only reads and writes the Lease, with optimistic concurrency (a 409 on a
-//! racing write means someone else won).
+//! target, renewed while the run lives, taken over only once it has expired by our own
+//! clock (a crashed controller's lease expires on its own). The decision is
+//! [`super::decide::lease_decision`]; this module reads and writes the Lease with
+//! optimistic concurrency (a 409 on a racing write means someone else won), renews it in
+//! the background, and cancels the run's token the moment the lease is lost.
 
 use super::api::{call_error, is_conflict, is_not_found};
+use super::call::{self, CallPolicy};
+use super::decide::lease::{renew_deadline, renew_every};
+use super::decide::{lease_decision, LeaseDecision, LeaseView, Observed};
 use super::rbac;
-use super::rollout::{lease_decision, LeaseDecision, LeaseView};
 use crate::platform::{LockGuard, LockHolder, PlatformError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// Annotation holding the run id of the lease holder.
@@ -28,7 +31,7 @@ pub fn view(lease: &Lease) -> LeaseView {
             .annotations
             .as_ref()
             .and_then(|a| a.get(RUN_ID_ANNOTATION).cloned()),
-        renew_time: spec.renew_time.map(|t| SystemTime::from(t.0)),
+        version: lease.metadata.resource_version.clone().unwrap_or_default(),
         duration: Duration::from_secs(spec.lease_duration_seconds.unwrap_or(0).max(0) as u64),
     }
 }
@@ -49,7 +52,10 @@ pub fn lease_name(target: &str) -> String {
     s.trim_end_matches('-').to_string()
 }
 
-/// Take the lease or fail with [`PlatformError::LockHeld`].
+/// Take the lease or fail with [`PlatformError::LockHeld`]. A lease held by someone else
+/// is watched: if it changes (its holder renews it) the lock is held; if it stays
+/// unchanged for its whole duration, as our own clock measures it, the holder is gone and
+/// the lease is taken over. So this waits at most one lease duration.
 pub async fn acquire(
     leases: &Api<Lease>,
     name: &str,
@@ -58,57 +64,93 @@ pub async fn acquire(
     duration: Duration,
 ) -> Result<(), PlatformError> {
     let secs = duration.as_secs().max(1) as i32;
-    let mut tries = 0;
+    let policy = call::lease_policy(duration);
+    let mut observed: Option<Observed> = None;
+    let mut conflicts = 0;
     loop {
-        let existing = match leases.get_opt(name).await {
-            Ok(l) => l,
-            Err(e) => {
-                return Err(call_error(
-                    &rbac::LEASES_GET,
-                    format!("reading lease {name}"),
-                    e,
-                ))
-            }
+        let existing = call::call(
+            &policy,
+            &rbac::LEASES_GET,
+            || format!("reading lease {name}"),
+            || leases.get_opt(name),
+        )
+        .await?;
+        let now = Instant::now();
+        let seen = existing.as_ref().map(view);
+        let previous = observed.clone();
+        let obs = match &seen {
+            Some(v) => Observed::update(observed.take(), v, now),
+            None => Observed {
+                version: String::new(),
+                at: now,
+            },
         };
-        let decision = lease_decision(
-            existing.as_ref().map(view).as_ref(),
-            &holder.identity,
-            &holder.run_id,
-            SystemTime::now(),
-        );
-        let pp = PostParams::default();
+        observed = Some(obs.clone());
+        let decision = lease_decision(seen.as_ref(), &holder.identity, &holder.run_id, &obs, now);
+        let pp = PostParams {
+            field_manager: Some(rbac::FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
         let (written, perm, doing) = match (decision, existing) {
             (
                 LeaseDecision::Held {
-                    holder: h, run_id, ..
+                    holder: h,
+                    run_id,
+                    expires_in,
                 },
                 _,
             ) => {
-                return Err(PlatformError::LockHeld {
-                    target: target_id.to_string(),
-                    holder: h,
-                    run_id,
-                })
+                // Renewed since we first looked: its holder is alive.
+                if previous.is_some_and(|p| p.version != obs.version) {
+                    return Err(PlatformError::LockHeld {
+                        target: target_id.to_string(),
+                        holder: h,
+                        run_id,
+                    });
+                }
+                tokio::time::sleep(
+                    expires_in
+                        .min(renew_every(duration))
+                        .max(Duration::from_millis(50)),
+                )
+                .await;
+                continue;
             }
             (LeaseDecision::Create, _) | (_, None) => {
                 let lease = new_lease(name, holder, secs);
-                let written = leases.create(&pp, &lease).await;
+                let written = timed(&policy, leases.create(&pp, &lease)).await;
                 (written, &rbac::LEASES_CREATE, "creating")
             }
             (decision, Some(mut lease)) => {
                 claim(&mut lease, decision, holder, secs);
-                let written = leases.replace(name, &pp, &lease).await;
+                let written = timed(&policy, leases.replace(name, &pp, &lease)).await;
                 (written, &rbac::LEASES_UPDATE, "updating")
             }
         };
         match written {
-            Ok(_) => return Ok(()),
+            Ok(Ok(_)) => return Ok(()),
             // Lost a race: someone created or updated it between our read and our write.
             // Read again and decide again (it may be held now), a few times at most.
-            Err(e) if is_conflict(&e) && tries < 5 => tries += 1,
-            Err(e) => return Err(call_error(perm, format!("{doing} lease {name}"), e)),
+            Ok(Err(e)) if is_conflict(&e) && conflicts < 5 => conflicts += 1,
+            Ok(Err(e)) => return Err(call_error(perm, format!("{doing} lease {name}"), e)),
+            Err(after) => {
+                return Err(PlatformError::Timeout {
+                    what: format!("{doing} lease {name}"),
+                    after,
+                })
+            }
         }
     }
+}
+
+/// One write under `policy`'s deadline; `Err(deadline)` when it passed.
+async fn timed<T>(
+    policy: &CallPolicy,
+    f: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, Duration> {
+    tokio::time::timeout(policy.timeout, f)
+        .await
+        .map_err(|_| policy.timeout)
 }
 
 /// A Lease held by `holder` from now, for a target that has none.
@@ -151,62 +193,106 @@ fn claim(lease: &mut Lease, decision: LeaseDecision, holder: &LockHolder, secs: 
         .insert(RUN_ID_ANNOTATION.to_string(), holder.run_id.clone());
 }
 
-/// Renew once; `Ok(false)` when the lease is no longer ours.
+/// What one renewal found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    Renewed,
+    /// Someone else holds it now.
+    Lost,
+    /// A racing write; the next tick reads again.
+    Conflict,
+}
+
+/// Renew once, within `policy`'s deadline.
 pub async fn renew(
     leases: &Api<Lease>,
     name: &str,
     holder: &LockHolder,
-) -> Result<bool, PlatformError> {
-    let mut lease = leases
-        .get(name)
+    policy: &CallPolicy,
+) -> Result<Renewal, PlatformError> {
+    let started = Instant::now();
+    let work = async {
+        let mut lease = leases
+            .get(name)
+            .await
+            .map_err(|e| call_error(&rbac::LEASES_GET, format!("reading lease {name}"), e))?;
+        let v = view(&lease);
+        if v.holder_identity.as_deref() != Some(holder.identity.as_str())
+            || v.run_id.as_deref() != Some(holder.run_id.as_str())
+        {
+            return Ok(Renewal::Lost);
+        }
+        lease.spec.get_or_insert_with(Default::default).renew_time = Some(now_micro());
+        let pp = PostParams {
+            field_manager: Some(rbac::FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        match leases.replace(name, &pp, &lease).await {
+            Ok(_) => Ok(Renewal::Renewed),
+            Err(e) if is_conflict(&e) => Ok(Renewal::Conflict),
+            Err(e) => Err(call_error(
+                &rbac::LEASES_UPDATE,
+                format!("renewing lease {name}"),
+                e,
+            )),
+        }
+    };
+    tokio::time::timeout(policy.timeout, work)
         .await
-        .map_err(|e| call_error(&rbac::LEASES_GET, format!("reading lease {name}"), e))?;
-    let v = view(&lease);
-    if v.holder_identity.as_deref() != Some(holder.identity.as_str())
-        || v.run_id.as_deref() != Some(holder.run_id.as_str())
-    {
-        return Ok(false);
-    }
-    lease.spec.get_or_insert_with(Default::default).renew_time = Some(now_micro());
-    match leases.replace(name, &PostParams::default(), &lease).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_conflict(&e) => Ok(true), // a concurrent write; the next tick retries
-        Err(e) => Err(call_error(
-            &rbac::LEASES_UPDATE,
-            format!("renewing lease {name}"),
-            e,
-        )),
-    }
+        .unwrap_or_else(|_| {
+            Err(PlatformError::Timeout {
+                what: format!("renewing lease {name}"),
+                after: started.elapsed(),
+            })
+        })
 }
 
-/// A held Lease, renewed in the background every third of its duration.
+/// A held Lease, renewed in the background every third of its duration. If it is taken
+/// by someone else, or cannot be renewed for two thirds of its duration, [`LockGuard::lost`]
+/// is cancelled: the run stops as on Ctrl-C.
 pub struct LeaseGuard {
     leases: Api<Lease>,
     name: String,
     holder: LockHolder,
     stop: CancellationToken,
+    lost: CancellationToken,
 }
 
 impl LeaseGuard {
     pub fn start(leases: Api<Lease>, name: String, holder: LockHolder, duration: Duration) -> Self {
         let stop = CancellationToken::new();
-        let (l, n, h, s) = (leases.clone(), name.clone(), holder.clone(), stop.clone());
+        let lost = CancellationToken::new();
+        let (l, n, h, s, lo) = (
+            leases.clone(),
+            name.clone(),
+            holder.clone(),
+            stop.clone(),
+            lost.clone(),
+        );
         tokio::spawn(async move {
-            let every = (duration / 3).max(Duration::from_millis(200));
+            let policy = call::lease_policy(duration);
+            let mut last_renewed = Instant::now();
             loop {
                 tokio::select! {
                     _ = s.cancelled() => return,
-                    _ = tokio::time::sleep(every) => {}
+                    _ = tokio::time::sleep(renew_every(duration)) => {}
                 }
-                match renew(&l, &n, &h).await {
-                    Ok(true) => {}
-                    Ok(false) => {
-                        tracing::error!(lease = %n, "lost the lease to another holder; stop this run");
+                match renew(&l, &n, &h, &policy).await {
+                    Ok(Renewal::Renewed) => last_renewed = Instant::now(),
+                    Ok(Renewal::Conflict) => {}
+                    Ok(Renewal::Lost) => {
+                        tracing::error!(lease = %n, run_id = %h.run_id, "lost the lease to another holder; stopping this run");
+                        lo.cancel();
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(lease = %n, error = %e, "renewing the lease failed; retrying")
+                        tracing::warn!(lease = %n, error = %e, since_renewed = ?last_renewed.elapsed(), "renewing the lease failed; retrying")
                     }
+                }
+                if last_renewed.elapsed() >= renew_deadline(duration) {
+                    tracing::error!(lease = %n, run_id = %h.run_id, since_renewed = ?last_renewed.elapsed(), "could not renew the lease in time; another controller may take over: stopping this run");
+                    lo.cancel();
+                    return;
                 }
             }
         });
@@ -215,26 +301,33 @@ impl LeaseGuard {
             name,
             holder,
             stop,
+            lost,
         }
     }
 }
 
 #[async_trait::async_trait]
 impl LockGuard for LeaseGuard {
+    fn lost(&self) -> CancellationToken {
+        self.lost.clone()
+    }
+
     async fn release(self: Box<Self>) -> Result<(), PlatformError> {
         self.stop.cancel();
         let name = &self.name;
-        let mut lease = match self.leases.get(name).await {
-            Ok(l) => l,
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => {
-                return Err(call_error(
-                    &rbac::LEASES_GET,
-                    format!("reading lease {name}"),
-                    e,
-                ))
-            }
+        let policy = call::READ;
+        let lease = match call::call(
+            &policy,
+            &rbac::LEASES_GET,
+            || format!("reading lease {name}"),
+            || self.leases.get_opt(name),
+        )
+        .await?
+        {
+            Some(l) => l,
+            None => return Ok(()),
         };
+        let mut lease = lease;
         let v = view(&lease);
         if v.holder_identity.as_deref() != Some(self.holder.identity.as_str()) {
             return Ok(()); // not ours any more: nothing to release
@@ -242,11 +335,23 @@ impl LockGuard for LeaseGuard {
         let spec = lease.spec.get_or_insert_with(Default::default);
         spec.holder_identity = None;
         spec.renew_time = None;
-        self.leases
-            .replace(name, &PostParams::default(), &lease)
-            .await
-            .map(|_| ())
-            .map_err(|e| call_error(&rbac::LEASES_UPDATE, format!("releasing lease {name}"), e))
+        let pp = PostParams {
+            field_manager: Some(rbac::FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        match timed(&policy, self.leases.replace(name, &pp, &lease)).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) if is_not_found(&e) => Ok(()),
+            Ok(Err(e)) => Err(call_error(
+                &rbac::LEASES_UPDATE,
+                format!("releasing lease {name}"),
+                e,
+            )),
+            Err(after) => Err(PlatformError::Timeout {
+                what: format!("releasing lease {name}"),
+                after,
+            }),
+        }
     }
 }
 

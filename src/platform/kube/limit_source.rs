@@ -1,11 +1,16 @@
 //! The gate's limit from a ConfigMap (`recover-gate-limit`, key `limit.json`), so the
 //! controller sets the limit of every gate replica with one API write and no network path
-//! to the gates. Polled every 250 ms (well inside the 1 s the issue allows; kube-fake-client
-//! cannot serve watches, and a poll of one named object is cheap). Every new
-//! resourceVersion is pushed with that version, which the gate reports in `/metrics`; an
-//! unparsable limit is reported and the last good one stays in force.
+//! to the gates. Followed with a watch on that one name (a field selector, so the Role can
+//! grant list and watch by resourceNames), with a fresh read every minute as a backstop.
+//! Every new resourceVersion is pushed with that version, which the gate reports in
+//! `/metrics`; an unparsable limit is reported and the last good one stays in force.
+//!
+//! The key is absent until the controller first sets a limit: the manifests do not carry
+//! it, so `kubectl apply -k` never resets a limit set mid-incident, and a gate that finds
+//! no key keeps the limit it started with (pass-through, or its state file's).
 
-use super::rbac::{LIMIT_CONFIGMAP, LIMIT_KEY};
+use super::follow::{follow, Follow, Seen};
+use super::rbac::{self, LIMIT_CONFIGMAP, LIMIT_KEY};
 use crate::gate::limit::Limit;
 use crate::gate::limit_source::{LimitSource, LimitSourceError, VersionedLimit};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -55,17 +60,17 @@ pub fn limit_update(last_seen: Option<&str>, cm: Option<&ConfigMap>) -> LimitUpd
     }
 }
 
-/// A [`LimitSource`] reading one ConfigMap.
+/// A [`LimitSource`] following one ConfigMap.
 pub struct ConfigMapLimitSource {
     api: Api<ConfigMap>,
     namespace: String,
     name: String,
-    poll: Duration,
+    backstop: Duration,
 }
 
-/// Read a `NS/NAME` (or bare `NAME`: the client's default namespace) ConfigMap spec.
-/// Pure, so the gate's flag is checked before anything connects.
-pub fn parse_spec(spec: &str) -> Result<(Option<String>, String), LimitSourceError> {
+/// Read a `NS/NAME` (or bare `NAME`: the client's default namespace) object spec given
+/// with `flag`. Pure, so the gate's flags are checked before anything connects.
+pub fn parse_spec(flag: &str, spec: &str) -> Result<(Option<String>, String), LimitSourceError> {
     let (ns, name) = match spec.split_once('/') {
         Some((ns, name)) => (Some(ns), name),
         None => (None, spec),
@@ -73,10 +78,24 @@ pub fn parse_spec(spec: &str) -> Result<(Option<String>, String), LimitSourceErr
     if name.is_empty() || ns.is_some_and(str::is_empty) {
         return Err(LimitSourceError::Invalid {
             source_name: NAME,
-            message: format!("--limit-configmap {spec:?}: expected NAMESPACE/NAME or NAME"),
+            message: format!("{flag} {spec:?}: expected NAMESPACE/NAME or NAME"),
         });
     }
     Ok((ns.map(str::to_string), name.to_string()))
+}
+
+/// The in-cluster or kubeconfig client, with the platform's client settings (no hidden
+/// retries), for the gate's sources.
+pub async fn gate_client() -> Result<kube::Client, LimitSourceError> {
+    let unavailable = |e: String| LimitSourceError::Unavailable {
+        source_name: NAME,
+        message: format!("no Kubernetes client (in-cluster or kubeconfig): {e}"),
+    };
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| unavailable(e.to_string()))?;
+    kube::Client::try_from(super::call::client_config(config))
+        .map_err(|e| unavailable(e.to_string()))
 }
 
 impl ConfigMapLimitSource {
@@ -85,22 +104,14 @@ impl ConfigMapLimitSource {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
             name: name.to_string(),
-            poll: Duration::from_millis(250),
+            backstop: Duration::from_secs(60),
         }
     }
 
     /// From a `NS/NAME` flag value (`--limit-configmap shop/recover-gate-limit`; `NAME`
-    /// alone means the client's default namespace), with the in-cluster or kubeconfig
-    /// client.
-    pub async fn connect(spec: &str) -> Result<Self, LimitSourceError> {
-        let (ns, name) = parse_spec(spec)?;
-        let client =
-            kube::Client::try_default()
-                .await
-                .map_err(|e| LimitSourceError::Unavailable {
-                    source_name: NAME,
-                    message: format!("no Kubernetes client (in-cluster or kubeconfig): {e}"),
-                })?;
+    /// alone means the client's default namespace), with `client`.
+    pub fn from_spec(client: kube::Client, spec: &str) -> Result<Self, LimitSourceError> {
+        let (ns, name) = parse_spec("--limit-configmap", spec)?;
         let ns = ns.unwrap_or_else(|| client.default_namespace().to_string());
         Ok(Self::new(client, &ns, &name))
     }
@@ -110,9 +121,45 @@ impl ConfigMapLimitSource {
         LIMIT_CONFIGMAP
     }
 
-    pub fn with_poll_interval(mut self, poll: Duration) -> Self {
-        self.poll = poll.min(Duration::from_millis(500));
+    /// How long one watch may last before a fresh read (tests shorten it).
+    pub fn with_backstop(mut self, backstop: Duration) -> Self {
+        self.backstop = backstop;
         self
+    }
+}
+
+/// What the follower remembers between states: the version last acted on, and whether a
+/// missing key was reported already.
+#[derive(Default)]
+struct Tracking {
+    last_seen: Option<String>,
+    missing_reported: bool,
+}
+
+impl Tracking {
+    /// The update to push for this state, if any, logging what the gate should know.
+    fn take(&mut self, whom: &str, cm: Option<&ConfigMap>) -> Option<VersionedLimit> {
+        match limit_update(self.last_seen.as_deref(), cm) {
+            LimitUpdate::Unchanged => None,
+            LimitUpdate::New(v) => {
+                tracing::info!(configmap = %whom, version = %v.version, "new limit from ConfigMap");
+                self.last_seen = Some(v.version.clone());
+                self.missing_reported = false;
+                Some(v)
+            }
+            LimitUpdate::Invalid { version, message } => {
+                tracing::error!(configmap = %whom, %version, %message, "ignoring an invalid limit; the last good limit stays in force");
+                self.last_seen = Some(version);
+                None
+            }
+            LimitUpdate::Missing => {
+                if !self.missing_reported {
+                    tracing::warn!(configmap = %whom, key = LIMIT_KEY, "no limit in the ConfigMap yet; keeping the current limit");
+                    self.missing_reported = true;
+                }
+                None
+            }
+        }
     }
 }
 
@@ -128,39 +175,37 @@ impl LimitSource for ConfigMapLimitSource {
         shutdown: CancellationToken,
     ) -> Result<(), LimitSourceError> {
         let whom = format!("{}/{}", self.namespace, self.name);
-        let mut last_seen: Option<String> = None;
-        let mut missing_reported = false;
-        loop {
-            match self.api.get_opt(&self.name).await {
-                Ok(cm) => match limit_update(last_seen.as_deref(), cm.as_ref()) {
-                    LimitUpdate::Unchanged => {}
-                    LimitUpdate::New(v) => {
-                        tracing::info!(configmap = %whom, version = %v.version, "new limit from ConfigMap");
-                        last_seen = Some(v.version.clone());
-                        missing_reported = false;
-                        if updates.send(v).await.is_err() {
-                            return Ok(()); // the gate is gone
-                        }
-                    }
-                    LimitUpdate::Invalid { version, message } => {
-                        tracing::error!(configmap = %whom, %version, %message, "ignoring an invalid limit; the last good limit stays in force");
-                        last_seen = Some(version);
-                    }
-                    LimitUpdate::Missing => {
-                        if !missing_reported {
-                            tracing::warn!(configmap = %whom, key = LIMIT_KEY, "no limit in the ConfigMap yet; keeping the current limit");
-                            missing_reported = true;
-                        }
-                    }
-                },
-                Err(e) => {
-                    tracing::warn!(configmap = %whom, error = %e, "reading the limit ConfigMap failed; retrying")
+        let what = Follow {
+            labels: String::new(),
+            fields: format!("metadata.name={}", self.name),
+            backstop: self.backstop,
+            list_perm: rbac::GATE_LIMIT_LIST,
+            watch_perm: rbac::GATE_LIMIT_WATCH,
+        };
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let name = self.name.clone();
+        let mut tracking = Tracking::default();
+        let follower = follow(
+            self.api,
+            what,
+            shutdown.clone(),
+            move |seen: &Seen<ConfigMap>| {
+                if let Some(v) = tracking.take(&whom, seen.get(&name)) {
+                    let _ = tx.send(v);
+                }
+            },
+        );
+        let forward = async {
+            while let Some(v) = rx.recv().await {
+                if updates.send(v).await.is_err() {
+                    return; // the gate is gone
                 }
             }
-            tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
-                _ = tokio::time::sleep(self.poll) => {}
-            }
+        };
+        tokio::select! {
+            _ = follower => {}
+            _ = forward => {}
         }
+        Ok(())
     }
 }

@@ -1,48 +1,46 @@
-//! The Kubernetes platform: the same engine and runbooks acting on a Deployment through
-//! kube-rs, needing nothing but a kubeconfig (or in-cluster credentials).
+//! The Kubernetes platform: the same engine and runbooks acting on a Deployment (or any
+//! pods by selector, a StatefulSet's included) through kube-rs, needing nothing but a
+//! kubeconfig (or in-cluster credentials).
 //!
-//! Replicas are the target Deployment's pods. Restarts go through the Eviction API and
-//! honour PodDisruptionBudgets; admin calls and scrapes go through the API server's pod
-//! proxy; the gate's limit lives in a ConfigMap the gates poll; the lock is a Lease; each
-//! step is a Kubernetes Event; journal and rollout progress are mirrored into a ConfigMap
-//! so a run resumes from another machine. Decisions live in [`rollout`] as pure functions;
-//! every API call names its permission in [`rbac`].
+//! Replicas are the target's Running pods, tracked by UID. Restarts go through the
+//! Eviction API and honour PodDisruptionBudgets; admin calls and scrapes go to the pod's IP
+//! in the cluster and through the API server's pod proxy from outside; the gate's limit
+//! lives in a ConfigMap the gates watch; the lock is a Lease; each step is a Kubernetes
+//! Event; journal, rollout progress and the run's summary are mirrored into a ConfigMap so
+//! a run resumes from another machine. Every API call has its own deadline and retry policy
+//! ([`call`]); decisions live in [`decide`] as pure functions; every call names its
+//! permission in [`rbac`].
 
 pub mod api;
+pub mod call;
+pub mod decide;
 pub mod disrupt;
 pub mod events;
+pub mod follow;
 pub mod gate;
 pub mod journal;
 pub mod lease;
 pub mod limit_source;
+pub mod peers;
 mod platform_impl;
 pub mod proxy;
 pub mod rbac;
-pub mod rollout;
+pub mod workload;
 
 pub use limit_source::ConfigMapLimitSource;
 
-use self::api::call_error;
+use self::decide::{PodRef, PodView, RolloutState};
 use self::disrupt::{ApiDisruptor, Disruptor};
 use self::gate::KubeGate;
-use self::journal::JournalStore;
-use self::proxy::{ApiPodProxy, PodProxy};
-use self::rollout::{PodView, RolloutState};
+use self::journal::{JournalStore, Mirror, SummaryLine};
+use self::proxy::{ApiProxy, Direct, PodReach};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What to act on, in one namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Workload {
-    /// A Deployment by name; its pods are found through their ReplicaSet owner, so no
-    /// permission on Deployments is needed.
-    Deployment(String),
-    /// Pods matching a label selector (`app=config-service`).
-    Selector(String),
-}
+pub use workload::Workload;
 
 /// The target id of a workload: `kube:<namespace>/<deployment>` or
 /// `kube:<namespace>/selector:<labels>`.
@@ -50,6 +48,28 @@ pub fn target_id(namespace: &str, workload: &Workload) -> String {
     match workload {
         Workload::Deployment(n) => format!("kube:{namespace}/{n}"),
         Workload::Selector(s) => format!("kube:{namespace}/selector:{s}"),
+    }
+}
+
+/// How the platform reaches pods over HTTP (scrapes, admin calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Through the API server's pod proxy (RBAC `pods/proxy`): for runs from a laptop.
+    ApiProxy,
+    /// To the pod's IP: for runs inside the cluster (no `pods/proxy` grant needed).
+    PodIp,
+}
+
+impl Reach {
+    /// Inside a pod (the service-account environment is set) the pod IPs are reachable;
+    /// `RECOVER_KUBE_REACH=proxy|pod-ip` overrides.
+    pub fn from_env() -> Reach {
+        match std::env::var("RECOVER_KUBE_REACH").as_deref() {
+            Ok("proxy") => Reach::ApiProxy,
+            Ok("pod-ip") => Reach::PodIp,
+            _ if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => Reach::PodIp,
+            _ => Reach::ApiProxy,
+        }
     }
 }
 
@@ -74,19 +94,37 @@ pub struct KubeOptions {
     pub lease_duration: Duration,
     /// How long one eviction may stay blocked by a disruption budget.
     pub evict_timeout: Duration,
+    /// Our own wait between blocked evictions (the server's Retry-After wins).
     pub evict_retry: Duration,
     /// Delete a pod whose eviction stayed blocked for `evict_timeout`. Off by default.
     pub allow_delete_fallback: bool,
-    /// How long `set_limit` waits for every gate pod to report the new version.
+    /// How long `set_limit` waits for every ready gate pod to report the new version.
     pub gate_apply_timeout: Duration,
     /// Poll interval while waiting for pods.
     pub poll: Duration,
+    pub reach: Reach,
+    /// Deadlines of a scrape and of an admin call to a pod.
+    pub pod_deadlines: proxy::Deadlines,
+}
+
+/// Who we are: the pod's name in a cluster, `user@host` elsewhere, and the process id.
+fn identity() -> String {
+    let host = std::env::var("POD_NAME")
+        .or_else(|_| std::env::var("HOSTNAME"))
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown-host".to_string());
+    let user = std::env::var("USER").unwrap_or_else(|_| "recover".to_string());
+    format!("{user}@{host}:{}", std::process::id())
 }
 
 impl KubeOptions {
     pub fn new(namespace: &str, workload: Workload) -> Self {
-        let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "unknown-host".to_string());
-        let user = std::env::var("USER").unwrap_or_else(|_| "recover".to_string());
         KubeOptions {
             namespace: namespace.to_string(),
             workload,
@@ -97,22 +135,26 @@ impl KubeOptions {
             clients_metrics_port: 9100,
             limit_configmap: rbac::LIMIT_CONFIGMAP.to_string(),
             journal_configmap: rbac::JOURNAL_CONFIGMAP.to_string(),
-            identity: format!("{user}@{host}:{}", std::process::id()),
+            identity: identity(),
             lease_duration: Duration::from_secs(15),
             evict_timeout: Duration::from_secs(120),
             evict_retry: Duration::from_secs(2),
             allow_delete_fallback: false,
             gate_apply_timeout: Duration::from_secs(10),
-            poll: Duration::from_millis(250),
+            poll: Duration::from_secs(1),
+            reach: Reach::from_env(),
+            pod_deadlines: proxy::Deadlines::default(),
         }
     }
 }
 
-/// Per-run memory: which run holds the lock and how far the batched restart has come.
+/// Per-run memory: which run holds the lock, how far the batched restart has come, and the
+/// run's summary so far.
 #[derive(Debug, Default)]
 struct RunMemory {
     run_id: Option<String>,
     rollout: Option<RolloutState>,
+    summary: Vec<SummaryLine>,
 }
 
 /// The `kube` [`crate::platform::Platform`].
@@ -121,8 +163,10 @@ pub struct KubePlatform {
     opts: KubeOptions,
     pods: Api<Pod>,
     disruptor: Arc<dyn Disruptor>,
-    proxy: Arc<dyn PodProxy>,
-    journal: JournalStore,
+    reach: Arc<dyn PodReach>,
+    mirror: Mirror,
+    resolved: tokio::sync::OnceCell<workload::Resolved>,
+    involved_cache: Mutex<Option<events::Involved>>,
     memory: Mutex<RunMemory>,
 }
 
@@ -130,11 +174,21 @@ impl KubePlatform {
     /// A platform on an existing client (tests pass a kube-fake-client here).
     pub fn new(client: kube::Client, opts: KubeOptions) -> Self {
         let ns = opts.namespace.clone();
+        let reach: Arc<dyn PodReach> = match opts.reach {
+            Reach::ApiProxy => Arc::new(ApiProxy::new(client.clone(), &ns, opts.pod_deadlines)),
+            Reach::PodIp => Arc::new(Direct::new(opts.pod_deadlines)),
+        };
         KubePlatform {
             pods: Api::namespaced(client.clone(), &ns),
             disruptor: Arc::new(ApiDisruptor::new(client.clone(), &ns)),
-            proxy: Arc::new(ApiPodProxy::new(client.clone(), &ns)),
-            journal: JournalStore::new(client.clone(), &ns, &opts.journal_configmap),
+            reach,
+            mirror: Mirror::new(JournalStore::new(
+                client.clone(),
+                &ns,
+                &opts.journal_configmap,
+            )),
+            resolved: tokio::sync::OnceCell::new(),
+            involved_cache: Mutex::new(None),
             client,
             opts,
             memory: Mutex::new(RunMemory::default()),
@@ -142,7 +196,8 @@ impl KubePlatform {
     }
 
     /// Connect with the kubeconfig (`context`, or its current context) or, with no
-    /// kubeconfig, the in-cluster service account.
+    /// kubeconfig, the in-cluster service account. kube-client's own retry layer is off:
+    /// every call here has its own deadline and retry policy.
     pub async fn connect(context: Option<&str>, opts: KubeOptions) -> Result<Self, PlatformError> {
         let config = match context {
             Some(ctx) => {
@@ -158,20 +213,14 @@ impl KubePlatform {
                 PlatformError::Other(format!("no kubeconfig and not in a cluster: {e}"))
             })?,
         };
-        let client = kube::Client::try_from(config)
+        let client = kube::Client::try_from(call::client_config(config))
             .map_err(|e| PlatformError::Other(format!("building the Kubernetes client: {e}")))?;
         Ok(Self::new(client, opts))
     }
 
-    /// Replace how pods are taken down (tests: an Eviction API with budgets).
+    /// Replace how pods are taken down (tests: count what is asked).
     pub fn with_disruptor(mut self, d: Arc<dyn Disruptor>) -> Self {
         self.disruptor = d;
-        self
-    }
-
-    /// Replace how pods are reached over HTTP (tests: real local servers).
-    pub fn with_proxy(mut self, p: Arc<dyn PodProxy>) -> Self {
-        self.proxy = p;
         self
     }
 
@@ -184,48 +233,29 @@ impl KubePlatform {
         KubeGate {
             configmaps: Api::<ConfigMap>::namespaced(self.client.clone(), &self.opts.namespace),
             pods: self.pods.clone(),
-            proxy: self.proxy.clone(),
+            reach: self.reach.clone(),
             configmap: self.opts.limit_configmap.clone(),
             selector: self.opts.gate_selector.clone(),
             metrics_port: self.opts.gate_metrics_port,
             apply_timeout: self.opts.gate_apply_timeout,
+            poll: self.opts.poll.min(Duration::from_millis(500)),
         }
     }
 
-    /// The target's pods now, terminating ones included (decisions need to see them).
+    /// The workload's selector and owner, read once.
+    async fn resolved(&self) -> Result<&workload::Resolved, PlatformError> {
+        self.resolved
+            .get_or_try_init(|| {
+                workload::resolve(&self.client, &self.opts.namespace, &self.opts.workload)
+            })
+            .await
+    }
+
+    /// The target's pods now, terminating and terminal ones included (decisions need to
+    /// see them), listed by the workload's selector.
     pub async fn target_pods(&self) -> Result<Vec<PodView>, PlatformError> {
-        let lp = match &self.opts.workload {
-            Workload::Selector(s) => ListParams::default().labels(s),
-            Workload::Deployment(_) => ListParams::default(),
-        };
-        let list = self.pods.list(&lp).await.map_err(|e| {
-            call_error(
-                &rbac::PODS_LIST,
-                format!("listing pods in {}", self.opts.namespace),
-                e,
-            )
-        })?;
-        let mut views: Vec<PodView> = list.items.iter().map(PodView::of).collect();
-        if let Workload::Deployment(name) = &self.opts.workload {
-            views.retain(|p| p.deployment.as_deref() == Some(name.as_str()));
-        }
-        views.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(views)
-    }
-
-    /// The Deployment Events are recorded on.
-    async fn deployment_name(&self) -> Result<String, PlatformError> {
-        match &self.opts.workload {
-            Workload::Deployment(n) => Ok(n.clone()),
-            Workload::Selector(s) => self
-                .target_pods()
-                .await?
-                .into_iter()
-                .find_map(|p| p.deployment)
-                .ok_or_else(|| {
-                    PlatformError::Other(format!("no Deployment owns the pods matching {s}"))
-                }),
-        }
+        let resolved = self.resolved().await?;
+        resolved.pods(&self.pods).await
     }
 
     fn run_key(&self) -> String {
@@ -234,36 +264,51 @@ impl KubePlatform {
     }
 
     /// The rollout's progress, starting one from the current pods if none is underway.
+    /// A new rollout's snapshot is mirrored before the first eviction (best effort: a
+    /// resumed run without it starts a new snapshot, evicting no pod twice either way).
     async fn rollout(&self) -> Result<RolloutState, PlatformError> {
-        if let Some(r) = self
-            .memory
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .rollout
-            .clone()
-        {
+        if let Some(r) = self.rollout_state() {
             return Ok(r);
         }
         let state = RolloutState::begin(&self.target_pods().await?);
-        self.store_rollout(state.clone()).await?;
+        let generation = self.store_rollout(state.clone());
+        if !self.mirror.flush(generation, Duration::from_secs(5)).await {
+            tracing::warn!("the rollout's snapshot is not mirrored yet; going on (a resumed run would start a new one)");
+        }
         Ok(state)
     }
 
-    async fn store_rollout(&self, state: RolloutState) -> Result<(), PlatformError> {
-        self.journal.save_rollout(&self.run_key(), &state).await?;
+    /// Remember the rollout and mirror it in the background.
+    fn store_rollout(&self, state: RolloutState) -> u64 {
+        let json = serde_json::to_string(&state).unwrap_or_default();
         self.memory
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .rollout = Some(state);
-        Ok(())
+        self.mirror.put(journal::rollout_key(&self.run_key()), json)
+    }
+
+    fn record_evicted(&self, mut state: RolloutState, pod: &PodRef) {
+        state.record_evicted(pod);
+        self.store_rollout(state);
     }
 
     /// Adopt a run (resume): its id, and its mirrored rollout progress if there is one.
     pub async fn adopt_run(&self, run_id: &str) -> Result<Option<RolloutState>, PlatformError> {
-        let rollout = self.journal.load_rollout(run_id).await?;
+        let rollout = self.mirror.store().load_rollout(run_id).await?;
+        let summary = match self
+            .mirror
+            .store()
+            .get(&journal::summary_key(run_id))
+            .await?
+        {
+            Some(s) => serde_json::from_str(&s).unwrap_or_default(),
+            None => Vec::new(),
+        };
         let mut mem = self.memory.lock().unwrap_or_else(|e| e.into_inner());
         mem.run_id = Some(run_id.to_string());
         mem.rollout = rollout.clone();
+        mem.summary = summary;
         Ok(rollout)
     }
 
@@ -279,11 +324,7 @@ impl KubePlatform {
     /// The next `size` pods to restart: from the rollout's snapshot, not evicted yet.
     pub async fn next_batch(&self, size: usize) -> Result<Vec<String>, PlatformError> {
         let state = self.rollout().await?;
-        Ok(rollout::next_batch(
-            &state,
-            &self.target_pods().await?,
-            size,
-        ))
+        Ok(decide::next_batch(&state, &self.target_pods().await?, size))
     }
 
     /// The rollout is finished: forget it so a later restart step starts a fresh one.
@@ -292,5 +333,11 @@ impl KubePlatform {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .rollout = None;
+    }
+
+    /// Wait until every mirror write queued so far is done (tests, end of a run).
+    pub async fn flush_mirror(&self, timeout: Duration) -> bool {
+        let generation = self.mirror.queued();
+        self.mirror.flush(generation, timeout).await
     }
 }

@@ -1,35 +1,49 @@
 //! [`Platform`] for [`KubePlatform`]: each method is one short sequence of API calls
-//! around a decision from [`super::rollout`].
+//! around a decision from [`super::decide`].
 
-use super::api::{call_error, live_pod_names};
+use super::call::{self, READ, WRITE};
+use super::decide::{batch_progress, PodRef, PodView};
 use super::disrupt::{take_down, TakenDown};
-use super::proxy::{parse_locator, proxy_path};
-use super::rollout::{batch_progress, PodView};
-use super::{events, lease, rbac, KubePlatform};
+use super::events::{self, Involved};
+use super::journal::{self, add_summary_line, SummaryLine};
+use super::proxy::{parse_address, Locator};
+use super::{lease, rbac, workload, KubePlatform};
 use crate::platform::{
     AdminOp, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica, ScrapeEndpoint,
     StepEvent,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 impl KubePlatform {
-    /// Wait until `pod` is gone or terminating (out of service, replacement on its way).
-    async fn wait_gone(&self, pod: &str) -> Result<(), PlatformError> {
+    async fn get_pod(&self, name: &str) -> Result<Option<PodView>, PlatformError> {
+        Ok(call::call(
+            &READ,
+            &rbac::PODS_GET,
+            || format!("reading pod {name}"),
+            || self.pods.get_opt(name),
+        )
+        .await?
+        .as_ref()
+        .map(PodView::of))
+    }
+
+    /// Wait until the pod with `uid` is gone, terminating or terminal (out of service,
+    /// replacement on its way); a new pod under the same name (a StatefulSet) is another pod.
+    async fn wait_gone(&self, pod: &PodRef) -> Result<(), PlatformError> {
         let started = Instant::now();
         loop {
-            match self.pods.get_opt(pod).await {
-                Ok(None) => return Ok(()),
-                Ok(Some(p)) if PodView::of(&p).terminating => return Ok(()),
-                Ok(Some(_)) => {}
-                Err(e) => return Err(call_error(&rbac::PODS_GET, format!("reading pod {pod}"), e)),
+            match self.get_pod(&pod.name).await? {
+                None => return Ok(()),
+                Some(p) if p.uid != pod.uid || p.terminating || p.terminal() => return Ok(()),
+                Some(_) => {}
             }
             if started.elapsed() > self.opts.evict_timeout {
                 return Err(PlatformError::Timeout {
-                    what: format!("pod {pod} to terminate after its eviction"),
+                    what: format!("pod {} to terminate after its eviction", pod.name),
                     after: started.elapsed(),
                 });
             }
@@ -37,8 +51,75 @@ impl KubePlatform {
         }
     }
 
-    async fn list_selected(&self, selector: &str) -> Result<Vec<String>, PlatformError> {
-        live_pod_names(&self.pods, selector, || format!("listing pods {selector}")).await
+    /// Pods matching `selector` that can be scraped (Running with an IP).
+    async fn reachable(&self, selector: &str) -> Result<Vec<PodView>, PlatformError> {
+        let lp = ListParams::default().labels(selector);
+        let list = call::call(
+            &READ,
+            &rbac::PODS_LIST,
+            || format!("listing pods {selector}"),
+            || self.pods.list(&lp),
+        )
+        .await?;
+        Ok(list
+            .items
+            .iter()
+            .map(PodView::of)
+            .filter(PodView::reachable)
+            .collect())
+    }
+
+    /// The object Events go on (the Deployment or StatefulSet, with its UID), found once.
+    async fn involved(&self) -> Result<Involved, PlatformError> {
+        if let Some(i) = self.resolved().await?.involved.clone() {
+            return Ok(i);
+        }
+        if let Some(i) = self
+            .involved_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            return Ok(i);
+        }
+        let owner = self
+            .target_pods()
+            .await?
+            .into_iter()
+            .find_map(|p| p.owner)
+            .ok_or_else(|| {
+                PlatformError::Other(format!(
+                    "no Deployment or StatefulSet owns the pods of {}",
+                    self.target_id()
+                ))
+            })?;
+        let i = workload::involved_of(&self.client, &self.opts.namespace, &owner).await?;
+        *self
+            .involved_cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(i.clone());
+        Ok(i)
+    }
+
+    /// Keep the step in the run's summary, mirrored beside its journal.
+    fn summarise(&self, event: &StepEvent) {
+        let (run, json) = {
+            let mut mem = self.memory.lock().unwrap_or_else(|e| e.into_inner());
+            add_summary_line(
+                &mut mem.summary,
+                SummaryLine {
+                    at: crate::util::time::now_rfc3339(),
+                    step: event.step.clone(),
+                    phase: event.phase.clone(),
+                    message: event.message.clone(),
+                },
+            );
+            (
+                event.run_id.clone(),
+                serde_json::to_string(&mem.summary).unwrap_or_default(),
+            )
+        };
+        self.mirror.put(journal::summary_key(&run), json);
     }
 }
 
@@ -52,12 +133,13 @@ impl Platform for KubePlatform {
         super::target_id(&self.opts.namespace, &self.opts.workload)
     }
 
+    /// Running pods (ready or not); Pending, terminating and terminal pods are not replicas.
     async fn replicas(&self) -> Result<Vec<Replica>, PlatformError> {
         Ok(self
             .target_pods()
             .await?
             .into_iter()
-            .filter(|p| !p.terminating)
+            .filter(PodView::running)
             .map(|p| Replica {
                 id: p.name,
                 ready: p.ready,
@@ -67,57 +149,54 @@ impl Platform for KubePlatform {
     }
 
     async fn restart(&self, replica: &str) -> Result<(), PlatformError> {
-        let mut state = self.rollout().await?;
-        if state.evicted.iter().any(|e| e == replica) {
-            // Evicted earlier in this run (maybe by an instance that crashed): never twice.
-            return Ok(());
-        }
-        let current = self
-            .pods
-            .get_opt(replica)
-            .await
-            .map_err(|e| call_error(&rbac::PODS_GET, format!("reading pod {replica}"), e))?;
-        let in_snapshot = state.snapshot.iter().any(|s| s == replica);
-        match current {
-            None if in_snapshot => {
-                // Gone already (evicted before a crash, before we could record it).
-                state.record_evicted(replica);
-                return self.store_rollout(state).await;
+        let state = self.rollout().await?;
+        let current = self.get_pod(replica).await?;
+        let original = state.original(replica).cloned();
+        let pod = match (current, original) {
+            // Gone already (evicted before a crash, before we could record it).
+            (None, Some(o)) => {
+                self.record_evicted(state, &o);
+                return Ok(());
             }
-            None => return Err(PlatformError::NoSuchReplica(replica.to_string())),
-            Some(p) if PodView::of(&p).terminating => {
-                state.record_evicted(replica);
-                return self.store_rollout(state).await;
+            (None, None) => return Err(PlatformError::NoSuchReplica(replica.to_string())),
+            (Some(p), _) if state.was_evicted(&p.uid) => {
+                // Evicted earlier in this run (maybe by an instance that crashed): never twice.
+                return Ok(());
             }
-            // Born during this rollout: a replacement, restarted by definition. The engine
-            // lists replicas by name, and a resumed engine sees the new names.
-            Some(_) if !in_snapshot => return Ok(()),
-            Some(_) => {}
-        }
+            // Born during this rollout (a new UID, maybe under the old name): a
+            // replacement, restarted by definition.
+            (Some(p), _) if !state.in_snapshot(&p.uid) => return Ok(()),
+            (Some(p), _) if p.terminating || p.terminal() => {
+                self.record_evicted(state, &PodRef::of(&p));
+                return Ok(());
+            }
+            (Some(p), _) => PodRef::of(&p),
+        };
         let how = take_down(
             self.disruptor.as_ref(),
+            &self.opts.namespace,
             replica,
             self.opts.evict_timeout,
             self.opts.allow_delete_fallback,
             self.opts.evict_retry,
         )
         .await?;
-        state.record_evicted(replica);
-        self.store_rollout(state).await?;
-        if let TakenDown::Deleted { blocked_by } = &how {
+        self.record_evicted(state, &pod);
+        if let TakenDown::Deleted { blocked } = &how {
             let note = StepEvent {
                 run_id: self.run_key(),
                 step: "restart".to_string(),
                 phase: "delete-fallback".to_string(),
                 message: format!(
-                    "pod {replica} deleted after eviction stayed blocked: {blocked_by}"
+                    "pod {replica} deleted after eviction stayed blocked: {}",
+                    blocked.explain(&self.opts.namespace, replica)
                 ),
             };
             if let Err(e) = self.record_event(&note).await {
                 tracing::warn!(error = %e, "could not record the delete-fallback event");
             }
         }
-        self.wait_gone(replica).await
+        self.wait_gone(&pod).await
     }
 
     async fn wait_ready(
@@ -139,8 +218,11 @@ impl Platform for KubePlatform {
             if started.elapsed() >= timeout {
                 return Err(PlatformError::Timeout {
                     what: format!(
-                        "replacements ready ({} of {} new pods ready; old still serving: {:?})",
-                        progress.new_ready, progress.new_needed, progress.old_remaining
+                        "replacements ready ({} of {} new pods ready; not ready: [{}]; old still serving: {:?})",
+                        progress.new_ready,
+                        progress.new_needed,
+                        progress.new_waiting.join(", "),
+                        progress.old_remaining
                     ),
                     after: started.elapsed(),
                 });
@@ -149,10 +231,22 @@ impl Platform for KubePlatform {
         }
     }
 
+    /// Only to a Running pod with an IP: a Pending pod has nothing to drain or warm.
     async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError> {
+        let pod = self
+            .get_pod(replica)
+            .await?
+            .ok_or_else(|| PlatformError::NoSuchReplica(replica.to_string()))?;
+        if !pod.reachable() {
+            return Err(PlatformError::Other(format!(
+                "{} on pod {}: not running with an IP, no admin call made",
+                op.path(),
+                pod.describe()
+            )));
+        }
         let text = self
-            .proxy
-            .post(replica, self.opts.service_port, op.path())
+            .reach
+            .post(&Locator::of(&pod, self.opts.service_port, op.path()))
             .await?;
         serde_json::from_str(&text).map_err(|e| PlatformError::Call {
             what: format!(
@@ -169,39 +263,36 @@ impl Platform for KubePlatform {
     }
 
     async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError> {
-        let ns = &self.opts.namespace;
         let mut out = Vec::new();
-        let mut add = |role: &str, pod: String, port: u16| {
+        let mut add = |role: &str, p: &PodView, port: u16| {
             out.push(ScrapeEndpoint {
                 role: role.to_string(),
-                locator: proxy_path(ns, &pod, port, "/metrics"),
-                instance: pod,
+                locator: self.reach.address(&Locator::of(p, port, "/metrics")),
+                instance: p.name.clone(),
             })
         };
-        for p in self
-            .target_pods()
-            .await?
-            .into_iter()
-            .filter(|p| !p.terminating)
-        {
-            add("service", p.name, self.opts.service_port);
+        for p in self.target_pods().await?.iter().filter(|p| p.reachable()) {
+            add("service", p, self.opts.service_port);
         }
-        for pod in self.list_selected(&self.opts.gate_selector).await? {
-            add("gate", pod, self.opts.gate_metrics_port);
+        for p in self.reachable(&self.opts.gate_selector).await? {
+            add("gate", &p, self.opts.gate_metrics_port);
         }
         if let Some(sel) = self.opts.clients_selector.clone() {
-            for pod in self.list_selected(&sel).await? {
-                add("clients", pod, self.opts.clients_metrics_port);
+            for p in self.reachable(&sel).await? {
+                add("clients", &p, self.opts.clients_metrics_port);
             }
         }
         Ok(out)
     }
 
     async fn scrape(&self, endpoint: &ScrapeEndpoint) -> Result<String, PlatformError> {
-        let (pod, port, path) = parse_locator(&endpoint.locator).ok_or_else(|| {
-            PlatformError::Other(format!("not a pod proxy locator: {}", endpoint.locator))
+        let mut loc = parse_address(&endpoint.locator).ok_or_else(|| {
+            PlatformError::Other(format!("not a pod address: {}", endpoint.locator))
         })?;
-        self.proxy.get(&pod, port, &path).await
+        if loc.pod.is_empty() {
+            loc.pod = endpoint.instance.clone();
+        }
+        self.reach.get(&loc).await
     }
 
     async fn lock(&self, holder: &LockHolder) -> Result<Box<dyn LockGuard>, PlatformError> {
@@ -219,31 +310,41 @@ impl Platform for KubePlatform {
     }
 
     async fn record_event(&self, event: &StepEvent) -> Result<(), PlatformError> {
-        let deployment = self.deployment_name().await?;
-        let ev = events::build(
-            &self.opts.namespace,
-            &deployment,
-            &self.opts.identity,
-            event,
-        );
+        self.summarise(event);
+        let on = self.involved().await?;
+        let ev = events::build(&self.opts.namespace, &on, &self.opts.identity, event);
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.opts.namespace);
-        api.create(&PostParams::default(), &ev)
-            .await
-            .map(|_| ())
-            .map_err(|e| {
-                call_error(
-                    &rbac::EVENTS_CREATE,
-                    format!("recording event on deployment {deployment}"),
-                    e,
-                )
-            })
+        let pp = PostParams {
+            field_manager: Some(rbac::FIELD_MANAGER.to_string()),
+            ..PostParams::default()
+        };
+        call::call(
+            &WRITE,
+            &rbac::EVENTS_CREATE,
+            || format!("recording event on {} {}", on.kind, on.name),
+            || api.create(&pp, &ev),
+        )
+        .await
+        .map(|_| ())
     }
 
+    /// Queued for the background writer and awaited (the engine calls this off the
+    /// critical path): a slow API server delays the mirror, never a step.
     async fn mirror_journal(&self, run_id: &str, jsonl: &str) -> Result<(), PlatformError> {
-        self.journal.mirror_journal(run_id, jsonl).await
+        let generation = self
+            .mirror
+            .put(journal::journal_key(run_id), jsonl.to_string());
+        if self.mirror.flush(generation, Duration::from_secs(30)).await {
+            Ok(())
+        } else {
+            Err(PlatformError::Timeout {
+                what: format!("mirroring the journal of run {run_id} to its ConfigMap"),
+                after: Duration::from_secs(30),
+            })
+        }
     }
 
     async fn fetch_journal(&self, run_id: &str) -> Result<Option<String>, PlatformError> {
-        self.journal.fetch_journal(run_id).await
+        self.mirror.store().get(&journal::journal_key(run_id)).await
     }
 }

@@ -18,7 +18,10 @@ pub struct Inventory {
     #[serde(default)]
     pub state_dir: Option<PathBuf>,
     pub replicas: Vec<ReplicaSpec>,
-    pub gate: GateSpec,
+    /// The gates in front of the replicas (`gate:` one, or `gates:` a list). The limit the
+    /// engine sets is the total: each gate gets its share.
+    #[serde(alias = "gate", deserialize_with = "one_or_many")]
+    pub gates: Vec<GateSpec>,
     #[serde(default)]
     pub clients: Vec<ClientSpec>,
     /// How long a replica gets between SIGTERM and SIGKILL.
@@ -54,6 +57,25 @@ pub struct GateSpec {
     /// Default: `<admin_url>/metrics`.
     #[serde(default)]
     pub metrics_url: Option<String>,
+}
+
+/// `gate: {...}` or `gates: [{...}, ...]`, with the inner fields' errors kept.
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<GateSpec>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Vec<GateSpec>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a gate (admin_url, token_file) or a list of gates")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+            GateSpec::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                .map(|g| vec![g])
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+            Vec::<GateSpec>::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
+        }
+    }
+    d.deserialize_any(V)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -98,7 +120,9 @@ impl Inventory {
                 .as_deref()
                 .unwrap_or(Path::new(".recover-state")),
         ));
-        inv.gate.token_file = resolve(&inv.gate.token_file);
+        for g in &mut inv.gates {
+            g.token_file = resolve(&g.token_file);
+        }
         Ok(inv)
     }
 
@@ -108,6 +132,12 @@ impl Inventory {
         };
         let inv: Inventory = yaml::parse(file, text)?;
         let key = |k: &str| Seg::Key(k.to_string());
+        if inv.gates.is_empty() {
+            return Err(bad(
+                vec![key("gates")],
+                "at least one gate is needed".into(),
+            ));
+        }
         if inv.replicas.is_empty() {
             return Err(bad(
                 vec![key("replicas")],

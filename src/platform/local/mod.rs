@@ -7,6 +7,7 @@ pub mod gate;
 pub mod inventory;
 pub mod lock;
 pub mod process;
+pub mod shared_gates;
 
 use crate::platform::{
     AdminOp, CallCause, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica,
@@ -24,7 +25,7 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct LocalPlatform {
     inv: Inventory,
     state_dir: PathBuf,
-    gate: Arc<gate::HttpGate>,
+    gate: Arc<shared_gates::SharedGates>,
     client: reqwest::Client,
 }
 
@@ -32,9 +33,11 @@ impl LocalPlatform {
     /// Build from a loaded inventory.
     pub fn new(inv: Inventory) -> Self {
         let state_dir = inv.state_dir();
-        let gate = Arc::new(gate::HttpGate::new(
-            &inv.gate.admin_url,
-            inv.gate.token_file.clone(),
+        let gate = Arc::new(shared_gates::SharedGates::new(
+            inv.gates
+                .iter()
+                .map(|g| gate::HttpGate::new(&g.admin_url, g.token_file.clone()))
+                .collect(),
         ));
         let client = reqwest::Client::builder()
             .timeout(SCRAPE_TIMEOUT)
@@ -193,13 +196,23 @@ impl Platform for LocalPlatform {
     }
 
     async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError> {
-        let mut out = vec![ScrapeEndpoint {
-            role: "gate".into(),
-            instance: "gate".into(),
-            locator: self.inv.gate.metrics_url.clone().unwrap_or_else(|| {
-                format!("{}/metrics", self.inv.gate.admin_url.trim_end_matches('/'))
-            }),
-        }];
+        let mut out: Vec<ScrapeEndpoint> =
+            self.inv
+                .gates
+                .iter()
+                .enumerate()
+                .map(|(i, g)| ScrapeEndpoint {
+                    role: "gate".into(),
+                    instance: if i == 0 {
+                        "gate".into()
+                    } else {
+                        format!("gate-{i}")
+                    },
+                    locator: g.metrics_url.clone().unwrap_or_else(|| {
+                        format!("{}/metrics", g.admin_url.trim_end_matches('/'))
+                    }),
+                })
+                .collect();
         for r in &self.inv.replicas {
             out.push(ScrapeEndpoint {
                 role: "service".into(),

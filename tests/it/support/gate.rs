@@ -255,3 +255,86 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
         .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
         .and_then(|v| v.trim().parse().ok())
 }
+
+/// When each admitted (200) answer arrived, for clients spread over several gates.
+#[derive(Default)]
+pub struct AdmitLog {
+    pub admitted: std::sync::Mutex<Vec<Instant>>,
+    pub rejected: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl AdmitLog {
+    /// Admitted per second over `[from, to)`.
+    pub fn rate(&self, from: Instant, to: Instant) -> f64 {
+        let n = self
+            .admitted
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|t| **t >= from && **t < to)
+            .count();
+        n as f64 / to.duration_since(from).as_secs_f64()
+    }
+}
+
+/// Offer about `rate` req/s from `workers` paced workers, each request to the next URL of
+/// `urls` in turn (a client-side round robin over gate replicas), until `stop`. `urls` may
+/// change while it runs (a replica gone).
+pub fn spread(
+    urls: Arc<std::sync::Mutex<Vec<String>>>,
+    rate: f64,
+    workers: usize,
+    stop: CancellationToken,
+) -> (Arc<AdmitLog>, tokio::task::JoinHandle<()>) {
+    let log = Arc::new(AdmitLog::default());
+    let l = log.clone();
+    let handle = tokio::spawn(async move {
+        let client = client();
+        let period = Duration::from_secs_f64(workers as f64 / rate);
+        let next = Arc::new(AtomicU64::new(0));
+        let mut tasks = Vec::new();
+        for i in 0..workers {
+            let (client, urls, l, stop, next) = (
+                client.clone(),
+                urls.clone(),
+                l.clone(),
+                stop.clone(),
+                next.clone(),
+            );
+            let offset = period.mul_f64(i as f64 / workers as f64);
+            tasks.push(tokio::spawn(async move {
+                let mut tick =
+                    tokio::time::interval_at(tokio::time::Instant::now() + offset, period);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                while !stop.is_cancelled() {
+                    tokio::select! {
+                        _ = stop.cancelled() => break,
+                        _ = tick.tick() => {}
+                    }
+                    let url = {
+                        let urls = urls.lock().unwrap();
+                        if urls.is_empty() {
+                            continue;
+                        }
+                        let k = next.fetch_add(1, Ordering::SeqCst) as usize % urls.len();
+                        urls[k].clone()
+                    };
+                    match client.status(&url).await {
+                        Some(200) => l.admitted.lock().unwrap().push(Instant::now()),
+                        Some(429) => {
+                            l.rejected.fetch_add(1, Ordering::SeqCst);
+                        }
+                        _ => {
+                            l.failed.fetch_add(1, Ordering::SeqCst);
+                        }
+                    }
+                }
+            }));
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    (log, handle)
+}
