@@ -3,12 +3,12 @@
 
 use super::plan::Output;
 use super::{runtime, CliResult, Failure};
-use recover::detect::{default_signals, detect_at, observe, DetectorConfig, Verdict};
+use recover::detect::{default_signals, observe, DetectorConfig, Verdict};
 use recover::exit::Exit;
 use recover::metrics::promql::PromqlSource;
 use recover::metrics::scrape::{parse_target, ScrapeSource};
 use recover::metrics::signal::{SignalSpec, Snapshot};
-use recover::metrics::source::MetricError;
+use recover::metrics::source::{MetricError, MetricSource};
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
@@ -56,6 +56,10 @@ pub struct DetectArgs {
     /// Failing when p99 latency is above this (e.g. the clients' timeout).
     #[arg(long, value_parser = recover::util::duration::parse)]
     pub latency_limit: Option<Duration>,
+    /// How far back to search a Prometheus history for the last healthy period when the
+    /// window has none [default: the runbook's spec.detect.lookback, 24h].
+    #[arg(long, value_parser = recover::util::duration::parse)]
+    pub lookback: Option<Duration>,
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 }
@@ -100,6 +104,9 @@ fn config(args: &DetectArgs, base: DetectorConfig) -> Result<DetectorConfig, Fai
     cfg.cold_factor = args.cold_factor.or(cfg.cold_factor);
     cfg.k = args.k.or(cfg.k);
     cfg.latency_limit = args.latency_limit.or(cfg.latency_limit);
+    if let Some(l) = args.lookback {
+        cfg.lookback = l;
+    }
     Ok(cfg)
 }
 
@@ -127,9 +134,13 @@ pub fn judge(args: &DetectArgs) -> Result<Verdict, Failure> {
         .observe
         .unwrap_or_else(|| observe::span_needed(&cfg, rate_window(&signals), args.interval));
     let rt = runtime()?;
-    let window = rt.block_on(collect(args, &signals, span));
-    Ok(match window {
-        Ok(w) => detect_at(&w, &cfg, SystemTime::now()),
+    let verdict = rt.block_on(async {
+        let source = source(args)?;
+        let window = collect(args, source.as_ref(), &signals, span).await?;
+        Ok(observe::judge(source.as_ref(), &signals, &cfg, &window, SystemTime::now()).await)
+    });
+    Ok(match verdict {
+        Ok(v) => v,
         Err(e @ (MetricError::BadExpression { .. } | MetricError::NoExpression { .. })) => {
             return Err(Failure::usage(anyhow::anyhow!(e)))
         }
@@ -152,27 +163,41 @@ fn rate_window(signals: &BTreeMap<String, SignalSpec>) -> Duration {
         .unwrap_or(fallback)
 }
 
-async fn collect(
-    args: &DetectArgs,
-    signals: &BTreeMap<String, SignalSpec>,
-    span: Duration,
-) -> Result<Vec<Snapshot>, MetricError> {
+/// The metric source the flags name.
+fn source(args: &DetectArgs) -> Result<Box<dyn MetricSource>, MetricError> {
     if let Some(url) = &args.prometheus {
         let src = PromqlSource::new(url, args.timeout).map_err(|e| MetricError::Fetch {
             target: url.clone(),
             message: e.to_string(),
         })?;
-        return src
-            .window(signals, SystemTime::now(), span, args.interval)
-            .await;
+        return Ok(Box::new(src));
     }
-    let src = ScrapeSource::from_urls(args.metrics_urls.clone(), args.timeout)?;
+    Ok(Box::new(ScrapeSource::from_urls(
+        args.metrics_urls.clone(),
+        args.timeout,
+    )?))
+}
+
+/// The window to judge: from Prometheus's history at once, else observed now.
+async fn collect(
+    args: &DetectArgs,
+    source: &dyn MetricSource,
+    signals: &BTreeMap<String, SignalSpec>,
+    span: Duration,
+) -> Result<Vec<Snapshot>, MetricError> {
+    let end = SystemTime::now();
+    if let Some(history) = source
+        .history(signals, end - span, end, args.interval)
+        .await?
+    {
+        return Ok(history);
+    }
     tracing::info!(
         "observing for {} every {}",
         recover::util::duration::format(span),
         recover::util::duration::format(args.interval)
     );
-    observe::observe(&src, signals, span, args.interval, |s| {
+    observe::observe(source, signals, span, args.interval, |s| {
         let missing = s.readings.values().filter(|r| r.value().is_none()).count();
         tracing::debug!(
             "snapshot: {} signals, {missing} without a value",
@@ -198,14 +223,10 @@ pub fn print_verdict(v: &Verdict, output: Output) -> Result<(), Failure> {
         }
         Output::Text => {
             println!("{}: {}", v.verdict.as_str(), v.summary);
-            let num = |x: Option<f64>| x.map_or("unknown".to_string(), |x| format!("{x:.2}"));
-            println!(
-                "arrival {} req/s, capacity {} req/s, capacity_cold {} req/s, k {}",
-                num(v.arrival_rate),
-                num(v.capacity),
-                num(v.capacity_cold),
-                num(v.k)
-            );
+            for line in estimate_lines(v) {
+                println!("{line}");
+            }
+            println!("evidence:");
             for e in &v.evidence {
                 let val = e.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
                 let since = e
@@ -217,4 +238,58 @@ pub fn print_verdict(v: &Verdict, output: Output) -> Result<(), Failure> {
         }
     }
     Ok(())
+}
+
+/// One line per estimate: its value and whether it was measured, declared or assumed, and
+/// from what.
+pub fn estimate_lines(v: &Verdict) -> Vec<String> {
+    let s = &v.sources;
+    let line = |name: &str,
+                unit: &str,
+                value: Option<f64>,
+                source: Option<recover::detect::Source>,
+                from: Option<&str>| match value {
+        Some(x) => format!(
+            "{name} {x:.2}{unit} ({}{})",
+            source.map_or("measured", |s| s.as_str()),
+            from.map(|f| format!(": {f}")).unwrap_or_default()
+        ),
+        None => format!("{name} unknown"),
+    };
+    let range = v
+        .k_range
+        .filter(|[lo, hi]| hi > lo)
+        .map(|[lo, hi]| format!("; candidates ranged {lo:.2} .. {hi:.2}"))
+        .unwrap_or_default();
+    vec![
+        line(
+            "arrival",
+            " req/s",
+            v.arrival_rate,
+            s.arrival_rate,
+            Some("offered rate now"),
+        ),
+        line(
+            "capacity",
+            " req/s",
+            v.capacity,
+            s.capacity,
+            v.capacity_from.as_deref(),
+        ),
+        line(
+            "capacity_cold",
+            " req/s",
+            v.capacity_cold,
+            s.capacity_cold,
+            v.capacity_cold_from.as_deref(),
+        ),
+        line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
+        line(
+            "demand",
+            " req/s",
+            v.demand,
+            s.demand,
+            v.demand_from.as_deref(),
+        ),
+    ]
 }

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use recover::exit::Exit;
 use recover::util::logging::LogFormat;
 
+pub mod ask;
 pub mod demo;
 pub mod detect;
 pub mod gate;

@@ -1,6 +1,13 @@
-//! Estimates the plan needs: work amplification k, healthy capacity and cold capacity.
-//! Each estimate says where it came from, because a plan built on a guess must say so.
+//! Estimates the plan needs: healthy capacity, cold capacity, work amplification k, the
+//! healthy service time and the demand baseline. Each estimate says where it came from,
+//! because a plan built on a guess must say so.
+//!
+//! Sources, in the order they are tried: what the runbook declares (`spec.detect`); the
+//! healthy part of the observed window; the last healthy period in the metrics history
+//! ([`super::lookback`]); Little's law (the service's concurrency limit over its healthy
+//! service time). What none of them gives is missing, and the plan asks the operator.
 
+use super::lookback::Lookback;
 use super::{DetectorConfig, Evidence};
 use crate::metrics::signal::{names, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -11,11 +18,11 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
-    /// Estimated from the observed window.
+    /// Estimated from metrics: the observed window or the metrics history.
     Measured,
     /// Configured: the runbook's `spec.detect` (or settings standing in for it).
     Declared,
-    /// Given by the operator for this run (`--assume-*`, `recover plan` flags).
+    /// Given by the operator for this run (`--assume-*`, `recover plan` flags, a prompt).
     Operator,
     /// Neither measured nor declared: a fallback the evidence names as optimistic.
     Assumed,
@@ -41,32 +48,188 @@ pub struct Estimate {
     pub from: String,
 }
 
-/// Healthy capacity: configured, or the highest work rate seen while healthy (a lower
-/// bound: a healthy service is rarely saturated).
-pub fn capacity(cfg: &DetectorConfig, healthy: &[&Snapshot]) -> Option<Estimate> {
-    if let Some(c) = cfg.capacity_per_s {
-        return Some(Estimate {
-            value: c,
-            source: Source::Declared,
-            from: "configured (spec.detect.capacity_per_s)".into(),
-        });
+impl Estimate {
+    fn new(value: f64, source: Source, from: impl Into<String>) -> Self {
+        Estimate {
+            value,
+            source,
+            from: from.into(),
+        }
     }
-    let best = healthy
-        .iter()
-        .filter_map(|s| s.get(names::WORK_RATE).or_else(|| s.get(names::GOODPUT)))
-        .fold(None, |acc: Option<f64>, v| {
-            Some(acc.map_or(v, |a| a.max(v)))
-        })?;
-    (best > 0.0).then(|| Estimate {
-        value: best,
-        source: Source::Measured,
-        from: "measured: highest work rate while healthy (a lower bound)".into(),
+}
+
+/// What the window (and the history) tell about the service, before any plan.
+pub struct Inputs<'a> {
+    pub cfg: &'a DetectorConfig,
+    pub window: &'a [Snapshot],
+    /// Snapshots judged healthy with no trigger active.
+    pub healthy: &'a [&'a Snapshot],
+    pub lookback: Option<&'a Lookback>,
+}
+
+impl Inputs<'_> {
+    /// The newest value of a signal in the window.
+    fn latest(&self, name: &str) -> Option<f64> {
+        self.window.iter().rev().find_map(|s| s.get(name))
+    }
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = xs.collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// Healthy mean service time, seconds: declared, else the mean while healthy in the
+/// window, else the last healthy period of the history.
+pub fn healthy_service_time(i: &Inputs) -> Option<Estimate> {
+    if let Some(d) = i.cfg.healthy_service_time {
+        return Some(Estimate::new(
+            d.as_secs_f64(),
+            Source::Declared,
+            "spec.detect.healthy_service_time",
+        ));
+    }
+    if let Some(m) = mean(i.healthy.iter().filter_map(|s| s.get(names::SERVICE_TIME))) {
+        return Some(Estimate::new(
+            m,
+            Source::Measured,
+            "mean service time while healthy in the observed window",
+        ));
+    }
+    let h = i.lookback?.healthy.as_ref()?;
+    h.service_time.map(|v| {
+        Estimate::new(
+            v,
+            Source::Measured,
+            format!("mean service time in the last healthy period {}", h.range()),
+        )
     })
 }
 
-/// Cold capacity: capacity / cold_factor when configured; else the highest completion
-/// rate right after a restart finished while work was queued (the service was saturated
-/// and cold); else capacity itself, flagged as an optimistic assumption.
+/// Baseline first-attempt demand, req/s: declared, else the mean while healthy in the
+/// window (`window_mean`, judged without the trigger rule), else the history's.
+pub fn demand(i: &Inputs, window_mean: Option<f64>) -> Option<Estimate> {
+    if let Some(d) = i.cfg.demand_per_s {
+        return Some(Estimate::new(
+            d,
+            Source::Declared,
+            "spec.detect.demand_per_s",
+        ));
+    }
+    if let Some(m) = window_mean {
+        return Some(Estimate::new(
+            m,
+            Source::Measured,
+            "mean first-attempt rate while healthy in the observed window",
+        ));
+    }
+    let h = i.lookback?.healthy.as_ref()?;
+    h.demand.map(|v| {
+        Estimate::new(
+            v,
+            Source::Measured,
+            format!(
+                "mean first-attempt rate in the last healthy period {}",
+                h.range()
+            ),
+        )
+    })
+}
+
+/// Healthy capacity, req/s. Declared (per replica times the replicas ready now, or the
+/// total) wins. Otherwise measured: the highest work rate while healthy (in the window,
+/// else in the history) is only a lower bound, since a healthy service is rarely
+/// saturated, so Little's law (concurrency / healthy service time), where the service
+/// exports its concurrency, wins when it says more. Every candidate goes in `evidence`.
+pub fn capacity(
+    i: &Inputs,
+    service_time: Option<&Estimate>,
+    evidence: &mut Vec<Evidence>,
+) -> Option<Estimate> {
+    let cfg = i.cfg;
+    let ready = i.latest(names::REPLICAS_READY);
+    if let Some(per) = cfg.capacity_per_replica {
+        match ready {
+            Some(n) if n >= 1.0 => {
+                return Some(Estimate::new(
+                    per * n,
+                    Source::Declared,
+                    format!("spec.detect.capacity_per_replica {per} x {n:.0} replica(s) ready now"),
+                ))
+            }
+            _ => evidence.push(Evidence::new(
+                "capacity",
+                None,
+                format!(
+                    "spec.detect.capacity_per_replica {per} declared, but the signal {} has no value above 0: cannot multiply",
+                    names::REPLICAS_READY
+                ),
+            )),
+        }
+    }
+    if let Some(c) = cfg.capacity_per_s {
+        return Some(Estimate::new(
+            c,
+            Source::Declared,
+            "spec.detect.capacity_per_s",
+        ));
+    }
+    let highest = |snaps: &mut dyn Iterator<Item = &Snapshot>| {
+        snaps
+            .filter_map(|s| s.get(names::WORK_RATE).or_else(|| s.get(names::GOODPUT)))
+            .filter(|v| *v > 0.0)
+            .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+    };
+    let lower = highest(&mut i.healthy.iter().copied())
+        .map(|v| {
+            Estimate::new(
+                v,
+                Source::Measured,
+                "highest work rate while healthy in the observed window (a lower bound)",
+            )
+        })
+        .or_else(|| {
+            let h = i.lookback?.healthy.as_ref()?;
+            h.capacity.map(|v| {
+                Estimate::new(
+                    v,
+                    Source::Measured,
+                    format!(
+                        "highest work rate in the last healthy period {} (a lower bound)",
+                        h.range()
+                    ),
+                )
+            })
+        });
+    let little = match (i.latest(names::CONCURRENCY_LIMIT), service_time) {
+        (Some(c), Some(st)) if c > 0.0 && st.value > 0.0 => Some(Estimate::new(
+            c / st.value,
+            Source::Measured,
+            format!(
+                "Little's law: concurrency limit {c:.0} / healthy service time {:.4}s ({})",
+                st.value, st.from
+            ),
+        )),
+        _ => None,
+    };
+    for c in lower.iter().chain(little.iter()) {
+        evidence.push(Evidence::new(
+            "capacity",
+            Some(c.value),
+            format!("candidate: {}", c.from),
+        ));
+    }
+    match (lower, little) {
+        (Some(l), Some(ll)) if ll.value >= l.value => Some(ll),
+        (Some(l), _) => Some(l),
+        (None, ll) => ll,
+    }
+}
+
+/// Cold capacity: capacity / cold_factor when the cold factor is declared; else the
+/// highest completion rate right after a restart finished while work was queued (the
+/// service was saturated and cold); else capacity itself, flagged as an optimistic
+/// assumption.
 pub fn capacity_cold(
     cfg: &DetectorConfig,
     window: &[Snapshot],
@@ -74,26 +237,25 @@ pub fn capacity_cold(
 ) -> Option<Estimate> {
     if let (Some(f), Some(c)) = (cfg.cold_factor, capacity) {
         // A declared cold factor on a measured capacity is as good as the capacity.
-        return Some(Estimate {
-            value: c.value / f.max(1.0),
-            source: c.source,
-            from: format!("capacity {:.1} / configured cold factor {f}", c.value),
-        });
+        return Some(Estimate::new(
+            c.value / f.max(1.0),
+            c.source,
+            format!("capacity {:.1} / spec.detect.cold_factor {f}", c.value),
+        ));
     }
     if let Some(v) = measured_cold(window) {
-        return Some(Estimate {
-            value: v,
-            source: Source::Measured,
-            from:
-                "measured: highest completion rate within 10s after the last restart, while queued"
-                    .into(),
-        });
+        return Some(Estimate::new(
+            v,
+            Source::Measured,
+            "highest completion rate within 10s after the last restart, while queued",
+        ));
     }
-    capacity.map(|c| Estimate {
-        value: c.value,
-        source: Source::Assumed,
-        from: "assumed equal to capacity (no cold factor configured or measured): optimistic"
-            .into(),
+    capacity.map(|c| {
+        Estimate::new(
+            c.value,
+            Source::Assumed,
+            "equal to capacity (no cold factor declared or measured): optimistic",
+        )
     })
 }
 
@@ -118,64 +280,73 @@ fn measured_cold(window: &[Snapshot]) -> Option<f64> {
         .filter(|v| *v > 0.0)
 }
 
-/// Work amplification k at `now`, from the first available of: configured; service time
-/// now vs healthy; configured capacity vs the completion rate while saturated; completions
-/// per useful response; attempts per demanded request. Every candidate goes in `evidence`.
+/// k, with the range of candidates it was chosen from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KEstimate {
+    pub chosen: Estimate,
+    /// Lowest and highest candidate considered (each clamped to [1, k_max]).
+    pub range: [f64; 2],
+}
+
+/// Work amplification k now. A declared k wins. Otherwise the cost-based candidates
+/// (service time now / healthy; healthy capacity / completions while queued) are upper
+/// bounds: a cold service is slower too, so each is divided by the cold multiplier now
+/// where the cold factor is declared and the warm fraction is measured (cost falling
+/// linearly as caches warm), and the smallest, the tightest bound, is used. Waste ratios
+/// (completions per useful response, attempts per first attempt) count work nobody waits
+/// for, not the cost of a request, so they are used only when nothing else is known.
+/// Every candidate goes in `evidence`, with the range considered.
 pub fn k(
     cfg: &DetectorConfig,
     now: &Snapshot,
-    healthy: &[&Snapshot],
+    service_time: Option<&Estimate>,
+    capacity: Option<&Estimate>,
     evidence: &mut Vec<Evidence>,
-) -> Option<Estimate> {
-    let mut candidates: Vec<Estimate> = Vec::new();
-    if let Some(k) = cfg.k {
-        candidates.push(Estimate {
-            value: k,
-            source: Source::Declared,
-            from: "configured (spec.detect.k)".into(),
-        });
-    }
-    let healthy_st = cfg
-        .healthy_service_time
-        .map(|d| d.as_secs_f64())
-        .or_else(|| {
-            let v: Vec<f64> = healthy
-                .iter()
-                .filter_map(|s| s.get(names::SERVICE_TIME))
-                .collect();
-            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-        });
-    if let (Some(st), Some(h)) = (now.get(names::SERVICE_TIME), healthy_st) {
-        if h > 0.0 {
-            candidates.push(Estimate {
-                value: st / h,
-                source: Source::Measured,
-                from: format!("service time now {st:.4}s / healthy {h:.4}s"),
-            });
+) -> Option<KEstimate> {
+    let cold_now = match (cfg.cold_factor, now.get(names::WARM_FRACTION)) {
+        (Some(f), Some(w)) if f > 1.0 => Some((1.0 + (f - 1.0) * (1.0 - w.clamp(0.0, 1.0)), w, f)),
+        _ => None,
+    };
+    let uncold = |value: f64, from: String| match cold_now {
+        Some((m, w, f)) if m > 1.0 + 1e-6 => Estimate::new(
+            value / m,
+            Source::Measured,
+            format!("{from} / cold multiplier {m:.2} (warm fraction {w:.2}, cold factor {f})"),
+        ),
+        _ => Estimate::new(value, Source::Measured, from),
+    };
+    let mut cost: Vec<Estimate> = Vec::new();
+    if let (Some(st), Some(h)) = (now.get(names::SERVICE_TIME), service_time) {
+        if h.value > 0.0 && st > 0.0 {
+            cost.push(uncold(
+                st / h.value,
+                format!("service time now {st:.4}s / healthy {:.4}s", h.value),
+            ));
         }
     }
     if let (Some(c), Some(w), Some(q)) = (
-        cfg.capacity_per_s,
+        capacity,
         now.get(names::WORK_RATE),
         now.get(names::QUEUE_DEPTH),
     ) {
         if q > 0.0 && w > 0.0 {
-            candidates.push(Estimate {
-                value: c / w,
-                source: Source::Measured,
-                from: format!(
-                    "configured capacity {c:.1}/s / completions {w:.1}/s while {q:.0} queued"
+            cost.push(uncold(
+                c.value / w,
+                format!(
+                    "capacity {:.1}/s / completions {w:.1}/s while {q:.0} queued",
+                    c.value
                 ),
-            });
+            ));
         }
     }
+    let mut waste: Vec<Estimate> = Vec::new();
     if let (Some(w), Some(g)) = (now.get(names::WORK_RATE), now.get(names::GOODPUT)) {
         if g > 0.0 {
-            candidates.push(Estimate {
-                value: w / g,
-                source: Source::Measured,
-                from: format!("completions {w:.1}/s per useful {g:.1}/s (includes wasted work)"),
-            });
+            waste.push(Estimate::new(
+                w / g,
+                Source::Measured,
+                format!("completions {w:.1}/s per useful {g:.1}/s (waste ratio)"),
+            ));
         }
     }
     if let (Some(o), Some(f)) = (
@@ -183,21 +354,55 @@ pub fn k(
         now.get(names::FIRST_ATTEMPT_RATE),
     ) {
         if f > 0.0 {
-            candidates.push(Estimate {
-                value: o / f,
-                source: Source::Measured,
-                from: format!("attempts {o:.1}/s per first attempt {f:.1}/s"),
-            });
+            waste.push(Estimate::new(
+                o / f,
+                Source::Measured,
+                format!("attempts {o:.1}/s per first attempt {f:.1}/s (waste ratio)"),
+            ));
         }
     }
-    for c in &candidates {
+    let declared = cfg
+        .k
+        .map(|k| Estimate::new(k, Source::Declared, "spec.detect.k"));
+    let clamp = |v: f64| {
+        if v.is_finite() {
+            v.clamp(1.0, cfg.k_max)
+        } else {
+            cfg.k_max
+        }
+    };
+    let all: Vec<&Estimate> = declared.iter().chain(&cost).chain(&waste).collect();
+    for c in &all {
         evidence.push(Evidence::new(
             "k",
             Some(c.value),
             format!("candidate: {}", c.from),
         ));
     }
-    let mut best = candidates.into_iter().next()?;
+    let lo = all
+        .iter()
+        .map(|c| clamp(c.value))
+        .fold(f64::INFINITY, f64::min);
+    let hi = all.iter().map(|c| clamp(c.value)).fold(0.0, f64::max);
+    // The smallest bound; a later candidate must be clearly smaller (1%) to replace an
+    // earlier one, so agreeing measurements keep the most direct (the service time).
+    let tightest = |v: &[Estimate]| {
+        v.iter()
+            .fold(None, |best: Option<&Estimate>, c| match best {
+                Some(b) if c.value >= 0.99 * b.value => Some(b),
+                _ => Some(c),
+            })
+            .cloned()
+    };
+    let mut best = match (declared.clone(), tightest(&cost), tightest(&waste)) {
+        (Some(d), _, _) => d,
+        (None, Some(c), _) => c,
+        (None, None, Some(w)) => Estimate {
+            from: format!("{} (no cost-based estimate: likely overstated)", w.from),
+            ..w
+        },
+        (None, None, None) => return None,
+    };
     if !best.value.is_finite() || best.value < 1.0 {
         best.from = format!(
             "{} = {:.2}, raised to 1 (k < 1 means no amplification)",
@@ -211,5 +416,134 @@ pub fn k(
         );
         best.value = cfg.k_max;
     }
-    Some(best)
+    if all.len() > 1 {
+        evidence.push(Evidence::new(
+            "k",
+            Some(best.value),
+            format!(
+                "range considered {lo:.2} .. {hi:.2} over {} candidate(s); chose {:.2} ({})",
+                all.len(),
+                best.value,
+                best.source.as_str()
+            ),
+        ));
+    }
+    Some(KEstimate {
+        chosen: best,
+        range: [lo, hi],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::signal::Reading;
+    use std::collections::BTreeMap;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    fn snap(vals: &[(&str, f64)]) -> Snapshot {
+        Snapshot {
+            at: UNIX_EPOCH + Duration::from_secs(1000),
+            readings: vals
+                .iter()
+                .map(|(k, v)| (k.to_string(), Reading::Value { value: *v }))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    /// The demo right after a restart: cold (warm fraction 0, cold factor 2), overloaded
+    /// (k = 2), so the service takes 4x its healthy time, and nearly nothing is useful.
+    fn cold_and_stuck() -> Snapshot {
+        snap(&[
+            (names::SERVICE_TIME, 0.160),
+            (names::WORK_RATE, 25.0),
+            (names::QUEUE_DEPTH, 200.0),
+            (names::GOODPUT, 1.0),
+            (names::OFFERED_RATE, 80.0),
+            (names::FIRST_ATTEMPT_RATE, 2.0),
+            (names::WARM_FRACTION, 0.0),
+        ])
+    }
+
+    fn st(v: f64) -> Estimate {
+        Estimate::new(v, Source::Declared, "test")
+    }
+
+    #[test]
+    fn k_after_a_restart_is_not_the_waste_ratio_and_corrects_for_coldness() {
+        let cfg = DetectorConfig {
+            cold_factor: Some(2.0),
+            ..DetectorConfig::default()
+        };
+        let cap = st(100.0);
+        let mut ev = vec![];
+        let k = k(
+            &cfg,
+            &cold_and_stuck(),
+            Some(&st(0.040)),
+            Some(&cap),
+            &mut ev,
+        )
+        .unwrap();
+        assert!((k.chosen.value - 2.0).abs() < 1e-9, "{k:?}");
+        assert_eq!(k.chosen.source, Source::Measured);
+        assert!(
+            k.chosen.from.contains("cold multiplier 2.00"),
+            "{}",
+            k.chosen.from
+        );
+        // The waste ratios (25 and 40) were considered, capped at k_max 20.
+        assert_eq!(k.range, [2.0, 20.0]);
+        assert!(ev
+            .iter()
+            .any(|e| e.note.contains("range considered 2.00 .. 20.00")));
+    }
+
+    #[test]
+    fn a_declared_k_wins_over_any_measurement() {
+        let cfg = DetectorConfig {
+            k: Some(2.0),
+            ..DetectorConfig::default()
+        };
+        let mut ev = vec![];
+        let k = k(&cfg, &cold_and_stuck(), Some(&st(0.040)), None, &mut ev).unwrap();
+        assert_eq!((k.chosen.value, k.chosen.source), (2.0, Source::Declared));
+        // Without a cold factor the service-time ratio (4) stays an upper bound.
+        assert_eq!(k.range, [2.0, 20.0]);
+    }
+
+    #[test]
+    fn capacity_per_replica_times_ready_then_little_over_the_lower_bound() {
+        let now = snap(&[
+            (names::REPLICAS_READY, 3.0),
+            (names::CONCURRENCY_LIMIT, 12.0),
+        ]);
+        let window = [now.clone()];
+        let healthy_snap = snap(&[(names::WORK_RATE, 20.0)]);
+        let healthy = [&healthy_snap];
+        let cfg = DetectorConfig {
+            capacity_per_replica: Some(100.0),
+            capacity_per_s: Some(1.0),
+            ..DetectorConfig::default()
+        };
+        let i = Inputs {
+            cfg: &cfg,
+            window: &window,
+            healthy: &healthy,
+            lookback: None,
+        };
+        let mut ev = vec![];
+        let c = capacity(&i, None, &mut ev).unwrap();
+        assert_eq!((c.value, c.source), (300.0, Source::Declared));
+        assert!(c.from.contains("3 replica(s) ready"), "{}", c.from);
+        // Nothing declared: the healthy work rate (20) is a lower bound; Little's law
+        // (12 / 0.04 = 300) says more and wins.
+        let cfg = DetectorConfig::default();
+        let i = Inputs { cfg: &cfg, ..i };
+        let c = capacity(&i, Some(&st(0.040)), &mut ev).unwrap();
+        assert!((c.value - 300.0).abs() < 1e-9, "{c:?}");
+        assert!(c.from.starts_with("Little's law"), "{}", c.from);
+        let c = capacity(&i, None, &mut ev).unwrap();
+        assert_eq!(c.value, 20.0);
+    }
 }

@@ -8,7 +8,7 @@ use super::progress::ProgressEvent;
 use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::vars::Fixed;
 use super::{EngineError, RunOptions, RunRequest};
-use crate::detect::{detect, Verdict};
+use crate::detect::{detect_with, Lookback, Verdict};
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::MetricSource;
 use crate::plan::{make_plan, Overrides, Plan, PlanInputs, Source, SourcedInputs};
@@ -32,16 +32,18 @@ pub struct Decision {
     pub assumed: bool,
 }
 
-/// Decide from an observed window. Pure: the verdict must be one the runbook runs in,
-/// unless the plan inputs were given (see [`RunOptions::inputs`] and
-/// [`RunOptions::overrides`]).
+/// Decide from an observed window (and what a look back over the metrics history found).
+/// Pure: the verdict must be one the runbook runs in, unless the plan inputs were given
+/// (see [`RunOptions::inputs`] and [`RunOptions::overrides`]).
 pub fn decide(
     rb: &Runbook,
     window: &[Snapshot],
+    lookback: Option<&Lookback>,
     overrides: &Overrides,
     given: Option<&SourcedInputs>,
 ) -> Result<Decision, EngineError> {
-    let verdict = detect(window, &rb.detect);
+    let now = window.last().map_or(std::time::UNIX_EPOCH, |s| s.at);
+    let verdict = detect_with(window, &rb.detect, lookback, now);
     let evidence = || {
         verdict
             .evidence
@@ -148,7 +150,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     };
     let result = async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
-        let d = decide(&rb, &window, &options.overrides, options.inputs.as_ref())?;
+        let d = super::prior::decide(&rb, &window, metrics.as_ref(), &options).await?;
         let fixed = Fixed {
             plan: d.plan.clone(),
             inputs: d.inputs,

@@ -14,6 +14,7 @@ pub mod check;
 pub mod executor;
 pub mod history;
 pub mod journal;
+pub mod prior;
 pub mod progress;
 pub mod ramp;
 pub mod report;
@@ -67,6 +68,9 @@ pub struct RunOptions {
     pub observer: Option<Arc<dyn Observer>>,
     /// Confirmation before the first action (None: proceed).
     pub confirm: Option<Confirm>,
+    /// Asked for plan inputs nothing else supplied (an operator at a terminal); None:
+    /// a missing input refuses the run.
+    pub ask: Option<prior::Ask>,
     /// Timeout of a step that sets none.
     pub default_step_timeout: std::time::Duration,
 }
@@ -82,6 +86,7 @@ impl Default for RunOptions {
             started_by: None,
             observer: None,
             confirm: None,
+            ask: None,
             default_step_timeout: std::time::Duration::from_secs(300),
         }
     }

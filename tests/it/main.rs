@@ -12,6 +12,7 @@ mod demo_e2e;
 mod detect_cli;
 mod detect_demo;
 mod detect_exposition;
+mod detect_history;
 mod detect_windows;
 mod engine_abort_e2e;
 mod engine_exit_codes;

@@ -30,6 +30,7 @@ pub struct ServiceMetrics {
     pub warm_fraction: Gauge<f64, AtomicU64>,
     pub overloaded: Gauge,
     pub ready: Gauge,
+    pub concurrency_limit: Gauge,
 }
 
 impl ServiceMetrics {
@@ -54,6 +55,7 @@ impl ServiceMetrics {
             warm_fraction: register(&mut r, "warm_fraction", "0 right after start, 1 when caches are warm", Gauge::default()),
             overloaded: register(&mut r, "overloaded", "1 while the queue holds more than fits in the client timeout", Gauge::default()),
             ready: register(&mut r, "ready", "1 once the startup delay has passed", Gauge::default()),
+            concurrency_limit: register(&mut r, "concurrency_limit", "Requests worked on at once (the worker pool W); capacity = W / healthy service time", Gauge::default()),
             registry: r,
         }
     }
