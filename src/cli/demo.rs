@@ -5,7 +5,7 @@
 use super::{CliResult, Failure};
 use recover::demo::config_service::{self, ServiceConfig};
 use recover::demo::defaults;
-use recover::demo::workers::{self, RetryPolicy, WorkersConfig};
+use recover::demo::workers::{self, AttemptHeader, RetryPolicy, WorkersConfig};
 use recover::exit::Exit;
 use recover::util::duration;
 use std::net::SocketAddr;
@@ -83,6 +83,12 @@ pub struct WorkersArgs {
     /// Run for this long, then exit 0 (default: until SIGINT/SIGTERM).
     #[arg(long, value_parser = duration::parse)]
     pub duration: Option<Duration>,
+    /// How each attempt says which attempt it is (`none`: not at all, like most clients).
+    #[arg(long, value_enum, default_value_t = AttemptHeader::XAttempt)]
+    pub attempt_header: AttemptHeader,
+    /// Send an Idempotency-Key header, the same for a poll and its retries.
+    #[arg(long)]
+    pub idempotency_key: bool,
 }
 
 fn parse_policy(s: &str) -> Result<RetryPolicy, String> {
@@ -124,6 +130,8 @@ fn workers_config(a: WorkersArgs) -> WorkersConfig {
         retry_budget: a.retry_budget,
         metrics_listen: a.metrics_listen,
         duration: a.duration,
+        attempt_header: a.attempt_header,
+        idempotency_key: a.idempotency_key,
     }
 }
 

@@ -32,6 +32,8 @@ pub(super) struct Connection {
     /// How long to wait for the next request, the rest of its head, or a client that
     /// stopped reading or sending.
     pub idle_timeout: Duration,
+    /// The client's address, to recognise its retries.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// What the connection loop needs to know about a request once its head is parsed.
@@ -69,8 +71,10 @@ pub async fn serve(
     idle_timeout: Duration,
     draining: &CancellationToken,
 ) {
+    let peer = client.peer_addr().ok().map(|a| a.ip());
     let mut conn = Connection {
         client,
+        peer,
         rbuf: BytesMut::with_capacity(READ_ROOM),
         out: Vec::with_capacity(1024),
         links: Links::new(proxy.replicas.len()),
@@ -88,7 +92,9 @@ impl Connection {
             let step = {
                 let mut headers = head::empty_headers();
                 match parse_request(&self.rbuf, &mut headers) {
-                    Ok(Some(h)) => Step::Handle(Request::of(&h), proxy.decide(&h, &mut self.out)),
+                    Ok(Some(h)) => {
+                        Step::Handle(Request::of(&h), proxy.decide(&h, self.peer, &mut self.out))
+                    }
                     Ok(None) => Step::NeedMore,
                     Err(e) => Step::Refuse(e),
                 }

@@ -103,6 +103,7 @@ pub(super) async fn forward(
     proxy
         .metrics
         .upstream_response(resp.status, sent.elapsed().as_secs_f64());
+    admitted.answered(resp.status);
     admitted.ended(Outcome::Admitted);
     relay_response(conn, proxy, link, resp, replica).await
 }

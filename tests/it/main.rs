@@ -19,6 +19,7 @@ mod engine_exit_codes;
 mod engine_local_e2e;
 mod gate_admin;
 mod gate_admission;
+mod gate_attempts;
 mod gate_cli;
 mod gate_http1_wire;
 mod gate_proxy;
