@@ -6,8 +6,8 @@
 //! The proxy path, outermost first, each concern in its own module: [`connection`] (one
 //! client connection's loop, over the [`http1`] codec) -> [`proxy`] (the per-request
 //! policy: [`admission`], rate AND in-flight cap, reject fast; [`balance`], least
-//! outstanding requests; [`deadline`], `x-deadline-ms`; [`attempts`], first attempt or retry) -> [`exchange`] (forward under the
-//! deadline, relay the response) -> [`upstream`] (each client connection's own upstream
+//! outstanding requests; [`deadline`], `x-deadline-ms`; [`attempts`], first attempt or
+//! retry) -> [`exchange`] (forward under the deadline, relay the response) -> [`upstream`] (each client connection's own upstream
 //! connections), with [`telemetry`] counting every outcome. [`control`] owns the current limit and
 //! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
 //! persists it so a restarted gate comes back with the last limit, not wide open.
