@@ -151,6 +151,9 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     let result = async {
         let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
         let d = super::prior::decide(&rb, &window, metrics.as_ref(), &options).await?;
+        super::preflight::run(&rb, platform.as_ref(), &window)
+            .await
+            .map_err(EngineError::Preflight)?;
         let fixed = Fixed {
             plan: d.plan.clone(),
             inputs: d.inputs,

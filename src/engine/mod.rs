@@ -14,6 +14,7 @@ pub mod check;
 pub mod executor;
 pub mod history;
 pub mod journal;
+pub mod preflight;
 pub mod prior;
 pub mod progress;
 pub mod ramp;
@@ -117,6 +118,8 @@ pub enum EngineError {
     },
     #[error("refused: cannot plan from these inputs: {0}")]
     BadInputs(#[source] PlanError),
+    #[error("refused: {0}")]
+    Preflight(preflight::Unmet),
     #[error("refused: run {run_id} already finished ({outcome:?}); nothing to resume")]
     AlreadyFinished { run_id: String, outcome: Outcome },
     #[error(
@@ -167,6 +170,7 @@ impl EngineError {
                 | EngineError::NotWhen { .. }
                 | EngineError::MissingInputs { .. }
                 | EngineError::BadInputs(_)
+                | EngineError::Preflight(_)
                 | EngineError::AlreadyFinished { .. }
                 | EngineError::NotDecided { .. }
                 | EngineError::Declined

@@ -17,6 +17,7 @@ mod detect_windows;
 mod engine_abort_e2e;
 mod engine_exit_codes;
 mod engine_local_e2e;
+mod engine_preflight;
 mod gate_admin;
 mod gate_admission;
 mod gate_attempts;
