@@ -5,9 +5,9 @@
 //!
 //! [`check`] is pure: the runbook's steps against [`Facts`], what the platform reports
 //! (replicas and whether it can restart them, the gate reachable with its token) and
-//! which signals the observed window had values for. [`gather`] collects the facts.
+//! which signals read nothing that exists. [`gather`] collects the facts.
 
-use crate::metrics::signal::Snapshot;
+use crate::metrics::signal::{Reading, Snapshot};
 use crate::platform::Platform;
 use crate::runbook::action::Action;
 use crate::runbook::expr::Expr;
@@ -31,10 +31,12 @@ pub struct Facts {
     pub replicas: Result<Vec<ReplicaFacts>, String>,
     /// The gate's control answered (with its token), or why not.
     pub gate: Result<(), String>,
-    /// Signals with at least one value in the observed window.
-    pub signals_seen: BTreeSet<String>,
-    /// For signals never seen: the last reason they had no value.
-    pub signals_missing: BTreeMap<String, String>,
+    /// Signals never read in the observed window because what they read does not exist
+    /// (no such series, no target of that role, an empty query result), with the reason.
+    /// A signal with no value only for now (no observations in the rate window, a
+    /// division by zero while nothing flows) is not here: it may have one once the gate
+    /// lets traffic through.
+    pub signals_absent: BTreeMap<String, String>,
 }
 
 /// A precondition a step needs that does not hold.
@@ -153,15 +155,10 @@ pub fn check(rb: &Runbook, facts: &Facts) -> Result<(), Unmet> {
             Action::WaitUntil(_) | Action::Notify(_) => {}
         }
         for s in signals_read(rb, step) {
-            if !facts.signals_seen.contains(&s) {
-                let why = facts
-                    .signals_missing
-                    .get(&s)
-                    .cloned()
-                    .unwrap_or_else(|| "not read".into());
+            if let Some(why) = facts.signals_absent.get(&s) {
                 push(
                     step,
-                    format!("signal {s} had no value while observing ({why})"),
+                    format!("signal {s} reads nothing that exists ({why})"),
                     format!("make the metric behind spec.signals.{s} available (a scrape target or Prometheus series), or fix its expression"),
                 );
             }
@@ -197,27 +194,39 @@ pub async fn gather(platform: &dyn Platform, window: &[Snapshot]) -> Facts {
         .map(|_| ())
         .map_err(|e| e.to_string());
     let mut seen = BTreeSet::new();
-    let mut missing = BTreeMap::new();
+    let mut absent = BTreeMap::new();
     for s in window {
         for (name, r) in &s.readings {
             match r {
-                crate::metrics::signal::Reading::Value { value } if value.is_finite() => {
+                Reading::Value { value } if value.is_finite() => {
                     seen.insert(name.clone());
                 }
-                crate::metrics::signal::Reading::Missing { reason } => {
-                    missing.insert(name.clone(), reason.clone());
+                Reading::Missing { reason } if structurally_absent(reason) => {
+                    absent.insert(name.clone(), reason.clone());
                 }
                 _ => {}
             }
         }
     }
-    missing.retain(|k, _| !seen.contains(k));
+    absent.retain(|k, _| !seen.contains(k));
     Facts {
         replicas,
         gate,
-        signals_seen: seen,
-        signals_missing: missing,
+        signals_absent: absent,
     }
+}
+
+/// Whether a missing reading's reason says the thing read does not exist at all (as
+/// opposed to having no value at this instant).
+fn structurally_absent(reason: &str) -> bool {
+    [
+        "no such series",
+        "no target has role",
+        "no targets to scrape",
+        "returned an empty result",
+    ]
+    .iter()
+    .any(|m| reason.contains(m))
 }
 
 /// Gather and check: the one call the executor makes before its first action.
@@ -234,7 +243,6 @@ mod tests {
     }
 
     fn good() -> Facts {
-        let rb = runbook();
         Facts {
             replicas: Ok(vec![ReplicaFacts {
                 id: "replica-0".into(),
@@ -242,8 +250,7 @@ mod tests {
                 restartable: Ok(()),
             }]),
             gate: Ok(()),
-            signals_seen: rb.signals.keys().cloned().collect(),
-            signals_missing: BTreeMap::new(),
+            signals_absent: BTreeMap::new(),
         }
     }
 
@@ -270,9 +277,10 @@ mod tests {
     fn an_unreachable_gate_and_a_missing_signal_are_named_with_their_fixes() {
         let mut f = good();
         f.gate = Err("gate token file /x/token: No such file".into());
-        f.signals_seen.remove("latency_p99");
-        f.signals_missing
-            .insert("latency_p99".into(), "no such series".into());
+        f.signals_absent.insert(
+            "latency_p99".into(),
+            "recover_gate_upstream_latency_seconds_bucket@gate: no such series".into(),
+        );
         let e = check(&runbook(), &f).unwrap_err();
         let text = e.to_string();
         assert!(
@@ -281,9 +289,7 @@ mod tests {
         );
         assert!(text.contains("token_file"), "{text}");
         assert!(
-            text.contains(
-                "[step readmit] signal latency_p99 had no value while observing (no such series)"
-            ),
+            text.contains("[step readmit] signal latency_p99 reads nothing that exists"),
             "{text}"
         );
         assert!(text.contains("spec.signals.latency_p99"), "{text}");
