@@ -89,11 +89,19 @@ pub fn healthy_service_time(i: &Inputs) -> Option<Estimate> {
             "spec.detect.healthy_service_time",
         ));
     }
-    if let Some(m) = mean(i.healthy.iter().filter_map(|s| s.get(names::SERVICE_TIME))) {
+    // A service just restarted is healthy and slow (cold caches): its service time is not
+    // the healthy one. Where the warm fraction is measured, only warm moments count.
+    let warm = |s: &&&Snapshot| s.get(names::WARM_FRACTION).is_none_or(|w| w >= 0.95);
+    if let Some(m) = mean(
+        i.healthy
+            .iter()
+            .filter(warm)
+            .filter_map(|s| s.get(names::SERVICE_TIME)),
+    ) {
         return Some(Estimate::new(
             m,
             Source::Measured,
-            "mean service time while healthy in the observed window",
+            "mean service time while healthy and warm in the observed window",
         ));
     }
     let h = i.lookback?.healthy.as_ref()?;
@@ -510,6 +518,22 @@ mod tests {
         assert_eq!((k.chosen.value, k.chosen.source), (2.0, Source::Declared));
         // Without a cold factor the service-time ratio (4) stays an upper bound.
         assert_eq!(k.range, [2.0, 20.0]);
+    }
+
+    #[test]
+    fn the_healthy_service_time_leaves_out_a_cold_start() {
+        let cold = snap(&[(names::SERVICE_TIME, 0.080), (names::WARM_FRACTION, 0.2)]);
+        let warm = snap(&[(names::SERVICE_TIME, 0.040), (names::WARM_FRACTION, 1.0)]);
+        let healthy = [&cold, &warm, &warm];
+        let cfg = DetectorConfig::default();
+        let i = Inputs {
+            cfg: &cfg,
+            window: &[],
+            healthy: &healthy,
+            lookback: None,
+        };
+        let st = healthy_service_time(&i).unwrap();
+        assert!((st.value - 0.040).abs() < 1e-12, "{st:?}");
     }
 
     #[test]

@@ -37,7 +37,18 @@ pub fn phase(index: usize, count: usize, interval: Duration) -> Duration {
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
 /// How an attempt says which attempt it is: the header real clients of each kind send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
 pub enum AttemptHeader {
     /// No attempt header at all, like most clients.
     None,
