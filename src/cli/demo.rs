@@ -18,6 +18,13 @@ pub enum DemoCommand {
     ConfigService(ConfigServiceArgs),
     /// The clients: N pollers with a retry policy.
     Workers(WorkersArgs),
+    /// Start the whole demo system detached (gate, config service, workers) on fixed
+    /// ports, and write its inventory.yaml, prometheus.yml and serve.yaml.
+    Up(super::demo_system::UpArgs),
+    /// The outage: restart the config service, unavailable for a few seconds (a deploy).
+    Trigger(super::demo_system::TriggerArgs),
+    /// Stop everything `recover demo up` started.
+    Down(super::demo_system::DownArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -136,6 +143,12 @@ fn workers_config(a: WorkersArgs) -> WorkersConfig {
 }
 
 pub fn run(cmd: DemoCommand) -> CliResult {
+    let cmd = match cmd {
+        DemoCommand::Up(a) => return super::demo_system::up(a),
+        DemoCommand::Trigger(a) => return super::demo_system::trigger(a),
+        DemoCommand::Down(a) => return super::demo_system::down(a),
+        other => other,
+    };
     let rt = super::runtime()?;
     let shutdown = CancellationToken::new();
     rt.spawn(stop_on_signal(shutdown.clone()));
@@ -156,6 +169,7 @@ pub fn run(cmd: DemoCommand) -> CliResult {
                     other => Failure::new(Exit::Failed, other),
                 })?;
         }
+        DemoCommand::Up(_) | DemoCommand::Trigger(_) | DemoCommand::Down(_) => {}
     }
     // Do not wait for tasks still parked on sockets.
     rt.shutdown_timeout(Duration::from_millis(200));

@@ -7,6 +7,7 @@ use recover::util::logging::LogFormat;
 
 pub mod ask;
 pub mod demo;
+pub mod demo_system;
 pub mod detect;
 pub mod gate;
 pub mod history;
