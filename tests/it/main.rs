@@ -34,6 +34,7 @@ mod kube_platform;
 mod kube_rbac;
 mod plan_cli;
 mod promql_prometheus;
+mod readme_blocks;
 mod rehearse_e2e;
 mod runbook_validate;
 mod serve_cli;
