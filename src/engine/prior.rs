@@ -142,6 +142,105 @@ pub fn evidence_for_operator(v: &Verdict, lookback: Option<&Lookback>) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::metrics::signal::{names, Reading, SignalSpec};
+    use crate::metrics::source::MetricError;
+    use crate::plan::inputs::Input;
+    use crate::plan::Source;
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    /// A source with no history (as scraping `/metrics` directly).
+    struct NoHistory;
+
+    #[async_trait::async_trait]
+    impl MetricSource for NoHistory {
+        fn kind(&self) -> &'static str {
+            "scrape"
+        }
+        async fn snapshot(
+            &self,
+            _: &BTreeMap<String, SignalSpec>,
+        ) -> Result<Snapshot, MetricError> {
+            Err(MetricError::Fetch {
+                target: "none".into(),
+                message: "not used".into(),
+            })
+        }
+    }
+
+    /// 20 s of a service stuck since before the window began.
+    fn stuck_window() -> Vec<Snapshot> {
+        (0..20u64)
+            .map(|t| Snapshot {
+                at: UNIX_EPOCH + Duration::from_secs(1_800_000_000 + t),
+                readings: [
+                    (names::OFFERED_RATE, 80.0),
+                    (names::GOODPUT, 1.0),
+                    (names::WORK_RATE, 50.0),
+                    (names::QUEUE_DEPTH, 200.0),
+                    (names::REPLICAS_NOT_READY, 0.0),
+                    (names::FIRST_ATTEMPT_RATE, 1.0),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), Reading::Value { value: v }))
+                .collect(),
+            })
+            .collect()
+    }
+
+    /// The shipped runbook without its declarations: nothing says what the service can do.
+    fn undeclared() -> Runbook {
+        let mut rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+        rb.detect.capacity_per_replica = None;
+        rb.detect.cold_factor = None;
+        rb
+    }
+
+    #[tokio::test]
+    async fn a_missing_input_is_asked_for_with_the_evidence_or_refused_without_an_answer() {
+        let asked: Arc<Mutex<Vec<Question>>> = Arc::default();
+        let log = asked.clone();
+        let options = RunOptions {
+            ask: Some(Arc::new(move |q: &Question| {
+                log.lock().unwrap().push(q.clone());
+                Overrides {
+                    capacity_cold: Some(50.0),
+                    ..Overrides::default()
+                }
+            })),
+            ..RunOptions::default()
+        };
+        let d = decide(&undeclared(), &stuck_window(), &NoHistory, &options)
+            .await
+            .unwrap();
+        assert_eq!(d.sources.capacity_cold.value, 50.0);
+        assert_eq!(d.sources.capacity_cold.source, Source::Operator);
+        let q = asked.lock().unwrap().pop().unwrap();
+        assert_eq!(q.missing.missing, [Input::CapacityCold]);
+        assert!(
+            q.evidence.iter().any(|e| e.contains("no metrics history")),
+            "{:?}",
+            q.evidence
+        );
+
+        // Nobody to ask (no terminal): the refusal names the field and the flag.
+        let e = decide(
+            &undeclared(),
+            &stuck_window(),
+            &NoHistory,
+            &RunOptions::default(),
+        )
+        .await
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(e.is_refusal(), "{text}");
+        assert!(
+            text.contains("spec.detect.capacity_per_replica")
+                && text.contains("--assume-capacity-cold"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn flags_win_over_answers_and_answers_fill_the_rest() {
