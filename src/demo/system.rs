@@ -240,8 +240,27 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
     )?;
     write(files::PROMETHEUS, &prometheus_config(&ports))?;
     write(files::SERVE, &serve_config(&dir))?;
+    let started = start_all(o, &dir, &inv, &ports).await;
+    if started.is_err() {
+        // Half a demo is no use to anyone: stop what did start.
+        let _ = down(&dir);
+    }
+    started?;
+    Ok(Up {
+        dir,
+        ports,
+        inventory: inv_path,
+    })
+}
 
-    let platform = LocalPlatform::from_file(&inv_path)?;
+/// Start replicas, gate and workers detached, each once the one before answers.
+async fn start_all(
+    o: &UpOptions,
+    dir: &Path,
+    inv: &Inventory,
+    ports: &Ports,
+) -> Result<(), DemoError> {
+    let platform = LocalPlatform::from_file(&dir.join(files::INVENTORY))?;
     platform.start_missing()?;
     let mut gate = vec![
         exe_str(o),
@@ -253,7 +272,10 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
         "--admin-token-file".into(),
         dir.join(files::GATE_TOKEN).display().to_string(),
         "--state-file".into(),
-        state.join("gate-state.json").display().to_string(),
+        dir.join(files::STATE)
+            .join("gate-state.json")
+            .display()
+            .to_string(),
         "--upstream-timeout".into(),
         crate::util::duration::format(super::defaults::CLIENT_TIMEOUT),
     ];
@@ -291,12 +313,7 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
         .map_err(io("starting the workers"))?;
     wait_http_ok(&format!("http://{}/metrics", ports.workers), READY)
         .await
-        .map_err(DemoError::NotReady)?;
-    Ok(Up {
-        dir,
-        ports,
-        inventory: inv_path,
-    })
+        .map_err(DemoError::NotReady)
 }
 
 /// The trigger, a deploy: restart every replica unavailable for `outage` (not listening
