@@ -178,7 +178,7 @@ pub async fn gather(platform: &dyn Platform, window: &[Snapshot]) -> Facts {
             let mut out = Vec::new();
             for r in rs {
                 out.push(ReplicaFacts {
-                    restartable: platform.restartable(&r.id).await,
+                    restartable: platform.restartable(&r.id).await.map_err(|e| e.to_string()),
                     id: r.id,
                     ready: r.ready,
                 });

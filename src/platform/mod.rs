@@ -120,7 +120,7 @@ pub trait Platform: Send + Sync {
     /// Whether [`Platform::restart`] can work on `replica` now; if not, why and how to
     /// make it (a local process started by hand must be adopted). Checked before a run's
     /// first action. Default: yes (Kubernetes replaces any pod of its workload).
-    async fn restartable(&self, _replica: &str) -> Result<(), String> {
+    async fn restartable(&self, _replica: &str) -> Result<(), PlatformError> {
         Ok(())
     }
     /// Wait until the replacements for `replicas` (same ids locally, new pods on

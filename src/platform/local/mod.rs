@@ -218,9 +218,12 @@ impl Platform for LocalPlatform {
         Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
     }
 
-    async fn restartable(&self, replica: &str) -> Result<(), String> {
-        let spec = self.spec(replica).map_err(|e| e.to_string())?;
-        self.owned_pid(spec).await.map(|_| ())
+    async fn restartable(&self, replica: &str) -> Result<(), PlatformError> {
+        let spec = self.spec(replica)?;
+        self.owned_pid(spec)
+            .await
+            .map(|_| ())
+            .map_err(PlatformError::Other)
     }
 
     fn gate(&self) -> Arc<dyn GateControl> {
