@@ -5,7 +5,7 @@
 use super::{CliResult, Failure};
 use recover::demo::config_service::{self, ServiceConfig};
 use recover::demo::defaults;
-use recover::demo::workers::{self, RetryPolicy, WorkersConfig};
+use recover::demo::workers::{self, AttemptHeader, RetryPolicy, WorkersConfig};
 use recover::exit::Exit;
 use recover::util::duration;
 use std::net::SocketAddr;
@@ -18,6 +18,13 @@ pub enum DemoCommand {
     ConfigService(ConfigServiceArgs),
     /// The clients: N pollers with a retry policy.
     Workers(WorkersArgs),
+    /// Start the whole demo system detached (gate, config service, workers) on fixed
+    /// ports, and write its inventory.yaml, prometheus.yml and serve.yaml.
+    Up(super::demo_system::UpArgs),
+    /// The outage: restart the config service, unavailable for a few seconds (a deploy).
+    Trigger(super::demo_system::TriggerArgs),
+    /// Stop everything `recover demo up` started.
+    Down(super::demo_system::DownArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -90,6 +97,12 @@ pub struct WorkersArgs {
     /// Run for this long, then exit 0 (default: until SIGINT/SIGTERM).
     #[arg(long, value_parser = duration::parse)]
     pub duration: Option<Duration>,
+    /// How each attempt says which attempt it is (`none`: not at all, like most clients).
+    #[arg(long, value_enum, default_value_t = AttemptHeader::XAttempt)]
+    pub attempt_header: AttemptHeader,
+    /// Send an Idempotency-Key header, the same for a poll and its retries.
+    #[arg(long)]
+    pub idempotency_key: bool,
 }
 
 fn parse_policy(s: &str) -> Result<RetryPolicy, String> {
@@ -142,10 +155,18 @@ fn workers_config(a: WorkersArgs) -> WorkersConfig {
         retry_budget: a.retry_budget,
         metrics_listen: a.metrics_listen,
         duration: a.duration,
+        attempt_header: a.attempt_header,
+        idempotency_key: a.idempotency_key,
     }
 }
 
 pub fn run(cmd: DemoCommand) -> CliResult {
+    let cmd = match cmd {
+        DemoCommand::Up(a) => return super::demo_system::up(a),
+        DemoCommand::Trigger(a) => return super::demo_system::trigger(a),
+        DemoCommand::Down(a) => return super::demo_system::down(a),
+        other => other,
+    };
     let rt = super::runtime()?;
     let shutdown = CancellationToken::new();
     rt.spawn(stop_on_signal(shutdown.clone()));
@@ -166,6 +187,7 @@ pub fn run(cmd: DemoCommand) -> CliResult {
                     other => Failure::new(Exit::Failed, other),
                 })?;
         }
+        DemoCommand::Up(_) | DemoCommand::Trigger(_) | DemoCommand::Down(_) => {}
     }
     // Do not wait for tasks still parked on sockets.
     rt.shutdown_timeout(Duration::from_millis(200));

@@ -5,7 +5,9 @@ use clap::{Parser, Subcommand};
 use recover::exit::Exit;
 use recover::util::logging::LogFormat;
 
+pub mod ask;
 pub mod demo;
+pub mod demo_system;
 pub mod detect;
 pub mod gate;
 pub mod history;

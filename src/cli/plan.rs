@@ -112,8 +112,8 @@ pub fn run(args: PlanArgs) -> CliResult {
         capacity: args.capacity,
         demand: args.demand,
     };
-    let inputs = match PlanInputs::from_verdict(&verdict, &declared, &operator) {
-        Ok(sourced) => sourced.values(),
+    let sourced = match PlanInputs::from_verdict(&verdict, &declared, &operator) {
+        Ok(sourced) => sourced,
         Err(missing) => {
             let what = missing
                 .missing
@@ -133,6 +133,7 @@ pub fn run(args: PlanArgs) -> CliResult {
             });
         }
     };
+    let inputs = sourced.values();
     inputs
         .validate()
         .map_err(|e| Failure::usage(anyhow::anyhow!("{}", flag_error(&e.to_string()))))?;
@@ -156,14 +157,23 @@ pub fn run(args: PlanArgs) -> CliResult {
         cfg.step_hold = h;
     }
     let plan = make_plan(&inputs, &cfg);
+    if args.output == Output::Text {
+        println!("inputs (measured, declared, given or assumed):");
+        for line in sourced.describe() {
+            println!("  {line}");
+        }
+        println!();
+    }
     if !args.check_with_sim {
-        print_plan(&plan, args.output)?;
+        print_plan_with(&plan, &sourced, args.output)?;
         return Ok(Exit::Done);
     }
     let check = sim_check(&inputs, &plan, &args.sim_set)?;
     match args.output {
         Output::Json => {
             let mut v = serde_json::to_value(&plan).map_err(|e| Failure::new(Exit::Failed, e))?;
+            v["inputs"] =
+                serde_json::to_value(&sourced).map_err(|e| Failure::new(Exit::Failed, e))?;
             v["predicted"] =
                 serde_json::to_value(&check).map_err(|e| Failure::new(Exit::Failed, e))?;
             println!(
@@ -233,6 +243,22 @@ fn flag_error(msg: &str) -> String {
         .replacen("demand", "--demand", 1)
         .replacen("capacity ", "--capacity ", 1)
         .replacen("k must", "--k must", 1)
+}
+
+/// The plan, and in JSON the inputs it came from with their sources.
+fn print_plan_with(
+    plan: &Plan,
+    sourced: &recover::plan::SourcedInputs,
+    output: Output,
+) -> Result<(), Failure> {
+    if output == Output::Text {
+        return print_plan(plan, output);
+    }
+    let mut v = serde_json::to_value(plan).map_err(|e| Failure::new(Exit::Failed, e))?;
+    v["inputs"] = serde_json::to_value(sourced).map_err(|e| Failure::new(Exit::Failed, e))?;
+    let text = serde_json::to_string_pretty(&v).map_err(|e| Failure::new(Exit::Failed, e))?;
+    println!("{text}");
+    Ok(())
 }
 
 pub fn print_plan(plan: &Plan, output: Output) -> Result<(), Failure> {

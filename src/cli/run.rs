@@ -65,19 +65,24 @@ pub struct RunArgs {
     /// Where run journals are written.
     #[arg(long, value_name = "DIR", default_value = "recover-runs")]
     pub journal_dir: PathBuf,
-    /// Plan from these figures instead of measured ones (with --assume-capacity-cold and
-    /// --assume-k): arrival rate, req/s. The verdict is still observed and recorded.
-    #[arg(long, value_name = "REQ_PER_S", requires_all = ["assume_capacity_cold", "assume_k"])]
+    /// Plan inputs the operator gives, each alone or together, each winning over the
+    /// measured or declared one: arrival rate, req/s. The verdict is still observed and
+    /// recorded; with arrival, cold capacity and k all given it need not be Stuck.
+    #[arg(long, value_name = "REQ_PER_S")]
     pub assume_arrival_rate: Option<f64>,
     /// Capacity right after a restart, req/s (see --assume-arrival-rate).
-    #[arg(long, value_name = "REQ_PER_S", requires = "assume_arrival_rate")]
+    #[arg(long, value_name = "REQ_PER_S")]
     pub assume_capacity_cold: Option<f64>,
     /// Work amplification k (see --assume-arrival-rate).
-    #[arg(long, value_name = "K", requires = "assume_arrival_rate")]
+    #[arg(long, value_name = "K")]
     pub assume_k: Option<f64>,
-    /// Healthy capacity, req/s (optional with --assume-arrival-rate).
-    #[arg(long, value_name = "REQ_PER_S", requires = "assume_arrival_rate")]
+    /// Healthy capacity, req/s (see --assume-arrival-rate).
+    #[arg(long, value_name = "REQ_PER_S")]
     pub assume_capacity: Option<f64>,
+    /// How far back to search a Prometheus history for the last healthy period when the
+    /// observed window has none [default: the runbook's spec.detect.lookback, 24h].
+    #[arg(long, value_parser = recover::util::duration::parse)]
+    pub lookback: Option<std::time::Duration>,
 }
 
 /// The target the flags name (recorded in the journal, so `recover resume` reconnects).
@@ -190,7 +195,10 @@ pub fn run(args: RunArgs) -> CliResult {
             "nothing to do: give --runbook NAME or a subcommand (see recover --help)"
         )));
     };
-    let loaded = recover::runbook::find(&name, &args.runbook_dir).map_err(Failure::usage)?;
+    let mut loaded = recover::runbook::find(&name, &args.runbook_dir).map_err(Failure::usage)?;
+    if let Some(l) = args.lookback {
+        loaded.runbook.detect.lookback = l;
+    }
     let target = target(&args, &loaded.runbook.target)?;
     let confirm = confirmation(args.yes, args.dry_run)?;
     let overrides = Overrides {
@@ -210,6 +218,7 @@ pub fn run(args: RunArgs) -> CliResult {
             target: Some(target.clone()),
             observer: Some(Arc::new(TerminalObserver::new())),
             confirm,
+            ask: super::ask::on_terminal(),
             ..RunOptions::default()
         };
         let cancel = cancel_on_signals();

@@ -125,6 +125,18 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
             "service replicas down or not ready",
         ),
         (
+            names::REPLICAS_READY,
+            "sum(recover_demo_service_ready@service)",
+            "sum(recover_demo_service_ready{$service})",
+            "service replicas ready now",
+        ),
+        (
+            names::CONCURRENCY_LIMIT,
+            "sum(recover_demo_service_concurrency_limit@service)",
+            "sum(recover_demo_service_concurrency_limit{$service})",
+            "requests the service replicas work on at once, summed (Little's law: capacity = this / healthy service time)",
+        ),
+        (
             names::GATE_REJECTED_RATE,
             r#"(rate(recover_gate_requests_total{outcome="rejected_rate"}@gate[$W]) or 0) + (rate(recover_gate_requests_total{outcome="rejected_in_flight"}@gate[$W]) or 0)"#,
             r#"sum(rate(recover_gate_requests_total{outcome=~"rejected_.*", $gate}[$W])) or 0 * sum(up{$gate})"#,

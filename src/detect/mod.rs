@@ -11,12 +11,14 @@
 pub mod classify;
 pub mod default_signals;
 pub mod estimate;
+pub mod lookback;
 pub mod observe;
 mod verdict;
 pub mod windows;
 
 pub use estimate::Source;
-pub use verdict::detect_at;
+pub use lookback::Lookback;
+pub use verdict::{detect_at, detect_with};
 
 use crate::metrics::signal::Snapshot;
 use serde::{Deserialize, Serialize};
@@ -42,7 +44,11 @@ pub struct DetectorConfig {
     /// ... and at least this many scrape intervals of the source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub persist_scrapes: Option<u32>,
-    /// Known healthy capacity, requests/s (else measured in the last healthy window).
+    /// Known healthy capacity of one replica, requests/s: the capacity is this times the
+    /// replicas ready now (signal `replicas_ready`). Wins over `capacity_per_s`.
+    pub capacity_per_replica: Option<f64>,
+    /// Known healthy capacity of the whole service, requests/s (else measured: in the
+    /// observed window, in the metrics history, or by Little's law).
     pub capacity_per_s: Option<f64>,
     /// Capacity right after a restart = capacity / cold_factor (else measured).
     pub cold_factor: Option<f64>,
@@ -69,6 +75,10 @@ pub struct DetectorConfig {
     /// A window whose newest snapshot is older than this is stale: Unknown.
     #[serde(with = "crate::util::duration::serde_human")]
     pub stale_after: Duration,
+    /// How far back to search the metrics history (a Prometheus source) for the last
+    /// healthy period, when the observed window has none.
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub lookback: Duration,
 }
 
 impl Default for DetectorConfig {
@@ -78,6 +88,7 @@ impl Default for DetectorConfig {
             grace_scrapes: None,
             persist: Duration::from_secs(10),
             persist_scrapes: None,
+            capacity_per_replica: None,
             capacity_per_s: None,
             cold_factor: None,
             min_goodput_ratio: 0.5,
@@ -90,6 +101,7 @@ impl Default for DetectorConfig {
             k: None,
             k_max: 20.0,
             stale_after: Duration::from_secs(30),
+            lookback: Duration::from_secs(24 * 3600),
         }
     }
 }
@@ -179,6 +191,25 @@ pub struct Verdict {
     /// Where capacity_cold came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_cold_from: Option<String>,
+    /// Where capacity came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_from: Option<String>,
+    /// The lowest and highest k candidate considered (see [`estimate::k`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_range: Option<[f64; 2]>,
+    /// Baseline first-attempt demand, req/s, and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand_from: Option<String>,
+    /// Healthy mean service time, seconds, and where it came from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_service_time: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_service_time_from: Option<String>,
+    /// What a look back over the metrics history found, when one was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lookback: Option<Lookback>,
     /// Which kind of source each estimate has (measured, declared, assumed).
     #[serde(default, skip_serializing_if = "EstimateSources::is_empty")]
     pub sources: EstimateSources,
@@ -195,6 +226,8 @@ pub struct EstimateSources {
     pub capacity_cold: Option<Source>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Source>,
 }
 
 impl EstimateSources {

@@ -1,10 +1,17 @@
-//! Collect a detection window by reading a source repeatedly. The detector is pure; this
-//! is the I/O loop in front of it (used by `recover detect` and the engine).
+//! Collect a detection window by reading a source repeatedly, and look back over the
+//! source's history when the window is not enough. The detector is pure; this is the I/O
+//! in front of it (used by `recover detect`, the engine and the webhook receiver).
 
+use super::lookback::{self, Lookback};
+use super::{detect_with, DetectorConfig, Evidence, Verdict};
 use crate::metrics::signal::{SignalSpec, Snapshot};
 use crate::metrics::source::{MetricError, MetricSource};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
+
+/// At most this many snapshots per look back: a day at 1.5-minute steps; Prometheus
+/// refuses range queries of more than 11,000 points.
+pub const LOOKBACK_POINTS: u32 = 1000;
 
 /// Read `signals` every `interval` for `span` (at least two reads). `on_snapshot` sees
 /// each snapshot as it arrives (for progress lines).
@@ -37,4 +44,77 @@ pub fn span_needed(
     interval: Duration,
 ) -> Duration {
     cfg.grace.max(cfg.persist) + rate_window + interval
+}
+
+/// Read the last `cfg.lookback` of the source's history and find its last healthy
+/// period. A source without history gives a [`Lookback`] that says so.
+pub async fn look_back(
+    source: &dyn MetricSource,
+    signals: &BTreeMap<String, SignalSpec>,
+    cfg: &DetectorConfig,
+    end: SystemTime,
+) -> Result<Lookback, MetricError> {
+    let span = cfg.lookback;
+    let step = (span / LOOKBACK_POINTS).max(Duration::from_secs(1));
+    let start = end.checked_sub(span).unwrap_or(SystemTime::UNIX_EPOCH);
+    Ok(match source.history(signals, start, end, step).await? {
+        Some(history) => lookback::find(&history, cfg, span, step),
+        None => Lookback {
+            span,
+            step,
+            points: 0,
+            healthy: None,
+            peak_goodput: None,
+            peak_work: None,
+            note: format!(
+                "no metrics history to look back in: the {} source reads /metrics as it is now (a Prometheus source can look back)",
+                source.kind()
+            ),
+        },
+    })
+}
+
+/// True when the window left an input the history could give (capacity, the healthy
+/// service time, the demand baseline) unknown.
+pub fn needs_history(v: &Verdict) -> bool {
+    v.capacity.is_none() || v.healthy_service_time.is_none() || v.demand.is_none()
+}
+
+/// Judge `window`; when it leaves inputs the history could give unknown, look back and
+/// judge again with what the history's last healthy period says. A history that cannot
+/// be read is evidence, not an error: the window's verdict stands.
+pub async fn judge(
+    source: &dyn MetricSource,
+    signals: &BTreeMap<String, SignalSpec>,
+    cfg: &DetectorConfig,
+    window: &[Snapshot],
+    now: SystemTime,
+) -> Verdict {
+    let lb = lookback_if_needed(source, signals, cfg, window, now).await;
+    match lb {
+        Ok(lb) => detect_with(window, cfg, lb.as_ref(), now),
+        Err(e) => {
+            let mut v = detect_with(window, cfg, None, now);
+            v.evidence.push(Evidence::new(
+                "lookback",
+                None,
+                format!("could not read the metrics history: {e}"),
+            ));
+            v
+        }
+    }
+}
+
+/// The look back [`judge`] makes: `None` when the window alone gives every input.
+pub async fn lookback_if_needed(
+    source: &dyn MetricSource,
+    signals: &BTreeMap<String, SignalSpec>,
+    cfg: &DetectorConfig,
+    window: &[Snapshot],
+    now: SystemTime,
+) -> Result<Option<Lookback>, MetricError> {
+    if !needs_history(&detect_with(window, cfg, None, now)) {
+        return Ok(None);
+    }
+    look_back(source, signals, cfg, now).await.map(Some)
 }

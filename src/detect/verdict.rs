@@ -9,7 +9,8 @@
 //! 7. otherwise Triggered ("not stuck yet"), or Unknown when the window is too short to say.
 
 use super::classify::{health, trigger, Health, Trigger};
-use super::estimate;
+use super::estimate::{self, Inputs};
+use super::lookback::Lookback;
 use super::{DetectorConfig, Evidence, Verdict, VerdictKind};
 use crate::metrics::signal::{names, Snapshot};
 use std::time::{Duration, SystemTime};
@@ -24,17 +25,21 @@ fn age(from: SystemTime, to: SystemTime) -> Duration {
 
 /// Like [`super::detect`], with `now` to judge staleness by.
 pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> Verdict {
+    detect_with(window, cfg, None, now)
+}
+
+/// Like [`detect_at`], with what a look back over the metrics history found: when the
+/// window has no healthy period, capacity, the healthy service time and the demand
+/// baseline come from the history's last healthy period.
+pub fn detect_with(
+    window: &[Snapshot],
+    cfg: &DetectorConfig,
+    lookback: Option<&Lookback>,
+    now: SystemTime,
+) -> Verdict {
     let mut v = Verdict {
-        verdict: VerdictKind::Unknown,
-        k: None,
-        arrival_rate: None,
-        capacity: None,
-        capacity_cold: None,
-        evidence: vec![],
-        summary: String::new(),
-        k_from: None,
-        capacity_cold_from: None,
-        sources: Default::default(),
+        lookback: lookback.cloned(),
+        ..Verdict::default()
     };
     let Some(last) = window.last() else {
         v.summary = "no snapshots: no data, no verdict".into();
@@ -51,9 +56,24 @@ pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> 
     }
 
     let healths: Vec<Health> = window.iter().map(|s| health(s, cfg)).collect();
-    let baseline = cfg
-        .demand_per_s
-        .or_else(|| baseline_demand(window, &healths));
+    // Triggers are judged against the demand baseline, which the healthy snapshots give;
+    // so this first pass takes healthy as "not failing".
+    let not_failing: Vec<&Snapshot> = window
+        .iter()
+        .zip(&healths)
+        .filter(|(_, h)| **h == Health::Healthy)
+        .map(|(s, _)| s)
+        .collect();
+    let demand = estimate::demand(
+        &Inputs {
+            cfg,
+            window,
+            healthy: &not_failing,
+            lookback,
+        },
+        baseline_demand(window, &healths),
+    );
+    let baseline = demand.as_ref().map(|d| d.value);
     let triggers: Vec<Trigger> = window.iter().map(|s| trigger(s, cfg, baseline)).collect();
     let healthy: Vec<&Snapshot> = window
         .iter()
@@ -62,7 +82,24 @@ pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> 
         .map(|(s, _)| s)
         .collect();
 
-    estimates(&mut v, cfg, window, &healthy);
+    estimates(
+        &mut v,
+        &Inputs {
+            cfg,
+            window,
+            healthy: &healthy,
+            lookback,
+        },
+    );
+    if let Some(d) = &demand {
+        v.demand = Some(d.value);
+        v.demand_from = Some(d.from.clone());
+        v.sources.demand = Some(d.source);
+    }
+    if let Some(lb) = lookback {
+        v.evidence
+            .push(Evidence::new("lookback", None, lb.note.clone()));
+    }
     for name in [
         names::OFFERED_RATE,
         names::FIRST_ATTEMPT_RATE,
@@ -76,15 +113,11 @@ pub fn detect_at(window: &[Snapshot], cfg: &DetectorConfig, now: SystemTime) -> 
             v.evidence.push(Evidence::new(name, Some(x), "now"));
         }
     }
-    if let Some(b) = baseline {
+    if let Some(d) = &demand {
         v.evidence.push(Evidence::new(
             names::FIRST_ATTEMPT_RATE,
-            Some(b),
-            if cfg.demand_per_s.is_some() {
-                "baseline demand (configured)"
-            } else {
-                "baseline demand (mean while healthy)"
-            },
+            Some(d.value),
+            format!("baseline demand ({}: {})", d.source.as_str(), d.from),
         ));
     }
     let flips = healths
@@ -210,34 +243,49 @@ fn baseline_demand(window: &[Snapshot], healths: &[Health]) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-fn estimates(v: &mut Verdict, cfg: &DetectorConfig, window: &[Snapshot], healthy: &[&Snapshot]) {
-    let Some(last) = window.last() else { return };
+fn estimates(v: &mut Verdict, i: &Inputs) {
+    let Some(last) = i.window.last() else { return };
     v.arrival_rate = last.get(names::OFFERED_RATE);
     v.sources.arrival_rate = v.arrival_rate.map(|_| estimate::Source::Measured);
-    let cap = estimate::capacity(cfg, healthy);
-    if let Some(c) = &cap {
-        v.evidence
-            .push(Evidence::new("capacity", Some(c.value), c.from.clone()));
+    let mut ev = Vec::new();
+    let st = estimate::healthy_service_time(i);
+    if let Some(s) = &st {
+        ev.push(Evidence::new(
+            "healthy_service_time",
+            Some(s.value),
+            format!("{}: {}", s.source.as_str(), s.from),
+        ));
+        v.healthy_service_time = Some(s.value);
+        v.healthy_service_time_from = Some(s.from.clone());
     }
-    let cold = estimate::capacity_cold(cfg, window, cap.as_ref());
+    let cap = estimate::capacity(i, st.as_ref(), &mut ev);
+    if let Some(c) = &cap {
+        ev.push(Evidence::new(
+            "capacity",
+            Some(c.value),
+            format!("used ({}): {}", c.source.as_str(), c.from),
+        ));
+        v.capacity_from = Some(c.from.clone());
+    }
+    let cold = estimate::capacity_cold(i.cfg, i.window, cap.as_ref());
     if let Some(c) = &cold {
-        v.evidence.push(Evidence::new(
+        ev.push(Evidence::new(
             "capacity_cold",
             Some(c.value),
-            c.from.clone(),
+            format!("used ({}): {}", c.source.as_str(), c.from),
         ));
         v.capacity_cold_from = Some(c.from.clone());
     }
-    let mut ev = Vec::new();
-    if let Some(k) = estimate::k(cfg, last, healthy, &mut ev) {
-        v.k = Some(k.value);
-        v.k_from = Some(k.from.clone());
-        v.sources.k = Some(k.source);
+    if let Some(k) = estimate::k(i.cfg, last, st.as_ref(), cap.as_ref(), &mut ev) {
         ev.push(Evidence::new(
             "k",
-            Some(k.value),
-            format!("used: {}", k.from),
+            Some(k.chosen.value),
+            format!("used ({}): {}", k.chosen.source.as_str(), k.chosen.from),
         ));
+        v.k = Some(k.chosen.value);
+        v.k_from = Some(k.chosen.from);
+        v.sources.k = Some(k.chosen.source);
+        v.k_range = Some(k.range);
     }
     v.evidence.extend(ev);
     v.sources.capacity = cap.as_ref().map(|c| c.source);

@@ -4,7 +4,7 @@
 use super::actions::{self, Ctx};
 use super::batches::RestartProgress;
 use super::journal::{self, Event, Journal, ResumePoint};
-use super::planning::{plan_run, PlannedRun};
+use super::planning::PlannedRun;
 use super::progress::ProgressEvent;
 use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::steps::execute;
@@ -153,7 +153,11 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         &cancel,
         |cancel| async move {
             let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
-            let d = plan_run(&rb, &window, &options.overrides, options.inputs.as_ref())?;
+            let d =
+                super::prior::plan_with_history(&rb, &window, metrics.as_ref(), &options).await?;
+            super::preflight::run(&rb, platform.as_ref(), &window)
+                .await
+                .map_err(EngineError::Preflight)?;
             let replicas: Vec<String> = platform
                 .replicas()
                 .await?

@@ -18,6 +18,8 @@ pub mod journal;
 pub mod lock_loss;
 pub mod mirror;
 pub mod planning;
+pub mod preflight;
+pub mod prior;
 pub mod progress;
 pub mod ramp;
 pub mod report;
@@ -75,6 +77,9 @@ pub struct RunOptions {
     pub observer: Option<Arc<dyn Observer>>,
     /// Confirmation before the first action (None: proceed).
     pub confirm: Option<Confirm>,
+    /// Asked for plan inputs nothing else supplied (an operator at a terminal); None:
+    /// a missing input refuses the run.
+    pub ask: Option<prior::Ask>,
     /// Timeout of a step that sets none.
     pub default_step_timeout: std::time::Duration,
 }
@@ -90,6 +95,7 @@ impl Default for RunOptions {
             started_by: None,
             observer: None,
             confirm: None,
+            ask: None,
             default_step_timeout: DEFAULT_STEP_TIMEOUT,
         }
     }
@@ -120,6 +126,8 @@ pub enum EngineError {
     },
     #[error("refused: cannot plan from these inputs: {0}")]
     BadInputs(#[source] PlanError),
+    #[error("refused: {0}")]
+    Preflight(preflight::Unmet),
     #[error("refused: run {run_id} already finished ({outcome:?}); nothing to resume")]
     AlreadyFinished { run_id: String, outcome: Outcome },
     #[error(
@@ -170,6 +178,7 @@ impl EngineError {
                 | EngineError::NotWhen { .. }
                 | EngineError::MissingInputs { .. }
                 | EngineError::BadInputs(_)
+                | EngineError::Preflight(_)
                 | EngineError::AlreadyFinished { .. }
                 | EngineError::NotDecided { .. }
                 | EngineError::Declined

@@ -3,7 +3,7 @@
 //! the runbook runs in, unless the plan inputs were given.
 
 use super::EngineError;
-use crate::detect::{detect, Verdict};
+use crate::detect::{detect_with, Lookback, Verdict};
 use crate::metrics::signal::Snapshot;
 use crate::plan::{make_plan, Overrides, Plan, PlanInputs, SourcedInputs};
 use crate::runbook::Runbook;
@@ -20,16 +20,19 @@ pub struct PlannedRun {
     pub assumed: bool,
 }
 
-/// Decide from an observed window. Pure. `given` are inputs the caller already resolved
+/// Decide from an observed window and what a look back over the metrics history found
+/// (`lookback`, see [`super::prior`]). Pure. `given` are inputs the caller already resolved
 /// from a verdict on a full window; `overrides` are the operator's numbers (see
 /// [`super::RunOptions`]).
 pub fn plan_run(
     rb: &Runbook,
     window: &[Snapshot],
+    lookback: Option<&Lookback>,
     overrides: &Overrides,
     given: Option<&SourcedInputs>,
 ) -> Result<PlannedRun, EngineError> {
-    let verdict = detect(window, &rb.detect);
+    let now = window.last().map_or(std::time::UNIX_EPOCH, |s| s.at);
+    let verdict = detect_with(window, &rb.detect, lookback, now);
     let evidence = || {
         verdict
             .evidence

@@ -108,7 +108,12 @@ impl RunReport {
                 f(v.capacity_cold)
             );
         }
-        if let Some(i) = &self.plan_inputs {
+        if let Some(sourced) = &self.input_sources {
+            let _ = writeln!(out, "plan inputs:");
+            for line in sourced.describe() {
+                let _ = writeln!(out, "  {line}");
+            }
+        } else if let Some(i) = &self.plan_inputs {
             let src = if self.assumed_inputs {
                 "given by the operator"
             } else {

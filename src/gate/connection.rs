@@ -38,6 +38,8 @@ pub(super) struct Connection {
     /// When the head being read must be complete: set by its first byte, cleared when it
     /// parses. A deadline, so a client sending a byte now and then cannot extend it.
     pub head_deadline: Option<Instant>,
+    /// The client's address, to recognise its retries.
+    pub peer: Option<std::net::IpAddr>,
 }
 
 /// What the connection loop needs to know about a request once its head is parsed.
@@ -83,8 +85,10 @@ pub async fn serve(
     timeouts: Timeouts,
     draining: &CancellationToken,
 ) {
+    let peer = client.peer_addr().ok().map(|a| a.ip());
     let mut conn = Connection {
         client,
+        peer,
         rbuf: BytesMut::with_capacity(READ_ROOM),
         out: Vec::with_capacity(1024),
         links: Links::new(proxy.replicas.len()),
@@ -104,7 +108,10 @@ impl Connection {
             let step = {
                 let mut headers = head::empty_headers();
                 match parse_request(&self.rbuf, &mut headers) {
-                    Ok(Some(h)) => Step::Handle(Request::of(&h), proxy.dispatch(&h, &mut self.out)),
+                    Ok(Some(h)) => Step::Handle(
+                        Request::of(&h),
+                        proxy.dispatch(&h, self.peer, &mut self.out),
+                    ),
                     Ok(None) => Step::NeedMore,
                     Err(e) => Step::Refuse(e),
                 }

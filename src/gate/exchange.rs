@@ -106,6 +106,7 @@ pub(super) async fn forward(
         head_s: sent.elapsed().as_secs_f64(),
         counted: false,
     };
+    admitted.answered(resp.status);
     admitted.ended(RequestOutcome::Admitted);
     relay_response(conn, proxy, link, resp, replica, tally).await
 }

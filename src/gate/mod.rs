@@ -7,7 +7,7 @@
 //! client connection's loop, over the [`http1`] codec) -> [`proxy`] (the per-request
 //! policy: [`admission`], rate AND in-flight cap, reject fast; [`balance`], least
 //! outstanding requests or power of two choices, with latency outlier ejection;
-//! [`deadline`], `x-deadline-ms`) -> [`exchange`] (forward under the deadline, relay the
+//! [`deadline`], `x-deadline-ms`; [`attempts`], first attempt or retry) -> [`exchange`] (forward under the deadline, relay the
 //! response) -> [`upstream`] (each client connection's own upstream
 //! connections), with [`telemetry`] counting every outcome. [`control`] owns the current limit and
 //! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod attempts;
 pub mod balance;
 pub mod config;
 pub mod connection;

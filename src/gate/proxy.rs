@@ -1,13 +1,16 @@
-//! The per-request policy, apart from the bytes on the wire: count the attempt, admit or
-//! reject at once, pick the least busy replica, set the deadline, and record exactly one
-//! outcome. A rejected request never touches the upstream. [`super::connection`] does
-//! the I/O around these decisions.
+//! The per-request policy, apart from the bytes on the wire: count the attempt (first or
+//! retry, [`super::attempts`]), admit or reject at once, pick the least busy replica, set
+//! the deadline, and record exactly one outcome; a 429, 5xx or timeout is remembered
+//! against the client so its retry is recognised. A rejected request never touches the
+//! upstream. [`super::connection`] does the I/O around these decisions.
 
 use super::admission::{Admission, Admit, InFlight};
+use super::attempts::{client_of, Attempts, Method};
 use super::balance::{Pick, Replicas};
 use super::deadline;
 use super::http1::RequestHead;
 use super::telemetry::{GateMetrics, RequestOutcome};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +21,8 @@ pub struct Proxy {
     /// How long the gate waits for an upstream's response head (and, while a response
     /// body streams, for each next piece of it).
     pub timeout: Duration,
+    /// What tells first attempts from retries (bounded memory, shared by connections).
+    pub attempts: Attempts,
 }
 
 /// What to do with one request.
@@ -51,6 +56,11 @@ impl Admitted<'_> {
         }
         self.outcome.outcome = Some(o);
     }
+
+    /// The upstream answered with `status`: a 5xx is a failure the client may retry.
+    pub fn answered(&mut self, status: u16) {
+        self.outcome.server_error = status >= 500;
+    }
 }
 
 impl Proxy {
@@ -65,20 +75,28 @@ impl Proxy {
             metrics,
             replicas,
             timeout,
+            attempts: Attempts::default(),
         }
     }
 
-    /// Reject one request or forward it. An admitted request's upstream head goes into
-    /// `upstream_head`.
+    /// Decide for one request from the peer `peer`. An admitted request's upstream head
+    /// goes into `upstream_head`.
     pub fn dispatch(
         &self,
         head: &RequestHead<'_, '_>,
+        peer: Option<IpAddr>,
         upstream_head: &mut Vec<u8>,
     ) -> Dispatch<'_> {
-        self.metrics.attempt(head.header("x-attempt"));
+        let client = client_of(head.header("x-forwarded-for"), peer);
+        let (method, kind) = self.attempts.classify(|h| head.header(h), client);
+        self.metrics.attempts.count(method, kind);
+        // Failures are remembered for clients that mark nothing: the rest are counted
+        // by what they send.
+        let failed_client = client.filter(|_| method == Method::ClientAddress);
         let slot = match self.admission.try_admit() {
             Admit::Admitted(slot) => slot,
             Admit::RejectedRate { retry_after_s } => {
+                self.attempts.failed(failed_client);
                 self.metrics.outcome(RequestOutcome::RejectedRate);
                 return Dispatch::Reject {
                     retry_after_s,
@@ -86,6 +104,7 @@ impl Proxy {
                 };
             }
             Admit::RejectedInFlight => {
+                self.attempts.failed(failed_client);
                 self.metrics.outcome(RequestOutcome::RejectedInFlight);
                 return Dispatch::Reject {
                     retry_after_s: 1,
@@ -112,22 +131,39 @@ impl Proxy {
             outcome: PendingOutcome {
                 metrics: &self.metrics,
                 outcome: Some(RequestOutcome::ClientGone),
+                attempts: &self.attempts,
+                client: failed_client,
+                server_error: false,
             },
         })
     }
 }
 
 /// Records the outcome of an admitted request exactly once, also when the client hangs
-/// up and the exchange is dropped mid-flight (the outcome then stays `ClientGone`).
+/// up and the exchange is dropped mid-flight (the outcome then stays `ClientGone`). A
+/// request that failed (5xx, a timeout on either side) is remembered against its client.
 struct PendingOutcome<'a> {
     metrics: &'a GateMetrics,
     outcome: Option<RequestOutcome>,
+    attempts: &'a Attempts,
+    client: Option<IpAddr>,
+    server_error: bool,
 }
 
 impl Drop for PendingOutcome<'_> {
     fn drop(&mut self) {
         if let Some(o) = self.outcome.take() {
             self.metrics.outcome(o);
+            let failed = self.server_error
+                || matches!(
+                    o,
+                    RequestOutcome::UpstreamError
+                        | RequestOutcome::UpstreamTimeout
+                        | RequestOutcome::ClientGone
+                );
+            if failed {
+                self.attempts.failed(self.client);
+            }
         }
     }
 }

@@ -50,8 +50,8 @@ pub struct GateMetrics {
     registry: Registry,
     outcomes: [Counter; 6],
     classes: [Counter; 5],
-    first: Counter,
-    retry: Counter,
+    /// First attempts and retries, by the method that told them apart.
+    pub attempts: super::attempts::AttemptCounters,
     pub in_flight: Gauge,
     limit_rate: Gauge<f64, AtomicU64>,
     limit_burst: Gauge<f64, AtomicU64>,
@@ -102,22 +102,14 @@ impl GateMetrics {
             "Upstream responses by status class",
             CLASSES.map(|c| [("class", c)]),
         );
-        let attempts: Family<Labels, Counter> = register_family(
-            r,
-            "recover_gate_attempts",
-            "Requests by the client's x-attempt header (absent or 1 = first)",
-            [[("kind", "first")], [("kind", "retry")]],
-        );
-        let first = attempts.get_or_create(&[("kind", "first")]).clone();
-        let retry = attempts.get_or_create(&[("kind", "retry")]).clone();
+        let attempts = super::attempts::AttemptCounters::register(r);
         let outcomes = OUTCOMES.map(|o| requests.get_or_create(&[("outcome", o)]).clone());
         let classes = CLASSES.map(|c| responses.get_or_create(&[("class", c)]).clone());
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
             outcomes,
             classes,
-            first,
-            retry,
+            attempts,
             in_flight: register(
                 r,
                 "recover_gate_in_flight",
@@ -229,16 +221,6 @@ impl GateMetrics {
         self.outcomes[o as usize].inc();
     }
 
-    /// Count the `x-attempt` header: absent, unparsable or 1 is a first attempt.
-    pub fn attempt(&self, header: Option<&[u8]>) {
-        match header {
-            Some(v) if v != b"1" && v.iter().all(u8::is_ascii_digit) && !v.is_empty() => {
-                self.retry.inc()
-            }
-            _ => self.first.inc(),
-        };
-    }
-
     pub fn upstream_response(&self, status: u16, seconds: f64) {
         self.upstream_latency.observe(seconds);
         if let Some(c) = (status / 100)
@@ -302,16 +284,17 @@ mod tests {
     fn renders_the_contract_names() {
         let m = GateMetrics::new();
         m.outcome(RequestOutcome::RejectedRate);
-        m.attempt(Some(b"3"));
-        m.attempt(None);
+        use super::super::attempts::{Kind, Method};
+        m.attempts.count(Method::XAttempt, Kind::Retry);
+        m.attempts.count(Method::ClientAddress, Kind::First);
         m.upstream_response(503, 0.01);
         m.limit_applied(&Limit::unlimited(), "7", Peers::new(3, 1));
         let text = m.render();
         for needle in [
             "recover_gate_requests_total{outcome=\"rejected_rate\"} 1",
             "recover_gate_requests_total{outcome=\"admitted\"} 0",
-            "recover_gate_attempts_total{kind=\"retry\"} 1",
-            "recover_gate_attempts_total{kind=\"first\"} 1",
+            "recover_gate_attempts_total{kind=\"retry\",method=\"x-attempt\"} 1",
+            "recover_gate_attempts_total{kind=\"first\",method=\"client-address\"} 1",
             "recover_gate_upstream_responses_total{class=\"5xx\"} 1",
             "recover_gate_in_flight 0",
             "recover_gate_limit_rate_per_second +Inf",

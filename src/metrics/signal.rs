@@ -27,6 +27,11 @@ pub mod names {
     pub const WARM_FRACTION: &str = "warm_fraction";
     /// Replicas not ready.
     pub const REPLICAS_NOT_READY: &str = "replicas_not_ready";
+    /// Replicas ready now (capacity per replica times this is the declared capacity).
+    pub const REPLICAS_READY: &str = "replicas_ready";
+    /// Requests the service works on at once, summed over replicas (its concurrency
+    /// limit): with the healthy service time, Little's law gives its capacity.
+    pub const CONCURRENCY_LIMIT: &str = "concurrency_limit";
     /// Non-zero while a trigger is still active (restart in progress, spike on).
     pub const TRIGGER_ACTIVE: &str = "trigger_active";
     /// Requests per second the gate rejects.

@@ -2,7 +2,7 @@
 
 use super::signal::{SignalSpec, Snapshot};
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// Why a source could not answer at all. Distinct from an empty result, which is a
 /// [`super::signal::Reading::Missing`].
@@ -35,4 +35,15 @@ pub trait MetricSource: Send + Sync {
         &self,
         signals: &BTreeMap<String, SignalSpec>,
     ) -> Result<Snapshot, MetricError>;
+    /// Snapshots every `step` from `start` to `end`, out of the source's stored history;
+    /// `None` when the source keeps none (scraping `/metrics` directly sees only now).
+    async fn history(
+        &self,
+        _signals: &BTreeMap<String, SignalSpec>,
+        _start: SystemTime,
+        _end: SystemTime,
+        _step: Duration,
+    ) -> Result<Option<Vec<Snapshot>>, MetricError> {
+        Ok(None)
+    }
 }

@@ -24,6 +24,9 @@ pub struct Sourced {
     pub source: Source,
     /// In words: which setting, flag or signals.
     pub from: String,
+    /// The lowest and highest candidate considered, when there were several (k).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<[f64; 2]>,
 }
 
 impl Sourced {
@@ -32,7 +35,23 @@ impl Sourced {
             value,
             source,
             from: from.into(),
+            range: None,
         }
+    }
+
+    /// "25.0 req/s, declared (spec.detect.capacity_per_replica 50 x 1 ready)".
+    fn line(&self, name: &str, unit: &str) -> String {
+        let range = self
+            .range
+            .filter(|[lo, hi]| hi > lo)
+            .map(|[lo, hi]| format!("; candidates ranged {lo:.2} .. {hi:.2}"))
+            .unwrap_or_default();
+        format!(
+            "{name} = {:.2}{unit}: {} ({}{range})",
+            self.value,
+            self.source.as_str(),
+            self.from
+        )
     }
 }
 
@@ -58,6 +77,23 @@ impl SourcedInputs {
             capacity: self.capacity.as_ref().map(|s| s.value),
             demand: self.demand.as_ref().map(|s| s.value),
         }
+    }
+
+    /// One line per input: its value, whether it was measured, declared, given or
+    /// assumed, and from what (shown by `recover plan`, dry runs and run reports).
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = vec![
+            self.arrival_rate.line("arrival_rate", " req/s"),
+            self.capacity_cold.line("capacity_cold", " req/s"),
+            self.k.line("k", ""),
+        ];
+        if let Some(c) = &self.capacity {
+            out.push(c.line("capacity", " req/s"));
+        }
+        if let Some(d) = &self.demand {
+            out.push(d.line("demand", " req/s"));
+        }
+        out
     }
 
     /// Every input from one source (numbers a caller already holds, e.g. from a journal).
@@ -124,7 +160,9 @@ impl Input {
     pub fn runbook_fields(self) -> Option<&'static str> {
         match self {
             Input::ArrivalRate => None,
-            Input::CapacityCold => Some("spec.detect.capacity_per_s and spec.detect.cold_factor"),
+            Input::CapacityCold => Some(
+                "spec.detect.capacity_per_replica (or capacity_per_s) and spec.detect.cold_factor",
+            ),
             Input::K => Some("spec.detect.k"),
         }
     }
@@ -166,10 +204,7 @@ impl fmt::Display for MissingInputs {
                 )?,
             }
         }
-        write!(
-            f,
-            " (the --assume-* flags go together: --assume-arrival-rate, --assume-capacity-cold and --assume-k)"
-        )
+        Ok(())
     }
 }
 
@@ -203,7 +238,13 @@ impl PlanInputs {
             )
         });
         let capacity = op(operator.capacity)
-            .or_else(|| est(verdict.capacity, vs.capacity, None))
+            .or_else(|| {
+                est(
+                    verdict.capacity,
+                    vs.capacity,
+                    verdict.capacity_from.as_deref(),
+                )
+            })
             .or_else(|| decl(declared.capacity_per_s, "capacity_per_s"));
         let capacity_cold = op(operator.capacity_cold)
             .or_else(|| {
@@ -222,9 +263,16 @@ impl PlanInputs {
                 ))
             });
         let k = op(operator.k)
-            .or_else(|| est(verdict.k, vs.k, verdict.k_from.as_deref()))
+            .or_else(|| {
+                est(verdict.k, vs.k, verdict.k_from.as_deref()).map(|k| Sourced {
+                    range: verdict.k_range,
+                    ..k
+                })
+            })
             .or_else(|| decl(declared.k, "k"));
-        let demand = op(operator.demand).or_else(|| decl(declared.demand_per_s, "demand_per_s"));
+        let demand = op(operator.demand)
+            .or_else(|| est(verdict.demand, vs.demand, verdict.demand_from.as_deref()))
+            .or_else(|| decl(declared.demand_per_s, "demand_per_s"));
         match (arrival_rate, capacity_cold, k) {
             (Some(arrival_rate), Some(capacity_cold), Some(k)) => Ok(SourcedInputs {
                 arrival_rate,
@@ -264,6 +312,7 @@ mod tests {
                 capacity: Some(Source::Declared),
                 capacity_cold: Some(Source::Assumed),
                 k: Some(Source::Measured),
+                demand: None,
             },
             ..Verdict::default()
         }
@@ -338,7 +387,7 @@ mod tests {
         let text = e.to_string();
         for needle in [
             "--assume-arrival-rate",
-            "spec.detect.capacity_per_s and spec.detect.cold_factor",
+            "spec.detect.capacity_per_replica (or capacity_per_s) and spec.detect.cold_factor",
             "--assume-capacity-cold",
             "spec.detect.k",
             "--assume-k",

@@ -115,6 +115,12 @@ pub trait Platform: Send + Sync {
     async fn replicas(&self) -> Result<Vec<Replica>, PlatformError>;
     /// Take one replica down and start its replacement; returns once the old one is gone.
     async fn restart(&self, replica: &str) -> Result<(), PlatformError>;
+    /// Whether [`Platform::restart`] can work on `replica` now; if not, why and how to
+    /// make it (a local process started by hand must be adopted). Checked before a run's
+    /// first action. Default: yes (Kubernetes replaces any pod of its workload).
+    async fn restartable(&self, _replica: &str) -> Result<(), PlatformError> {
+        Ok(())
+    }
     /// Wait until the replacements for `replicas` (same ids locally, new pods on
     /// Kubernetes) are ready.
     async fn wait_ready(&self, replicas: &[String], timeout: Duration)

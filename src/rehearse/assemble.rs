@@ -32,6 +32,10 @@ pub struct Facts<'a> {
     pub wall_time_s: f64,
     pub endpoints: BTreeMap<String, String>,
     pub predicted: Option<f64>,
+    /// When detection started, if it started late (`attach_after`), rehearsal clock.
+    pub attached_s: Option<f64>,
+    /// The plan's inputs with their sources, when the runbook ran.
+    pub inputs: Option<crate::plan::SourcedInputs>,
 }
 
 /// Build the report and the rebased series.
@@ -203,7 +207,11 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             capacity_per_s: sc.capacity_per_s(),
             unavailable_s: at(f.trigger.ended_s),
             client_timeout_s: sc.workers.timeout.as_secs_f64(),
+            attach_after_s: sc.attach_after.map(|d| d.as_secs_f64()),
+            attempt_header: sc.workers.attempt_header.as_str().to_string(),
         },
+        attached_s: f.attached_s.map(at),
+        plan_inputs: f.inputs.clone(),
         recovered,
         failure: f.failure.clone(),
         trigger_end_s: at(f.trigger.ended_s),

@@ -144,7 +144,12 @@ impl System {
             .arg("--retry")
             .arg(&w.retry)
             .arg("--metrics-listen")
-            .arg(sys.addrs.workers_metrics.to_string());
+            .arg(sys.addrs.workers_metrics.to_string())
+            .arg("--attempt-header")
+            .arg(w.attempt_header.as_str());
+        if w.idempotency_key {
+            workers.arg("--idempotency-key");
+        }
         sys.workers = Some(sys.spawn("workers", workers)?);
         wait_http_ok(
             &format!("http://{}/metrics", sys.addrs.workers_metrics),

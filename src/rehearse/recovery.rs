@@ -58,6 +58,7 @@ pub fn inventory(sys: &System) -> Inventory {
             admin_url: format!("http://{a}"),
             metrics_url: format!("http://{a}/metrics"),
             readiness_url: format!("http://{a}/readyz"),
+            adopt: None,
         })
         .collect();
     Inventory {

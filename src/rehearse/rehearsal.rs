@@ -48,15 +48,32 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
     crate::util::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
-    let detector = detector_config(&rb.detect, sc);
+    // Attached late, the detector knows only what the runbook declares and what it sees.
+    let detector = match sc.attach_after {
+        Some(_) => rb.detect.clone(),
+        None => detector_config(&rb.detect, sc),
+    };
     let mut stage = Stage::start(&opts.exe, sc, &rb.signals, &opts.report_dir.join("main")).await?;
     let trig = stage.trigger().await?;
     tracing::info!(
         "trigger over after {:.1} s; waiting for the detector",
         trig.ended_s - trig.fired_s
     );
+    let attached_s = match sc.attach_after {
+        Some(after) => {
+            stage.until(trig.ended_s + after.as_secs_f64()).await;
+            stage.attach(&rb.signals)?;
+            tracing::info!(
+                "attached {} after the trigger ended, with no earlier samples",
+                crate::util::duration::format(after)
+            );
+            Some(stage.clock.now_s())
+        }
+        None => None,
+    };
     let detection = wait_stuck(&stage.feed, stage.clock, &detector, sc.detect_timeout).await;
     let mut failure = None;
+    let mut inputs = None;
     let mut runbook = RunbookOutcome::default();
     let mut steady_at = None;
     match &detection {
@@ -67,7 +84,9 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 rb.name
             );
             let (clock, source) = (stage.clock, stage.source.clone());
-            runbook = match plan_inputs(d, &stage, sc, &detector) {
+            let planned = plan_inputs(d, &stage, sc, &detector, attached_s.is_some());
+            inputs = planned.as_ref().ok().cloned();
+            runbook = match planned {
                 Ok(inputs) => {
                     run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs).await
                 }
@@ -135,6 +154,8 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
         wall_time_s: wall.elapsed().as_secs_f64(),
         endpoints,
         predicted,
+        attached_s,
+        inputs,
     };
     let (report, samples) = assemble(facts, &rec);
     Ok(Rehearsed {
@@ -156,12 +177,15 @@ pub fn detector_config(from_runbook: &DetectorConfig, sc: &Scenario) -> Detector
 
 /// Plan inputs from the verdict's estimates, falling back to what the rehearsal measured
 /// (the offered rate) or configured (it built the system, so what it set counts as
-/// declared) where the detector left one out.
+/// declared) where the detector left one out. Attached late (`attached`), only the
+/// verdict and what the runbook declares count: the engineer arriving at 3 am knows no
+/// more.
 fn plan_inputs(
     d: &Detection,
     stage: &Stage,
     sc: &Scenario,
     detector: &DetectorConfig,
+    attached: bool,
 ) -> Result<SourcedInputs, MissingInputs> {
     let mut verdict = d.verdict.clone();
     if verdict.arrival_rate.is_none() {
@@ -175,6 +199,9 @@ fn plan_inputs(
         };
         verdict.arrival_rate = Some(arrival);
         verdict.sources.arrival_rate = Some(source);
+    }
+    if attached {
+        return PlanInputs::from_verdict(&verdict, detector, &Overrides::default());
     }
     let configured = DetectorConfig {
         capacity_per_s: Some(sc.capacity_per_s()),

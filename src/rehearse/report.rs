@@ -32,6 +32,14 @@ pub struct Report {
     pub trigger_end_s: f64,
     /// Seconds after `trigger_end_s` when the detector first said Stuck; null if never.
     pub detected_stuck_s: Option<f64>,
+    /// With `attach_after`: when detection (and the engine) started, rehearsal clock, with
+    /// no samples from before; null when the detector watched from the start.
+    #[serde(default)]
+    pub attached_s: Option<f64>,
+    /// The plan's inputs, each with its source (measured, declared, assumed) and what it
+    /// came from; null when the runbook did not run.
+    #[serde(default)]
+    pub plan_inputs: Option<crate::plan::SourcedInputs>,
     /// How the detector reached Stuck; null if it never did.
     pub detection: Option<DetectionFacts>,
     /// Seconds from the first runbook action until steady state was reached (and then
@@ -94,6 +102,12 @@ pub struct ScenarioFacts {
     pub unavailable_s: f64,
     /// Client timeout, seconds (the p99 line on the timeline is drawn against it).
     pub client_timeout_s: f64,
+    /// `attach_after`, seconds: detection started this long after the trigger ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attach_after_s: Option<f64>,
+    /// How the workers marked their attempts (`x-attempt`, `none`, ...).
+    #[serde(default)]
+    pub attempt_header: String,
 }
 
 /// Inputs and result of the lower-bound formula (README, `## recover rehearse`):

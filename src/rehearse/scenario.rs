@@ -46,6 +46,16 @@ pub struct Scenario {
     /// Each baseline is watched this long after the trigger ended.
     #[serde(with = "serde_human")]
     pub baseline_observe: Duration,
+    /// Start detection and the engine only this long after the trigger ended, with no
+    /// access to earlier samples: the service has been stuck that long before anyone
+    /// looked (the 3 am case). Plan inputs then come from the runbook and the window
+    /// alone, not from what the rehearsal configured. None: watch from before the trigger.
+    #[serde(
+        default,
+        with = "crate::util::duration::serde_human_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub attach_after: Option<Duration>,
 }
 
 /// `recover demo config-service` flags.
@@ -73,6 +83,12 @@ pub struct WorkersSpec {
     pub timeout: Duration,
     /// As `--retry` spells it: `fixed:1s`, `exp:base=100ms,max=10s`, ...
     pub retry: String,
+    /// How each attempt says which attempt it is: `x-attempt` (default), `none` (like most
+    /// real clients), `x-envoy-attempt-count`, `grpc-previous-rpc-attempts`,
+    /// `amz-sdk-request`.
+    pub attempt_header: crate::demo::workers::AttemptHeader,
+    /// Send an `Idempotency-Key`, the same for a poll and its retries.
+    pub idempotency_key: bool,
 }
 
 // The laptop scenario of the demo system: `demo::defaults` (its README section explains
@@ -97,6 +113,8 @@ impl Default for WorkersSpec {
             interval: defaults::POLL_INTERVAL,
             timeout: defaults::CLIENT_TIMEOUT,
             retry: defaults::RETRY_POLICY.into(),
+            attempt_header: Default::default(),
+            idempotency_key: false,
         }
     }
 }
@@ -116,6 +134,7 @@ impl Default for Scenario {
             detect_timeout: Duration::from_secs(40),
             recovery_timeout: Duration::from_secs(70),
             baseline_observe: Duration::from_secs(30),
+            attach_after: None,
         }
     }
 }
@@ -250,6 +269,16 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("outage") && e.contains("unit"), "{e}");
+        let sc = Scenario::parse(
+            "attach_after: 60s\nworkers:\n  attempt_header: none\n",
+            "x.yaml",
+        )
+        .unwrap();
+        assert_eq!(sc.attach_after, Some(Duration::from_secs(60)));
+        assert_eq!(
+            sc.workers.attempt_header,
+            crate::demo::workers::AttemptHeader::None
+        );
         let e = Scenario::parse("replicas: 0\n", "x.yaml")
             .unwrap_err()
             .to_string();

@@ -118,6 +118,22 @@ impl Stage {
         Err(StageError::NeverSteady(why))
     }
 
+    /// Start watching afresh, as someone arriving now would: a new scrape source and
+    /// signal feed with no samples from before this moment (the recorder, the
+    /// rehearsal's outside view, keeps recording).
+    pub fn attach(&mut self, signals: &BTreeMap<String, SignalSpec>) -> Result<(), StageError> {
+        self.source = Arc::new(ScrapeSource::from_urls(
+            scrape_endpoints(&self.sys),
+            self.scenario.scrape_interval,
+        )?);
+        self.feed = SignalFeed::start(
+            self.source.clone(),
+            signals.clone(),
+            self.scenario.scrape_interval,
+        );
+        Ok(())
+    }
+
     /// Fire the trigger (restart with the scenario's outage).
     pub async fn trigger(&mut self) -> Result<TriggerTimes, StageError> {
         Ok(restart_with_outage(&mut self.sys, self.clock, self.scenario.outage).await?)

@@ -41,6 +41,15 @@ pub fn render(r: &Report) -> String {
             p.note
         );
     }
+    if let (Some(a), Some(after)) = (r.attached_s, r.scenario.attach_after_s) {
+        let _ = writeln!(
+            out,
+            "  attached at {} ({} after the trigger ended), with no earlier samples; workers' attempt header: {}",
+            secs(a),
+            secs(after),
+            r.scenario.attempt_header
+        );
+    }
     match r.detected_stuck_s {
         Some(d) => {
             let _ = writeln!(
@@ -69,6 +78,12 @@ pub fn render(r: &Report) -> String {
         opt(r.shed_fraction, |s| format!("{:.0}%", s * 100.0)),
         opt(r.admit_rate_per_s, |a| format!("{a:.1} req/s")),
     );
+    if let Some(i) = &r.plan_inputs {
+        let _ = writeln!(out, "  plan inputs:");
+        for line in i.describe() {
+            let _ = writeln!(out, "    {line}");
+        }
+    }
     let _ = writeln!(
         out,
         "  dropped on purpose: {} requests ({} drained from queues, {} rejected at the gate)",

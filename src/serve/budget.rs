@@ -79,6 +79,14 @@ impl BudgetBook {
         t.starts.push(now);
     }
 
+    /// Take back the newest start of `target`: its run was refused before its first
+    /// action, so it changed nothing and spends nothing (no budget, no cooldown).
+    pub fn cancel_last_start(&mut self, target: &str) {
+        if let Some(t) = self.targets.get_mut(target) {
+            t.starts.pop();
+        }
+    }
+
     /// Record a finished run. Returns true if this outcome opened the breaker.
     pub fn record_outcome(
         &mut self,
@@ -192,6 +200,19 @@ mod tests {
         let v = b.view(&c, "t", t0);
         assert!(!v.breaker_open);
         assert_eq!(v.failures, 0);
+    }
+
+    #[test]
+    fn a_refused_run_gives_its_start_back_and_starts_no_cooldown() {
+        let c = cfg();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let mut b = BudgetBook::default();
+        b.record_start(&c, "t", t0);
+        b.record_start(&c, "t", t0);
+        b.cancel_last_start("t");
+        let v = b.view(&c, "t", t0);
+        assert_eq!((v.used, v.cooldown_until), (1, None));
+        b.cancel_last_start("nobody");
     }
 
     #[test]

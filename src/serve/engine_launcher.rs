@@ -12,7 +12,7 @@ use super::config::ServeConfig;
 use super::launcher::{
     CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunSummary,
 };
-use crate::detect::{detect_at, Verdict, VerdictKind};
+use crate::detect::{Verdict, VerdictKind};
 use crate::engine::{self, Outcome, RunOptions, RunRequest};
 use crate::metrics::source::MetricSource;
 use crate::plan::{Overrides, PlanInputs};
@@ -61,7 +61,16 @@ impl RunLauncher for EngineLauncher {
         let window =
             crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
                 .await?;
-        Ok(detect_at(&window, &rb.detect, SystemTime::now()))
+        // A service stuck for longer than the window shows no healthy moment in it: the
+        // judgement looks back over the metrics history for what the window lacks.
+        Ok(crate::detect::observe::judge(
+            metrics.as_ref(),
+            &rb.signals,
+            &rb.detect,
+            &window,
+            SystemTime::now(),
+        )
+        .await)
     }
 
     fn cancel_all(&self) {

@@ -1,13 +1,15 @@
 //! Detector tests on recorded windows: pages in the shape prometheus-client emits for the
 //! gate, the demo service and the workers, one per second, fed through the scrape
 //! evaluation (the built-in signal set) into the detector. Covers healthy, a spike still
-//! on, stuck, flapping, data missing, stale data and a counter reset.
+//! on, stuck, stuck before anyone looked, flapping, data missing, stale data and a counter
+//! reset.
 
 use recover::detect::{
-    default_signals::demo_signals, detect, detect_at, DetectorConfig, VerdictKind,
+    default_signals::demo_signals, detect, detect_at, DetectorConfig, Source, VerdictKind,
 };
 use recover::metrics::scrape::{compile, Scraper};
 use recover::metrics::signal::{names, Reading, Snapshot};
+use recover::plan::{Overrides, PlanInputs};
 use recover::platform::ScrapeEndpoint;
 use std::time::{Duration, SystemTime};
 
@@ -115,7 +117,8 @@ fn service_page(c: &Counters, s: &Second) -> String {
          recover_demo_service_service_seconds_sum {}\nrecover_demo_service_service_seconds_count {}\n\
          recover_demo_service_service_seconds_bucket{{le=\"0.01\"}} {}\n\
          recover_demo_service_service_seconds_bucket{{le=\"+Inf\"}} {}\n\
-         # TYPE recover_demo_service_ready gauge\nrecover_demo_service_ready 1\n# EOF\n",
+         # TYPE recover_demo_service_ready gauge\nrecover_demo_service_ready 1\n\
+         # TYPE recover_demo_service_concurrency_limit gauge\nrecover_demo_service_concurrency_limit 4\n# EOF\n",
         c.gate, c.useful, c.abandoned, s.queue, c.st_sum, c.st_count, c.st_count, c.st_count
     )
 }
@@ -238,6 +241,64 @@ fn stuck_after_restart_is_stuck_with_k_and_capacities() {
         .evidence
         .iter()
         .any(|e| e.signal == "failure" && e.for_s.unwrap() >= 10.0));
+}
+
+/// Watching starts when the service has long been stuck: no healthy moment, no restart in
+/// the window. The detector still says Stuck; the plan's inputs come from what the runbook
+/// declares, or Little's law, and without either the refusal names the field and flag.
+#[test]
+fn stuck_before_anyone_looked_plans_from_declarations_or_names_what_is_missing() {
+    let mut r = Recording::new();
+    let w = r.play(STUCK, 20);
+    let declared = DetectorConfig {
+        capacity_per_replica: Some(200.0),
+        cold_factor: Some(1.25),
+        ..DetectorConfig::default()
+    };
+    let v = detect(&w, &declared);
+    assert_eq!(v.verdict, VerdictKind::Stuck, "{v:#?}");
+    assert_eq!(v.capacity, Some(200.0));
+    assert_eq!(v.sources.capacity, Some(Source::Declared));
+    assert!(v
+        .capacity_from
+        .as_deref()
+        .unwrap()
+        .contains("1 replica(s) ready"));
+    // Declared capacity over the completions while queued: 200 / 50.
+    assert!((v.k.unwrap() - 4.0).abs() < 0.05, "{:?}", v.k_from);
+    let inputs = PlanInputs::from_verdict(&v, &declared, &Overrides::default()).unwrap();
+    assert_eq!(inputs.capacity_cold.value, 160.0);
+
+    // Nothing declared: the window has no healthy period to measure capacity in.
+    let v = detect(&w, &DetectorConfig::default());
+    assert_eq!(v.verdict, VerdictKind::Stuck, "{v:#?}");
+    assert_eq!(v.capacity, None);
+    let missing = PlanInputs::from_verdict(&v, &DetectorConfig::default(), &Overrides::default())
+        .unwrap_err();
+    let text = missing.to_string();
+    assert!(
+        text.contains("spec.detect.capacity_per_replica")
+            && text.contains("--assume-capacity-cold"),
+        "{text}"
+    );
+
+    // A declared healthy service time and the exported concurrency limit: Little's law.
+    let little = DetectorConfig {
+        healthy_service_time: Some(Duration::from_millis(5)),
+        ..DetectorConfig::default()
+    };
+    let v = detect(&w, &little);
+    assert!(
+        (v.capacity.unwrap() - 800.0).abs() < 1e-6,
+        "{:?}",
+        v.capacity_from
+    );
+    assert!(v
+        .capacity_from
+        .as_deref()
+        .unwrap()
+        .starts_with("Little's law"));
+    assert_eq!(v.sources.capacity_cold, Some(Source::Assumed));
 }
 
 #[test]

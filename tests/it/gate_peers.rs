@@ -73,14 +73,14 @@ async fn a_shared_gate_is_ready_once_it_knows_its_share_and_follows_the_count() 
     );
     let m = metrics(admin).await;
     assert_eq!(sample(&m, "recover_gate_limit_peers"), Some(3.0));
-    assert_eq!(sample(&m, "recover_gate_limit_rate_per_s"), Some(30.0));
+    assert_eq!(sample(&m, "recover_gate_limit_rate_per_second"), Some(30.0));
     assert_eq!(sample(&m, "recover_gate_limit_max_in_flight"), Some(10.0));
     assert_eq!(sample(&m, "recover_gate_limit_burst"), Some(3.0));
 
     // A replica goes away: the share grows at once, same version.
     feed.send(Peers::new(2, 1)).await.unwrap();
     let followed = eventually(Duration::from_secs(5), || async {
-        sample(&metrics(admin).await, "recover_gate_limit_rate_per_s") == Some(45.0)
+        sample(&metrics(admin).await, "recover_gate_limit_rate_per_second") == Some(45.0)
     })
     .await;
     assert!(followed);

@@ -51,11 +51,17 @@ async fn forwards_requests_and_passes_the_deadline() {
     assert!(left <= 200, "x-deadline-ms is {left} ms away");
     let m = metrics(gate.admin).await;
     assert_eq!(
-        sample(&m, r#"recover_gate_attempts_total{kind="retry"}"#),
+        sample(
+            &m,
+            r#"recover_gate_attempts_total{kind="retry",method="x-attempt"}"#
+        ),
         Some(1.0)
     );
     assert_eq!(
-        sample(&m, r#"recover_gate_attempts_total{kind="first"}"#),
+        sample(
+            &m,
+            r#"recover_gate_attempts_total{kind="first",method="client-address"}"#
+        ),
         Some(2.0)
     );
     assert_eq!(

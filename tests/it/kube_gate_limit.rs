@@ -288,7 +288,7 @@ async fn the_gate_binary_follows_its_configmap_and_peers_as_its_service_account(
     .await
     .unwrap();
     let followed = crate::support::eventually(Duration::from_secs(5), || async {
-        sample(&metrics(admin).await, "recover_gate_limit_rate_per_s") == Some(25.0)
+        sample(&metrics(admin).await, "recover_gate_limit_rate_per_second") == Some(25.0)
     })
     .await;
     assert!(

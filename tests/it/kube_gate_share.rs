@@ -76,7 +76,7 @@ async fn e2e_three_gate_replicas_admit_the_plans_total_even_after_one_goes_away(
             "{}",
             g.pod
         );
-        let rate = sample(&m, "recover_gate_limit_rate_per_s").unwrap();
+        let rate = sample(&m, "recover_gate_limit_rate_per_second").unwrap();
         assert!((rate - 10.0).abs() < 1e-9, "{}: share {rate}", g.pod);
     }
 

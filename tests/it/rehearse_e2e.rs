@@ -1,7 +1,9 @@
-//! The default rehearsal, end to end, through the real binary: real gate, config service
-//! and workers on loopback, the real trigger, detector and runbook. Asserts what a user
-//! of `recover rehearse` relies on: it recovers, without relapse, within a stated multiple
-//! of the lower bound, writes its report and timeline, and leaves no process behind.
+//! The rehearsal, end to end, through the real binary: real gate, config service and
+//! workers on loopback, the real trigger, detector and runbook. Asserts what a user of
+//! `recover rehearse` relies on: it recovers, without relapse, within a stated multiple
+//! of the lower bound, writes its report and timeline, and leaves no process behind; also
+//! when detection starts only 60 s after the trigger ended (`attach_after`), with the
+//! workers marking their retries and with them marking nothing.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -53,13 +55,21 @@ fn leftovers(markers: &[String]) -> Vec<String> {
     found
 }
 
-#[test]
-fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
+/// Run `recover rehearse` with `extra` flags; the report (checked against report.json),
+/// the exit status and the report directory. Leftover processes fail the test.
+fn rehearse(
+    extra: &[&str],
+) -> (
+    serde_json::Value,
+    std::process::ExitStatus,
+    tempfile::TempDir,
+) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
         .args(["rehearse", "--output", "json", "--report-dir"])
         .arg(&dir)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -97,7 +107,11 @@ fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
     markers.push(dir.display().to_string());
     let left = leftovers(&markers);
     assert!(left.is_empty(), "processes left behind: {left:#?}");
+    (report, status, tmp)
+}
 
+/// Recovered, without relapse, within the stated multiple of the lower bound.
+fn assert_recovered(report: &serde_json::Value, status: std::process::ExitStatus) {
     assert!(
         report["recovered"] == true,
         "not recovered: {}\n{report:#}",
@@ -109,6 +123,11 @@ fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
         .as_f64()
         .expect("time_to_recover_s");
     let lb = report["lower_bound_s"].as_f64().expect("lower_bound_s");
+    eprintln!(
+        "time to recover {ttr:.1} s, lower bound {lb:.1} s ({:.1}x), wall {:.0} s",
+        ttr / lb,
+        report["wall_time_s"].as_f64().unwrap_or_default()
+    );
     assert!(
         ttr <= MAX_LOWER_BOUND_MULTIPLE * lb,
         "time to recover {ttr:.1} s is more than {MAX_LOWER_BOUND_MULTIPLE}x the lower bound {lb:.1} s"
@@ -120,10 +139,57 @@ fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
         report["steps"].as_array().is_some_and(|s| !s.is_empty()),
         "no runbook steps"
     );
+}
+
+#[test]
+fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
+    let (report, status, tmp) = rehearse(&[]);
+    let dir = tmp.path().join("run");
+    assert_recovered(&report, status);
     let svg = std::fs::read_to_string(dir.join("timeline.svg")).unwrap();
     assert!(
         svg.contains("stuck detected") && svg.contains("goodput"),
         "timeline lacks its story"
     );
     assert!(Path::new(&dir.join("series.csv")).exists());
+}
+
+/// The service has been stuck for 60 s when detection starts, with no earlier samples:
+/// the shipped runbook's declarations and the window alone must get it out, and the
+/// detector must say Stuck within its persist/grace window plus two scrape intervals.
+fn attached_after_60s_recovers(scenario: &str, attempt_header: &str) {
+    let file = crate::support::fixture_path(scenario);
+    let (report, status, _tmp) = rehearse(&["--scenario", &file]);
+    assert_recovered(&report, status);
+    assert_eq!(report["scenario"]["attach_after_s"], 60.0);
+    assert_eq!(report["scenario"]["attempt_header"], attempt_header);
+    let attached = report["attached_s"].as_f64().expect("attached_s");
+    let trigger_end = report["trigger_end_s"].as_f64().unwrap();
+    assert!(attached - trigger_end >= 60.0, "attached at {attached}");
+    let d = &report["detection"];
+    let after = d["after_window_s"].as_f64().expect("after_window_s");
+    let scrape = d["scrape_interval_s"].as_f64().unwrap();
+    assert!(
+        after <= 2.0 * scrape + 1e-6,
+        "said stuck {after:.2} s after its window closed: {d:#}"
+    );
+    // Nothing the rehearsal configured: capacity and cold capacity are the runbook's.
+    let inputs = &report["plan_inputs"];
+    assert_eq!(inputs["capacity_cold"]["source"], "declared", "{inputs:#}");
+    assert!(
+        inputs["capacity"]["from"]
+            .as_str()
+            .is_some_and(|f| f.contains("spec.detect.capacity_per_replica")),
+        "{inputs:#}"
+    );
+}
+
+#[test]
+fn e2e_rehearse_attached_after_60s_recovers_with_x_attempt() {
+    attached_after_60s_recovers("scenarios/attach-60s.yaml", "x-attempt");
+}
+
+#[test]
+fn e2e_rehearse_attached_after_60s_recovers_without_attempt_headers() {
+    attached_after_60s_recovers("scenarios/attach-60s-no-attempt-header.yaml", "none");
 }

@@ -1,10 +1,11 @@
 //! `recover serve` end to end with real processes: the demo system (gate, config service,
 //! workers) is driven into a stuck overload, the replicas are handed to the local
 //! platform, and recorded Alertmanager payloads are posted over HTTP to a receiver whose
-//! launcher is the real engine. One system, staged once, carries the whole story:
+//! launcher is the real engine, planning with the shipped runbook's declarations. One
+//! system, staged once, carries the whole story:
 //! observe mode changes nothing; a failing runbook opens the breaker, which refuses until
-//! a human resets it; the real runbook recovers the system once although the alert
-//! repeats; the budget then refuses; resolved alerts never act.
+//! a human resets it; the real runbook recovers the system, stuck for a minute by then,
+//! once although the alert repeats; the budget then refuses; resolved alerts never act.
 
 use recover::platform::local::inventory::Inventory;
 use recover::rehearse::orchestrate::{sweep, System};
@@ -46,16 +47,15 @@ fn handover(sys: &mut System) -> PathBuf {
     path
 }
 
-/// The shipped runbook, told what the operator knows about this service (capacity, cold
-/// factor) and with detection windows sized for a test; and a runbook that always fails.
-fn write_runbooks(dir: &Path, sc: &Scenario) {
+/// The shipped runbook (its own declarations of capacity and cold factor: the receiver
+/// connects to a service already stuck, with no healthy moment to measure them in), with
+/// detection windows sized for a test; and a runbook that always fails.
+fn write_runbooks(dir: &Path) {
     let src = recover::runbook::find("stuck-overload", &[])
         .unwrap()
         .source;
     let mut rb: serde_yaml::Value = serde_yaml::from_str(&src).unwrap();
     let detect = &mut rb["spec"]["detect"];
-    detect["capacity_per_s"] = sc.capacity_per_s().into();
-    detect["cold_factor"] = sc.service.cold_factor.into();
     detect["grace"] = "2s".into();
     detect["persist"] = "4s".into();
     std::fs::write(
@@ -198,7 +198,7 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
         .await
         .expect("demo system up and steady");
     let _sweep = Sweep(stage.sys.markers());
-    stage.trigger().await.expect("trigger");
+    let trig = stage.trigger().await.expect("trigger");
     // A true alert: wait until the rehearsal's own detector says Stuck.
     let det = detector_config(&rb.runbook.detect, &sc);
     recover::rehearse::detection::wait_stuck(&stage.feed, stage.clock, &det, sc.detect_timeout)
@@ -207,7 +207,7 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     let inventory = handover(&mut stage.sys);
     let state_dir = tmp.path().join("sys/platform");
     std::fs::create_dir_all(tmp.path().join("runbooks")).unwrap();
-    write_runbooks(&tmp.path().join("runbooks"), &sc);
+    write_runbooks(&tmp.path().join("runbooks"));
     let cfg = serve_config(tmp.path(), &inventory);
     let gate_limit = format!("http://{}/admin/limit", stage.sys.addrs.gate_admin);
     let gate_auth = format!("Bearer {}", stage.sys.token);
@@ -271,7 +271,10 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     assert_eq!(s, 200);
 
     // 3. The real runbook recovers the system once, although the alert repeats (an
-    // Unknown verdict from a scrape the stuck service answered late is rechecked).
+    // Unknown verdict from a scrape the stuck service answered late is rechecked). The
+    // service has been stuck for at least 60 s by then, and the receiver has no sample
+    // from before its own check: the 3 am case, with the shipped runbook's declarations.
+    stage.until(trig.ended_s + 60.0).await;
     assert_eq!(
         rx.decision(fixture("alertmanager/firing.json")).await,
         "checking"

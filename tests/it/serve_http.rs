@@ -539,6 +539,45 @@ async fn cooldown_refuses_right_after_a_run() {
     assert_eq!(rx.rec.launches().len(), 1);
 }
 
+/// A run refused before its first action (no plan inputs, lock held, verdict not in
+/// `when`) changed nothing: it spends no budget and starts no cooldown, and `/runs` says
+/// why. With one run per window and a 10-minute cooldown, the next alert still acts.
+#[tokio::test]
+async fn a_refused_run_spends_no_budget_and_starts_no_cooldown() {
+    let rec = Recorder::default();
+    rec.outcomes.lock().unwrap().push_back(RunOutcome::Refused);
+    let rx = start_with(
+        Mode::Act,
+        "runs_per_window: 1, window: 1h, breaker_after_failures: 1, cooldown: 10m",
+        rec,
+    )
+    .await;
+    rx.post("firing.json").await;
+    let runs = rx.wait_runs_finished(1).await;
+    let msg = runs["runs"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert_eq!(runs["runs"][0]["state"]["finished"], "refused", "{runs:#}");
+    assert!(msg.contains("no budget spent, no cooldown"), "{msg}");
+    let targets = rx.get("/targets").await;
+    let budget = &targets["targets"][0]["budget"];
+    assert_eq!(budget["remaining"], 1, "{targets:#}");
+    assert_eq!(budget["cooldown_until"], Value::Null, "{targets:#}");
+    assert_eq!(budget["breaker_open"], false, "{targets:#}");
+
+    // The next alert is checked and acts; that run spends the budget.
+    let (_, body) = rx.post("repeated.json").await;
+    assert_eq!(body["decisions"][0]["decision"], "checking", "{body:#}");
+    rx.wait_runs_finished(2).await;
+    assert_eq!(rx.rec.launches().len(), 2);
+    let targets = rx.get("/targets").await;
+    assert_eq!(
+        targets["targets"][0]["budget"]["remaining"], 0,
+        "{targets:#}"
+    );
+}
+
 #[tokio::test]
 async fn unauthenticated_and_malformed_requests_are_refused() {
     let rx = start(Mode::Act, NO_COOLDOWN).await;

@@ -3,7 +3,7 @@
 
 use super::{Judge, Setup, Watch};
 use recover::detect::windows::{self, Windows};
-use recover::detect::{detect_at, observe, Verdict};
+use recover::detect::{observe, Verdict};
 use recover::metrics::promql::interval::{rate_interval, ScrapeInterval};
 use recover::metrics::promql::{template, PromqlSource};
 use recover::metrics::source::MetricError;
@@ -77,7 +77,10 @@ pub(super) async fn from_prometheus(
         span,
         end,
     );
-    Ok((detect_at(&w, &cfg, end), windows))
+    Ok((
+        observe::judge(&src, &setup.signals, &cfg, &w, end).await,
+        windows,
+    ))
 }
 
 #[allow(clippy::too_many_arguments)]

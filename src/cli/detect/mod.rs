@@ -6,7 +6,7 @@ mod history;
 use super::{runtime, CliResult, Failure, Output};
 use history::{from_prometheus, report};
 use recover::detect::windows::{self, Fields, Windows};
-use recover::detect::{default_signals, detect_at, observe, DetectorConfig, Verdict};
+use recover::detect::{default_signals, observe, DetectorConfig, Verdict};
 use recover::exit::Exit;
 use recover::metrics::promql::interval::ScrapeInterval;
 use recover::metrics::promql::roles;
@@ -81,6 +81,10 @@ pub struct Tuning {
     /// Failing when p99 latency is above this (e.g. the clients' timeout).
     #[arg(long, value_parser = recover::util::duration::parse)]
     pub latency_limit: Option<Duration>,
+    /// How far back to search a Prometheus history for the last healthy period when the
+    /// window has none [default: the runbook's spec.detect.lookback, 24h].
+    #[arg(long, value_parser = recover::util::duration::parse)]
+    pub lookback: Option<Duration>,
 }
 
 /// The flags that only mean something with `--prometheus`.
@@ -190,6 +194,9 @@ fn config(args: &Tuning, setup: &mut Setup) -> Result<(), Failure> {
     cfg.cold_factor = args.cold_factor.or(cfg.cold_factor);
     cfg.k = args.k.or(cfg.k);
     cfg.latency_limit = args.latency_limit.or(cfg.latency_limit);
+    if let Some(l) = args.lookback {
+        cfg.lookback = l;
+    }
     Ok(())
 }
 
@@ -296,7 +303,10 @@ async fn from_scrapes(args: &Watch, setup: &Setup) -> Result<(Verdict, Windows),
         span,
         now,
     );
-    Ok((detect_at(&w, &cfg, now), windows))
+    Ok((
+        observe::judge(&src, &setup.signals, &cfg, &w, now).await,
+        windows,
+    ))
 }
 
 /// The longest rate window the scrape expressions use (the first rates need that much
@@ -349,14 +359,10 @@ pub fn print_verdict(
             if let Some(w) = windows {
                 println!("{}", w.describe());
             }
-            let num = |x: Option<f64>| x.map_or("unknown".to_string(), |x| format!("{x:.2}"));
-            println!(
-                "arrival {} req/s, capacity {} req/s, capacity_cold {} req/s, k {}",
-                num(v.arrival_rate),
-                num(v.capacity),
-                num(v.capacity_cold),
-                num(v.k)
-            );
+            for line in estimate_lines(v) {
+                println!("{line}");
+            }
+            println!("evidence:");
             for e in &v.evidence {
                 let val = e.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
                 let since = e
@@ -368,4 +374,58 @@ pub fn print_verdict(
         }
     }
     Ok(())
+}
+
+/// One line per estimate: its value and whether it was measured, declared or assumed, and
+/// from what.
+pub fn estimate_lines(v: &Verdict) -> Vec<String> {
+    let s = &v.sources;
+    let line = |name: &str,
+                unit: &str,
+                value: Option<f64>,
+                source: Option<recover::detect::Source>,
+                from: Option<&str>| match value {
+        Some(x) => format!(
+            "{name} {x:.2}{unit} ({}{})",
+            source.map_or("measured", |s| s.as_str()),
+            from.map(|f| format!(": {f}")).unwrap_or_default()
+        ),
+        None => format!("{name} unknown"),
+    };
+    let range = v
+        .k_range
+        .filter(|[lo, hi]| hi > lo)
+        .map(|[lo, hi]| format!("; candidates ranged {lo:.2} .. {hi:.2}"))
+        .unwrap_or_default();
+    vec![
+        line(
+            "arrival",
+            " req/s",
+            v.arrival_rate,
+            s.arrival_rate,
+            Some("offered rate now"),
+        ),
+        line(
+            "capacity",
+            " req/s",
+            v.capacity,
+            s.capacity,
+            v.capacity_from.as_deref(),
+        ),
+        line(
+            "capacity_cold",
+            " req/s",
+            v.capacity_cold,
+            s.capacity_cold,
+            v.capacity_cold_from.as_deref(),
+        ),
+        line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
+        line(
+            "demand",
+            " req/s",
+            v.demand,
+            s.demand,
+            v.demand_from.as_deref(),
+        ),
+    ]
 }

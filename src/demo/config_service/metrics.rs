@@ -31,6 +31,7 @@ pub struct ServiceMetrics {
     pub overloaded: Gauge,
     pub ready: Gauge,
     pub slow_factor: Gauge<f64, AtomicU64>,
+    pub concurrency_limit: Gauge,
 }
 
 impl ServiceMetrics {
@@ -56,6 +57,7 @@ impl ServiceMetrics {
             overloaded: register(&mut r, "overloaded", "1 while the queue holds more than fits in the client timeout", Gauge::default()),
             ready: register(&mut r, "ready", "1 once the startup delay has passed", Gauge::default()),
             slow_factor: register(&mut r, "slow_factor", "Cost multiplier of a slowed replica (1: normal speed)", Gauge::default()),
+            concurrency_limit: register(&mut r, "concurrency_limit", "Requests worked on at once (the worker pool W); capacity = W / healthy service time", Gauge::default()),
             registry: r,
         }
     }

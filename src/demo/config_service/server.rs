@@ -79,6 +79,7 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
         .warm_fraction
         .set(shared.warm_fraction(&shared.lock()));
     shared.metrics.slow_factor.set(1.0);
+    shared.metrics.concurrency_limit.set(cfg.concurrency as i64);
 
     let half = cfg.startup_delay / 2;
     tokio::select! {

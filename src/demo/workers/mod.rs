@@ -7,6 +7,7 @@ mod metrics;
 pub mod poller;
 pub mod retry;
 
+pub use poller::AttemptHeader;
 pub use retry::{RetryBudget, RetryPolicy};
 
 use super::defaults;
@@ -39,6 +40,10 @@ pub struct WorkersConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// Stop after this long; None = until `shutdown`.
     pub duration: Option<Duration>,
+    /// How each attempt says which attempt it is (`none`: as most real clients, not at all).
+    pub attempt_header: AttemptHeader,
+    /// Send an `Idempotency-Key`, the same for a poll and its retries.
+    pub idempotency_key: bool,
 }
 
 impl WorkersConfig {
@@ -54,6 +59,8 @@ impl WorkersConfig {
             retry_budget: None,
             metrics_listen: None,
             duration: None,
+            attempt_header: AttemptHeader::XAttempt,
+            idempotency_key: false,
         }
     }
 
@@ -135,6 +142,8 @@ pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), 
         max_attempts: cfg.max_attempts,
         budget,
         metrics: WorkerMetrics::new(),
+        attempt_header: cfg.attempt_header,
+        idempotency_key: cfg.idempotency_key,
     });
     let stop = shutdown.child_token();
 

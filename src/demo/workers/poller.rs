@@ -40,6 +40,62 @@ pub fn phase(index: usize, count: usize, interval: Duration) -> Duration {
 /// client would drag in a crypto provider for nothing.
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 
+/// How an attempt says which attempt it is: the header real clients of each kind send.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptHeader {
+    /// No attempt header at all, like most clients.
+    None,
+    /// `x-attempt: N` (1 for the first attempt).
+    #[default]
+    XAttempt,
+    /// Envoy's `x-envoy-attempt-count: N`.
+    XEnvoyAttemptCount,
+    /// gRPC's `grpc-previous-rpc-attempts: N - 1`.
+    GrpcPreviousRpcAttempts,
+    /// The AWS SDKs' `amz-sdk-request: attempt=N; max=M`.
+    AmzSdkRequest,
+}
+
+impl AttemptHeader {
+    /// The header for attempt `n` (1-based), if any.
+    pub fn header(self, n: u32) -> Option<(&'static str, String)> {
+        match self {
+            AttemptHeader::None => None,
+            AttemptHeader::XAttempt => Some(("x-attempt", n.to_string())),
+            AttemptHeader::XEnvoyAttemptCount => Some(("x-envoy-attempt-count", n.to_string())),
+            AttemptHeader::GrpcPreviousRpcAttempts => Some((
+                "grpc-previous-rpc-attempts",
+                n.saturating_sub(1).to_string(),
+            )),
+            AttemptHeader::AmzSdkRequest => {
+                Some(("amz-sdk-request", format!("attempt={n}; max=0")))
+            }
+        }
+    }
+
+    /// As the `--attempt-header` flag spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AttemptHeader::None => "none",
+            AttemptHeader::XAttempt => "x-attempt",
+            AttemptHeader::XEnvoyAttemptCount => "x-envoy-attempt-count",
+            AttemptHeader::GrpcPreviousRpcAttempts => "grpc-previous-rpc-attempts",
+            AttemptHeader::AmzSdkRequest => "amz-sdk-request",
+        }
+    }
+}
+
 /// What every poller shares.
 pub struct Fleet {
     pub client: HttpClient,
@@ -50,6 +106,8 @@ pub struct Fleet {
     pub max_attempts: u32,
     pub budget: Option<Mutex<RetryBudget>>,
     pub metrics: WorkerMetrics,
+    pub attempt_header: AttemptHeader,
+    pub idempotency_key: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,9 +162,13 @@ impl Drop for InRetryLoop<'_> {
 async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
     let mut attempt_no: u32 = 1;
     let mut in_loop: Option<InRetryLoop<'_>> = None;
+    // One key per demanded poll, repeated by its retries, as an idempotent client does.
+    let key = fleet
+        .idempotency_key
+        .then(|| format!("{:016x}", rand::random::<u64>()));
     loop {
         let outcome = tokio::select! {
-            o = attempt(fleet, attempt_no) => o,
+            o = attempt(fleet, attempt_no, key.as_deref()) => o,
             _ = shutdown.cancelled() => return None,
         };
         fleet
@@ -149,15 +211,21 @@ fn lock(b: &Mutex<RetryBudget>) -> std::sync::MutexGuard<'_, RetryBudget> {
 }
 
 /// One HTTP attempt, bounded by the client timeout.
-async fn attempt(fleet: &Fleet, attempt_no: u32) -> Attempt {
+async fn attempt(fleet: &Fleet, attempt_no: u32, key: Option<&str>) -> Attempt {
     let deadline = SystemTime::now() + fleet.timeout;
     let deadline_ms = deadline
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
     let started = Instant::now();
-    let request = http::Request::get(fleet.url.clone())
-        .header("x-attempt", attempt_no.to_string())
+    let mut request = http::Request::get(fleet.url.clone());
+    if let Some((name, value)) = fleet.attempt_header.header(attempt_no) {
+        request = request.header(name, value);
+    }
+    if let Some(k) = key {
+        request = request.header("idempotency-key", k);
+    }
+    let request = request
         .header("x-deadline-ms", deadline_ms.to_string())
         .body(Empty::new());
     let Ok(request) = request else {

@@ -388,4 +388,15 @@ impl MetricSource for PromqlSource {
         }
         Ok(Snapshot { at, readings })
     }
+
+    async fn history(
+        &self,
+        signals: &BTreeMap<String, SignalSpec>,
+        start: SystemTime,
+        end: SystemTime,
+        step: Duration,
+    ) -> Result<Option<Vec<Snapshot>>, MetricError> {
+        let span = end.duration_since(start).unwrap_or_default();
+        self.window(signals, end, span, step).await.map(Some)
+    }
 }

@@ -45,6 +45,10 @@ pub struct ReplicaSpec {
     pub admin_url: String,
     pub metrics_url: String,
     pub readiness_url: String,
+    /// A replica already running that `recover` did not start: `{pid: N}` or
+    /// `{port: P}`. The platform adopts it (records its pid) and can then restart it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt: Option<super::adopt::Adopt>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,8 +1,10 @@
 //! The local platform: real OS processes on this host, described by an inventory
 //! ([`inventory::Inventory`]). Replicas are restarted by pid (pid files in the state dir)
-//! and started detached so they outlive an engine crash; admin endpoints and the gate are
-//! reached over HTTP; the per-target lock is a file in the state dir.
+//! and started detached so they outlive an engine crash; replicas started by hand are
+//! adopted by pid or listening port ([`adopt`]); admin endpoints and the gate are reached
+//! over HTTP; the per-target lock is a file in the state dir.
 
+pub mod adopt;
 pub mod gate;
 pub mod inventory;
 pub mod lock;
@@ -99,6 +101,46 @@ impl LocalPlatform {
     async fn ready(&self, url: &str) -> bool {
         matches!(self.client.get(url).timeout(Duration::from_millis(800)).send().await, Ok(r) if r.status().is_success())
     }
+
+    /// The pid of the replica's process if this platform owns it (its pid file names a
+    /// running process, or the inventory says to adopt it and it was found: the pid file
+    /// is written then); `None` when nothing runs (a restart just starts it). An error
+    /// when something answers for the replica that this platform cannot stop, saying how
+    /// to let it.
+    async fn owned_pid(&self, spec: &inventory::ReplicaSpec) -> Result<Option<u32>, String> {
+        if let Some(pid) = self.pid(&spec.name) {
+            return Ok(Some(pid));
+        }
+        if let Some(how) = spec.adopt {
+            let pid = adopt::find(how)
+                .map_err(|e| format!("replica {}: cannot adopt {how}: {e}", spec.name))?;
+            std::fs::create_dir_all(&self.state_dir)
+                .and_then(|_| {
+                    crate::util::atomic_file::write_atomic(
+                        &process::pid_file(&self.state_dir, &spec.name),
+                        format!("{pid}\n").as_bytes(),
+                    )
+                })
+                .map_err(|e| format!("replica {}: recording adopted pid {pid}: {e}", spec.name))?;
+            tracing::info!(replica = %spec.name, pid, "adopted {how}");
+            return Ok(Some(pid));
+        }
+        if self.ready(&spec.readiness_url).await {
+            let port = reqwest::Url::parse(&spec.readiness_url)
+                .ok()
+                .and_then(|u| u.port_or_known_default())
+                .map_or_else(|| "PORT".to_string(), |p| p.to_string());
+            return Err(format!(
+                "replica {} answers at {} but recover did not start it (no pid file in {}), so it cannot restart it; \
+                 adopt it by adding `adopt: {{port: {port}}}` (or `adopt: {{pid: PID}}`) to replica {} in the inventory",
+                spec.name,
+                spec.readiness_url,
+                self.state_dir.display(),
+                spec.name
+            ));
+        }
+        Ok(None)
+    }
 }
 
 #[async_trait::async_trait]
@@ -133,13 +175,7 @@ impl Platform for LocalPlatform {
         let spec = self.spec(replica)?.clone();
         let dir = self.state_dir.clone();
         let grace = self.inv.stop_grace;
-        if process::read_pid(&dir, replica).is_none() && self.ready(&spec.readiness_url).await {
-            return Err(PlatformError::Other(format!(
-                "replica {replica} answers at {} but has no pid file in {}; it was not started by recover, so it cannot be restarted safely",
-                spec.readiness_url,
-                dir.display()
-            )));
-        }
+        self.owned_pid(&spec).await.map_err(PlatformError::Other)?;
         tokio::task::spawn_blocking(move || {
             process::stop(&dir, &spec.name, grace);
             process::start(&dir, &spec).map(|_| ())
@@ -189,6 +225,14 @@ impl Platform for LocalPlatform {
             return Err(call(format!("HTTP {status}: {text}").into()));
         }
         Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+    }
+
+    async fn restartable(&self, replica: &str) -> Result<(), PlatformError> {
+        let spec = self.spec(replica)?;
+        self.owned_pid(spec)
+            .await
+            .map(|_| ())
+            .map_err(PlatformError::Other)
     }
 
     fn gate(&self) -> Arc<dyn GateControl> {

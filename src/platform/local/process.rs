@@ -84,19 +84,33 @@ pub fn stop(state_dir: &Path, replica: &str, grace: Duration) -> bool {
 /// Start a replica detached; its output goes to `<state_dir>/<name>.log` and its pid to
 /// the pid file (written atomically).
 pub fn start(state_dir: &Path, spec: &ReplicaSpec) -> std::io::Result<u32> {
+    spawn_detached(state_dir, &spec.name, &spec.command, &spec.env)
+}
+
+/// Start `argv` detached (its own process group, no parent-death signal) under `name`:
+/// output to `<state_dir>/<name>.log`, pid to `<state_dir>/<name>.pid`.
+pub fn spawn_detached(
+    state_dir: &Path,
+    name: &str,
+    argv: &[String],
+    env: &std::collections::BTreeMap<String, String>,
+) -> std::io::Result<u32> {
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| std::io::Error::other(format!("{name}: empty command")))?;
     std::fs::create_dir_all(state_dir)?;
     let log = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(log_file(state_dir, &spec.name))?;
-    let mut cmd = Command::new(&spec.command[0]);
-    cmd.args(&spec.command[1..])
-        .envs(&spec.env)
+        .open(log_file(state_dir, name))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .envs(env)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
     let guard = spawn_guarded(
-        &spec.name,
+        name,
         cmd,
         GuardOptions {
             die_with_parent: false,
@@ -106,7 +120,7 @@ pub fn start(state_dir: &Path, spec: &ReplicaSpec) -> std::io::Result<u32> {
         .detach()
         .ok_or_else(|| std::io::Error::other("spawned process has no pid"))?;
     crate::util::atomic_file::write_atomic(
-        &pid_file(state_dir, &spec.name),
+        &pid_file(state_dir, name),
         format!("{pid}\n").as_bytes(),
     )?;
     Ok(pid)

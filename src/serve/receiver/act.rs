@@ -245,25 +245,44 @@ impl Receiver {
             rec.report = report.details.clone();
         }
         st.set_activity(&target, Activity::Idle);
-        let opened = st.budget.record_outcome(
-            &self.cfg.budget,
-            &target,
-            // A run aborted because the receiver is stopping says nothing about the runbook.
-            report.outcome.is_failure() && !self.is_stopping(),
-            &format!(
-                "run {}: {}: {}",
-                req.run_id,
-                report.outcome.as_str(),
-                report.message
-            ),
-            now,
-        );
+        // Refused before its first action: nothing changed on the target, so the run
+        // spends nothing, neither budget nor cooldown, and the next alert may act.
+        let refused = report.outcome == RunOutcome::Refused;
+        let opened = if refused {
+            st.budget.cancel_last_start(&target);
+            if let Some(rec) = st.runs.get_mut(&req.run_id) {
+                rec.message = Some(format!(
+                    "refused before its first action; nothing changed, no budget spent, no cooldown started: {}",
+                    report.message
+                ));
+            }
+            false
+        } else {
+            st.budget.record_outcome(
+                &self.cfg.budget,
+                &target,
+                // A run aborted because the receiver is stopping says nothing about the runbook.
+                report.outcome.is_failure() && !self.is_stopping(),
+                &format!(
+                    "run {}: {}: {}",
+                    req.run_id,
+                    report.outcome.as_str(),
+                    report.message
+                ),
+                now,
+            )
+        };
         self.save_state(&st);
         drop(st);
         self.metrics.runs_in_progress.dec();
         self.metrics.run_finished(report.outcome.as_str());
-        tracing::info!(run_id = %req.run_id, target = %target, outcome = report.outcome.as_str(),
-            "run finished: {}", report.message);
+        if refused {
+            tracing::warn!(run_id = %req.run_id, target = %target,
+                "run refused before its first action (no budget spent, no cooldown): {}", report.message);
+        } else {
+            tracing::info!(run_id = %req.run_id, target = %target, outcome = report.outcome.as_str(),
+                "run finished: {}", report.message);
+        }
         if opened {
             tracing::error!(target = %target,
                 "BREAKER OPEN on {target}: too many failed or aborted runs; not acting until `recover serve reset {target}`");

@@ -1,0 +1,271 @@
+//! The last healthy period in the metrics history: when the observed window holds no
+//! healthy moment (the service was stuck before anyone looked), capacity, the healthy
+//! service time and the demand baseline can still be measured, from the last time the
+//! service was healthy by the detector's own rules.
+//!
+//! Pure: it judges snapshots a history source ([`crate::metrics::source::MetricSource`]
+//! with a history, i.e. Prometheus) produced; [`super::observe::look_back`] fetches them.
+
+use super::classify::{health, trigger, Health, Trigger};
+use super::DetectorConfig;
+use crate::metrics::signal::{names, Snapshot};
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, SystemTime};
+
+/// A healthy period needs at least this many consecutive healthy snapshots: one good
+/// instant between failures is a blip, not a baseline.
+pub const MIN_HEALTHY_SNAPSHOTS: usize = 2;
+
+/// The last healthy period found, with what was measured in it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HealthyPeriod {
+    /// RFC 3339, first and last healthy snapshot.
+    pub from: String,
+    pub to: String,
+    /// Seconds before the end of the history that the period ended.
+    pub ended_ago_s: f64,
+    pub snapshots: usize,
+    /// Highest work rate (else goodput) in the period, req/s: a lower bound on capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<f64>,
+    /// Mean service time in the period, seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_time: Option<f64>,
+    /// Mean first-attempt rate in the period, req/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<f64>,
+}
+
+impl HealthyPeriod {
+    /// "2026-11-30T01:00:00Z .. 2026-11-30T02:10:00Z (metrics history)", for evidence.
+    pub fn range(&self) -> String {
+        format!("{} .. {} (metrics history)", self.from, self.to)
+    }
+}
+
+/// The highest value of a signal in the history, and when.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Peak {
+    pub value: f64,
+    pub at: String,
+}
+
+/// What a look back over the history found.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Lookback {
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub span: Duration,
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub step: Duration,
+    /// Snapshots with at least one value.
+    pub points: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<HealthyPeriod>,
+    /// Evidence for an operator asked for a number: the best the service did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_goodput: Option<Peak>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_work: Option<Peak>,
+    /// What was found, in words.
+    pub note: String,
+}
+
+fn rfc3339(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+fn peak(history: &[Snapshot], signal: &str) -> Option<Peak> {
+    history
+        .iter()
+        .filter_map(|s| s.get(signal).map(|v| (v, s.at)))
+        .fold(
+            None,
+            |best: Option<(f64, SystemTime)>, (v, at)| match best {
+                Some((b, _)) if b >= v => best,
+                _ => Some((v, at)),
+            },
+        )
+        .map(|(value, at)| Peak {
+            value,
+            at: rfc3339(at),
+        })
+}
+
+fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
+    let v: Vec<f64> = xs.collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// Judge `history` (oldest first, one snapshot every `step` over `span`) by the
+/// detector's rules and find the last period that was healthy with no trigger active.
+pub fn find(
+    history: &[Snapshot],
+    cfg: &DetectorConfig,
+    span: Duration,
+    step: Duration,
+) -> Lookback {
+    let ok: Vec<bool> = history
+        .iter()
+        .map(|s| {
+            health(s, cfg) == Health::Healthy
+                && !matches!(trigger(s, cfg, cfg.demand_per_s), Trigger::Active(_))
+        })
+        .collect();
+    let points = history
+        .iter()
+        .filter(|s| s.readings.values().any(|r| r.value().is_some()))
+        .count();
+    let mut found = None;
+    let mut end = ok.len();
+    while end > 0 {
+        let Some(last) = ok[..end].iter().rposition(|h| *h) else {
+            break;
+        };
+        let first = ok[..=last].iter().rposition(|h| !*h).map_or(0, |i| i + 1);
+        if last + 1 - first >= MIN_HEALTHY_SNAPSHOTS {
+            found = Some((first, last));
+            break;
+        }
+        end = first;
+    }
+    let healthy = found.map(|(first, last)| {
+        let period = &history[first..=last];
+        let newest = history.last().map_or(history[last].at, |s| s.at);
+        HealthyPeriod {
+            from: rfc3339(history[first].at),
+            to: rfc3339(history[last].at),
+            ended_ago_s: newest
+                .duration_since(history[last].at)
+                .unwrap_or_default()
+                .as_secs_f64(),
+            snapshots: period.len(),
+            capacity: period
+                .iter()
+                .filter_map(|s| s.get(names::WORK_RATE).or_else(|| s.get(names::GOODPUT)))
+                .filter(|v| *v > 0.0)
+                .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
+            service_time: mean(period.iter().filter_map(|s| s.get(names::SERVICE_TIME)))
+                .filter(|v| *v > 0.0),
+            demand: mean(
+                period
+                    .iter()
+                    .filter_map(|s| s.get(names::FIRST_ATTEMPT_RATE)),
+            )
+            .filter(|v| *v > 0.0),
+        }
+    });
+    let fmt = crate::util::duration::format;
+    let note = match &healthy {
+        Some(h) => format!(
+            "last healthy period in the {} of metrics history: {} ({} snapshots {} apart)",
+            fmt(span),
+            h.range(),
+            h.snapshots,
+            fmt(step)
+        ),
+        None if points == 0 => format!("the metrics history holds no data in the last {}", fmt(span)),
+        None => format!(
+            "no healthy period (at least {MIN_HEALTHY_SNAPSHOTS} healthy snapshots {} apart) in the last {} of metrics history ({points} snapshots with data)",
+            fmt(step),
+            fmt(span)
+        ),
+    };
+    Lookback {
+        span,
+        step,
+        points,
+        healthy,
+        peak_goodput: peak(history, names::GOODPUT),
+        peak_work: peak(history, names::WORK_RATE),
+        note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::signal::Reading;
+    use std::collections::BTreeMap;
+    use std::time::UNIX_EPOCH;
+
+    fn snap(t: u64, offered: f64, goodput: f64, work: f64, st: f64) -> Snapshot {
+        let mut readings = BTreeMap::new();
+        for (k, v) in [
+            (names::OFFERED_RATE, offered),
+            (names::GOODPUT, goodput),
+            (names::WORK_RATE, work),
+            (names::SERVICE_TIME, st),
+            (names::FIRST_ATTEMPT_RATE, offered),
+            (names::REPLICAS_NOT_READY, 0.0),
+        ] {
+            readings.insert(k.to_string(), Reading::Value { value: v });
+        }
+        Snapshot {
+            at: UNIX_EPOCH + Duration::from_secs(1_800_000_000 + t),
+            readings,
+        }
+    }
+
+    #[test]
+    fn finds_the_last_healthy_period_and_measures_it() {
+        let mut h = vec![];
+        // An older healthy stretch, a failure, the last healthy stretch, then stuck.
+        h.extend((0..5).map(|t| snap(t * 60, 10.0, 10.0, 10.0, 0.040)));
+        h.extend((5..8).map(|t| snap(t * 60, 80.0, 1.0, 50.0, 0.080)));
+        h.extend((8..12).map(|t| {
+            snap(
+                t * 60,
+                20.0 + t as f64,
+                20.0 + t as f64,
+                20.0 + t as f64,
+                0.042,
+            )
+        }));
+        h.push(snap(12 * 60, 25.0, 25.0, 25.0, 0.040)); // one blip between failures
+        h.extend((13..20).map(|t| snap(t * 60, 80.0, 0.5, 50.0, 0.080)));
+        let lb = find(
+            &h,
+            &DetectorConfig::default(),
+            Duration::from_secs(3600),
+            Duration::from_secs(60),
+        );
+        let p = lb.healthy.expect("a healthy period");
+        assert_eq!(p.snapshots, 5, "{p:?}"); // 8..=12: the blip is part of the same run
+        assert_eq!(p.capacity, Some(31.0));
+        assert!((p.service_time.unwrap() - 0.0416).abs() < 1e-9);
+        assert!(p.from.starts_with("2027-01-15T08:"), "{}", p.from);
+        assert_eq!(p.ended_ago_s, 7.0 * 60.0);
+        assert_eq!(lb.peak_goodput.unwrap().value, 31.0);
+        assert!(lb.note.contains("last healthy period"), "{}", lb.note);
+    }
+
+    #[test]
+    fn a_lone_healthy_snapshot_is_not_a_period_and_no_data_says_so() {
+        let mut h: Vec<Snapshot> = (0..5)
+            .map(|t| snap(t * 60, 80.0, 1.0, 50.0, 0.08))
+            .collect();
+        h[2] = snap(120, 20.0, 20.0, 20.0, 0.04);
+        let lb = find(
+            &h,
+            &DetectorConfig::default(),
+            Duration::from_secs(300),
+            Duration::from_secs(60),
+        );
+        assert_eq!(lb.healthy, None);
+        assert!(lb.note.contains("no healthy period"), "{}", lb.note);
+        assert_eq!(lb.peak_goodput.unwrap().value, 20.0);
+        let empty: Vec<Snapshot> = (0..3)
+            .map(|t| Snapshot {
+                at: UNIX_EPOCH + Duration::from_secs(t),
+                readings: BTreeMap::new(),
+            })
+            .collect();
+        let lb = find(
+            &empty,
+            &DetectorConfig::default(),
+            Duration::from_secs(3),
+            Duration::from_secs(1),
+        );
+        assert!(lb.note.contains("holds no data"), "{}", lb.note);
+    }
+}
