@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 source scripts/lib/install_missing.sh
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
+# The man page test renders the generated pages with groff (Debian: groff-base).
+command -v groff >/dev/null 2>&1 || need_apt+=(groff-base)
 install_missing ${need_apt[@]+"${need_apt[@]}"}
 
 if ! cargo nextest --version >/dev/null 2>&1; then

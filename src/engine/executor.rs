@@ -56,6 +56,7 @@ async fn with_lock<T>(
 }
 
 async fn observe(
+    run_id: &str,
     rb: &Runbook,
     metrics: &dyn MetricSource,
     opts: &RunOptions,
@@ -68,7 +69,7 @@ async fn observe(
     let watch = crate::detect::observe::observe(metrics, &rb.signals, span, interval, |_| {
         n += 1;
         if let Some(o) = &opts.observer {
-            o.event(&ProgressEvent::Observing { sample: n, of });
+            o.event(run_id, &ProgressEvent::Observing { sample: n, of });
         }
     });
     tokio::select! {
@@ -137,7 +138,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
     let run_id = journal::new_run_id();
     let started_at = now_rfc3339();
     with_lock(platform.as_ref(), &run_id, !options.dry_run, async {
-        let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
+        let window = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
         let d = plan_run(&rb, &window, &options.overrides, options.inputs.as_ref())?;
         let replicas: Vec<String> = platform
             .replicas()
@@ -147,13 +148,16 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
             .collect();
         let preview = preview(&run_id, &rb, platform.as_ref(), &d, &started_at, &replicas);
         if let Some(o) = &options.observer {
-            o.event(&ProgressEvent::Decided {
-                summary: format!(
-                    "plan: shed {:.0}%, admit {:.1} req/s",
-                    d.plan.shed_fraction * 100.0,
-                    d.plan.admit_rate
-                ),
-            });
+            o.event(
+                &run_id,
+                &ProgressEvent::Decided {
+                    summary: format!(
+                        "plan: shed {:.0}%, admit {:.1} req/s",
+                        d.plan.shed_fraction * 100.0,
+                        d.plan.admit_rate
+                    ),
+                },
+            );
         }
         if options.dry_run {
             return Ok(preview);

@@ -42,6 +42,33 @@ pub enum StepOutcome {
     Skipped,
 }
 
+impl Outcome {
+    /// How a person says it.
+    pub fn words(&self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Aborted => "aborted",
+            Outcome::Planned => "planned (dry run)",
+        }
+    }
+}
+
+impl StepOutcome {
+    /// How a person says it.
+    pub fn words(&self) -> &'static str {
+        match self {
+            StepOutcome::Succeeded => "succeeded",
+            StepOutcome::Failed => "failed",
+            StepOutcome::Aborted => "aborted",
+            StepOutcome::TimedOut => "timed out",
+            StepOutcome::AlreadyDone => "already done",
+            StepOutcome::Planned => "planned",
+            StepOutcome::Skipped => "skipped",
+        }
+    }
+}
+
 /// One step's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
