@@ -5,6 +5,7 @@
 use super::journal::Figures;
 use crate::detect::Verdict;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
+use crate::util::table::Table;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -158,11 +159,7 @@ impl RunReport {
                 let _ = writeln!(out, "  {a}");
             }
         }
-        let _ = writeln!(
-            out,
-            "{:<3} {:<22} {:<16} {:<12} {:<24} note",
-            "#", "step", "action", "outcome", "figures"
-        );
+        let mut table = Table::new(["#", "step", "action", "outcome", "figures", "note"]);
         for (i, s) in self.steps.iter().enumerate() {
             let figs: Vec<String> = s
                 .figures
@@ -170,16 +167,24 @@ impl RunReport {
                 .map(|(k, v)| format!("{k}={}", trim(*v)))
                 .collect();
             let phase = if s.phase == Phase::OnFailure { "!" } else { "" };
-            let _ = writeln!(
-                out,
-                "{:<3} {:<22} {:<16} {:<12} {:<24} {}",
+            table.row([
                 format!("{}{phase}", i + 1),
-                s.name,
-                s.action,
-                format!("{:?}", s.outcome).to_lowercase(),
+                s.name.clone(),
+                s.action.clone(),
+                s.outcome.words().to_string(),
                 figs.join(" "),
-                s.message.clone().unwrap_or_default()
-            );
+                s.message.clone().unwrap_or_default(),
+            ]);
+        }
+        // One line per step after the header; a dry run lists what each step would do
+        // under its row.
+        let rendered = table.render();
+        let mut lines = rendered.lines();
+        if let Some(header) = lines.next() {
+            let _ = writeln!(out, "{header}");
+        }
+        for (s, line) in self.steps.iter().zip(lines) {
+            let _ = writeln!(out, "{line}");
             if self.dry_run {
                 for a in &s.actions {
                     let _ = writeln!(out, "      would: {a}");

@@ -91,7 +91,7 @@ impl Tty {
         match e {
             ProgressEvent::StepStarted { .. } => {
                 if let Some(b) = self.step.take() {
-                    b.finish();
+                    b.finish_and_clear();
                 }
                 let b = ProgressBar::new_spinner().with_style(
                     ProgressStyle::with_template("{spinner} {msg} [{elapsed}]")
@@ -105,10 +105,16 @@ impl Tty {
                 b.set_message(text.unwrap_or_default());
                 self.step = Some(b);
             }
-            ProgressEvent::StepFinished { .. } => match self.step.take() {
-                Some(b) => b.finish_with_message(text.unwrap_or_default()),
-                None => self.println(text),
-            },
+            ProgressEvent::StepFinished { .. } => {
+                // The step's line moves above the bars for good: a finished bar left in
+                // place is redrawn away as the bars below it change.
+                let took = self.step.take().map(|b| {
+                    b.finish_and_clear();
+                    b.elapsed()
+                });
+                let took = took.map(|t| format!(" [{}s]", t.as_secs()));
+                self.println(text.map(|t| t + &took.unwrap_or_default()));
+            }
             ProgressEvent::Finished { .. } => {
                 if let Some(b) = self.live.take() {
                     b.finish_and_clear();
