@@ -125,8 +125,10 @@ fn e2e_without_a_tty_no_live_line_no_escape_and_json_logs_carry_the_facts() {
         let sys = System::start(2, "0s", 10).await;
         let dir = tempfile::tempdir().unwrap();
         let err_path = dir.path().join("stderr.log");
+        // Debug lines too, so the file holds log lines that a terminal would colour.
         let out = sys
             .run_cmd("e2e-local.yaml", &["--yes"])
+            .env("RUST_LOG", "recover=debug")
             .stderr(std::fs::File::create(&err_path).unwrap())
             .output()
             .unwrap();
@@ -134,6 +136,7 @@ fn e2e_without_a_tty_no_live_line_no_escape_and_json_logs_carry_the_facts() {
         let bytes = std::fs::read(&err_path).unwrap();
         assert!(!bytes.contains(&0x1b), "an escape byte in a log file");
         let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains(" DEBUG "), "no log line to judge:\n{text}");
         assert!(
             !text.contains("offered "),
             "a live line in a log file:\n{text}"
