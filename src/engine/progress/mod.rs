@@ -115,7 +115,6 @@ impl ProgressEvent {
         matches!(
             self,
             ProgressEvent::Observed { .. }
-                | ProgressEvent::RampHolding { .. }
                 | ProgressEvent::LimitSet { .. }
                 | ProgressEvent::CheckMeasured {
                     measurement: Measurement::Success,
@@ -159,10 +158,15 @@ impl ProgressEvent {
                 opt(readings.queue_depth, "")
             ),
             ProgressEvent::RampHolding {
-                step, check, state, ..
+                step,
+                check,
+                state,
+                hold_s,
+                ..
             } => format!(
-                "  {step}: holding {:.1} req/s, then check {check}",
-                state.rate
+                "  {step}: holding {:.1} req/s for {}, then check {check}",
+                state.rate,
+                crate::util::duration::format(std::time::Duration::from_secs_f64(*hold_s))
             ),
             ProgressEvent::CheckMeasured {
                 step,
@@ -301,6 +305,34 @@ mod tests {
         assert_eq!(
             e.words().unwrap(),
             "  readmit: timed out - timed out after 10m"
+        );
+        let params = RampParams {
+            from: 30.0,
+            factor: 1.5,
+            ceiling: 100.0,
+            max_relapses: 1,
+            ceiling_holds: 1,
+        };
+        let hold = ProgressEvent::RampHolding {
+            step: "readmit".into(),
+            check: "healthy".into(),
+            check_needed: 3,
+            hold_s: 0.5,
+            params,
+            state: RampState::start(&params),
+        };
+        assert_eq!(
+            hold.words().unwrap(),
+            "  readmit: holding 30.0 req/s for 500ms, then check healthy"
+        );
+        let figures = ProgressEvent::Observed {
+            step: "readmit".into(),
+            readings: Readings::default(),
+        };
+        assert_eq!(
+            figures.words(),
+            None,
+            "a line a second is for the live view"
         );
     }
 }
