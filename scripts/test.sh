@@ -8,6 +8,8 @@ source scripts/lib/install_missing.sh
 need_apt=()
 command -v prometheus >/dev/null 2>&1 || need_apt+=(prometheus)
 command -v amtool >/dev/null 2>&1 || need_apt+=(prometheus-alertmanager)
+# The man page test renders the generated pages with groff (Debian: groff-base).
+command -v groff >/dev/null 2>&1 || need_apt+=(groff-base)
 install_missing ${need_apt[@]+"${need_apt[@]}"}
 
 # The manifests are rendered with `kubectl kustomize` (kubectl is part of the machine image;

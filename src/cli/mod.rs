@@ -2,13 +2,17 @@
 //! call and returns an [`Exit`]; errors carry the exit code they deserve.
 
 use clap::{Parser, Subcommand};
+use recover::engine::progress::{Fanout, LogObserver, Observer, TerminalObserver};
 use recover::exit::Exit;
-use recover::util::logging::LogFormat;
+use recover::util::logging::{self, LogFormat};
+use std::io::IsTerminal;
+use std::sync::Arc;
 
 pub mod ask;
 pub mod demo;
 pub mod demo_system;
 pub mod detect;
+pub mod docs;
 pub mod gate;
 pub mod history;
 pub mod plan;
@@ -29,6 +33,7 @@ pub struct Cli {
     /// More log detail (-v debug, -vv trace).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// What to do (without one: run a runbook, see --runbook).
     #[command(subcommand)]
     pub command: Option<Command>,
     /// Run a runbook (`recover --runbook stuck-overload ...`).
@@ -70,6 +75,10 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Alertmanager webhook receiver that runs runbooks safely.
     Serve(serve::ServeArgs),
+    /// Shell completions for bash, zsh, fish, elvish or PowerShell, on stdout.
+    Completions(docs::CompletionsArgs),
+    /// Man pages: recover(1) on stdout, or one page per command with --dir.
+    Man(docs::ManArgs),
 }
 
 /// What a command prints on stdout: text for people, JSON for machines.
@@ -78,6 +87,23 @@ pub enum Output {
     #[default]
     Text,
     Json,
+}
+
+impl Output {
+    /// Who shows a run's progress on stderr: the terminal for people (the live line on a
+    /// TTY, unless the report goes out as JSON), JSON log lines with `--log-format json`
+    /// (and the terminal too when stderr is one).
+    pub fn progress_observer(self) -> Arc<dyn Observer> {
+        let live = self == Output::Text;
+        match logging::format() {
+            LogFormat::Human => Arc::new(TerminalObserver::new(live)),
+            LogFormat::Json if std::io::stderr().is_terminal() => Arc::new(Fanout(vec![
+                Arc::new(TerminalObserver::new(live)),
+                Arc::new(LogObserver),
+            ])),
+            LogFormat::Json => Arc::new(LogObserver),
+        }
+    }
 }
 
 /// A failed command: the error to print and the exit code it deserves.
@@ -134,6 +160,8 @@ pub fn dispatch(cli: Cli) -> CliResult {
         Some(Command::Rehearse(a)) => rehearse::run(a),
         Some(Command::Simulate(a)) => simulate::run(a),
         Some(Command::Serve(a)) => serve::run(a),
+        Some(Command::Completions(a)) => docs::completions(a),
+        Some(Command::Man(a)) => docs::man(a),
         None => run::run(cli.run),
     }
 }

@@ -60,6 +60,7 @@ pub struct PlanArgs {
         requires = "check_with_sim"
     )]
     pub sim_set: Vec<String>,
+    /// The plan with its arithmetic in words, or as JSON.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 }

@@ -57,6 +57,7 @@ pub fn run(args: RehearseArgs) -> CliResult {
         baselines: args.baselines,
         report_dir: report_dir.clone(),
         exe,
+        observer: Some(args.output.progress_observer()),
     };
     let rt = super::runtime()?;
     let result = rt.block_on(async {

@@ -7,22 +7,23 @@ use super::run::{cancel_on_signals, confirmation, engine_failure, finish, reach}
 use super::Output;
 use super::{runtime, CliResult, Failure};
 use anyhow::anyhow;
-use recover::engine::{self, journal, progress::TerminalObserver, RunOptions};
+use recover::engine::{self, journal, RunOptions};
 use recover::exit::Exit;
 use recover::platform::kube::Workload;
 use recover::platform::{KubeTarget, Target};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 #[derive(Debug, clap::Args)]
 pub struct ResumeArgs {
     /// The run to continue (a unique prefix is enough); see `recover history`.
     pub run_id: String,
+    /// Where run journals are (the --journal-dir the run was started with).
     #[arg(long, value_name = "DIR", default_value = "recover-runs")]
     pub journal_dir: PathBuf,
     /// Do not ask for confirmation (required without a TTY).
     #[arg(long)]
     pub yes: bool,
+    /// Final report format on stdout.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
     /// Where the run's journal was mirrored, when there is no local one: only `kube`
@@ -152,7 +153,7 @@ pub fn run(args: ResumeArgs) -> CliResult {
         let options = RunOptions {
             journal_dir: args.journal_dir.clone(),
             target: Some(target.clone()),
-            observer: Some(Arc::new(TerminalObserver::new())),
+            observer: Some(args.output.progress_observer()),
             confirm,
             ..RunOptions::default()
         };

@@ -4,9 +4,7 @@
 
 use super::{runtime, CliResult, Failure, Output};
 use anyhow::{anyhow, Context};
-use recover::engine::{
-    self, progress::TerminalObserver, Outcome, RunOptions, RunReport, RunRequest,
-};
+use recover::engine::{self, Outcome, RunOptions, RunReport, RunRequest};
 use recover::exit::Exit;
 use recover::plan::Overrides;
 use recover::platform::kube::Workload;
@@ -216,7 +214,7 @@ pub fn run(args: RunArgs) -> CliResult {
             journal_dir: args.journal_dir.clone(),
             overrides,
             target: Some(target.clone()),
-            observer: Some(Arc::new(TerminalObserver::new())),
+            observer: Some(args.output.progress_observer()),
             confirm,
             ask: super::ask::on_terminal(),
             ..RunOptions::default()

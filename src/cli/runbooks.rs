@@ -1,81 +1,158 @@
 //! `recover runbooks validate|list|show`: check runbooks before an incident needs them.
 
-use super::{CliResult, Failure};
+use super::{CliResult, Failure, Output};
+use anyhow::Context;
 use recover::exit::Exit;
-use recover::runbook::{self, RunbookError};
+use recover::runbook;
+use recover::util::table::Table;
+use serde_json::json;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RunbooksCommand {
     /// Validate runbook files; print every error, exit 2 on any.
     Validate {
-        #[arg(required = true)]
+        /// Runbook YAML files to check.
+        #[arg(required = true, value_name = "FILE")]
         files: Vec<PathBuf>,
+        /// Result format on stdout (errors name file:line:column either way).
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// List the runbooks found (--runbook-dir, ./runbooks/, built in).
     List {
-        #[arg(long)]
+        /// Extra directory to look for runbooks in, before ./runbooks/ (repeatable).
+        #[arg(long, value_name = "DIR")]
         runbook_dir: Vec<PathBuf>,
+        /// Table for people or JSON for scripts.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
     /// Show one runbook's source and where it was found.
     Show {
+        /// Runbook name (as `runbooks list` shows it) or path to a YAML file.
         name: String,
-        #[arg(long)]
+        /// Extra directory to look for runbooks in, before ./runbooks/ (repeatable).
+        #[arg(long, value_name = "DIR")]
         runbook_dir: Vec<PathBuf>,
+        /// The YAML with a `# from:` line, or JSON with name, origin and source.
+        #[arg(long, value_enum, default_value_t = Output::Text)]
+        output: Output,
     },
 }
 
 pub fn run(cmd: RunbooksCommand) -> CliResult {
     match cmd {
-        RunbooksCommand::Validate { files } => {
-            let mut bad = 0;
-            for f in &files {
-                match runbook::load_file(f) {
-                    Ok(l) => println!(
+        RunbooksCommand::Validate { files, output } => validate(&files, output),
+        RunbooksCommand::List {
+            runbook_dir,
+            output,
+        } => {
+            let found = runbook::list(&runbook_dir);
+            let state = |r: &runbook::ListedRunbook| match (&r.error, r.active) {
+                (Some(_), _) => "INVALID",
+                (None, false) => "shadowed",
+                (None, true) => "ok",
+            };
+            match output {
+                Output::Json => {
+                    let list: Vec<_> = found
+                        .iter()
+                        .map(|r| {
+                            json!({
+                                "name": r.name,
+                                "state": state(r).to_lowercase(),
+                                "origin": r.origin.to_string(),
+                                "description": r.description,
+                                "error": r.error,
+                            })
+                        })
+                        .collect();
+                    print_json(&json!({ "runbooks": list }))?;
+                }
+                Output::Text => {
+                    let mut t = Table::new(["name", "state", "from", "description"]);
+                    for r in &found {
+                        t.row([
+                            r.name.clone(),
+                            state(r).to_string(),
+                            r.origin.to_string(),
+                            r.description.clone().unwrap_or_default(),
+                        ]);
+                    }
+                    print!("{}", t.render());
+                }
+            }
+            Ok(Exit::Done)
+        }
+        RunbooksCommand::Show {
+            name,
+            runbook_dir,
+            output,
+        } => {
+            let l = runbook::find(&name, &runbook_dir).map_err(Failure::usage)?;
+            match output {
+                Output::Json => print_json(&json!({
+                    "name": l.runbook.name,
+                    "origin": l.origin.to_string(),
+                    "source": l.source,
+                }))?,
+                Output::Text => {
+                    println!("# from: {}", l.origin);
+                    print!("{}", l.source);
+                }
+            }
+            Ok(Exit::Done)
+        }
+    }
+}
+
+fn validate(files: &[PathBuf], output: Output) -> CliResult {
+    let mut bad = 0;
+    let mut results = Vec::new();
+    for f in files {
+        match runbook::load_file(f) {
+            Ok(l) => {
+                if output == Output::Text {
+                    println!(
                         "{}: ok ({} steps, {} on_failure)",
                         f.display(),
                         l.runbook.steps.len(),
                         l.runbook.on_failure.len()
-                    ),
-                    Err(e) => {
-                        bad += 1;
-                        eprintln!("{e}");
-                    }
+                    );
                 }
+                results.push(json!({
+                    "file": f.display().to_string(),
+                    "ok": true,
+                    "steps": l.runbook.steps.len(),
+                    "on_failure": l.runbook.on_failure.len(),
+                }));
             }
-            if bad > 0 {
-                return Err(Failure::usage(anyhow::anyhow!(
-                    "{bad} of {} runbook(s) invalid",
-                    files.len()
-                )));
+            Err(e) => {
+                bad += 1;
+                eprintln!("{e}");
+                results.push(json!({
+                    "file": f.display().to_string(),
+                    "ok": false,
+                    "error": e.to_string(),
+                }));
             }
-            Ok(Exit::Done)
-        }
-        RunbooksCommand::List { runbook_dir } => {
-            for r in runbook::list(&runbook_dir) {
-                let state = match (&r.error, r.active) {
-                    (Some(_), _) => "INVALID",
-                    (None, false) => "shadowed",
-                    (None, true) => "ok",
-                };
-                println!(
-                    "{:<20} {:<9} {:<40} {}",
-                    r.name,
-                    state,
-                    r.origin.to_string(),
-                    r.description.clone().unwrap_or_default()
-                );
-            }
-            Ok(Exit::Done)
-        }
-        RunbooksCommand::Show { name, runbook_dir } => {
-            let l = runbook::find(&name, &runbook_dir).map_err(|e| match e {
-                RunbookError::Invalid(_) => Failure::usage(e),
-                other => Failure::usage(other),
-            })?;
-            println!("# from: {}", l.origin);
-            print!("{}", l.source);
-            Ok(Exit::Done)
         }
     }
+    if output == Output::Json {
+        print_json(&json!({ "runbooks": results }))?;
+    }
+    if bad > 0 {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{bad} of {} runbook(s) invalid",
+            files.len()
+        )));
+    }
+    Ok(Exit::Done)
+}
+
+fn print_json(v: &serde_json::Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).context("encoding JSON")?;
+    println!("{text}");
+    Ok(())
 }

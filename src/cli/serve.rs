@@ -1,7 +1,7 @@
 //! `recover serve`: the Alertmanager webhook receiver, and `recover serve reset TARGET`,
 //! which closes a target's breaker through the running receiver's admin API.
 
-use super::{runtime, CliResult, Failure};
+use super::{runtime, CliResult, Failure, Output};
 use anyhow::Context;
 use recover::exit::Exit;
 use recover::serve::{self, Mode};
@@ -9,14 +9,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
 pub struct ServeArgs {
     #[command(subcommand)]
     pub command: Option<ServeCommand>,
     /// Address to listen on (e.g. 0.0.0.0:9095).
-    #[arg(long)]
+    #[arg(long, required = true, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
     /// The receiver's configuration (routes, auth, budgets).
-    #[arg(long)]
+    #[arg(long, required = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
     /// `observe` (the default) only dry-runs and records what it would have done; `act`
     /// runs runbooks.
@@ -38,14 +39,17 @@ pub struct ResetArgs {
     #[arg(long, default_value = "http://127.0.0.1:9095")]
     pub url: String,
     /// File holding the admin token.
-    #[arg(long, conflicts_with = "token_env")]
+    #[arg(long, value_name = "FILE", conflicts_with = "token_env")]
     pub token_file: Option<PathBuf>,
     /// Environment variable holding the admin token.
-    #[arg(long, default_value = "RECOVER_SERVE_ADMIN_TOKEN")]
+    #[arg(long, value_name = "VAR", default_value = "RECOVER_SERVE_ADMIN_TOKEN")]
     pub token_env: String,
     /// Also free the target's run budget.
     #[arg(long)]
     pub budget: bool,
+    /// The reset target's state in words, or the receiver's JSON answer.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
 }
 
 pub fn run(args: ServeArgs) -> CliResult {
@@ -158,6 +162,10 @@ fn reset(args: ResetArgs) -> CliResult {
                 code,
                 anyhow::anyhow!("{url}: HTTP {status}: {msg}"),
             ));
+        }
+        if args.output == Output::Json {
+            println!("{body:#}");
+            return Ok(Exit::Done);
         }
         let r = &body["reset"];
         println!(

@@ -26,6 +26,7 @@ pub struct SimulateArgs {
     /// Print one table of variants that each change one thing, and which recover.
     #[arg(long)]
     pub compare: bool,
+    /// The run summary in words, or as JSON.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
     /// Draw the series to an SVG file.

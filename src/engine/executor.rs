@@ -64,6 +64,7 @@ where
 }
 
 async fn observe(
+    run_id: &str,
     rb: &Runbook,
     metrics: &dyn MetricSource,
     opts: &RunOptions,
@@ -76,7 +77,7 @@ async fn observe(
     let watch = crate::detect::observe::observe(metrics, &rb.signals, span, interval, |_| {
         n += 1;
         if let Some(o) = &opts.observer {
-            o.event(&ProgressEvent::Observing { sample: n, of });
+            o.event(run_id, &ProgressEvent::Observing { sample: n, of });
         }
     });
     tokio::select! {
@@ -152,7 +153,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         lock,
         &cancel,
         |cancel| async move {
-            let window = observe(&rb, metrics.as_ref(), &options, &cancel).await?;
+            let window = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
             let d =
                 super::prior::plan_with_history(&rb, &window, metrics.as_ref(), &options).await?;
             super::preflight::run(&rb, platform.as_ref(), &window)
@@ -166,13 +167,16 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 .collect();
             let preview = preview(&run_id, &rb, platform.as_ref(), &d, &started_at, &replicas);
             if let Some(o) = &options.observer {
-                o.event(&ProgressEvent::Decided {
-                    summary: format!(
-                        "plan: shed {:.0}%, admit {:.1} req/s",
-                        d.plan.shed_fraction * 100.0,
-                        d.plan.admit_rate
-                    ),
-                });
+                o.event(
+                    &run_id,
+                    &ProgressEvent::Decided {
+                        summary: format!(
+                            "plan: shed {:.0}%, admit {:.1} req/s",
+                            d.plan.shed_fraction * 100.0,
+                            d.plan.admit_rate
+                        ),
+                    },
+                );
             }
             if options.dry_run {
                 return Ok(preview);

@@ -8,10 +8,10 @@
 //! goes to what is being offered (admitted plus rejected), never above the ceiling (the
 //! rate the service can take), and at the ceiling the ramp holds until the rejections stop.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The ramp's parameters, resolved to numbers.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RampParams {
     pub from: f64,
     pub factor: f64,
@@ -31,7 +31,7 @@ pub const NOTHING_REJECTED: f64 = 0.01;
 const OFFERED_MARGIN: f64 = 1.1;
 
 /// Where the ramp is.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RampState {
     pub rate: f64,
     pub relapses: u32,
@@ -53,7 +53,7 @@ impl RampState {
 }
 
 /// What to do next.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum RampMove {
     /// Set this rate, hold, check again.
@@ -83,6 +83,58 @@ pub enum RampMove {
     Fail {
         reason: String,
     },
+}
+
+/// One move and what it was decided from, as the journal records it and the live view
+/// shows it (one value for both, so they cannot disagree).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RampDecision {
+    pub step: String,
+    /// The rate the check ran at.
+    pub at_rate: f64,
+    /// What the gate rejected then, req/s (None: no data).
+    pub rejected: Option<f64>,
+    /// Why the check failed (None: it passed).
+    pub check_failed: Option<String>,
+    pub decision: RampMove,
+}
+
+impl RampDecision {
+    /// The move in words: `at 30.0 req/s, check passed; the gate rejects 12.0 req/s:
+    /// raise to 45.0 req/s`.
+    pub fn describe(&self) -> String {
+        let check = match &self.check_failed {
+            None => "check passed".to_string(),
+            Some(why) => format!("check failed ({why})"),
+        };
+        let rejected = match self.rejected {
+            Some(r) => format!("the gate rejects {r:.1} req/s"),
+            None => "no data on rejections".to_string(),
+        };
+        format!(
+            "at {:.1} req/s, {check}; {rejected}: {}",
+            self.at_rate,
+            self.decision.describe()
+        )
+    }
+}
+
+impl RampMove {
+    /// What the move does, in a few words.
+    pub fn describe(&self) -> String {
+        match self {
+            RampMove::Raise { rate } => format!("raise to {rate:.1} req/s"),
+            RampMove::StepBack { rate, .. } => format!("step back to {rate:.1} req/s and hold"),
+            RampMove::Hold { rate, .. } => {
+                format!("hold {rate:.1} req/s while the gate still rejects")
+            }
+            RampMove::Finish { .. } => "lift the limit".to_string(),
+            RampMove::Settle { rate, .. } => {
+                format!("leave the limit at {rate:.1} req/s (more is offered than the service can take)")
+            }
+            RampMove::Fail { reason } => format!("give up: {reason}"),
+        }
+    }
 }
 
 /// Decide after a check at `state.rate`. `rejected` is the gate's rejected rate (None: no

@@ -5,6 +5,7 @@
 use super::journal::Figures;
 use crate::detect::Verdict;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
+use crate::util::table::Table;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
 
@@ -40,6 +41,33 @@ pub enum StepOutcome {
     /// Dry run: what would happen.
     Planned,
     Skipped,
+}
+
+impl Outcome {
+    /// How a person says it.
+    pub fn words(&self) -> &'static str {
+        match self {
+            Outcome::Succeeded => "succeeded",
+            Outcome::Failed => "failed",
+            Outcome::Aborted => "aborted",
+            Outcome::Planned => "planned (dry run)",
+        }
+    }
+}
+
+impl StepOutcome {
+    /// How a person says it.
+    pub fn words(&self) -> &'static str {
+        match self {
+            StepOutcome::Succeeded => "succeeded",
+            StepOutcome::Failed => "failed",
+            StepOutcome::Aborted => "aborted",
+            StepOutcome::TimedOut => "timed out",
+            StepOutcome::AlreadyDone => "already done",
+            StepOutcome::Planned => "planned",
+            StepOutcome::Skipped => "skipped",
+        }
+    }
 }
 
 /// One step's record.
@@ -136,11 +164,7 @@ impl RunReport {
                 let _ = writeln!(out, "  {a}");
             }
         }
-        let _ = writeln!(
-            out,
-            "{:<3} {:<22} {:<16} {:<12} {:<24} note",
-            "#", "step", "action", "outcome", "figures"
-        );
+        let mut table = Table::new(["#", "step", "action", "outcome", "figures", "note"]);
         for (i, s) in self.steps.iter().enumerate() {
             let figs: Vec<String> = s
                 .figures
@@ -148,16 +172,24 @@ impl RunReport {
                 .map(|(k, v)| format!("{k}={}", trim(*v)))
                 .collect();
             let phase = if s.phase == Phase::OnFailure { "!" } else { "" };
-            let _ = writeln!(
-                out,
-                "{:<3} {:<22} {:<16} {:<12} {:<24} {}",
+            table.row([
                 format!("{}{phase}", i + 1),
-                s.name,
-                s.action,
-                format!("{:?}", s.outcome).to_lowercase(),
+                s.name.clone(),
+                s.action.clone(),
+                s.outcome.words().to_string(),
                 figs.join(" "),
-                s.message.clone().unwrap_or_default()
-            );
+                s.message.clone().unwrap_or_default(),
+            ]);
+        }
+        // One line per step after the header; a dry run lists what each step would do
+        // under its row.
+        let rendered = table.render();
+        let mut lines = rendered.lines();
+        if let Some(header) = lines.next() {
+            let _ = writeln!(out, "{header}");
+        }
+        for (s, line) in self.steps.iter().zip(lines) {
+            let _ = writeln!(out, "{line}");
             if self.dry_run {
                 for a in &s.actions {
                     let _ = writeln!(out, "      would: {a}");

@@ -48,11 +48,7 @@ pub(super) async fn execute(
             report.steps.push(rec);
             if outcome != StepOutcome::Succeeded {
                 aborted = outcome == StepOutcome::Aborted;
-                failing = Some(format!(
-                    "step {} {}: {msg}",
-                    step.name,
-                    format!("{outcome:?}").to_lowercase()
-                ));
+                failing = Some(format!("step {} {}: {msg}", step.name, outcome.words()));
                 selected = step.on_failure.clone();
                 break;
             }
@@ -187,6 +183,7 @@ async fn run_step(
         step: step.name.clone(),
         outcome,
         message: done.message.clone(),
+        figures: done.figures.clone(),
     });
     let _ = ctx
         .platform

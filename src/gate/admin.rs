@@ -6,7 +6,8 @@
 use super::control::{ApplyError, LimitControl};
 use super::telemetry::GateMetrics;
 use super::validate;
-use crate::util::http_body::{read_body, BodyCaps, BodyError};
+use crate::util::http_body::{read_body, BodyCaps};
+use crate::util::http_refusal::{refusal, shaped_and_counted, CountRefusal};
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -27,12 +28,16 @@ pub struct AdminState {
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
-    Router::new()
+    let counted = state.metrics.clone();
+    let count: CountRefusal =
+        Arc::new(move |route, status| counted.admin_refusal(route, status.as_u16()));
+    let routes = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/admin/limit", get(get_limit).put(put_limit))
-        .with_state(state)
+        .with_state(state);
+    shaped_and_counted(routes, count)
 }
 
 async fn readyz(State(s): State<Arc<AdminState>>) -> Response {
@@ -74,14 +79,7 @@ async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: B
     }
     let body = match read_body(body, LIMIT_BODY).await {
         Ok(b) => b,
-        Err(e) => {
-            let status = match e {
-                BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-                BodyError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
-                BodyError::Read(_) => StatusCode::BAD_REQUEST,
-            };
-            return error(status, &e.to_string(), Some("body"));
-        }
+        Err(e) => return error(e.status(), &e.to_string(), Some("body")),
     };
     let limit = match validate::parse_json(&body) {
         Ok(l) => l,
@@ -107,8 +105,7 @@ async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: B
 }
 
 fn error(status: StatusCode, message: &str, field: Option<&str>) -> Response {
-    let body = serde_json::json!({ "error": message, "field": field });
-    (status, Json(body)).into_response()
+    refusal(status, message, field)
 }
 
 /// The 401 to answer unless the request carries the right bearer token.
@@ -129,12 +126,7 @@ fn refuse_unauthorized(s: &AdminState, headers: &HeaderMap) -> Option<Response> 
     } else {
         "missing or wrong bearer token (Authorization: Bearer <token>)"
     };
-    let mut r = error(StatusCode::UNAUTHORIZED, message, None);
-    r.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        header::HeaderValue::from_static("Bearer"),
-    );
-    Some(r)
+    Some(error(StatusCode::UNAUTHORIZED, message, None))
 }
 
 /// The token of an `Authorization: Bearer <token>` value; the scheme is case-insensitive

@@ -65,6 +65,7 @@ pub struct GateMetrics {
     upstream_weight: Family<InfoLabels, F64Gauge>,
     upstream_window_latency: Family<InfoLabels, F64Gauge>,
     balancer_info: Family<BalancerLabels, Gauge>,
+    admin_refusals: Family<BalancerLabels, Counter>,
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -188,8 +189,21 @@ impl GateMetrics {
                 "The balancing policy in use and whether outlier ejection is on",
                 Family::default(),
             ),
+            admin_refusals: register(
+                r,
+                "recover_gate_admin_refusals",
+                "Admin listener requests refused (4xx and 5xx answers), by route and status",
+                Family::default(),
+            ),
             registry,
         }
+    }
+
+    /// One refusal on the admin listener (`route` is a route template or `unmatched`).
+    pub fn admin_refusal(&self, route: &str, status: u16) {
+        self.admin_refusals
+            .get_or_create(&[("route", route.to_string()), ("status", status.to_string())])
+            .inc();
     }
 
     /// The series of one replica, created now so that they read 0 (weight 1) from start.

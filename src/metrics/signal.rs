@@ -83,6 +83,7 @@ impl Reading {
 /// Every signal's reading at one instant.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    #[serde(with = "crate::util::time::rfc3339")]
     pub at: SystemTime,
     pub readings: BTreeMap<String, Reading>,
 }

@@ -21,6 +21,7 @@ pub struct Replica {
     pub id: String,
     pub ready: bool,
     /// When the current process or pod started; `None` if not running.
+    #[serde(with = "crate::util::time::rfc3339::option")]
     pub started_at: Option<SystemTime>,
 }
 

@@ -13,7 +13,7 @@
 use super::orchestrate::System;
 use super::recorder::Clock;
 use super::report::StepRecord;
-use crate::engine::{self, RunOptions, RunReport, RunRequest};
+use crate::engine::{self, Observer, RunOptions, RunReport, RunRequest};
 use crate::metrics::scrape::ScrapeSource;
 use crate::plan::{Plan, SourcedInputs};
 use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
@@ -85,6 +85,7 @@ pub async fn run_runbook(
     metrics: Arc<ScrapeSource>,
     loaded: &LoadedRunbook,
     inputs: SourcedInputs,
+    observer: Option<Arc<dyn Observer>>,
 ) -> RunbookOutcome {
     let started_s = clock.now_s();
     let fail = |error: String| RunbookOutcome {
@@ -111,6 +112,7 @@ pub async fn run_runbook(
             inventory: sys.run_dir.join("inventory.yaml"),
         }),
         started_by: Some(format!("rehearsal in {}", sys.run_dir.display())),
+        observer,
         ..RunOptions::default()
     };
     let req = RunRequest {

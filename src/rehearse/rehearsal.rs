@@ -14,13 +14,15 @@ use super::series::Sample;
 use super::stage::{Stage, StageError};
 use super::verify::{steady_from, SteadyCriteria};
 use crate::detect::DetectorConfig;
+use crate::engine::Observer;
 use crate::plan::{MissingInputs, Overrides, PlanInputs, Source, SourcedInputs};
 use crate::runbook::LoadedRunbook;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What to rehearse and where to put the results.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Options {
     pub scenario: Scenario,
     /// The runbook, found and validated by the caller (`runbook::find`).
@@ -30,6 +32,8 @@ pub struct Options {
     pub report_dir: PathBuf,
     /// The `recover` binary to start the components with.
     pub exe: PathBuf,
+    /// Who shows the runbook's progress (None: the log).
+    pub observer: Option<Arc<dyn Observer>>,
 }
 
 /// The report and the series it was computed from (on the report's clock).
@@ -88,7 +92,16 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
             inputs = planned.as_ref().ok().cloned();
             runbook = match planned {
                 Ok(inputs) => {
-                    run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs).await
+                    let observer = opts.observer.clone();
+                    run_runbook(
+                        &mut stage.sys,
+                        clock,
+                        source,
+                        &opts.runbook,
+                        inputs,
+                        observer,
+                    )
+                    .await
                 }
                 Err(e) => RunbookOutcome {
                     started_s: clock.now_s(),

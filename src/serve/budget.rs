@@ -14,15 +14,17 @@ use super::config::BudgetConfig;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct TargetBudget {
     /// When runs started (pruned to the window).
+    #[serde(with = "crate::util::time::rfc3339::vec")]
     pub starts: Vec<SystemTime>,
     /// Failed or aborted runs since the last reset.
     pub failures: u32,
     /// Set when the breaker opened; cleared only by a reset.
+    #[serde(with = "crate::util::time::rfc3339::option")]
     pub breaker_opened_at: Option<SystemTime>,
     /// The last failures, newest last, for the loud message.
     pub last_failures: Vec<String>,
     /// When the last run on this target ended (for the cooldown).
-    #[serde(default)]
+    #[serde(default, with = "crate::util::time::rfc3339::option")]
     pub last_finished: Option<SystemTime>,
 }
 
@@ -33,11 +35,13 @@ pub struct BudgetView {
     pub limit: u32,
     pub remaining: u32,
     /// When the oldest counted run leaves the window (a slot frees up).
+    #[serde(with = "crate::util::time::rfc3339::option")]
     pub next_slot_at: Option<SystemTime>,
     pub breaker_open: bool,
     pub failures: u32,
     pub breaker_after: u32,
     /// No new run before this time (the last run ended less than `cooldown` ago).
+    #[serde(with = "crate::util::time::rfc3339::option")]
     pub cooldown_until: Option<SystemTime>,
 }
 

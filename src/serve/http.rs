@@ -15,7 +15,8 @@ use super::alert;
 use super::auth::{self, Admitted, AuthError, Presented, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use super::receiver::Receiver;
 use super::replay::Refusal;
-use crate::util::http_body::{read_body, BodyCaps, BodyError};
+use crate::util::http_body::{read_body, BodyCaps};
+use crate::util::http_refusal::{refusal, shaped_and_counted, CountRefusal};
 use crate::util::http_server::{self, Timeouts};
 
 /// How long a request body may take to arrive whole (a webhook is a few KiB).
@@ -23,7 +24,10 @@ const BODY_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The receiver's routes.
 pub fn router(rx: Arc<Receiver>) -> Router {
-    Router::new()
+    let counted = rx.clone();
+    let count: CountRefusal =
+        Arc::new(move |route, status| counted.metrics.refusal(route, status.as_u16()));
+    let routes = Router::new()
         .route("/alerts", post(alerts))
         .route("/runs", get(runs))
         .route("/runs/{id}", get(run))
@@ -32,7 +36,8 @@ pub fn router(rx: Arc<Receiver>) -> Router {
         .route("/admin/reset", post(reset))
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok\n" }))
-        .with_state(rx)
+        .with_state(rx);
+    shaped_and_counted(routes, count)
 }
 
 /// Serve until `shutdown` resolves, with the default header-read and write timeouts.
@@ -55,26 +60,12 @@ pub async fn serve_with(
     http_server::serve(listener, router(rx), timeouts, shutdown).await
 }
 
-fn error(status: StatusCode, body: serde_json::Value) -> Response {
-    let mut r = (status, Json(body)).into_response();
-    if status == StatusCode::UNAUTHORIZED {
-        r.headers_mut()
-            .insert(header::WWW_AUTHENTICATE, "Bearer".parse().expect("static"));
-    }
-    r
-}
-
 /// The request body within `max_body_bytes` and [`BODY_WITHIN`], or the answer refusing it.
 async fn body_within(rx: &Receiver, body: Body) -> Result<Bytes, Response> {
     let caps = BodyCaps::new(rx.cfg.max_body_bytes, BODY_WITHIN);
-    read_body(body, caps).await.map_err(|e| {
-        let status = match e {
-            BodyError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
-            BodyError::TooSlow { .. } => StatusCode::REQUEST_TIMEOUT,
-            BodyError::Read(_) => StatusCode::BAD_REQUEST,
-        };
-        error(status, json!({"error": e.to_string()}))
-    })
+    read_body(body, caps)
+        .await
+        .map_err(|e| refusal(e.status(), e.to_string(), Some("body")))
 }
 
 /// A valid token, or a valid signature used for the first time.
@@ -122,9 +113,10 @@ async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body)
     if let Err(e) = authenticate(&rx, &headers, &body) {
         rx.metrics.webhook("unauthorized");
         tracing::warn!("webhook refused: {e}");
-        return error(
+        return refusal(
             StatusCode::UNAUTHORIZED,
-            json!({"error": "unauthorized: send Authorization: Bearer <token>, or X-Recover-Timestamp: <unix seconds> and X-Recover-Signature: sha256=<hmac of timestamp.body>"}),
+            "unauthorized: send Authorization: Bearer <token>, or X-Recover-Timestamp: <unix seconds> and X-Recover-Signature: sha256=<hmac of timestamp.body>",
+            None,
         );
     }
     let payload = match alert::parse(&body) {
@@ -132,10 +124,7 @@ async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body)
         Err(e) => {
             rx.metrics.webhook("bad_request");
             tracing::warn!("webhook payload refused: {e}");
-            return error(
-                StatusCode::BAD_REQUEST,
-                json!({"error": e.to_string(), "field": e.field}),
-            );
+            return refusal(StatusCode::BAD_REQUEST, e.to_string(), Some(&e.field));
         }
     };
     rx.metrics.webhook("accepted");
@@ -157,10 +146,7 @@ async fn runs(State(rx): State<Arc<Receiver>>) -> Response {
 async fn run(State(rx): State<Arc<Receiver>>, Path(id): Path<String>) -> Response {
     let rec = rx.state().runs.get(&id).cloned();
     let Some(rec) = rec else {
-        return error(
-            StatusCode::NOT_FOUND,
-            json!({"error": format!("no run {id}")}),
-        );
+        return refusal(StatusCode::NOT_FOUND, format!("no run {id}"), None);
     };
     // The journal is JSONL; lines that do not parse (a torn last line) are kept as text.
     let journal: Option<Vec<serde_json::Value>> = match &rec.journal {
@@ -194,9 +180,10 @@ struct ResetBody {
 
 async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) -> Response {
     let Some(expected) = &rx.admin_token else {
-        return error(
+        return refusal(
             StatusCode::FORBIDDEN,
-            json!({"error": "the admin API is disabled: set auth.admin_token in serve.yaml"}),
+            "the admin API is disabled: set auth.admin_token in serve.yaml",
+            None,
         );
     };
     let body = match body_within(&rx, body).await {
@@ -212,25 +199,28 @@ async fn reset(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body) 
         ..Presented::default()
     };
     if auth::check(&admin, &presented, unix_now()).is_err() {
-        return error(
+        return refusal(
             StatusCode::UNAUTHORIZED,
-            json!({"error": "unauthorized: the admin API takes the admin token"}),
+            "unauthorized: the admin API takes the admin token",
+            None,
         );
     }
     let req: ResetBody = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
-            return error(
+            return refusal(
                 StatusCode::BAD_REQUEST,
-                json!({"error": format!("body: {e}; expected {{\"target\": \"local:demo\", \"budget\": false}}")}),
+                format!("body: {e}; expected {{\"target\": \"local:demo\", \"budget\": false}}"),
+                Some("body"),
             )
         }
     };
     match rx.reset(&req.target, req.budget) {
         Some(status) => Json(json!({ "reset": status })).into_response(),
-        None => error(
+        None => refusal(
             StatusCode::NOT_FOUND,
-            json!({"error": format!("unknown target {}", req.target)}),
+            format!("unknown target {}", req.target),
+            Some("target"),
         ),
     }
 }

@@ -54,6 +54,12 @@ pub struct ResultLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    pub route: String,
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct TargetLabel {
     pub target: String,
 }
@@ -74,6 +80,8 @@ pub struct ServeMetrics {
     pub breaker_open: Family<TargetLabel, Gauge>,
     /// 1 in act mode, 0 in observe mode.
     pub acting: Gauge,
+    /// HTTP requests refused (4xx, 5xx), by route template and status.
+    pub refusals: Family<RefusalLabels, Counter>,
 }
 
 impl Default for ServeMetrics {
@@ -135,6 +143,12 @@ impl ServeMetrics {
                 "1 in act mode, 0 in observe mode",
                 Gauge::default(),
             ),
+            refusals: register(
+                &mut r,
+                "http_refusals",
+                "HTTP requests refused (4xx and 5xx answers), by route and status",
+                Family::default(),
+            ),
             registry: r,
         }
     }
@@ -172,6 +186,16 @@ impl ServeMetrics {
         self.runs
             .get_or_create(&OutcomeLabel {
                 outcome: outcome.into(),
+            })
+            .inc();
+    }
+
+    /// One HTTP refusal on `route` (a route template, or `unmatched`).
+    pub fn refusal(&self, route: &str, status: u16) {
+        self.refusals
+            .get_or_create(&RefusalLabels {
+                route: route.into(),
+                status: status.to_string(),
             })
             .inc();
     }

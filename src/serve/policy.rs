@@ -45,9 +45,11 @@ pub enum Refusal {
     BudgetExhausted {
         used: u32,
         limit: u32,
+        #[serde(with = "crate::util::time::rfc3339::option")]
         next_slot_at: Option<SystemTime>,
     },
     Cooldown {
+        #[serde(with = "crate::util::time::rfc3339")]
         until: SystemTime,
     },
 }

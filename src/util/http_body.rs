@@ -51,6 +51,16 @@ impl BodyError {
     pub fn is_cap(&self) -> bool {
         !matches!(self, BodyError::Read(_))
     }
+
+    /// The answer a server gives a request whose body it refused for this: 413 over the
+    /// size cap, 408 past the time cap, 400 for a body that broke off.
+    pub fn status(&self) -> http::StatusCode {
+        match self {
+            BodyError::TooLarge { .. } => http::StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::TooSlow { .. } => http::StatusCode::REQUEST_TIMEOUT,
+            BodyError::Read(_) => http::StatusCode::BAD_REQUEST,
+        }
+    }
 }
 
 /// `16 MiB`, `64 KiB`, or `1000 bytes`.

@@ -22,6 +22,7 @@ pub struct DetectArgs {
     pub watch: Watch,
     #[command(flatten)]
     pub tuning: Tuning,
+    /// The verdict with its evidence in words, or as JSON.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
 }

@@ -1,6 +1,7 @@
 //! `wait.until`, and running a named check to its end (the ramp runs one at each rate).
 
 use super::super::check::{measure, record, CheckState, CheckStatus, Measurement};
+use super::super::progress::{ProgressEvent, Readings};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::runbook::action::WaitUntil;
 use std::sync::Arc;
@@ -40,16 +41,31 @@ pub(crate) async fn run_check(
         .ok_or_else(|| StepFailure::NoSuchCheck { name: name.into() })?;
     let mut st = CheckState::default();
     loop {
-        let m = match ctx.snapshot().await {
-            Ok(snap) => measure(check, &ctx.fixed.lookup(Some(&snap))),
-            Err(e) => Measurement::Inconclusive {
-                missing: vec![format!("(metric source: {e})")],
-            },
+        let (m, readings) = match ctx.snapshot().await {
+            Ok(snap) => {
+                let lookup = ctx.fixed.lookup(Some(&snap));
+                (measure(check, &lookup), Readings::read(&lookup))
+            }
+            Err(e) => (
+                Measurement::Inconclusive {
+                    missing: vec![format!("(metric source: {e})")],
+                },
+                Readings::default(),
+            ),
         };
         let status = record(check, &mut st, &m);
         if let Some(t) = tally {
             t.check(&st);
         }
+        ctx.emit(ProgressEvent::CheckMeasured {
+            step: step.to_string(),
+            check: name.to_string(),
+            measurement: m,
+            state: st.clone(),
+            needed: check.consecutive_successes,
+            failure_limit: check.failure_limit,
+            readings,
+        });
         match status {
             CheckStatus::Passed => {
                 ctx.info(
@@ -67,11 +83,7 @@ pub(crate) async fn run_check(
                     why,
                 })
             }
-            CheckStatus::Running => {
-                if !matches!(m, Measurement::Success) {
-                    ctx.info(step, format!("check {name}: {m:?}"));
-                }
-            }
+            CheckStatus::Running => {}
         }
         tokio::time::sleep(check.interval).await;
     }

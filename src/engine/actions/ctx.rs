@@ -3,6 +3,7 @@
 
 use super::super::batches::RestartProgress;
 use super::super::journal::{Event, Figures, Journal};
+use super::super::progress::log::log_event;
 use super::super::progress::ProgressEvent;
 use super::super::vars::Fixed;
 use super::super::RunOptions;
@@ -67,11 +68,18 @@ impl Ctx {
         record_to(&self.journal, event);
     }
 
+    /// Publish a progress event to the run's observer, or to the log without one.
     pub fn emit(&self, e: ProgressEvent) {
         match &self.opts.observer {
-            Some(o) => o.event(&e),
-            None => tracing::info!("{e:?}"),
+            Some(o) => o.event(&self.run_id, &e),
+            None => log_event(&self.run_id, &e),
         }
+    }
+
+    /// Whether anyone shows the figures live (without an observer they are not sampled
+    /// between checks).
+    pub(crate) fn watched(&self) -> bool {
+        self.opts.observer.is_some()
     }
 
     pub(crate) fn info(&self, step: &str, message: String) {

@@ -5,7 +5,9 @@
 use super::checks::run_check;
 use super::ctx::figure;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::engine::ramp::{next_move, RampMove, RampParams, RampState};
+use crate::engine::journal::Event;
+use crate::engine::progress::{ProgressEvent, Readings};
+use crate::engine::ramp::{next_move, RampDecision, RampMove, RampParams, RampState};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
 use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
@@ -114,11 +116,19 @@ impl Act for GateRamp {
                 applied = Some(st.rate);
                 tally.did(format!("admit {:.1} req/s", st.rate));
             }
-            ctx.info(
-                step,
-                format!("admitting {:.1} req/s; holding {}", st.rate, dur(hold)),
-            );
-            tokio::time::sleep(hold).await;
+            ctx.emit(ProgressEvent::RampHolding {
+                step: step.to_string(),
+                check: self.check.clone(),
+                check_needed: ctx
+                    .rb
+                    .checks
+                    .get(&self.check)
+                    .map_or(0, |c| c.consecutive_successes),
+                hold_s: hold.as_secs_f64(),
+                params: p,
+                state: st.clone(),
+            });
+            hold_watching(ctx, step, hold).await;
             let checked = run_check(ctx, step, &self.check, None)
                 .await
                 .map(|_| ())
@@ -128,15 +138,22 @@ impl Act for GateRamp {
                 .await
                 .ok()
                 .and_then(|s| s.get(&self.rejected_signal));
-            match next_move(&p, &mut st, checked, rejected) {
+            let at_rate = st.rate;
+            let check_failed = checked.clone().err();
+            let decision = next_move(&p, &mut st, checked, rejected);
+            let decided = RampDecision {
+                step: step.to_string(),
+                at_rate,
+                rejected,
+                check_failed,
+                decision: decision.clone(),
+            };
+            ctx.record(Event::RampDecided(decided.clone()));
+            ctx.emit(ProgressEvent::RampDecided(decided));
+            match decision {
                 RampMove::Raise { .. } => tally.add("raises", 1.0),
-                RampMove::Hold { reason, .. } => ctx.info(step, reason),
-                RampMove::StepBack { rate, reason } => ctx.info(
-                    step,
-                    format!("relapse ({reason}); stepping back to {rate:.1} req/s and holding"),
-                ),
+                RampMove::Hold { .. } | RampMove::StepBack { .. } => {}
                 RampMove::Finish { reason } => {
-                    ctx.info(step, format!("{reason}; lifting the limit"));
                     let lift = Limit {
                         note: Some(format!(
                             "lifted by recover run {} (runbook {}, step {step}): {reason}",
@@ -155,7 +172,6 @@ impl Act for GateRamp {
                          Next: add capacity (replicas) and lift the limit by hand \
                          (PUT /admin/limit with rate_per_s null), or find what still offers the excess"
                     );
-                    ctx.info(step, next.clone());
                     tracing::warn!(run_id = %ctx.run_id, "{next}");
                     figures(&st, false);
                     tally.say(next);
@@ -190,6 +206,30 @@ impl Act for GateRamp {
             self.max_relapses,
             self.ceiling_holds
         )]
+    }
+}
+
+/// Wait out a ramp's hold; while someone watches, publish what the signals show at the
+/// runbook's observe interval, so the live view does not freeze between checks.
+async fn hold_watching(ctx: &Ctx, step: &str, hold: Duration) {
+    if !ctx.watched() {
+        tokio::time::sleep(hold).await;
+        return;
+    }
+    let until = tokio::time::Instant::now() + hold;
+    let every = ctx.rb.observe.interval.max(Duration::from_millis(100));
+    loop {
+        if let Ok(snap) = ctx.snapshot().await {
+            ctx.emit(ProgressEvent::Observed {
+                step: step.to_string(),
+                readings: Readings::read(&ctx.fixed.lookup(Some(&snap))),
+            });
+        }
+        let now = tokio::time::Instant::now();
+        if now >= until {
+            return;
+        }
+        tokio::time::sleep((until - now).min(every)).await;
     }
 }
 
@@ -229,6 +269,10 @@ async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailur
             what: "setting the gate limit".into(),
             source,
         })?;
+    ctx.emit(ProgressEvent::LimitSet {
+        step: step.to_string(),
+        rate_per_s: limit.rate_per_s,
+    });
     let after = limit_json(gate.get_limit().await);
     let figs = limit
         .rate_per_s

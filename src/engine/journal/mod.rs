@@ -7,6 +7,7 @@ mod resume;
 
 pub use resume::{legacy_target, resume_point, Decided, JournalError, ResumePoint};
 
+use super::ramp::RampDecision;
 use super::report::{Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
@@ -103,6 +104,8 @@ pub enum Event {
         #[serde(default)]
         figures: Figures,
     },
+    /// A readmission move and what it was decided from.
+    RampDecided(RampDecision),
     FailurePhase {
         reason: String,
     },

@@ -111,7 +111,10 @@ impl GateControl for HttpGate {
         if !same(&now, limit) {
             return Err(call(
                 &what,
-                format!("the gate reports {now:?} after the PUT, not the limit sent"),
+                format!(
+                    "the gate reports {} after the PUT, not the limit sent",
+                    serde_json::to_string(&now).unwrap_or_default()
+                ),
             ));
         }
         Ok(())

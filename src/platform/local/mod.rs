@@ -299,7 +299,9 @@ impl Platform for LocalPlatform {
     }
 
     async fn record_event(&self, event: &StepEvent) -> Result<(), PlatformError> {
-        tracing::info!(run_id = %event.run_id, step = %event.step, phase = %event.phase, "{}", event.message);
+        // The engine's progress says the same in words; a local target has no event
+        // store of its own, so this is detail.
+        tracing::debug!(run_id = %event.run_id, step = %event.step, phase = %event.phase, "{}", event.message);
         Ok(())
     }
 }
