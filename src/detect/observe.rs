@@ -36,6 +36,27 @@ pub async fn observe(
     }
 }
 
+/// The window ending now: out of the source's stored history at once when it keeps one
+/// (Prometheus: minutes of 15-60 s scrapes need not be waited out at 3 am), else observed
+/// live with [`observe`]. `on_snapshot` sees each live snapshot.
+pub async fn recent_window(
+    source: &dyn MetricSource,
+    signals: &BTreeMap<String, SignalSpec>,
+    span: Duration,
+    interval: Duration,
+    on_snapshot: impl FnMut(&Snapshot),
+) -> Result<Vec<Snapshot>, MetricError> {
+    let end = SystemTime::now();
+    if let Some(history) = source
+        .history(signals, end - span, end, interval)
+        .await?
+        .filter(|w| w.len() >= 2)
+    {
+        return Ok(history);
+    }
+    observe(source, signals, span, interval, on_snapshot).await
+}
+
 /// How long to observe so the detector can say Stuck: the longer of grace and persist,
 /// plus the rate window (the first rates need that much history) and one interval.
 pub fn span_needed(

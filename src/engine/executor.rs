@@ -74,7 +74,7 @@ async fn observe(
     let span = rb.observe_span();
     let of = (span.as_secs_f64() / interval.as_secs_f64()).ceil() as u32 + 1;
     let mut n = 0;
-    let watch = crate::detect::observe::observe(metrics, &rb.signals, span, interval, |_| {
+    let watch = crate::detect::observe::recent_window(metrics, &rb.signals, span, interval, |_| {
         n += 1;
         if let Some(o) = &opts.observer {
             o.event(run_id, &ProgressEvent::Observing { sample: n, of });
@@ -142,7 +142,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         metrics,
         options,
     } = req;
-    let rb = loaded.runbook.clone();
+    let rb = loaded.runbook.at_resolution(metrics.resolution().await?)?;
     let run_id = journal::new_run_id();
     let started_at = now_rfc3339();
     let (target, locked_by) = (platform.clone(), run_id.clone());

@@ -144,6 +144,8 @@ pub enum EngineError {
     BadJournal(#[from] journal::JournalError),
     #[error("metrics: {0}")]
     Metrics(#[from] MetricError),
+    #[error("refused: the runbook's detection windows do not fit the metrics: {0}")]
+    Windows(#[from] crate::detect::windows::WindowError),
     #[error("platform: {0}")]
     Platform(#[source] PlatformError),
     #[error("{0}")]
@@ -192,7 +194,9 @@ impl EngineError {
     pub fn exit(&self) -> crate::exit::Exit {
         use crate::exit::Exit;
         match self {
-            EngineError::Runbook(_) | EngineError::BadJournal(_) => Exit::Usage,
+            EngineError::Runbook(_) | EngineError::BadJournal(_) | EngineError::Windows(_) => {
+                Exit::Usage
+            }
             _ => Exit::Refused,
         }
     }

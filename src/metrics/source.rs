@@ -35,6 +35,12 @@ pub trait MetricSource: Send + Sync {
         &self,
         signals: &BTreeMap<String, SignalSpec>,
     ) -> Result<Snapshot, MetricError>;
+    /// How often the source's data was sampled (Prometheus' scrape interval), when it is
+    /// coarser than the reads: the detection windows must then stretch to it. `None` when
+    /// each read is a fresh scrape (the reads set the resolution).
+    async fn resolution(&self) -> Result<Option<Duration>, MetricError> {
+        Ok(None)
+    }
     /// Snapshots every `step` from `start` to `end`, out of the source's stored history;
     /// `None` when the source keeps none (scraping `/metrics` directly sees only now).
     async fn history(

@@ -59,6 +59,33 @@ impl Runbook {
             crate::detect::observe::span_needed(&self.detect, rate_window, self.observe.interval)
         })
     }
+
+    /// The runbook as it must judge data sampled every `scrape` (a Prometheus source): grace
+    /// and persist stretched to their `*_scrapes` (or refused when they cannot be measured
+    /// there), observations no closer than one scrape, and a window long enough to say
+    /// Stuck with rates over `$__rate_interval`. Unchanged when the reads are the scrapes.
+    pub fn at_resolution(
+        &self,
+        scrape: Option<Duration>,
+    ) -> Result<Runbook, crate::detect::windows::WindowError> {
+        use crate::detect::windows;
+        let Some(scrape) = scrape.filter(|s| !s.is_zero()) else {
+            return Ok(self.clone());
+        };
+        let (detect, _, _) =
+            windows::at_resolution(&self.detect, scrape, &windows::Fields::runbook())?;
+        let interval = self.observe.interval.max(scrape);
+        let rate_window = crate::metrics::promql::interval::rate_interval(scrape, interval);
+        let mut rb = self.clone();
+        let span = self
+            .observe
+            .span
+            .unwrap_or_else(|| crate::detect::observe::span_needed(&detect, rate_window, interval));
+        rb.observe.span = Some(span.max(interval));
+        rb.observe.interval = interval;
+        rb.detect = detect;
+        Ok(rb)
+    }
 }
 
 /// A repeated measurement with a verdict, modelled on Argo Rollouts analysis runs.

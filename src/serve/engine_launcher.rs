@@ -54,13 +54,19 @@ impl EngineLauncher {
 impl RunLauncher for EngineLauncher {
     async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
         let (loaded, _platform, metrics) = self.prepare(&req.runbook, &req.target).await?;
-        let rb = &loaded.runbook;
+        // On Prometheus data the windows follow its scrape interval, as the engine's do.
+        let rb = &loaded.runbook.at_resolution(metrics.resolution().await?)?;
         // The same window the engine observes before it decides.
         let interval = rb.observe.interval;
         let span = rb.observe_span();
-        let window =
-            crate::detect::observe::observe(metrics.as_ref(), &rb.signals, span, interval, |_| {})
-                .await?;
+        let window = crate::detect::observe::recent_window(
+            metrics.as_ref(),
+            &rb.signals,
+            span,
+            interval,
+            |_| {},
+        )
+        .await?;
         // A service stuck for longer than the window shows no healthy moment in it: the
         // judgement looks back over the metrics history for what the window lacks.
         Ok(crate::detect::observe::judge(

@@ -82,6 +82,8 @@ pub enum LaunchError {
     Connect(#[from] crate::platform::ConnectError),
     #[error("metrics: {0}")]
     Metrics(#[from] crate::metrics::source::MetricError),
+    #[error("the runbook's detection windows do not fit the metrics: {0}")]
+    Windows(#[from] crate::detect::windows::WindowError),
 }
 
 /// Starts real things; the receiver only decides.

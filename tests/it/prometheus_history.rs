@@ -195,3 +195,68 @@ async fn windows_the_data_cannot_measure_and_missing_roles_are_refused_by_name()
     );
     assert_eq!(v["windows"]["scrape_interval_from"], "--scrape-interval");
 }
+
+/// The engine and serve judge Prometheus data as `recover detect` does: the shipped
+/// runbook's windows stretch to the scrape interval (grace 4, persist 8 scrapes, one
+/// observation per scrape) and the window ending now comes out of the history at once,
+/// so the run decides on a service stuck for ten minutes without waiting minutes of
+/// scrapes. A persist the data cannot measure is refused, naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval() {
+    use recover::detect::observe::recent_window;
+    use recover::detect::VerdictKind;
+    use recover::engine::planning::plan_run;
+    use recover::metrics::promql::PromqlSource;
+    use recover::metrics::source::MetricSource;
+    use recover::plan::Overrides;
+    use std::time::{SystemTime, UNIX_EPOCH};
+
+    let scrape = Duration::from_secs(15);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    // Stuck since ten minutes ago; the record runs ten minutes past now, so "now" has data
+    // whenever the test reads it.
+    let mut inc = Incident::recorded(scrape);
+    inc.start = (now - inc.healthy.as_secs() - inc.outage.as_secs() - 600) / 60 * 60;
+    let prom = Prometheus::backfilled(&inc.openmetrics()).await;
+
+    let rb = recover::runbook::find("stuck-overload", &[])
+        .unwrap()
+        .runbook;
+    let src = PromqlSource::new(&prom.base, Duration::from_secs(10))
+        .unwrap()
+        .with_roles(rb.roles.clone());
+    let resolution = src.resolution().await.unwrap();
+    assert_eq!(resolution, Some(scrape));
+    let at = rb.at_resolution(resolution).unwrap();
+    assert_eq!(at.detect.grace, 4 * scrape);
+    assert_eq!(at.detect.persist, 8 * scrape);
+    assert_eq!(at.observe.interval, scrape);
+    let span = at.observe_span();
+    assert!(span >= 8 * scrape + 4 * scrape, "span {span:?}");
+
+    let asked = SystemTime::now();
+    let window = recent_window(&src, &at.signals, span, at.observe.interval, |_| {})
+        .await
+        .unwrap();
+    // Out of the history: its first snapshot is a span before the call (a live
+    // observation would start at the call and wait the span out).
+    let first = window.first().unwrap().at;
+    assert!(
+        first + span <= asked + at.observe.interval,
+        "the window starts at {first:?}, not {span:?} before {asked:?}"
+    );
+    let planned = plan_run(&at, &window, None, &Overrides::default(), None)
+        .unwrap_or_else(|e| panic!("the engine refused 15 s data: {e}"));
+    assert_eq!(planned.verdict.verdict, VerdictKind::Stuck, "{planned:#?}");
+
+    let mut strict = rb.clone();
+    strict.detect.persist_scrapes = None;
+    let e = strict.at_resolution(resolution).unwrap_err().to_string();
+    assert!(
+        e.contains("spec.detect.persist = 10s cannot be measured on data scraped every 15s"),
+        "{e}"
+    );
+}

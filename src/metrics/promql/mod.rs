@@ -389,6 +389,10 @@ impl MetricSource for PromqlSource {
         Ok(Snapshot { at, readings })
     }
 
+    async fn resolution(&self) -> Result<Option<Duration>, MetricError> {
+        self.scrape_interval(None).await.map(|s| Some(s.value))
+    }
+
     async fn history(
         &self,
         signals: &BTreeMap<String, SignalSpec>,
