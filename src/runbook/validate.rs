@@ -117,6 +117,14 @@ pub(crate) fn validate(
                 "a signal needs a `scrape` or a `promql` expression",
             );
         }
+        // A scrape expression that does not parse would fail every read of the signal at
+        // run time, after the run has started acting: refuse it here.
+        if let Some(Err(e)) = s.scrape.as_deref().map(crate::metrics::scrape::expr::parse) {
+            rep.at(
+                &[k("spec"), k("signals"), k(sig), k("scrape")],
+                e.to_string(),
+            );
+        }
     }
     if spec.observe.interval.is_zero() {
         rep.at(

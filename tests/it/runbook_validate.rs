@@ -83,6 +83,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "spec.steps[0].name",
         "unexpected end of stream",
     ),
+    (
+        "bad-scrape-expr.yaml",
+        "9:7",
+        "spec.signals.queue_depth.scrape",
+        "expected ']' after the range",
+    ),
 ];
 
 #[test]
