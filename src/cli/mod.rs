@@ -149,6 +149,20 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 pub fn dispatch(cli: Cli) -> CliResult {
+    if matches!(
+        cli.command,
+        Some(
+            Command::Detect(_)
+                | Command::Plan(_)
+                | Command::Runbooks(_)
+                | Command::History(_)
+                | Command::Simulate(_)
+                | Command::Completions(_)
+                | Command::Man(_)
+        )
+    ) {
+        recover::util::pipe::end_quietly_on_closed_pipe();
+    }
     match cli.command {
         Some(Command::Gate(a)) => gate::run(a),
         Some(Command::Demo(c)) => demo::run(c),

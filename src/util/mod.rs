@@ -13,6 +13,7 @@ pub mod http_refusal;
 pub mod http_server;
 pub mod logging;
 pub mod net;
+pub mod pipe;
 pub mod rlimit;
 pub mod secret;
 pub mod table;

@@ -218,3 +218,52 @@ fn serve_usage_shows_listen_and_config_as_required() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--config <FILE>"), "{err}");
 }
+
+/// `recover ... | head`: a reader that goes away early ends the printing commands quietly,
+/// as it ends any Unix tool (by SIGPIPE), never with a panic and a backtrace on stderr.
+/// The pipe is shrunk to one page so that the output does not fit in it.
+#[test]
+fn a_closed_pipe_ends_the_printing_commands_without_a_panic() {
+    use std::io::Read;
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    for args in [
+        &["completions", "bash"][..],
+        &["completions", "zsh"][..],
+        &["man"][..],
+    ] {
+        let mut fds = [0; 2];
+        // SAFETY: pipe2() fills the two descriptors, which are then owned below. Close on
+        // exec: the child must not hold the read end open itself.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        let (read_end, write_end) =
+            unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: fcntl on a descriptor we own.
+        assert!(unsafe { libc::fcntl(fds[1], libc::F_SETPIPE_SZ, 4096) } >= 4096);
+        let mut child = Command::new(BIN)
+            .args(args)
+            .stdout(Stdio::from(write_end))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read one byte, then hang up: the rest is written into a closed pipe.
+        let mut reader = std::fs::File::from(read_end);
+        let mut first = [0u8; 1];
+        reader.read_exact(&mut first).unwrap();
+        drop(reader);
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let status = child.wait().unwrap();
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            status.success() || status.signal() == Some(libc::SIGPIPE),
+            "{args:?}: {status:?}: {err}"
+        );
+    }
+}
