@@ -2,17 +2,18 @@
 //! 12 unknown, so hooks can branch on the exit code.
 
 mod history;
+mod show;
 
 use super::{runtime, CliResult, Failure, Output};
 use history::{from_prometheus, report};
 use recover::detect::windows::{self, Fields, Windows};
 use recover::detect::{default_signals, observe, DetectorConfig, Verdict};
-use recover::exit::Exit;
 use recover::metrics::promql::interval::ScrapeInterval;
 use recover::metrics::promql::roles;
 use recover::metrics::scrape::{parse_target, ScrapeSource};
 use recover::metrics::signal::{SignalSpec, Snapshot};
 use recover::metrics::source::MetricError;
+pub use show::print_verdict;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -330,103 +331,4 @@ fn unknown(summary: String) -> Verdict {
         summary,
         ..Verdict::default()
     }
-}
-
-/// The verdict as JSON, with the windows used beside its fields.
-#[derive(serde::Serialize)]
-struct Shown<'a> {
-    #[serde(flatten)]
-    verdict: &'a Verdict,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    windows: Option<&'a Windows>,
-}
-
-pub fn print_verdict(
-    v: &Verdict,
-    windows: Option<&Windows>,
-    output: Output,
-) -> Result<(), Failure> {
-    match output {
-        Output::Json => {
-            let text = serde_json::to_string_pretty(&Shown {
-                verdict: v,
-                windows,
-            })
-            .map_err(|e| Failure::new(Exit::Failed, e))?;
-            println!("{text}");
-        }
-        Output::Text => {
-            println!("{}: {}", v.verdict.as_str(), v.summary);
-            if let Some(w) = windows {
-                println!("{}", w.describe());
-            }
-            for line in estimate_lines(v) {
-                println!("{line}");
-            }
-            println!("evidence:");
-            for e in &v.evidence {
-                let val = e.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
-                let since = e
-                    .for_s
-                    .map(|s| format!(" (for {s:.1}s)"))
-                    .unwrap_or_default();
-                println!("  {}{val}: {}{since}", e.signal, e.note);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// One line per estimate: its value and whether it was measured, declared or assumed, and
-/// from what.
-pub fn estimate_lines(v: &Verdict) -> Vec<String> {
-    let s = &v.sources;
-    let line = |name: &str,
-                unit: &str,
-                value: Option<f64>,
-                source: Option<recover::detect::Source>,
-                from: Option<&str>| match value {
-        Some(x) => format!(
-            "{name} {x:.2}{unit} ({}{})",
-            source.map_or("measured", |s| s.as_str()),
-            from.map(|f| format!(": {f}")).unwrap_or_default()
-        ),
-        None => format!("{name} unknown"),
-    };
-    let range = v
-        .k_range
-        .filter(|[lo, hi]| hi > lo)
-        .map(|[lo, hi]| format!("; candidates ranged {lo:.2} .. {hi:.2}"))
-        .unwrap_or_default();
-    vec![
-        line(
-            "arrival",
-            " req/s",
-            v.arrival_rate,
-            s.arrival_rate,
-            Some("offered rate now"),
-        ),
-        line(
-            "capacity",
-            " req/s",
-            v.capacity,
-            s.capacity,
-            v.capacity_from.as_deref(),
-        ),
-        line(
-            "capacity_cold",
-            " req/s",
-            v.capacity_cold,
-            s.capacity_cold,
-            v.capacity_cold_from.as_deref(),
-        ),
-        line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
-        line(
-            "demand",
-            " req/s",
-            v.demand,
-            s.demand,
-            v.demand_from.as_deref(),
-        ),
-    ]
 }
