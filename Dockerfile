@@ -1,7 +1,7 @@
 # One binary, one small image: `recover` runs the gate, the demo service, the workers and
 # the controller (see manifests/). Build: docker build -t recover:0.1.0 .  (the manifests
 # pin that tag: the crate's version). Not built on the development machines (no Docker
-# engine there); see README "Kubernetes".
+# engine there); see docs/guide/kubernetes.md.
 #
 # It runs as user and group 10001 (the manifests' runAsUser), never root, in a working
 # directory that user owns (/var/lib/recover: journals go to ./recover-runs by default).

@@ -1,6 +1,6 @@
 //! `recover demo config-service` and `recover demo workers`: flags onto
 //! `recover::demo::{config_service, workers}`. Defaults are the laptop scenario of
-//! `recover::demo::defaults` (see the README section `recover demo`).
+//! `recover::demo::defaults` (see docs/reference/demo.md).
 
 use super::{CliResult, Failure};
 use recover::demo::config_service::{self, ServiceConfig};
@@ -224,8 +224,8 @@ mod tests {
         }
     }
 
-    /// The flag defaults are the numbers of `recover::demo::defaults`, which the README
-    /// and the rehearsal reason with.
+    /// The flag defaults are the numbers of `recover::demo::defaults`, which the docs
+    /// (docs/design/arithmetic.md) and the rehearsal reason with.
     #[test]
     fn flag_defaults_are_the_library_defaults() {
         let DemoCommand::ConfigService(a) = parse(&[

@@ -1,5 +1,6 @@
 //! The default numbers of the laptop scenario, in one place, so the CLI defaults, the
-//! rehearsal, the tests and the README all reason with the same system.
+//! rehearsal, the tests and the docs (docs/design/arithmetic.md) all reason with the same
+//! system.
 //!
 //! The arithmetic (C = capacity in requests per second):
 //!
@@ -93,7 +94,7 @@ pub fn recovery_rate() -> f64 {
 mod tests {
     use super::*;
 
-    /// The scenario's claims hold for the chosen numbers (they are what the README says).
+    /// The scenario's claims hold for the chosen numbers (they are what the docs say).
     #[test]
     fn default_numbers_make_a_metastable_system() {
         let (cw, d, r) = (capacity_warm(), demand(), retry_loop_rate());

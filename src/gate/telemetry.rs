@@ -1,5 +1,5 @@
-//! The gate's `/metrics`, with the names and labels fixed in TEAM.md: the engine, the
-//! detector and the rehearsal scrape these, so a rename breaks them.
+//! The gate's `/metrics`, with the names and labels in docs/reference/metrics.md: the
+//! engine, the detector and the rehearsal scrape these, so a rename breaks them.
 //!
 //! Every labelled child is resolved once at start and kept as a handle, so the hot path
 //! touches one atomic per counter instead of a labelled family's lock and hash map.

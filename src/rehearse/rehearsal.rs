@@ -1,8 +1,8 @@
 //! The rehearsal from start to report: stage the incident, detect, run the runbook through
 //! the engine, verify a held steady state, tear down, then the baselines.
 //!
-//! Why it exists: this is the sequence the README promises; keeping it in one short
-//! function makes the order of events (and so the report's clock) easy to audit.
+//! Why it exists: this is the sequence docs/guide/rehearsing.md promises; keeping it in one
+//! short function makes the order of events (and so the report's clock) easy to audit.
 
 use super::assemble::{assemble, Facts};
 use super::baselines::{self, Baseline};

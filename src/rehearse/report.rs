@@ -45,8 +45,9 @@ pub struct Report {
     /// Seconds from the first runbook action until steady state was reached (and then
     /// held); null if never.
     pub time_to_recover_s: Option<f64>,
-    /// The fastest recovery physically possible for this system (formula in the README,
-    /// inputs in `lower_bound`); null when its inputs could not be measured.
+    /// The fastest recovery physically possible for this system (formula in
+    /// docs/design/arithmetic.md, inputs in `lower_bound`); null when its inputs could not
+    /// be measured.
     pub lower_bound_s: Option<f64>,
     pub lower_bound: Option<LowerBound>,
     /// Times the measured system fell back into the stuck state after it had started to
@@ -110,7 +111,8 @@ pub struct ScenarioFacts {
     pub attempt_header: String,
 }
 
-/// Inputs and result of the lower-bound formula (README, `## recover rehearse`):
+/// Inputs and result of the lower-bound formula (docs/design/arithmetic.md, "The lower
+/// bound"):
 /// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LowerBound {

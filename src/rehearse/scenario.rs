@@ -91,8 +91,9 @@ pub struct WorkersSpec {
     pub idempotency_key: bool,
 }
 
-// The laptop scenario of the demo system: `demo::defaults` (its README section explains
-// the arithmetic), so the rehearsal follows the demo's numbers wherever they change.
+// The laptop scenario of the demo system: `demo::defaults` (docs/design/arithmetic.md
+// explains the arithmetic), so the rehearsal follows the demo's numbers wherever they
+// change.
 impl Default for ServiceSpec {
     fn default() -> Self {
         ServiceSpec {

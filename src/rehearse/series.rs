@@ -201,7 +201,7 @@ pub fn quantile_from_buckets(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
 }
 
 /// Derive the figures at `now` over the window since `base`. Metric names are the
-/// contracts in TEAM.md.
+/// contracts in docs/reference/metrics.md.
 pub fn derive(base: &RawScrape, now: &RawScrape) -> Sample {
     use Role::*;
     const REQ: &str = "recover_gate_requests_total";

@@ -18,6 +18,7 @@ mod detect_demo;
 mod detect_exposition;
 mod detect_history;
 mod detect_windows;
+mod docs_links;
 mod engine_abort_e2e;
 mod engine_exit_codes;
 mod engine_live_e2e;

@@ -199,18 +199,14 @@ fn the_kubernetes_scrape_config_is_valid_and_the_pods_are_annotated() {
     }
 }
 
-/// The README's Prometheus section: every promtool and amtool command in it runs as
-/// written from the repository root, and its runbook excerpt is the shipped runbook's.
+/// The Prometheus guide (docs/guide/prometheus.md): every promtool and amtool command in
+/// it runs as written from the repository root, and its runbook excerpt is the shipped
+/// runbook's.
 #[test]
-fn the_readme_prometheus_commands_work_as_written() {
+fn the_prometheus_guide_commands_work_as_written() {
     require("promtool", "prometheus");
     require("amtool", "prometheus-alertmanager");
-    let readme = std::fs::read_to_string(root("README.md")).unwrap();
-    let start = readme
-        .find("\n## Prometheus\n")
-        .expect("a Prometheus section");
-    let section = &readme[start + 1..];
-    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
+    let section = std::fs::read_to_string(root("docs/guide/prometheus.md")).unwrap();
     let mut ran = 0;
     for line in section.lines() {
         if !(line.starts_with("promtool ") || line.starts_with("amtool ")) {
@@ -227,11 +223,11 @@ fn the_readme_prometheus_commands_work_as_written() {
         }
         ran += 1;
     }
-    assert_eq!(ran, 4, "the section's promtool and amtool commands");
+    assert_eq!(ran, 4, "the guide's promtool and amtool commands");
     let runbook = std::fs::read_to_string(root("runbooks/stuck-overload.yaml")).unwrap();
     for l in section.lines().filter(|l| {
         l.trim_start().starts_with("promql: ") || l.contains(": app_kubernetes_io_name=")
     }) {
-        assert!(runbook.contains(l), "README line not in the runbook: {l}");
+        assert!(runbook.contains(l), "guide line not in the runbook: {l}");
     }
 }

@@ -1,52 +1,30 @@
-//! The README's blocks that claim to work, checked: what it tells a user runs or
+//! The documentation's blocks that claim to work, checked: what it tells a user runs or
 //! validates as written. Blocks are picked by their info string, so untagged blocks
 //! (prose, sketches) and other people's edits are left alone:
-//! - `sh 3am`: the 3 am path, run in order in an empty directory with `recover` on the
-//!   PATH, each command (a `\` continues a line) expected to exit 0, or N when its comment
-//!   says `exit N`; no placeholders and no paths under /run or /etc;
-//! - `yaml runbook`, `yaml inventory`, `yaml serve`, `yaml scenario`: validated by the
-//!   runbook validator, the inventory parser, the receiver's config parser and the
-//!   rehearsal's scenario parser.
+//! - `sh 3am` (in the README, where a newcomer finds it): the 3 am path, run in order in an
+//!   empty directory with `recover` on the PATH, each command (a `\` continues a line)
+//!   expected to exit 0, or N when its comment says `exit N`; no placeholders and no paths
+//!   under /run or /etc;
+//! - `yaml runbook`, `yaml inventory`, `yaml serve`, `yaml scenario`, in any documentation
+//!   file (README.md, ARCHITECTURE.md, docs/): validated by the runbook validator, the
+//!   inventory parser, the receiver's config parser and the rehearsal's scenario parser.
 
+use crate::support::docs::{self, Block};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-struct Block {
-    tag: String,
-    /// README line of the opening fence.
-    line: usize,
-    text: String,
+/// The README's blocks.
+fn readme() -> Vec<Block> {
+    docs::blocks("README.md", &docs::read("README.md"))
 }
 
-fn readme() -> String {
-    let p = format!("{}/README.md", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{p}: {e}"))
-}
-
-/// Fenced blocks with their info string (`sh 3am`, `yaml runbook`, ...).
-fn blocks(text: &str) -> Vec<Block> {
-    let mut out = Vec::new();
-    let mut open: Option<Block> = None;
-    for (i, line) in text.lines().enumerate() {
-        let fence = line.trim_start().starts_with("```");
-        match (&mut open, fence) {
-            (None, true) => {
-                open = Some(Block {
-                    tag: line.trim_start().trim_start_matches('`').trim().to_string(),
-                    line: i + 1,
-                    text: String::new(),
-                })
-            }
-            (Some(_), true) => out.extend(open.take()),
-            (Some(b), false) => {
-                b.text.push_str(line);
-                b.text.push('\n');
-            }
-            (None, false) => {}
-        }
-    }
-    out
+/// Every documentation file's blocks.
+fn all_docs() -> Vec<Block> {
+    docs::files()
+        .iter()
+        .flat_map(|f| docs::blocks(f, &docs::read(f)))
+        .collect()
 }
 
 fn tagged<'a>(all: &'a [Block], tag: &str) -> Vec<&'a Block> {
@@ -56,6 +34,7 @@ fn tagged<'a>(all: &'a [Block], tag: &str) -> Vec<&'a Block> {
 /// A shell command and the exit code its comment expects (`# ... exit 10 ...`).
 #[derive(Debug)]
 struct Step {
+    file: String,
     line: usize,
     command: String,
     expect: i32,
@@ -93,6 +72,7 @@ fn steps(block: &Block) -> Vec<Step> {
             })
             .unwrap_or(0);
         out.push(Step {
+            file: block.file.clone(),
             line: start,
             command,
             expect,
@@ -103,8 +83,11 @@ fn steps(block: &Block) -> Vec<Step> {
 
 #[test]
 fn readme_blocks_that_claim_to_work_are_valid() {
-    let all = blocks(&readme());
-    let path_3am: Vec<Step> = tagged(&all, "sh 3am").into_iter().flat_map(steps).collect();
+    let readme = readme();
+    let path_3am: Vec<Step> = tagged(&readme, "sh 3am")
+        .into_iter()
+        .flat_map(steps)
+        .collect();
     assert!(
         path_3am.len() >= 5,
         "the README's 3 am path (`sh 3am` blocks) is missing: {path_3am:?}"
@@ -113,36 +96,50 @@ fn readme_blocks_that_claim_to_work_are_valid() {
         for bad in ["...", "/run/", "/etc/", "<", ">"] {
             assert!(
                 !s.command.contains(bad),
-                "README.md:{}: `{}` cannot run as written ({bad:?})",
+                "{}:{}: `{}` cannot run as written ({bad:?})",
+                s.file,
                 s.line,
                 s.command
             );
         }
     }
-    let runbooks = tagged(&all, "yaml runbook");
+    let all = all_docs();
+    let elsewhere: Vec<String> = tagged(&all, "sh 3am")
+        .iter()
+        .filter(|b| b.file != "README.md")
+        .map(|b| b.at())
+        .collect();
     assert!(
-        !runbooks.is_empty(),
-        "no `yaml runbook` block in the README"
+        elsewhere.is_empty(),
+        "`sh 3am` blocks belong in the README, which the e2e test runs: {elsewhere:?}"
     );
-    for b in runbooks {
-        if let Err(e) = recover::runbook::parse_str(&format!("README.md:{}", b.line), &b.text) {
-            panic!("README.md:{}: the runbook example is invalid:\n{e}", b.line);
+    for tag in [
+        "yaml runbook",
+        "yaml inventory",
+        "yaml serve",
+        "yaml scenario",
+    ] {
+        assert!(
+            !tagged(&all, tag).is_empty(),
+            "no `{tag}` block in the documentation"
+        );
+    }
+    for b in tagged(&all, "yaml runbook") {
+        if let Err(e) = recover::runbook::parse_str(&b.at(), &b.text) {
+            panic!("{}: the runbook example is invalid:\n{e}", b.at());
         }
     }
     for b in tagged(&all, "yaml inventory") {
-        recover::platform::local::inventory::Inventory::parse(
-            &format!("README.md:{}", b.line),
-            &b.text,
-        )
-        .unwrap_or_else(|e| panic!("README.md:{}: {e}", b.line));
+        recover::platform::local::inventory::Inventory::parse(&b.at(), &b.text)
+            .unwrap_or_else(|e| panic!("{}: {e}", b.at()));
     }
     for b in tagged(&all, "yaml serve") {
-        recover::serve::config::parse(&b.text, &format!("README.md:{}", b.line))
-            .unwrap_or_else(|e| panic!("README.md:{}: {e}", b.line));
+        recover::serve::config::parse(&b.text, &b.at())
+            .unwrap_or_else(|e| panic!("{}: {e}", b.at()));
     }
     for b in tagged(&all, "yaml scenario") {
-        recover::rehearse::scenario::Scenario::parse(&b.text, &format!("README.md:{}", b.line))
-            .unwrap_or_else(|e| panic!("README.md:{}: {e}", b.line));
+        recover::rehearse::scenario::Scenario::parse(&b.text, &b.at())
+            .unwrap_or_else(|e| panic!("{}: {e}", b.at()));
     }
 }
 
@@ -182,7 +179,8 @@ fn run(step: &Step, dir: &Path, path: &str) -> (i32, String) {
     };
     let out = child.wait_with_output().unwrap();
     eprintln!(
-        "README.md:{}: {:.1} s, exit {code}: {}",
+        "{}:{}: {:.1} s, exit {code}: {}",
+        step.file,
         step.line,
         start.elapsed().as_secs_f64(),
         step.command
@@ -200,8 +198,11 @@ fn run(step: &Step, dir: &Path, path: &str) -> (i32, String) {
 /// runbook (exit 0), and stopped.
 #[test]
 fn e2e_readme_3am_path_runs_as_written() {
-    let all = blocks(&readme());
-    let path: Vec<Step> = tagged(&all, "sh 3am").into_iter().flat_map(steps).collect();
+    let readme = readme();
+    let path: Vec<Step> = tagged(&readme, "sh 3am")
+        .into_iter()
+        .flat_map(steps)
+        .collect();
     let tmp = tempfile::tempdir().unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_recover")).parent().unwrap();
     let search = format!(
@@ -215,8 +216,8 @@ fn e2e_readme_3am_path_runs_as_written() {
         let (code, text) = run(step, tmp.path(), &search);
         assert_eq!(
             code, step.expect,
-            "README.md:{}: `{}` exited {code}, the README says {}:\n{text}",
-            step.line, step.command, step.expect
+            "{}:{}: `{}` exited {code}, the README says {}:\n{text}",
+            step.file, step.line, step.command, step.expect
         );
         said.push_str(&text);
     }

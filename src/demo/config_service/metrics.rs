@@ -1,5 +1,5 @@
-//! The service's `/metrics`, named as TEAM.md's contract says, because the detector, the
-//! rehearsal and the tests read the victim's state from these and nothing else.
+//! The service's `/metrics`, named as docs/reference/metrics.md says, because the detector,
+//! the rehearsal and the tests read the victim's state from these and nothing else.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

@@ -1,5 +1,6 @@
-//! The fleet's `/metrics`, named as TEAM.md's contract says: polls (demand and goodput as
-//! the clients see it), attempts, retries and how many workers are stuck retrying.
+//! The fleet's `/metrics`, named as docs/reference/metrics.md says: polls (demand and
+//! goodput as the clients see it), attempts, retries and how many workers are stuck
+//! retrying.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;

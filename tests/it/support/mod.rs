@@ -2,10 +2,12 @@
 //! with a deadline for outcomes that arrive in their own time, and one module per kind of
 //! system the tests stand up (an in-process gate, raw HTTP/1.1 peers, an in-memory
 //! cluster, the demo and engine systems as real processes, the receiver's HTTP client, a
-//! real Prometheus and a recorded incident to backfill into it).
+//! real Prometheus and a recorded incident to backfill into it), and the documentation
+//! as the tests that check it read it.
 
 pub mod components;
 pub mod demo;
+pub mod docs;
 pub mod engine;
 pub mod gate;
 pub mod incident;
