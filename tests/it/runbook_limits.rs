@@ -128,7 +128,7 @@ fn a_runbook_whose_expressions_nest_thousands_deep_is_refused_not_a_crash() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("nested more than 100 levels deep"), "{err}");
 
-    // A signal's scrape expression is parsed when a scrape source reads it.
+    // A signal's scrape expression is parsed when the runbook is loaded, before any read.
     let deep_signal = src.replace(
         "scrape: avg(recover_demo_service_warm_fraction@service)",
         &format!("scrape: {}1{}", "(".repeat(20_000), ")".repeat(20_000)),
@@ -152,8 +152,7 @@ fn a_runbook_whose_expressions_nest_thousands_deep_is_refused_not_a_crash() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("signal warm_fraction: bad expression")
-            && err.contains("nested more than 100"),
+        err.contains("spec.signals.warm_fraction.scrape") && err.contains("nested more than 100"),
         "{err}"
     );
 }
