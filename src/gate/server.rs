@@ -399,11 +399,12 @@ async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: Canc
             Err(e) => {
                 // Out of file descriptors and the like: back off instead of spinning.
                 accepting.connections.log_accept_error(&e);
+                accepting.proxy.metrics.accept_error();
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
         };
-        let Some(slot) = take_slot(&accepting.connections, &stream, peer) else {
+        let Some(slot) = take_slot(&accepting, &stream, peer) else {
             continue; // refused and closed
         };
         let _ = stream.set_nodelay(true);
@@ -426,12 +427,13 @@ async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: Canc
 
 /// A slot for a new connection, or `None` after refusing it at once: a 503 written only if
 /// the socket takes it now, then closed as `stream` drops.
-fn take_slot(table: &Arc<ConnectionTable>, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
-    match table.open(peer.ip()) {
+fn take_slot(accepting: &Accepting, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
+    match accepting.connections.open(peer.ip()) {
         Ok(slot) => Some(slot),
         Err(why) => {
             let _ = stream.try_write(limits::REFUSAL);
-            table.log_refusal(why, peer.ip());
+            accepting.proxy.metrics.connection_refused(why);
+            accepting.connections.log_refusal(why, peer.ip());
             None
         }
     }

@@ -66,6 +66,10 @@ pub struct GateMetrics {
     upstream_window_latency: Family<InfoLabels, F64Gauge>,
     balancer_info: Family<BalancerLabels, Gauge>,
     admin_refusals: Family<BalancerLabels, Counter>,
+    /// Client connections refused at once over a connection cap: `max_connections`,
+    /// then `max_connections_per_address`.
+    connections_refused: [Counter; 2],
+    accept_errors: Counter,
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -80,6 +84,8 @@ const OUTCOMES: [&str; 6] = [
 /// a broken answer, whatever its status line said).
 const CLASSES: [&str; 5] = ["2xx", "3xx", "4xx", "5xx", "error"];
 const CUT_SHORT: usize = 4;
+/// The connection caps, in the order of [`super::limits::Refused`].
+const CAPS: [&str; 2] = ["max_connections", "max_connections_per_address"];
 
 impl Default for GateMetrics {
     fn default() -> Self {
@@ -106,8 +112,22 @@ impl GateMetrics {
         let attempts = super::attempts::AttemptCounters::register(r);
         let outcomes = OUTCOMES.map(|o| requests.get_or_create(&[("outcome", o)]).clone());
         let classes = CLASSES.map(|c| responses.get_or_create(&[("class", c)]).clone());
+        let refused: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_connections_refused",
+            "Client connections refused at once (a 503, then closed) over a connection cap",
+            CAPS.map(|c| [("cap", c)]),
+        );
+        let connections_refused = CAPS.map(|c| refused.get_or_create(&[("cap", c)]).clone());
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
+            connections_refused,
+            accept_errors: register(
+                r,
+                "recover_gate_accept_errors",
+                "Failed accepts on the proxy listener (out of file descriptors and the like)",
+                Counter::default(),
+            ),
             outcomes,
             classes,
             attempts,
@@ -197,6 +217,20 @@ impl GateMetrics {
             ),
             registry,
         }
+    }
+
+    /// One client connection refused over a cap.
+    pub fn connection_refused(&self, why: super::limits::Refused) {
+        let i = match why {
+            super::limits::Refused::Total => 0,
+            super::limits::Refused::PerAddress => 1,
+        };
+        self.connections_refused[i].inc();
+    }
+
+    /// One failed accept on the proxy listener.
+    pub fn accept_error(&self) {
+        self.accept_errors.inc();
     }
 
     /// One refusal on the admin listener (`route` is a route template or `unmatched`).

@@ -4,7 +4,7 @@
 //! different loopback addresses (127.0.0.2, .3, ...) so the caps can tell them apart.
 
 #[allow(dead_code)] // the wire helpers serve several test files; this one uses a few
-use crate::support::gate::{start, upstream, Gate};
+use crate::support::gate::{metrics, sample, start, upstream, Gate};
 use crate::support::wire::{get, Peer};
 use recover::gate::GateConfig;
 use std::net::{IpAddr, SocketAddr};
@@ -226,6 +226,15 @@ async fn connections_over_the_per_address_cap_get_503_and_other_addresses_are_se
         open.push(served("127.0.0.3", &gate, &format!("/a{i}")).await);
     }
     refused("127.0.0.3", &gate).await;
+    let m = metrics(gate.admin).await;
+    let refusals = |cap: &str| {
+        sample(
+            &m,
+            &format!(r#"recover_gate_connections_refused_total{{cap="{cap}"}}"#),
+        )
+    };
+    assert_eq!(refusals("max_connections_per_address"), Some(1.0), "{m}");
+    assert_eq!(refusals("max_connections"), Some(0.0), "{m}");
     let _other = served("127.0.0.4", &gate, "/other").await;
     // The five kept connections still work.
     for (i, p) in open.iter_mut().enumerate() {
@@ -264,4 +273,13 @@ async fn connections_over_the_total_cap_get_503() {
     refused("127.0.0.7", &gate).await;
     refused("127.0.0.1", &gate).await;
     assert_eq!(up.count(), 6);
+    let m = metrics(gate.admin).await;
+    assert_eq!(
+        sample(
+            &m,
+            r#"recover_gate_connections_refused_total{cap="max_connections"}"#
+        ),
+        Some(2.0),
+        "{m}"
+    );
 }
