@@ -90,6 +90,7 @@ fn signals() -> BTreeMap<String, SignalSpec> {
             scrape: Some("rate(test_work_total@service[5s])".into()),
             promql: Some("sum(rate(test_work_total[5s]))".into()),
             help: None,
+            per_replica: false,
         },
     );
     s.insert(
@@ -103,6 +104,7 @@ fn signals() -> BTreeMap<String, SignalSpec> {
                     .into(),
             ),
             help: None,
+            per_replica: false,
         },
     );
     s
@@ -264,6 +266,7 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
             scrape: None,
             promql: Some("no_such_metric_anywhere".into()),
             help: None,
+            per_replica: false,
         },
     );
     match &promql.snapshot(&empty).await.unwrap().readings["x"] {
