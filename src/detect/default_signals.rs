@@ -29,10 +29,11 @@ fn spec(scrape: &str, promql: &str, help: &str) -> SignalSpec {
     }
 }
 
-/// The window of the per-replica service time: longer than the other rates', because a
-/// replica the gate has ejected gets requests only while it is readmitted on probation,
-/// and its figure must span one of those periods to stay known.
-pub const REPLICA_WINDOW: &str = "30s";
+/// The window of the per-replica service time: longer than the other rates', so a replica
+/// the gate ejects keeps its figure a while (the detector reads a gap without one as no
+/// news, see `detect::slow_replica::persisting`), short enough that a replica turned slow
+/// stands out within seconds.
+pub const REPLICA_WINDOW: &str = "10s";
 
 /// The detection settings that go with the built-in signals (and the shipped runbooks):
 /// grace and persist of 5 s and 10 s on 0.5-1 s scrapes, stretched to 4 and 8 scrape

@@ -72,13 +72,30 @@ pub fn outlier(latencies: &BTreeMap<String, f64>, factor: f64) -> Option<SlowRep
 }
 
 /// The replica that has stood out alone in every snapshot of the window's trailing run,
-/// with the index of the run's first snapshot; the figures are the newest snapshot's.
-/// A snapshot where another replica stands out, or none does, ends the run.
+/// with the index of the run's first snapshot; the figures are from the newest snapshot
+/// that shows it. A snapshot without a figure for that replica (the gate ejected it, so
+/// it served nothing in the rate window) and with nobody else standing out neither
+/// confirms nor ends the run, also at the end of the window; one where its peers' median
+/// holds it or another replica stands out ends it.
 pub fn persisting(window: &[Snapshot], factor: f64) -> Option<(SlowReplica, usize)> {
-    let per = |s: &Snapshot| outlier(&s.per_replica(names::REPLICA_SERVICE_TIME), factor);
-    let newest = per(window.last()?)?;
-    let mut start = window.len() - 1;
-    while start > 0 && per(&window[start - 1]).is_some_and(|o| o.replica == newest.replica) {
+    let lat = |s: &Snapshot| s.per_replica(names::REPLICA_SERVICE_TIME);
+    let (newest_at, newest) = window
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, s)| outlier(&lat(s), factor).map(|o| (i, o)))?;
+    let continues = |s: &Snapshot| {
+        let l = lat(s);
+        match outlier(&l, factor) {
+            Some(o) => o.replica == newest.replica,
+            None => !l.contains_key(&newest.replica),
+        }
+    };
+    if !window[newest_at + 1..].iter().all(continues) {
+        return None;
+    }
+    let mut start = newest_at;
+    while start > 0 && continues(&window[start - 1]) {
         start -= 1;
     }
     Some((newest, start))
@@ -172,6 +189,24 @@ mod tests {
         ];
         let (s, start) = persisting(&w, 3.0).unwrap();
         assert_eq!((s.replica.as_str(), start), ("b", 3));
+        // b ejected at the gate for a while: no figure for b, nobody else out.
+        let b_out = [("a", 0.04), ("c", 0.04)];
+        let w = vec![
+            snap(0, &healthy),
+            snap(1, &b_slow),
+            snap(2, &b_out),
+            snap(3, &b_slow),
+        ];
+        assert_eq!(persisting(&w, 3.0).map(|(_, i)| i), Some(1));
+        // Ejected at the newest snapshot: still b, from its last figure.
+        let w = vec![snap(0, &b_slow), snap(1, &b_out)];
+        assert_eq!(
+            persisting(&w, 3.0).map(|(s, i)| (s.replica, i)),
+            Some(("b".into(), 0))
+        );
+        // Back in line at the newest snapshot: over.
+        let w = vec![snap(0, &b_slow), snap(1, &healthy)];
+        assert_eq!(persisting(&w, 3.0), None);
         assert_eq!(persisting(&w[..2], 3.0), None);
         assert_eq!(persisting(&[], 3.0), None);
     }

@@ -56,6 +56,46 @@ pub struct Scenario {
         skip_serializing_if = "Option::is_none"
     )]
     pub attach_after: Option<Duration>,
+    /// Rehearse one slow replica instead of a stuck overload (see
+    /// [`super::slow_replica`]); the stuck-overload fields `outage` and `attach_after`
+    /// play no part then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_replica: Option<SlowReplicaSpec>,
+}
+
+/// The slow-replica rehearsal: which replica turns slow, how much, and how the gate
+/// balances in the run and in its round-robin baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlowReplicaSpec {
+    /// Index of the replica made slow (0-based; replica-1 is "B").
+    pub replica: u32,
+    /// Its work costs this many times more (`POST /admin/slow`), from steady state on.
+    pub factor: f64,
+    /// `recover gate` flags of the run (balancing, outlier ejection).
+    pub gate_args: Vec<String>,
+    /// `recover gate` flags of the baseline, which has no runbook.
+    pub baseline_gate_args: Vec<String>,
+    /// p99 is measured over this long: healthy before the slowdown, in the baseline after
+    /// it, and after the runbook.
+    #[serde(with = "serde_human")]
+    pub measure: Duration,
+}
+
+impl Default for SlowReplicaSpec {
+    fn default() -> Self {
+        SlowReplicaSpec {
+            replica: 1,
+            factor: 5.0,
+            gate_args: vec!["--balance".into(), "least-outstanding".into()],
+            baseline_gate_args: vec![
+                "--balance".into(),
+                "round-robin".into(),
+                "--no-outlier-ejection".into(),
+            ],
+            measure: Duration::from_secs(10),
+        }
+    }
 }
 
 /// `recover demo config-service` flags.
@@ -135,6 +175,7 @@ impl Default for Scenario {
             recovery_timeout: Duration::from_secs(70),
             baseline_observe: Duration::from_secs(30),
             attach_after: None,
+            slow_replica: None,
         }
     }
 }
@@ -214,6 +255,20 @@ impl Scenario {
         }
         if self.rate_window < self.scrape_interval {
             return bad("rate_window", "must be at least one scrape_interval");
+        }
+        if let Some(sr) = &self.slow_replica {
+            if sr.replica >= self.replicas || self.replicas < 3 {
+                return bad(
+                    "slow_replica.replica",
+                    "must be the index of one of at least 3 replicas (0-based)",
+                );
+            }
+            if !crate::demo::config_service::valid_slow_factor(sr.factor) {
+                return bad("slow_replica.factor", "must be a number >= 1");
+            }
+            if sr.measure < self.rate_window {
+                return bad("slow_replica.measure", "must be at least one rate_window");
+            }
         }
         Ok(())
     }
