@@ -130,19 +130,16 @@ pub async fn rehearse_slow(
     r.after_p99_s = p99_between(&stage, end, clock.now_s());
     stage.finish().await;
 
-    r.baseline_p99_s = baseline(opts, spec, detection.at_s - t_slow).await?;
+    r.baseline_p99_s = baseline(opts, spec).await?;
     r.recovered = r.runbook_error.is_none()
         && matches!((r.after_p99_s, r.healthy_p99_s), (Some(a), Some(h)) if a <= 2.0 * h);
     Ok(r)
 }
 
-/// The same slowdown behind the baseline's gate (round robin, no ejection), watched as
-/// long as the main run took to detect it, no runbook: p99 over its last `measure`.
-async fn baseline(
-    opts: &Options,
-    spec: &SlowReplicaSpec,
-    slowed_for_s: f64,
-) -> Result<Option<f64>, StageError> {
+/// The same slowdown behind the baseline's gate (round robin, no ejection), no runbook,
+/// watched for twice `measure` (the slow replica's queue grows from the first second):
+/// p99 over the last `measure`.
+async fn baseline(opts: &Options, spec: &SlowReplicaSpec) -> Result<Option<f64>, StageError> {
     let mut sc: Scenario = opts.scenario.clone();
     let mut base = spec.clone();
     base.gate_args = spec.baseline_gate_args.clone();
@@ -154,8 +151,7 @@ async fn baseline(
         .sys
         .slow_replica(spec.replica as usize, spec.factor)
         .await?;
-    let watch = slowed_for_s.max(spec.measure.as_secs_f64());
-    sleep_s(watch).await;
+    sleep_s(2.0 * spec.measure.as_secs_f64()).await;
     let now = stage.clock.now_s();
     let p99 = p99_between(&stage, (now - spec.measure.as_secs_f64()).max(t_slow), now);
     stage.finish().await;

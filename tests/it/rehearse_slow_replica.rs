@@ -1,8 +1,8 @@
 //! The slow-replica rehearsal through the real binary: four real replicas behind the real
 //! gate, one made five times slower at run time, the detector's slow_replica verdict,
 //! the shipped runbook restarting that one replica, and a round-robin baseline. Timings
-//! are shortened (the runbook's persist and checks, the gate's ejection times) so the
-//! test stays short; the figures with the shipped numbers come from
+//! are shortened (the runbook's grace, persist, per-replica window and checks, the gate's
+//! ejection times, the scenario's steady and measuring periods) so the test stays short; the figures with the shipped numbers come from
 //! `recover rehearse --runbook slow-replica --scenario examples/scenarios/slow-replica.yaml`.
 
 use std::process::{Command, Stdio};
@@ -13,6 +13,8 @@ fn quick_runbook(dir: &std::path::Path) -> std::path::PathBuf {
     let text = std::fs::read_to_string(format!("{root}/runbooks/slow-replica.yaml")).unwrap();
     let quick = text
         .replace("persist: 10s", "persist: 4s")
+        .replace("grace: 5s", "grace: 2s")
+        .replace("[10s]", "[5s]")
         .replace("consecutive_successes: 10", "consecutive_successes: 3");
     assert_ne!(quick, text, "the runbook's persist or checks were renamed");
     let p = dir.join("slow-replica-quick.yaml");
@@ -29,7 +31,8 @@ fn quick_scenario(dir: &std::path::Path) -> std::path::PathBuf {
             "gate_args: [--balance, least-outstanding]",
             "gate_args: [--balance, least-outstanding, --outlier-base-ejection, 3s, --outlier-ramp, 2s]",
         )
-        .replace("measure: 10s", "measure: 4s");
+        .replace("measure: 10s", "measure: 3s")
+        .replace("steady: 3s", "steady: 1s");
     assert_ne!(
         quick, text,
         "the scenario's gate_args or measure were renamed"
