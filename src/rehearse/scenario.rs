@@ -339,4 +339,32 @@ mod tests {
             .to_string();
         assert!(e.contains("replicas"), "{e}");
     }
+
+    #[test]
+    fn the_shipped_slow_replica_scenario_loads_and_bad_sections_name_the_field() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let p = Path::new(root).join("examples/scenarios/slow-replica.yaml");
+        let sc = Scenario::load(&p).unwrap();
+        let sr = sc.slow_replica.as_ref().expect("a slow_replica section");
+        assert_eq!((sc.replicas, sr.replica, sr.factor), (4, 1, 5.0));
+        assert!((sc.demand_per_s() - 60.0).abs() < 1e-9);
+        for (text, field) in [
+            (
+                "replicas: 4\nslow_replica:\n  replica: 4\n",
+                "slow_replica.replica",
+            ),
+            ("replicas: 2\nslow_replica: {}\n", "slow_replica.replica"),
+            (
+                "replicas: 4\nslow_replica:\n  factor: 0.5\n",
+                "slow_replica.factor",
+            ),
+            (
+                "replicas: 4\nslow_replica:\n  measure: 1s\n",
+                "slow_replica.measure",
+            ),
+        ] {
+            let e = Scenario::parse(text, "x.yaml").unwrap_err().to_string();
+            assert!(e.contains(field), "{text}: {e}");
+        }
+    }
 }
