@@ -1,7 +1,8 @@
 //! Process exit codes, in one place, because hooks and scripts branch on them.
 //!
 //! 0 done, 1 recovery failed or aborted, 2 bad input or usage, 3 refused or could not
-//! start, nothing changed (lock held, precondition unmet, metrics or target unreachable). `recover detect` adds 10 stuck, 11 triggered, 12 unknown.
+//! start, nothing changed (lock held, precondition unmet, metrics or target unreachable). `recover detect` adds 10 stuck, 11 triggered, 12 unknown, 13 slow
+//! replica.
 
 /// Every exit code `recover` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,6 +23,9 @@ pub enum Exit {
     Triggered = 11,
     /// `detect`: data missing or stale; no verdict.
     Unknown = 12,
+    /// `detect`: one replica far slower than its peers, the rest healthy; not a stuck
+    /// overload (a code of its own so a hook does not run the stuck-overload runbook).
+    SlowReplica = 13,
 }
 
 impl Exit {

@@ -58,7 +58,7 @@ pub enum Command {
     /// The demo system: a config service that gets stuck, and the workers that poll it.
     #[command(subcommand)]
     Demo(demo::DemoCommand),
-    /// Tell healthy, triggered, stuck and unknown apart (exit 0, 11, 10, 12).
+    /// Tell healthy, triggered, stuck, slow replica and unknown apart (exit 0, 11, 10, 13, 12).
     Detect(detect::DetectArgs),
     /// Compute the shed and the readmission ramp, with the arithmetic shown.
     Plan(plan::PlanArgs),

@@ -38,7 +38,7 @@ pub fn health(s: &Snapshot, cfg: &DetectorConfig) -> Health {
     let mut reasons = Vec::new();
     if let (Some(offered), Some(good)) = (s.get(names::OFFERED_RATE), s.get(names::GOODPUT)) {
         evaluated = true;
-        if offered >= cfg.min_offered_per_s && good < cfg.min_goodput_ratio * offered {
+        if goodput_short(s, cfg) == Some(true) {
             reasons.push(format!(
                 "goodput {good:.1} req/s is {:.0}% of the offered {offered:.1} req/s (below {:.0}%)",
                 100.0 * good / offered,
@@ -76,6 +76,13 @@ pub fn health(s: &Snapshot, cfg: &DetectorConfig) -> Health {
             missing(s, names::ERROR_RATIO)
         ))
     }
+}
+
+/// Is goodput far below the offered rate (`None`: either is unknown)? A service that
+/// keeps up with its load is not in a stuck overload, whatever its p99.
+pub fn goodput_short(s: &Snapshot, cfg: &DetectorConfig) -> Option<bool> {
+    let (offered, good) = (s.get(names::OFFERED_RATE)?, s.get(names::GOODPUT)?);
+    Some(offered >= cfg.min_offered_per_s && good < cfg.min_goodput_ratio * offered)
 }
 
 /// Active if `trigger_active` is non-zero, replicas are not ready, or first-attempt

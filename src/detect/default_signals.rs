@@ -25,8 +25,15 @@ fn spec(scrape: &str, promql: &str, help: &str) -> SignalSpec {
         scrape: Some(scrape.replace("$W", RATE_WINDOW)),
         promql: Some(promql.replace("$W", "$__rate_interval")),
         help: Some(help.to_string()),
+        per_replica: false,
     }
 }
+
+/// The window of the per-replica service time: longer than the other rates', so a replica
+/// the gate ejects keeps its figure a while (the detector reads a gap without one as no
+/// news, see `detect::slow_replica::persisting`), short enough that a replica turned slow
+/// stands out within seconds.
+pub const REPLICA_WINDOW: &str = "10s";
 
 /// The detection settings that go with the built-in signals (and the shipped runbooks):
 /// grace and persist of 5 s and 10 s on 0.5-1 s scrapes, stretched to 4 and 8 scrape
@@ -155,9 +162,27 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
             "workers currently in a retry loop",
         ),
     ];
-    defs.into_iter()
+    let mut out: BTreeMap<String, SignalSpec> = defs
+        .into_iter()
         .map(|(name, scrape, promql, help)| (name.to_string(), spec(scrape, promql, help)))
-        .collect()
+        .collect();
+    out.insert(
+        names::UPSTREAMS_EJECTED.to_string(),
+        spec(
+            "sum(recover_gate_upstream_ejected@gate)",
+            "sum(recover_gate_upstream_ejected{$gate})",
+            "service replicas the gate has ejected as latency outliers now",
+        ),
+    );
+    let mut per = spec(
+        "rate(recover_demo_service_service_seconds_sum@service[$R]) / rate(recover_demo_service_service_seconds_count@service[$R])",
+        "sum by (pod, instance) (rate(recover_demo_service_service_seconds_sum{$service}[$W])) / sum by (pod, instance) (rate(recover_demo_service_service_seconds_count{$service}[$W]))",
+        "mean work time per request at each service replica, seconds",
+    );
+    per.scrape = per.scrape.map(|s| s.replace("$R", REPLICA_WINDOW));
+    per.per_replica = true;
+    out.insert(names::REPLICA_SERVICE_TIME.to_string(), per);
+    out
 }
 
 #[cfg(test)]

@@ -1,18 +1,20 @@
 //! The stuck-state detector: a pure function from a window of signal snapshots to a
-//! verdict (Healthy, Triggered, Stuck, Unknown) with its evidence and the estimates the
-//! plan needs (work amplification k, capacity, cold capacity).
+//! verdict (Healthy, Triggered, Stuck, SlowReplica, Unknown) with its evidence and the
+//! estimates the plan needs (work amplification k, capacity, cold capacity).
 //!
 //! Why it is careful: acting on a stuck overload destroys queued work on purpose, so the
 //! detector says Stuck only when the trigger has been gone for `grace` AND the failure has
 //! lasted `persist` without a break, and says Unknown rather than guess when data is
 //! missing or stale. A flapping service keeps resetting the failure clock, so it is
-//! never Stuck.
+//! never Stuck. One replica far slower than its peers is its own verdict, SlowReplica (see
+//! [`slow_replica`]): its fix restarts one replica, not all of them.
 
 pub mod classify;
 pub mod default_signals;
 pub mod estimate;
 pub mod lookback;
 pub mod observe;
+pub mod slow_replica;
 mod verdict;
 pub mod windows;
 
@@ -63,6 +65,10 @@ pub struct DetectorConfig {
     pub min_offered_per_s: f64,
     /// First-attempt demand above this multiple of the baseline is a spike (a trigger).
     pub spike_factor: f64,
+    /// A replica whose `replica_service_time` is above this multiple of its peers'
+    /// median, alone and for `persist`, is a slow replica (the gate's outlier ejection
+    /// uses the same factor by default).
+    pub slow_replica_factor: f64,
     /// Baseline first-attempt demand, requests/s (else measured while healthy).
     pub demand_per_s: Option<f64>,
     /// Healthy mean service time (else measured while healthy); used to estimate k.
@@ -96,6 +102,7 @@ impl Default for DetectorConfig {
             latency_limit: None,
             min_offered_per_s: 0.5,
             spike_factor: 1.5,
+            slow_replica_factor: 3.0,
             demand_per_s: None,
             healthy_service_time: None,
             k: None,
@@ -113,6 +120,9 @@ pub enum VerdictKind {
     Healthy,
     Triggered,
     Stuck,
+    /// One replica far slower than its peers while the service keeps up with its load:
+    /// not a stuck overload (see [`slow_replica`]).
+    SlowReplica,
     /// The default: a verdict nobody computed claims nothing.
     #[default]
     Unknown,
@@ -126,6 +136,7 @@ impl VerdictKind {
             VerdictKind::Healthy => Exit::Done,
             VerdictKind::Triggered => Exit::Triggered,
             VerdictKind::Stuck => Exit::Stuck,
+            VerdictKind::SlowReplica => Exit::SlowReplica,
             VerdictKind::Unknown => Exit::Unknown,
         }
     }
@@ -135,6 +146,7 @@ impl VerdictKind {
             VerdictKind::Healthy => "healthy",
             VerdictKind::Triggered => "triggered",
             VerdictKind::Stuck => "stuck",
+            VerdictKind::SlowReplica => "slow_replica",
             VerdictKind::Unknown => "unknown",
         }
     }
@@ -210,6 +222,9 @@ pub struct Verdict {
     /// What a look back over the metrics history found, when one was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lookback: Option<Lookback>,
+    /// The replica that stands out, when the verdict is SlowReplica.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_replica: Option<slow_replica::SlowReplica>,
     /// Which kind of source each estimate has (measured, declared, assumed).
     #[serde(default, skip_serializing_if = "EstimateSources::is_empty")]
     pub sources: EstimateSources,

@@ -3,12 +3,14 @@
 //! 2. a trigger active now: Triggered (acting now would fight the trigger), unless the
 //!    service cannot be judged at all (then Unknown);
 //! 3. cannot judge the service now: Unknown;
-//! 4. not failing now: Healthy;
-//! 5. failing, but cannot tell whether a trigger is active: Unknown;
-//! 6. failing without a break for `persist` AND the trigger gone for `grace`: Stuck;
-//! 7. otherwise Triggered ("not stuck yet"), or Unknown when the window is too short to say.
+//! 4. one replica alone far slower than its peers for `persist`, goodput keeping up with
+//!    the offered load: SlowReplica (whether p99 shows it or the gate already hides it);
+//! 5. not failing now: Healthy;
+//! 6. failing, but cannot tell whether a trigger is active: Unknown;
+//! 7. failing without a break for `persist` AND the trigger gone for `grace`: Stuck;
+//! 8. otherwise Triggered ("not stuck yet"), or Unknown when the window is too short to say.
 
-use super::classify::{health, trigger, Health, Trigger};
+use super::classify::{goodput_short, health, trigger, Health, Trigger};
 use super::estimate::{self, Inputs};
 use super::lookback::Lookback;
 use super::{DetectorConfig, Evidence, Verdict, VerdictKind};
@@ -159,6 +161,9 @@ pub fn detect_with(
         v.summary = format!("trigger still active: {why}");
         return v;
     }
+    if !matches!(now_health, Health::NoData(_)) && slow_replica(&mut v, window, cfg) {
+        return v;
+    }
     let reasons = match now_health {
         Health::NoData(why) => {
             v.summary = format!("no verdict: {why}");
@@ -220,6 +225,54 @@ pub fn detect_with(
         secs(cfg.grace)
     );
     v
+}
+
+/// Rule 4: one replica has stood out alone for `persist` and goodput keeps up. Says so in
+/// `v` and returns true; else leaves `v` alone.
+fn slow_replica(v: &mut Verdict, window: &[Snapshot], cfg: &DetectorConfig) -> bool {
+    let Some(last) = window.last() else {
+        return false;
+    };
+    let Some((slow, start)) = super::slow_replica::persisting(window, cfg.slow_replica_factor)
+    else {
+        return false;
+    };
+    let lasted = age(window[start].at, last.at);
+    if lasted < cfg.persist || goodput_short(last, cfg) == Some(true) {
+        return false;
+    }
+    for (replica, s) in last.per_replica(names::REPLICA_SERVICE_TIME) {
+        v.evidence.push(Evidence::new(
+            &crate::metrics::signal::replica_key(names::REPLICA_SERVICE_TIME, &replica),
+            Some(s),
+            "now",
+        ));
+    }
+    v.evidence.push(
+        Evidence::new(
+            "slow_replica",
+            Some(slow.ratio()),
+            format!(
+                "{} takes {:.3}s per request, {:.1}x its peers' median {:.3}s (above {}x)",
+                slow.replica,
+                slow.latency_s,
+                slow.ratio(),
+                slow.peers_median_s,
+                cfg.slow_replica_factor
+            ),
+        )
+        .since(window[start].at, last.at),
+    );
+    v.verdict = VerdictKind::SlowReplica;
+    v.summary = format!(
+        "slow replica: {} is {:.1}x slower than its peers' median for {} (persist {}), the rest keep up with the load",
+        slow.replica,
+        slow.ratio(),
+        secs(lasted),
+        secs(cfg.persist)
+    );
+    v.slow_replica = Some(slow);
+    true
 }
 
 /// Index where the trailing run of snapshots satisfying `pred` begins.

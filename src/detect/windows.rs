@@ -273,6 +273,7 @@ mod tests {
                     scrape: None,
                     promql: Some(q.into()),
                     help: None,
+                    per_replica: false,
                 },
             )])
         };

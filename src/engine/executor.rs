@@ -130,6 +130,7 @@ fn fixed(rb: &Runbook, d: &PlannedRun) -> Fixed {
         inputs: d.inputs,
         config: rb.plan.clone(),
         params: rb.params.clone(),
+        slow_replica: d.verdict.slow_replica.as_ref().map(|s| s.replica.clone()),
     }
 }
 

@@ -25,6 +25,9 @@ pub struct Fixed {
     pub inputs: PlanInputs,
     pub config: PlanConfig,
     pub params: BTreeMap<String, f64>,
+    /// The replica the run's verdict named slow (a slow-replica run), for
+    /// `restart.batched` with `replicas: slow`.
+    pub slow_replica: Option<String>,
 }
 
 impl Fixed {
@@ -78,6 +81,7 @@ mod tests {
             inputs,
             config,
             params: BTreeMap::new(),
+            slow_replica: None,
         };
         for v in PLAN_VARS {
             assert!(v.name.starts_with("plan."), "{}", v.name);

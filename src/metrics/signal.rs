@@ -40,6 +40,11 @@ pub mod names {
     pub const GATE_ADMITTED_RATE: &str = "gate_admitted_rate";
     /// Clients currently in a retry loop.
     pub const CLIENTS_RETRYING: &str = "clients_retrying";
+    /// Per replica (see [`super::SignalSpec::per_replica`]): mean work time per request
+    /// at that replica, seconds. One replica far above its peers is a slow replica.
+    pub const REPLICA_SERVICE_TIME: &str = "replica_service_time";
+    /// Replicas the gate has ejected as latency outliers now.
+    pub const UPSTREAMS_EJECTED: &str = "upstreams_ejected";
 }
 
 /// How to measure one signal: an expression over scraped `/metrics`, a PromQL query, or
@@ -56,6 +61,17 @@ pub struct SignalSpec {
     /// Human description, shown in evidence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub help: Option<String>,
+    /// One value per service replica instead of one number: the scrape source evaluates
+    /// `scrape` against each `service` target alone; a `promql` query must return one
+    /// series per replica, named by its `pod` label (else `instance`). The readings are
+    /// stored as `NAME{REPLICA}` (see [`replica_key`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub per_replica: bool,
+}
+
+/// The reading key of per-replica signal `name` for `replica`: `name{replica}`.
+pub fn replica_key(name: &str, replica: &str) -> String {
+    format!("{name}{{{replica}}}")
 }
 
 /// One signal's value now, or why there is none. "No data" is never a zero.
@@ -91,5 +107,43 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn get(&self, name: &str) -> Option<f64> {
         self.readings.get(name).and_then(Reading::value)
+    }
+
+    /// Per-replica signal `name`: replica -> value, for the replicas that have one.
+    pub fn per_replica(&self, name: &str) -> BTreeMap<String, f64> {
+        let prefix = format!("{name}{{");
+        self.readings
+            .range(prefix.clone()..)
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter_map(|(k, r)| {
+                let replica = k[prefix.len()..].strip_suffix('}')?;
+                Some((replica.to_string(), r.value()?))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn per_replica_readings_are_found_by_their_signal_name_only() {
+        let mut readings = BTreeMap::new();
+        for (k, v) in [("x{r0}", 1.0), ("x{r1}", 2.0), ("x", 9.0), ("xy{r0}", 5.0)] {
+            readings.insert(k.to_string(), Reading::Value { value: v });
+        }
+        readings.insert(
+            replica_key("x", "r2"),
+            Reading::Missing {
+                reason: "no requests".into(),
+            },
+        );
+        let s = Snapshot {
+            at: SystemTime::UNIX_EPOCH,
+            readings,
+        };
+        let got: Vec<_> = s.per_replica("x").into_iter().collect();
+        assert_eq!(got, vec![("r0".to_string(), 1.0), ("r1".to_string(), 2.0)]);
     }
 }

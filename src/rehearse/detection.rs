@@ -86,8 +86,9 @@ pub struct Detection {
 
 /// The detector never said Stuck in time.
 #[derive(Debug, thiserror::Error)]
-#[error("the detector did not say stuck within {waited:?} (last verdict {last:?}: {evidence})")]
+#[error("the detector did not say {want} within {waited:?} (last verdict {last:?}: {evidence})")]
 pub struct NotDetected {
+    pub want: &'static str,
     pub waited: Duration,
     pub last: Option<VerdictKind>,
     pub evidence: String,
@@ -104,6 +105,17 @@ pub async fn wait_stuck(
     cfg: &DetectorConfig,
     timeout: Duration,
 ) -> Result<Detection, NotDetected> {
+    wait_for(feed, clock, cfg, timeout, VerdictKind::Stuck).await
+}
+
+/// Judge the feed's window on every new snapshot until the verdict is `want`.
+pub async fn wait_for(
+    feed: &SignalFeed,
+    clock: Clock,
+    cfg: &DetectorConfig,
+    timeout: Duration,
+    want: VerdictKind,
+) -> Result<Detection, NotDetected> {
     let start = clock.now_s();
     let mut seen = feed.len();
     let mut last: Option<Verdict> = None;
@@ -114,7 +126,7 @@ pub async fn wait_stuck(
         }
         seen = feed.len();
         let v = detect_at(&feed.window(WINDOW), cfg, SystemTime::now());
-        if v.verdict == VerdictKind::Stuck {
+        if v.verdict == want {
             return Ok(Detection {
                 at_s: clock.now_s(),
                 verdict: v,
@@ -123,6 +135,7 @@ pub async fn wait_stuck(
         last = Some(v);
     }
     Err(NotDetected {
+        want: want.as_str(),
         waited: timeout,
         last: last.as_ref().map(|v| v.verdict),
         evidence: last

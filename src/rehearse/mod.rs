@@ -7,7 +7,8 @@
 //! [`trigger`]), [`detection`] (until Stuck), [`recovery`] (the runbook through the
 //! engine), [`verify`] (steady state, lower bound), [`baselines`], then [`assemble`] into
 //! the stable [`report`], the human [`summary`], the [`timeline`] SVG, written by
-//! [`output`]. [`rehearsal::rehearse`] runs the sequence.
+//! [`output`]. [`rehearsal::rehearse`] runs the sequence; [`slow_replica`] is the
+//! slow-replica rehearsal, on the same stage.
 
 pub mod assemble;
 pub mod baselines;
@@ -22,6 +23,7 @@ pub mod rehearsal;
 pub mod report;
 pub mod scenario;
 pub mod series;
+pub mod slow_replica;
 pub mod stage;
 pub mod summary;
 pub mod timeline;

@@ -120,6 +120,9 @@ impl System {
         for r in &sys.addrs.replicas {
             gate.arg("--upstream").arg(format!("http://{r}"));
         }
+        if let Some(sr) = &scenario.slow_replica {
+            gate.args(&sr.gate_args);
+        }
         sys.gate = Some(sys.spawn("gate", gate)?);
         for i in 0..sys.replicas.len() {
             sys.wait_replica_ready(i, READY_TIMEOUT).await?;
@@ -274,6 +277,25 @@ impl System {
             });
         }
         t
+    }
+
+    /// Make replica `i` `factor` times slower (`POST /admin/slow`); a restart undoes it.
+    pub async fn slow_replica(&self, i: usize, factor: f64) -> Result<(), OrchestrateError> {
+        let url = format!("http://{}/admin/slow", self.addrs.replicas[i]);
+        let resp = self
+            .http
+            .post(&url)
+            .json(&serde_json::json!({ "factor": factor }))
+            .send()
+            .await
+            .map_err(|e| OrchestrateError::NotReady(format!("{url}: {e}")))?;
+        if !resp.status().is_success() {
+            return Err(OrchestrateError::NotReady(format!(
+                "{url}: HTTP {}",
+                resp.status()
+            )));
+        }
+        Ok(())
     }
 
     /// Set the gate's limit through its admin API.

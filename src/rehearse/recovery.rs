@@ -103,7 +103,15 @@ pub async fn run_runbook(
     let mut loaded = loaded.clone();
     // The rehearsal has already watched the stuck state; the engine needs only a short
     // look to confirm before it acts on the assumed inputs.
-    loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
+    // A runbook acting on one replica needs the engine's own verdict to name it, so it
+    // watches as long as the detector needs.
+    if !loaded
+        .runbook
+        .when
+        .contains(&crate::detect::VerdictKind::SlowReplica)
+    {
+        loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
+    }
     let options = RunOptions {
         journal_dir: sys.run_dir.join("journal"),
         inputs: Some(inputs),

@@ -56,6 +56,46 @@ pub struct Scenario {
         skip_serializing_if = "Option::is_none"
     )]
     pub attach_after: Option<Duration>,
+    /// Rehearse one slow replica instead of a stuck overload (see
+    /// [`super::slow_replica`]); the stuck-overload fields `outage` and `attach_after`
+    /// play no part then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_replica: Option<SlowReplicaSpec>,
+}
+
+/// The slow-replica rehearsal: which replica turns slow, how much, and how the gate
+/// balances in the run and in its round-robin baseline.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlowReplicaSpec {
+    /// Index of the replica made slow (0-based; replica-1 is "B").
+    pub replica: u32,
+    /// Its work costs this many times more (`POST /admin/slow`), from steady state on.
+    pub factor: f64,
+    /// `recover gate` flags of the run (balancing, outlier ejection).
+    pub gate_args: Vec<String>,
+    /// `recover gate` flags of the baseline, which has no runbook.
+    pub baseline_gate_args: Vec<String>,
+    /// p99 is measured over this long: healthy before the slowdown, in the baseline after
+    /// it, and after the runbook.
+    #[serde(with = "serde_human")]
+    pub measure: Duration,
+}
+
+impl Default for SlowReplicaSpec {
+    fn default() -> Self {
+        SlowReplicaSpec {
+            replica: 1,
+            factor: 5.0,
+            gate_args: vec!["--balance".into(), "least-outstanding".into()],
+            baseline_gate_args: vec![
+                "--balance".into(),
+                "round-robin".into(),
+                "--no-outlier-ejection".into(),
+            ],
+            measure: Duration::from_secs(10),
+        }
+    }
 }
 
 /// `recover demo config-service` flags.
@@ -136,6 +176,7 @@ impl Default for Scenario {
             recovery_timeout: Duration::from_secs(70),
             baseline_observe: Duration::from_secs(30),
             attach_after: None,
+            slow_replica: None,
         }
     }
 }
@@ -216,6 +257,20 @@ impl Scenario {
         if self.rate_window < self.scrape_interval {
             return bad("rate_window", "must be at least one scrape_interval");
         }
+        if let Some(sr) = &self.slow_replica {
+            if sr.replica >= self.replicas || self.replicas < 3 {
+                return bad(
+                    "slow_replica.replica",
+                    "must be the index of one of at least 3 replicas (0-based)",
+                );
+            }
+            if !crate::demo::config_service::valid_slow_factor(sr.factor) {
+                return bad("slow_replica.factor", "must be a number >= 1");
+            }
+            if sr.measure < self.rate_window {
+                return bad("slow_replica.measure", "must be at least one rate_window");
+            }
+        }
         Ok(())
     }
 
@@ -284,5 +339,33 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("replicas"), "{e}");
+    }
+
+    #[test]
+    fn the_shipped_slow_replica_scenario_loads_and_bad_sections_name_the_field() {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let p = Path::new(root).join("examples/scenarios/slow-replica.yaml");
+        let sc = Scenario::load(&p).unwrap();
+        let sr = sc.slow_replica.as_ref().expect("a slow_replica section");
+        assert_eq!((sc.replicas, sr.replica, sr.factor), (4, 1, 5.0));
+        assert!((sc.demand_per_s() - 60.0).abs() < 1e-9);
+        for (text, field) in [
+            (
+                "replicas: 4\nslow_replica:\n  replica: 4\n",
+                "slow_replica.replica",
+            ),
+            ("replicas: 2\nslow_replica: {}\n", "slow_replica.replica"),
+            (
+                "replicas: 4\nslow_replica:\n  factor: 0.5\n",
+                "slow_replica.factor",
+            ),
+            (
+                "replicas: 4\nslow_replica:\n  measure: 1s\n",
+                "slow_replica.measure",
+            ),
+        ] {
+            let e = Scenario::parse(text, "x.yaml").unwrap_err().to_string();
+            assert!(e.contains(field), "{text}: {e}");
+        }
     }
 }

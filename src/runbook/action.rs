@@ -189,6 +189,20 @@ pub struct RestartBatched {
     /// Pause between batches.
     #[serde(default, with = "crate::util::duration::serde_human")]
     pub pause: Duration,
+    /// Which replicas: `all` (default), or `slow`, the one the detector named in a
+    /// slow-replica verdict (the runbook's `when` must include `slow_replica`).
+    #[serde(default)]
+    pub replicas: ReplicaSelect,
+}
+
+/// The replicas a restart acts on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplicaSelect {
+    #[default]
+    All,
+    /// The replica of the run's slow-replica verdict, and no other.
+    Slow,
 }
 
 fn sixty() -> Duration {

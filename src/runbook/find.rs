@@ -18,6 +18,10 @@ pub fn embedded() -> &'static [(&'static str, &'static str)] {
             "retry-storm",
             include_str!("../../runbooks/retry-storm.yaml"),
         ),
+        (
+            "slow-replica",
+            include_str!("../../runbooks/slow-replica.yaml"),
+        ),
     ]
 }
 

@@ -24,6 +24,8 @@ struct Ctx<'a> {
     signals: BTreeSet<&'a str>,
     params: BTreeSet<String>,
     checks: BTreeSet<String>,
+    /// `spec.when` includes `slow_replica`: a verdict names a slow replica.
+    slow_replica_verdict: bool,
 }
 
 impl Ctx<'_> {
@@ -149,6 +151,7 @@ pub(crate) fn validate(
         signals: spec.signals.keys().map(String::as_str).collect(),
         params: spec.params.keys().cloned().collect(),
         checks: spec.checks.keys().cloned().collect(),
+        slow_replica_verdict: spec.when.contains(&crate::detect::VerdictKind::SlowReplica),
     };
     let mut checks = BTreeMap::new();
     for (cname, c) in &spec.checks {
@@ -371,6 +374,12 @@ fn parse_action(ctx: &Ctx, rep: &mut Reporter, with: &[Seg], s: &RawStep) -> Opt
             let a: action::RestartBatched = typed(rep, with, &s.with)?;
             if a.ready_timeout.is_zero() {
                 rep.at(&at("ready_timeout"), "ready_timeout must be more than 0s");
+            }
+            if a.replicas == action::ReplicaSelect::Slow && !ctx.slow_replica_verdict {
+                rep.at(
+                    &at("replicas"),
+                    "`replicas: slow` restarts the replica a slow_replica verdict names: add slow_replica to spec.when",
+                );
             }
             Action::RestartBatched(a)
         }

@@ -187,7 +187,9 @@ pub fn on_verdict(
                 AfterCheck::RechecksExhausted
             }
         }
-        VerdictKind::Healthy => AfterCheck::Healthy,
+        // Not a stuck overload: the alert's runbook does not apply (a slow replica has
+        // a runbook of its own, which `serve` does not launch).
+        VerdictKind::Healthy | VerdictKind::SlowReplica => AfterCheck::Healthy,
     }
 }
 

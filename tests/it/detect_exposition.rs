@@ -193,6 +193,7 @@ fn expressions_over_fixture_pages() {
         scrape: Some(s.into()),
         promql: None,
         help: None,
+        per_replica: false,
     };
     let mut signals = BTreeMap::new();
     signals.insert(

@@ -63,6 +63,7 @@ mod prometheus_rules;
 mod promql_prometheus;
 mod readme_blocks;
 mod rehearse_e2e;
+mod rehearse_slow_replica;
 mod runbook_limits;
 mod runbook_validate;
 mod serve_alert_flood;

@@ -90,6 +90,7 @@ fn signals() -> BTreeMap<String, SignalSpec> {
             scrape: Some("rate(test_work_total@service[5s])".into()),
             promql: Some("sum(rate(test_work_total[5s]))".into()),
             help: None,
+            per_replica: false,
         },
     );
     s.insert(
@@ -103,6 +104,16 @@ fn signals() -> BTreeMap<String, SignalSpec> {
                     .into(),
             ),
             help: None,
+            per_replica: false,
+        },
+    );
+    s.insert(
+        "work_by_replica".to_string(),
+        SignalSpec {
+            scrape: Some("rate(test_work_total@service[5s])".into()),
+            promql: Some("sum by (pod, instance) (rate(test_work_total[5s]))".into()),
+            help: None,
+            per_replica: true,
         },
     );
     s
@@ -120,7 +131,15 @@ fn agree(from_prom: &Snapshot, scraped: &Snapshot) -> bool {
     let (Some(qa), Some(qb)) = (from_prom.get("latency_p99"), scraped.get("latency_p99")) else {
         return false;
     };
-    within(a, RATE, 0.10)
+    let (pa, pb) = (
+        from_prom.per_replica("work_by_replica"),
+        scraped.per_replica("work_by_replica"),
+    );
+    let one =
+        |m: &BTreeMap<String, f64>| m.len() == 1 && m.values().all(|v| within(*v, RATE, 0.10));
+    one(&pa)
+        && one(&pb)
+        && within(a, RATE, 0.10)
         && within(b, RATE, 0.10)
         && within(a, b, 0.10)
         && within(qa, qb, 0.10)
@@ -205,6 +224,19 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
         scraped.get("work_rate").unwrap(),
     );
     eprintln!("work rate: PromQL {a:.3}/s, scrape {b:.3}/s, true {RATE}/s");
+    // A per-replica signal: one reading per target, named by its instance (the target's
+    // host:port in Prometheus, the URL given to the scrape source).
+    let per = from_prom.per_replica("work_by_replica");
+    assert_eq!(
+        per.keys().collect::<Vec<_>>(),
+        vec![&exporter.to_string()],
+        "{from_prom:?}"
+    );
+    assert!(within(per[&exporter.to_string()], RATE, 0.10), "{per:?}");
+    let per = scraped.per_replica("work_by_replica");
+    let url = format!("http://{exporter}/metrics");
+    assert_eq!(per.keys().collect::<Vec<_>>(), vec![&url], "{scraped:?}");
+    assert!(within(per[&url], RATE, 0.10), "{per:?}");
     assert!(prom_rate > 0.0);
     assert!(within(a, RATE, 0.10), "PromQL rate {a} vs true {RATE}");
     assert!(within(b, RATE, 0.10), "scrape rate {b} vs true {RATE}");
@@ -264,6 +296,7 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
             scrape: None,
             promql: Some("no_such_metric_anywhere".into()),
             help: None,
+            per_replica: false,
         },
     );
     match &promql.snapshot(&empty).await.unwrap().readings["x"] {

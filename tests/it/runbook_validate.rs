@@ -134,7 +134,7 @@ fn validate_prints_all_errors_and_passes_good_files() {
 #[test]
 fn shipped_runbooks_are_valid_and_found_from_anywhere() {
     let root = env!("CARGO_MANIFEST_DIR");
-    for name in ["stuck-overload", "retry-storm"] {
+    for name in ["stuck-overload", "retry-storm", "slow-replica"] {
         let p = format!("{root}/runbooks/{name}.yaml");
         let out = recover()
             .args(["runbooks", "validate", &p])
@@ -179,4 +179,25 @@ fn runbook_dir_overrides_the_built_in_copy() {
 
 fn root_runbooks() -> &'static str {
     concat!(env!("CARGO_MANIFEST_DIR"), "/runbooks")
+}
+
+#[test]
+fn restarting_the_slow_replica_needs_a_slow_replica_verdict() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let text = std::fs::read_to_string(format!("{root}/runbooks/slow-replica.yaml")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("slow-stuck.yaml");
+    std::fs::write(&f, text.replace("when: [slow_replica]", "when: [stuck]")).unwrap();
+    let out = recover()
+        .args(["runbooks", "validate", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err =
+        String::from_utf8_lossy(&out.stderr).to_string() + &String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("restart-slow-replica") || err.contains("replicas"),
+        "{err}"
+    );
+    assert!(err.contains("slow_replica"), "{err}");
 }

@@ -1,5 +1,5 @@
 //! `recover detect`: read the signals, judge them, exit 0 healthy, 10 stuck, 11 triggered,
-//! 12 unknown, so hooks can branch on the exit code.
+//! 12 unknown, 13 slow replica, so hooks can branch on the exit code.
 
 mod history;
 mod show;

@@ -92,6 +92,10 @@ pub enum StepFailure {
     Relapsed(String),
     #[error("metrics: {0}")]
     Metrics(#[from] MetricError),
+    /// `replicas: slow`, but the run's verdict named no slow replica, or one the platform
+    /// does not have (replaced since).
+    #[error("replicas: slow: {0}")]
+    NoSlowReplica(String),
 }
 
 /// A failed step: why, and what it had done by then.

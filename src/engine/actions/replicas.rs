@@ -5,7 +5,7 @@ use super::super::batches::{remaining, RestartProgress};
 use super::ctx::{figure, finished_event, record_to};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::platform::AdminOp;
-use crate::runbook::action::{BacklogDrain, CacheWarm, RestartBatched};
+use crate::runbook::action::{BacklogDrain, CacheWarm, ReplicaSelect, RestartBatched};
 use crate::util::duration::format as dur;
 use serde_json::json;
 use std::sync::Arc;
@@ -53,6 +53,7 @@ impl Act for RestartBatched {
             .map(|r| r.id)
             .collect();
         ids.sort();
+        let ids = select(self.replicas, ids, ctx.fixed.slow_replica.as_deref())?;
         let progress = ctx.restart.get(step).cloned().unwrap_or_default();
         let work = remaining(&ids, self.batch, &progress);
         tally.set("restarted", 0.0);
@@ -94,7 +95,15 @@ impl Act for RestartBatched {
     }
 
     fn describe(&self, p: &Preview) -> Vec<String> {
-        let work = remaining(p.replicas, self.batch, &RestartProgress::default());
+        let ids = match select(
+            self.replicas,
+            p.replicas.to_vec(),
+            p.fixed.slow_replica.as_deref(),
+        ) {
+            Ok(ids) => ids,
+            Err(e) => return vec![format!("refuse: {e}")],
+        };
+        let work = remaining(&ids, self.batch, &RestartProgress::default());
         work.batches
             .iter()
             .enumerate()
@@ -147,6 +156,26 @@ impl Act for CacheWarm {
             self.signal,
             self.threshold
         )]
+    }
+}
+
+/// The replicas a restart acts on: all of them, or only the one the verdict named slow
+/// (which must still be among them). Pure.
+fn select(
+    which: ReplicaSelect,
+    ids: Vec<String>,
+    slow: Option<&str>,
+) -> Result<Vec<String>, StepFailure> {
+    match (which, slow) {
+        (ReplicaSelect::All, _) => Ok(ids),
+        (ReplicaSelect::Slow, None) => Err(StepFailure::NoSlowReplica(
+            "the run's verdict named no slow replica".into(),
+        )),
+        (ReplicaSelect::Slow, Some(s)) if ids.iter().any(|i| i == s) => Ok(vec![s.to_string()]),
+        (ReplicaSelect::Slow, Some(s)) => Err(StepFailure::NoSlowReplica(format!(
+            "{s} is not among the replicas now ({})",
+            ids.join(", ")
+        ))),
     }
 }
 
@@ -206,4 +235,35 @@ async fn wait_ready(
     }
     ctx.info(step, format!("ready: {}", replicas.join(", ")));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids() -> Vec<String> {
+        ["replica-0", "replica-1", "replica-2"]
+            .map(String::from)
+            .to_vec()
+    }
+
+    #[test]
+    fn slow_selects_only_the_named_replica_and_refuses_without_one() {
+        assert_eq!(
+            select(ReplicaSelect::All, ids(), Some("replica-1")).unwrap(),
+            ids()
+        );
+        assert_eq!(
+            select(ReplicaSelect::Slow, ids(), Some("replica-1")).unwrap(),
+            vec!["replica-1".to_string()]
+        );
+        let e = select(ReplicaSelect::Slow, ids(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("named no slow replica"), "{e}");
+        let e = select(ReplicaSelect::Slow, ids(), Some("replica-9"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("replica-9") && e.contains("replica-0"), "{e}");
+    }
 }

@@ -62,6 +62,11 @@ impl PromqlSource {
             })
             .collect();
         for (name, query) in &bound {
+            // A range query sums the series: a per-replica signal has no history here
+            // (the slow-replica rule judges what is observed live).
+            if signals.get(name).is_some_and(|s| s.per_replica) {
+                continue;
+            }
             let points = self
                 .query_range(query, start, end, step)
                 .await

@@ -343,6 +343,29 @@ fn queries(signals: &BTreeMap<String, SignalSpec>) -> Result<Vec<(&String, &str)
         .collect()
 }
 
+/// A per-replica signal's series as readings `NAME{REPLICA}`, the replica named by the
+/// series' `pod` label, else its `instance` (a series with neither is left out).
+fn per_replica_readings(
+    name: &str,
+    query: &str,
+    series: Vec<(Labels, f64)>,
+) -> Vec<(String, Reading)> {
+    series
+        .into_iter()
+        .filter_map(|(labels, v)| {
+            let replica = labels.get("pod").or_else(|| labels.get("instance"))?;
+            let reading = if v.is_nan() {
+                Reading::Missing {
+                    reason: format!("{query:?} returned NaN for {replica}"),
+                }
+            } else {
+                Reading::Value { value: v }
+            };
+            Some((crate::metrics::signal::replica_key(name, replica), reading))
+        })
+        .collect()
+}
+
 fn to_metric_error(signal: &str, e: PromqlError) -> MetricError {
     match e {
         PromqlError::Timeout { url, after } => MetricError::Timeout { target: url, after },
@@ -374,6 +397,14 @@ impl MetricSource for PromqlSource {
         let at = SystemTime::now();
         let mut readings = BTreeMap::new();
         for (name, query) in self.bound_queries(signals, None, None).await? {
+            if signals.get(&name).is_some_and(|s| s.per_replica) {
+                let series = self
+                    .query_series(&query, Some(at))
+                    .await
+                    .map_err(|e| to_metric_error(&name, e))?;
+                readings.extend(per_replica_readings(&name, &query, series));
+                continue;
+            }
             let reading = match self.query(&query, Some(at)).await {
                 Ok(QueryResult::Value(v)) if v.is_nan() => Reading::Missing {
                     reason: format!("{query:?} returned NaN"),

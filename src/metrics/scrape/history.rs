@@ -102,6 +102,30 @@ impl History {
         self.targets.retain(|k, _| keys.contains(k));
     }
 
+    /// The instances of the targets with this role, each once, in order.
+    pub fn instances(&self, role: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .targets(Some(role))
+            .map(|t| t.endpoint.instance.clone())
+            .collect();
+        v.dedup();
+        v
+    }
+
+    /// A copy in which `role` has only the targets of `instance` (other roles kept whole),
+    /// so an expression over that role reads one replica. Pages are shared, not copied.
+    pub fn only_instance(&self, role: &str, instance: &str) -> History {
+        History {
+            targets: self
+                .targets
+                .iter()
+                .filter(|(_, t)| t.endpoint.role != role || t.endpoint.instance == instance)
+                .map(|(k, t)| (k.clone(), t.clone()))
+                .collect(),
+            keep: self.keep,
+        }
+    }
+
     /// Targets with this role (all targets if `role` is `None`).
     pub fn targets<'a>(
         &'a self,

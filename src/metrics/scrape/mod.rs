@@ -15,17 +15,28 @@ pub mod text;
 
 pub use fetch::{Fetch, UrlFetch};
 
-use super::signal::{Reading, SignalSpec, Snapshot};
+use super::signal::{replica_key, Reading, SignalSpec, Snapshot};
 use super::source::{MetricError, MetricSource};
 use history::History;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
+/// One signal's parsed scrape expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Compiled {
+    pub expr: expr::Expr,
+    /// Evaluated once per service replica (see [`SignalSpec::per_replica`]).
+    pub per_replica: bool,
+}
+
+/// The role whose targets are the replicas of a per-replica signal.
+pub const REPLICA_ROLE: &str = "service";
+
 /// Parse every signal's scrape expression; the first bad one is an error naming it.
 pub fn compile(
     signals: &BTreeMap<String, SignalSpec>,
-) -> Result<BTreeMap<String, expr::Expr>, MetricError> {
+) -> Result<BTreeMap<String, Compiled>, MetricError> {
     let mut out = BTreeMap::new();
     for (name, spec) in signals {
         let src = spec.scrape.as_deref().ok_or(MetricError::NoExpression {
@@ -36,7 +47,13 @@ pub fn compile(
             signal: name.clone(),
             message: e.to_string(),
         })?;
-        out.insert(name.clone(), e);
+        out.insert(
+            name.clone(),
+            Compiled {
+                expr: e,
+                per_replica: spec.per_replica,
+            },
+        );
     }
     Ok(out)
 }
@@ -84,20 +101,28 @@ impl Scraper {
         self.history.retain_targets(current);
     }
 
-    /// Evaluate compiled signals at `at`.
-    pub fn snapshot(
-        &mut self,
-        compiled: &BTreeMap<String, expr::Expr>,
-        at: SystemTime,
-    ) -> Snapshot {
+    /// Evaluate compiled signals at `at`; a per-replica signal gives one reading per
+    /// service target, evaluated against that target's pages alone.
+    pub fn snapshot(&mut self, compiled: &BTreeMap<String, Compiled>, at: SystemTime) -> Snapshot {
+        let reading = |r: Result<f64, String>| match r {
+            Ok(value) => Reading::Value { value },
+            Err(reason) => Reading::Missing { reason },
+        };
         let mut readings = BTreeMap::new();
-        for (name, e) in compiled {
-            self.history.keep_at_least(e.max_window());
-            let reading = match eval::eval(e, &self.history, at) {
-                Ok(value) => Reading::Value { value },
-                Err(reason) => Reading::Missing { reason },
-            };
-            readings.insert(name.clone(), reading);
+        for (name, c) in compiled {
+            self.history.keep_at_least(c.expr.max_window());
+            if !c.per_replica {
+                readings.insert(
+                    name.clone(),
+                    reading(eval::eval(&c.expr, &self.history, at)),
+                );
+                continue;
+            }
+            for instance in self.history.instances(REPLICA_ROLE) {
+                let alone = self.history.only_instance(REPLICA_ROLE, &instance);
+                let r = reading(eval::eval(&c.expr, &alone, at));
+                readings.insert(replica_key(name, &instance), r);
+            }
         }
         Snapshot { at, readings }
     }
@@ -173,4 +198,49 @@ pub fn parse_target(s: &str) -> Result<ScrapeEndpoint, String> {
         instance: url.to_string(),
         locator: url.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(role: &str, instance: &str) -> ScrapeEndpoint {
+        ScrapeEndpoint {
+            role: role.into(),
+            instance: instance.into(),
+            locator: format!("http://{instance}/metrics"),
+        }
+    }
+
+    #[test]
+    fn a_per_replica_signal_reads_each_service_target_alone() {
+        let spec = SignalSpec {
+            scrape: Some("rate(t_sum@service[10s]) / rate(t_count@service[10s])".into()),
+            promql: None,
+            help: None,
+            per_replica: true,
+        };
+        let signals = BTreeMap::from([("st".to_string(), spec)]);
+        let compiled = compile(&signals).unwrap();
+        let mut s = Scraper::default();
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let t1 = t0 + Duration::from_secs(10);
+        // r0: 10 requests of 0.1 s; r1: 10 of 0.5 s; r2: no requests (no figure).
+        for (r, sum) in [("r0", 1.0), ("r1", 5.0), ("r2", 0.0)] {
+            let n = if r == "r2" { 0 } else { 10 };
+            s.record(&ep("service", r), t0, Ok("t_sum 0\nt_count 0\n"));
+            let page = format!("t_sum {sum}\nt_count {n}\n");
+            s.record(&ep("service", r), t1, Ok(&page));
+        }
+        s.record(&ep("gate", "gate"), t1, Ok("t_sum 100\nt_count 1\n"));
+        let snap = s.snapshot(&compiled, t1);
+        let per = snap.per_replica("st");
+        assert_eq!(per.len(), 2, "{snap:?}");
+        assert!((per["r0"] - 0.1).abs() < 1e-9 && (per["r1"] - 0.5).abs() < 1e-9);
+        assert!(matches!(
+            snap.readings.get("st{r2}"),
+            Some(Reading::Missing { .. })
+        ));
+        assert!(!snap.readings.contains_key("st"));
+    }
 }
