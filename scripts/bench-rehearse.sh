@@ -84,7 +84,7 @@ for sc in scenarios:
                          rel=r["relapses"], sb=r.get("ramp_step_backs", 0), wall=r["wall_time_s"],
                          ok=r["recovered"]))
         print(f"{name:<12} {i:>3} {code:>4} {f(ttr):>6} {f(lb):>7} {f(ratio, '{:.2f}x'):>6} {f(k, '{:.2f}'):>5} "
-              f"{f(kt, '{:.1f}'):>6} {f(kerr and 100 * kerr, '{:+.0f}%'):>6} {f(pred):>6} "
+              f"{f(kt, '{:.1f}'):>6} {f(kerr and 100 * kerr + 0.0, '{:+.0f}%'):>6} {f(pred):>6} "
               f"{f(perr and 100 * perr, '{:+.0f}%'):>8} {r['relapses']:>8} {r.get('ramp_step_backs', 0):>9} {f(r['wall_time_s'], '{:.0f}'):>6}")
     col = lambda key: med([x[key] for x in rows if x[key] is not None])
     summary.append((name, len(rows), sum(1 for x in rows if x["ok"]), col("ttr"), col("lb"), col("ratio"),
@@ -96,5 +96,5 @@ print("| scenario | recovered | time to recover | lower bound | ratio | k estima
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (name, runs, ok, ttr, lb, ratio, k, kt, kerr, pred, perr, rel, wall) in summary:
     print(f"| {name} | {ok}/{runs} | {f(ttr)} s | {f(lb)} s | {f(ratio, '{:.2f}x')} | {f(k, '{:.2f}')} / {f(kt, '{:.0f}')} | "
-          f"{f(kerr and 100 * kerr, '{:+.0f}%')} | {f(pred)} s | {f(perr and 100 * perr, '{:+.0f}%')} | {f(rel, '{}')} | {f(wall, '{:.0f}')} s |")
+          f"{f(kerr and 100 * kerr + 0.0, '{:+.0f}%')} | {f(pred)} s | {f(perr and 100 * perr, '{:+.0f}%')} | {f(rel, '{}')} | {f(wall, '{:.0f}')} s |")
 PY
