@@ -151,7 +151,7 @@ pub struct GateRamp {
     pub hold: Option<Duration>,
     /// How long after the ramp starts only its check's passes count, failures not: the
     /// signals' rate windows still show the drain and restart before it (default 5s, the
-    /// built-in signals' window).
+    /// built-in signals' window; none when the step sets a `hold`).
     #[serde(default, with = "crate::util::duration::serde_human_opt")]
     pub settle: Option<Duration>,
     /// Name of a check in `spec.checks` that must pass at each step.

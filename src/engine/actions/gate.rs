@@ -103,7 +103,7 @@ impl Act for GateRamp {
         // The check is the hold: each rate stands until the check has its consecutive
         // successes. A fixed wait before it only when the step asks for one.
         let hold = self.hold.unwrap_or(Duration::ZERO);
-        let settle_until = tokio::time::Instant::now() + self.settle.unwrap_or(DEFAULT_RAMP_SETTLE);
+        let settle_until = tokio::time::Instant::now() + settle(self);
         let mut st = RampState::start(&p);
         let mut applied: Option<f64> = None;
         let figures = |st: &RampState, lifted: bool| {
@@ -227,11 +227,21 @@ impl Act for GateRamp {
             "raise the gate through {} req/s (or straight to what is offered when the service's measured capacity allows it, within the last), {hold}raising as soon as check {} passes at each ({needed}; for the first {} only its passes count); step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
             rates.join(" -> "),
             self.check,
-            dur(self.settle.unwrap_or(DEFAULT_RAMP_SETTLE)),
+            dur(settle(self)),
             self.max_relapses,
             self.ceiling_holds
         )]
     }
+}
+
+/// How long only the ramp's check passes count: as the step says; else none after a
+/// fixed hold (it already let the windows move on), else [`DEFAULT_RAMP_SETTLE`].
+fn settle(ramp: &GateRamp) -> Duration {
+    ramp.settle.unwrap_or(if ramp.hold.is_some() {
+        Duration::ZERO
+    } else {
+        DEFAULT_RAMP_SETTLE
+    })
 }
 
 /// What the ramp decides from besides its check: the gate's rejected rate (`rejected_signal`)
