@@ -1,8 +1,9 @@
 //! Process exit codes, in one place, because hooks and scripts branch on them.
 //!
 //! 0 done, 1 recovery failed or aborted, 2 bad input or usage, 3 refused or could not
-//! start, nothing changed (lock held, precondition unmet, metrics or target unreachable). `recover detect` adds 10 stuck, 11 triggered, 12 unknown, 13 slow
-//! replica.
+//! start, nothing changed (lock held, precondition unmet, metrics or target unreachable).
+//! `recover rehearse` adds 4: the trigger did not leave the system stuck, nothing to
+//! recover. `recover detect` adds 10 stuck, 11 triggered, 12 unknown, 13 slow replica.
 
 /// Every exit code `recover` uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,9 @@ pub enum Exit {
     /// Refused or could not start (a lock is held, a precondition is unmet, the metrics or
     /// the target cannot be reached, cancelled before acting); nothing was changed.
     Refused = 3,
+    /// `rehearse`: the trigger did not leave the system stuck; nothing was recovered because
+    /// nothing needed recovering (the report says which numbers to make harsher).
+    NotStuck = 4,
     /// `detect`: the service is stuck (trigger gone, failure persists).
     Stuck = 10,
     /// `detect`: the trigger is still active.

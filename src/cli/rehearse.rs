@@ -1,5 +1,6 @@
 //! `recover rehearse`: flags onto `recover::rehearse::rehearse`, then the report files,
-//! the summary (or JSON) on stdout, and exit 0 if recovered, 1 if not.
+//! the summary (or JSON) on stdout, and exit 0 if recovered, 4 if the trigger did not leave
+//! the system stuck (nothing to recover), 1 if not recovered.
 
 use super::{CliResult, Failure, Output};
 use anyhow::Context;
@@ -113,6 +114,8 @@ pub fn run(args: RehearseArgs) -> CliResult {
     }
     Ok(if outcome.report.recovered {
         Exit::Done
+    } else if outcome.report.not_stuck.is_some() {
+        Exit::NotStuck
     } else {
         Exit::Failed
     })

@@ -20,10 +20,24 @@ use std::time::Duration;
 /// The rate window every default scrape expression uses.
 pub const RATE_WINDOW: &str = "5s";
 
+/// The short window of the `*_recent` signals readmission judges by (`$R`): a check that
+/// gates each ramp rate must stop seeing the drain and the restart before it within a
+/// few seconds, not five; three seconds still hold two 1 s scrapes. PromQL keeps
+/// `$__rate_interval` (a rate needs four scrape intervals there).
+pub const RECENT_WINDOW: &str = "3s";
+
 fn spec(scrape: &str, promql: &str, help: &str) -> SignalSpec {
     SignalSpec {
-        scrape: Some(scrape.replace("$W", RATE_WINDOW)),
-        promql: Some(promql.replace("$W", "$__rate_interval")),
+        scrape: Some(
+            scrape
+                .replace("$W", RATE_WINDOW)
+                .replace("$R", RECENT_WINDOW),
+        ),
+        promql: Some(
+            promql
+                .replace("$W", "$__rate_interval")
+                .replace("$R", "$__rate_interval"),
+        ),
         help: Some(help.to_string()),
         per_replica: false,
     }
@@ -106,6 +120,24 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
             "histogram_quantile(0.99, rate(recover_gate_upstream_latency_seconds_bucket@gate[$W]))",
             "histogram_quantile(0.99, sum by (le) (rate(recover_gate_upstream_latency_seconds_bucket{$gate}[$W])))",
             "p99 of the service's latency as the gate sees it, seconds",
+        ),
+        (
+            names::LATENCY_P99_RECENT,
+            "histogram_quantile(0.99, rate(recover_gate_upstream_latency_seconds_bucket@gate[$R]))",
+            "histogram_quantile(0.99, sum by (le) (rate(recover_gate_upstream_latency_seconds_bucket{$gate}[$R])))",
+            "p99 of the service's latency as the gate sees it over the last few seconds (readmission)",
+        ),
+        (
+            names::GOODPUT_RECENT,
+            r#"rate(recover_demo_service_completions_total{kind="useful"}@service[$R]) or 0"#,
+            r#"sum(rate(recover_demo_service_completions_total{kind="useful", $service}[$R])) or 0 * sum(up{$service})"#,
+            "useful completions/s over the last few seconds (readmission)",
+        ),
+        (
+            names::GATE_ADMITTED_RECENT,
+            r#"rate(recover_gate_requests_total{outcome="admitted"}@gate[$R]) or 0"#,
+            r#"sum(rate(recover_gate_requests_total{outcome="admitted", $gate}[$R])) or 0 * sum(up{$gate})"#,
+            "requests/s the gate admits over the last few seconds (readmission)",
         ),
         (
             names::QUEUE_DEPTH,

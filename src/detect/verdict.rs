@@ -329,7 +329,8 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.capacity_cold_from = Some(c.from.clone());
     }
-    if let Some(k) = estimate::k(i.cfg, last, st.as_ref(), cap.as_ref(), &mut ev) {
+    let now = estimate::warm_over_rate_window(i.window, last);
+    if let Some(k) = estimate::k(i.cfg, &now, st.as_ref(), cap.as_ref(), &mut ev) {
         ev.push(Evidence::new(
             "k",
             Some(k.chosen.value),

@@ -104,6 +104,19 @@ pub fn record(check: &Check, state: &mut CheckState, m: &Measurement) -> CheckSt
     CheckStatus::Running
 }
 
+/// As [`record`], while the signals may still describe the time before a change (their rate
+/// windows reach back past it, e.g. to a restart): a success counts, anything else only
+/// resets the run of successes, neither failing the check nor using up its `count`.
+pub fn record_settling(check: &Check, state: &mut CheckState, m: &Measurement) -> CheckStatus {
+    match m {
+        Measurement::Success => record(check, state, m),
+        _ => {
+            state.consecutive_successes = 0;
+            CheckStatus::Running
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,5 +196,23 @@ mod tests {
             matches!(run(&c, &[None, None, None]), CheckStatus::Failed(m) if m.contains("inconclusive 3 times"))
         );
         assert_eq!(run(&c, &[None, Some(1.0)]), CheckStatus::Passed);
+    }
+
+    #[test]
+    fn settling_ignores_what_is_not_a_success_then_judges_as_usual() {
+        let c = check(2, 0, Inconclusive::Fail);
+        let mut st = CheckState::default();
+        let bad = measure(&c, &|_| Some(50.0));
+        let good = measure(&c, &|_| Some(1.0));
+        let none = measure(&c, &|_| None);
+        for m in [&bad, &none, &bad, &good, &bad] {
+            assert_eq!(record_settling(&c, &mut st, m), CheckStatus::Running);
+        }
+        assert_eq!((st.failures, st.measurements), (0, 1));
+        assert_eq!(record_settling(&c, &mut st, &good), CheckStatus::Running);
+        assert_eq!(record_settling(&c, &mut st, &good), CheckStatus::Passed);
+        // Settled, the first failure past the limit fails it.
+        let mut st = CheckState::default();
+        assert!(matches!(record(&c, &mut st, &bad), CheckStatus::Failed(_)));
     }
 }

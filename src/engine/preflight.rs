@@ -277,8 +277,9 @@ mod tests {
     fn an_unreachable_gate_and_a_missing_signal_are_named_with_their_fixes() {
         let mut f = good();
         f.gate = Err("gate token file /x/token: No such file".into());
+        // The readmission check reads the short-window p99.
         f.signals_absent.insert(
-            "latency_p99".into(),
+            "latency_p99_recent".into(),
             "recover_gate_upstream_latency_seconds_bucket@gate: no such series".into(),
         );
         let e = check(&runbook(), &f).unwrap_err();
@@ -289,10 +290,10 @@ mod tests {
         );
         assert!(text.contains("token_file"), "{text}");
         assert!(
-            text.contains("[step readmit] signal latency_p99 reads nothing that exists"),
+            text.contains("[step readmit] signal latency_p99_recent reads nothing that exists"),
             "{text}"
         );
-        assert!(text.contains("spec.signals.latency_p99"), "{text}");
+        assert!(text.contains("spec.signals.latency_p99_recent"), "{text}");
     }
 
     #[test]

@@ -1,12 +1,19 @@
 //! Progressive readmission decisions, as a pure function: given the check's result at the
 //! current rate and what the gate still rejects, raise, step back and hold, finish, or fail.
-//! The executor only applies what this decides.
+//! The executor only applies what this decides, as soon as the check has its evidence (its
+//! `consecutive_successes`): no rate is held longer than it takes to judge it.
 //!
 //! The limit is lifted only once the gate rejects (next to) nothing. Clients the gate is
 //! still turning away are retrying; lifting while they are would let them all through in
 //! one wave, the burst that put the service into overload in the first place. So a raise
 //! goes to what is being offered (admitted plus rejected), never above the ceiling (the
 //! rate the service can take), and at the ceiling the ramp holds until the rejections stop.
+//!
+//! A raise jumps straight to what is offered when the service's measured headroom allows
+//! it: the capacity it shows now (its concurrency over its service time now, so a cold or
+//! slowed service shows less) times the plan's headroom must cover the offered rate.
+//! Where it does not, the raise goes no further than that measured capacity (or one step
+//! factor, so a service that warms as it works still gets more).
 
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +28,37 @@ pub struct RampParams {
     /// Holds at the ceiling with the gate still rejecting before the ramp settles there
     /// (leaves the limit at the ceiling instead of lifting it).
     pub ceiling_holds: u32,
+    /// A raise may use at most this fraction of the capacity the service measures now.
+    #[serde(default = "default_headroom")]
+    pub headroom: f64,
+}
+
+fn default_headroom() -> f64 {
+    DEFAULT_HEADROOM
+}
+
+/// The fraction of measured capacity a raise may use when the plan names none.
+pub const DEFAULT_HEADROOM: f64 = 0.9;
+
+/// What the ramp saw when its check ended.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Seen {
+    /// The gate's rejected rate, req/s (None: no data, which never counts as "no longer
+    /// rejecting").
+    pub rejected: Option<f64>,
+    /// What the service can take now, req/s: its concurrency over its service time now
+    /// (None: not measured; the raise is then bounded by the ceiling alone).
+    pub capacity_now: Option<f64>,
+}
+
+impl Seen {
+    /// Only the rejected rate known.
+    pub fn rejected(rejected: Option<f64>) -> Self {
+        Seen {
+            rejected,
+            capacity_now: None,
+        }
+    }
 }
 
 /// Rejecting at most this fraction of the admitted rate counts as rejecting nothing: a
@@ -137,14 +175,14 @@ impl RampMove {
     }
 }
 
-/// Decide after a check at `state.rate`. `rejected` is the gate's rejected rate (None: no
-/// data, which never counts as "no longer rejecting").
+/// Decide after a check at `state.rate`, from what was [`Seen`] when it ended.
 pub fn next_move(
     p: &RampParams,
     state: &mut RampState,
     passed: Result<(), String>,
-    rejected: Option<f64>,
+    seen: Seen,
 ) -> RampMove {
+    let rejected = seen.rejected;
     match passed {
         Ok(()) => {
             state.last_good = Some(state.rate);
@@ -180,11 +218,14 @@ pub fn next_move(
                 };
             }
             let offered = state.rate + rejected;
-            raise(
-                p,
-                state,
-                (state.rate * p.factor).max(offered * OFFERED_MARGIN),
-            )
+            let wanted = (state.rate * p.factor).max(offered * OFFERED_MARGIN);
+            let to = match seen.capacity_now {
+                Some(c) if c.is_finite() && c > 0.0 => {
+                    wanted.min((p.headroom.clamp(0.0, 1.0) * c).max(state.rate * p.factor))
+                }
+                _ => wanted,
+            };
+            raise(p, state, to)
         }
         Err(why) => {
             state.relapses += 1;
@@ -226,7 +267,12 @@ mod tests {
             ceiling: 500.0,
             max_relapses: 1,
             ceiling_holds: 2,
+            headroom: 0.9,
         }
+    }
+
+    fn rej(r: f64) -> Seen {
+        Seen::rejected(Some(r))
     }
 
     #[test]
@@ -234,17 +280,17 @@ mod tests {
         let p = params();
         let mut s = RampState::start(&p);
         assert_eq!(
-            next_move(&p, &mut s, Ok(()), Some(50.0)),
+            next_move(&p, &mut s, Ok(()), rej(50.0)),
             RampMove::Raise { rate: 200.0 }
         );
         assert_eq!(
-            next_move(&p, &mut s, Ok(()), None),
+            next_move(&p, &mut s, Ok(()), Seen::default()),
             RampMove::Raise { rate: 400.0 },
             "no data: keep raising, never lift"
         );
         // 1% of the admitted rate is noise, not clients being turned away.
         assert!(matches!(
-            next_move(&p, &mut s, Ok(()), Some(3.9)),
+            next_move(&p, &mut s, Ok(()), rej(3.9)),
             RampMove::Finish { .. }
         ));
     }
@@ -255,12 +301,39 @@ mod tests {
         let mut s = RampState::start(&p);
         // 100 admitted + 200 rejected are offered: go to 330, not to 200.
         assert_eq!(
-            next_move(&p, &mut s, Ok(()), Some(200.0)),
+            next_move(&p, &mut s, Ok(()), rej(200.0)),
             RampMove::Raise { rate: 330.0 }
         );
         assert_eq!(
-            next_move(&p, &mut s, Ok(()), Some(1000.0)),
+            next_move(&p, &mut s, Ok(()), rej(1000.0)),
             RampMove::Raise { rate: 500.0 }
+        );
+    }
+
+    #[test]
+    fn a_raise_jumps_to_what_is_offered_only_within_the_measured_capacity() {
+        let p = params();
+        let seen = |c| Seen {
+            rejected: Some(200.0),
+            capacity_now: Some(c),
+        };
+        // The service measures 400 req/s now: 0.9 x 400 = 360 covers 1.1 x 300 offered.
+        let mut s = RampState::start(&p);
+        assert_eq!(
+            next_move(&p, &mut s, Ok(()), seen(400.0)),
+            RampMove::Raise { rate: 330.0 }
+        );
+        // Cold or slowed down, it shows 250: no further than 0.9 x 250.
+        let mut s = RampState::start(&p);
+        assert_eq!(
+            next_move(&p, &mut s, Ok(()), seen(250.0)),
+            RampMove::Raise { rate: 225.0 }
+        );
+        // Showing less than a step's worth, it still gets one step factor.
+        let mut s = RampState::start(&p);
+        assert_eq!(
+            next_move(&p, &mut s, Ok(()), seen(120.0)),
+            RampMove::Raise { rate: 200.0 }
         );
     }
 
@@ -272,17 +345,17 @@ mod tests {
             ..RampState::start(&p)
         };
         assert_eq!(
-            next_move(&p, &mut s, Ok(()), Some(30.0)),
+            next_move(&p, &mut s, Ok(()), rej(30.0)),
             RampMove::Raise { rate: 500.0 }
         );
         for _ in 0..2 {
             assert!(matches!(
-                next_move(&p, &mut s, Ok(()), Some(30.0)),
+                next_move(&p, &mut s, Ok(()), rej(30.0)),
                 RampMove::Hold { rate, .. } if rate == 500.0
             ));
         }
         assert!(matches!(
-            next_move(&p, &mut s, Ok(()), Some(30.0)),
+            next_move(&p, &mut s, Ok(()), rej(30.0)),
             RampMove::Settle { rate, .. } if rate == 500.0
         ));
         // Had the retrying clients been served meanwhile, it would have lifted.
@@ -291,11 +364,11 @@ mod tests {
             ..RampState::start(&p)
         };
         assert!(matches!(
-            next_move(&p, &mut t, Ok(()), Some(30.0)),
+            next_move(&p, &mut t, Ok(()), rej(30.0)),
             RampMove::Hold { .. }
         ));
         assert!(matches!(
-            next_move(&p, &mut t, Ok(()), Some(0.0)),
+            next_move(&p, &mut t, Ok(()), rej(0.0)),
             RampMove::Finish { .. }
         ));
     }
@@ -304,9 +377,9 @@ mod tests {
     fn steps_back_on_relapse_then_fails() {
         let p = params();
         let mut s = RampState::start(&p);
-        next_move(&p, &mut s, Ok(()), Some(9.0));
+        next_move(&p, &mut s, Ok(()), rej(9.0));
         assert_eq!(s.rate, 200.0);
-        let d = next_move(&p, &mut s, Err("latency".into()), Some(9.0));
+        let d = next_move(&p, &mut s, Err("latency".into()), rej(9.0));
         assert_eq!(
             d,
             RampMove::StepBack {
@@ -315,7 +388,7 @@ mod tests {
             }
         );
         assert!(matches!(
-            next_move(&p, &mut s, Err("again".into()), Some(9.0)),
+            next_move(&p, &mut s, Err("again".into()), rej(9.0)),
             RampMove::Fail { .. }
         ));
     }

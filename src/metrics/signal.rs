@@ -45,6 +45,12 @@ pub mod names {
     pub const REPLICA_SERVICE_TIME: &str = "replica_service_time";
     /// Replicas the gate has ejected as latency outliers now.
     pub const UPSTREAMS_EJECTED: &str = "upstreams_ejected";
+    /// Readmission's view: useful completions/s over the short window.
+    pub const GOODPUT_RECENT: &str = "goodput_recent";
+    /// Readmission's view: requests/s the gate admits, over the short window.
+    pub const GATE_ADMITTED_RECENT: &str = "gate_admitted_recent";
+    /// Readmission's view: the gate's p99 of the service's latency over the short window.
+    pub const LATENCY_P99_RECENT: &str = "latency_p99_recent";
 }
 
 /// How to measure one signal: an expression over scraped `/metrics`, a PromQL query, or

@@ -264,9 +264,11 @@ impl PlanInputs {
             });
         let k = op(operator.k)
             .or_else(|| {
-                est(verdict.k, vs.k, verdict.k_from.as_deref()).map(|k| Sourced {
-                    range: verdict.k_range,
-                    ..k
+                est(verdict.k, vs.k, verdict.k_from.as_deref()).map(|k| {
+                    pessimistic(Sourced {
+                        range: verdict.k_range,
+                        ..k
+                    })
                 })
             })
             .or_else(|| decl(declared.k, "k"));
@@ -292,6 +294,24 @@ impl PlanInputs {
                 .collect(),
             }),
         }
+    }
+}
+
+/// A measured k is uncertain by the range of its candidates: the plan sizes its shed for
+/// the top of it. A k too low admits more than the service can clear and it stays stuck;
+/// one too high only sheds more until the ramp's first check, which raises the rate at
+/// once if the service shows the headroom. A declared or given k is taken as it is.
+fn pessimistic(k: Sourced) -> Sourced {
+    match (k.source, k.range) {
+        (Source::Measured, Some([lo, hi])) if hi > k.value => Sourced {
+            value: hi,
+            from: format!(
+                "top of the measured range {lo:.2} .. {hi:.2} (estimate {:.2}: {})",
+                k.value, k.from
+            ),
+            ..k
+        },
+        _ => k,
     }
 }
 
@@ -394,5 +414,35 @@ mod tests {
         ] {
             assert!(text.contains(needle), "{needle}: {text}");
         }
+    }
+
+    #[test]
+    fn a_measured_k_is_planned_at_the_top_of_its_range() {
+        let v = Verdict {
+            k_range: Some([3.0, 5.2]),
+            ..stuck()
+        };
+        let s = PlanInputs::from_verdict(&v, &DetectorConfig::default(), &Overrides::default())
+            .unwrap();
+        assert_eq!((s.k.value, s.k.range), (5.2, Some([3.0, 5.2])));
+        assert!(
+            s.k.from
+                .starts_with("top of the measured range 3.00 .. 5.20 (estimate 4.00"),
+            "{}",
+            s.k.from
+        );
+        // A declared k is taken as it is, whatever was measured beside it.
+        let declared = Verdict {
+            k_range: Some([2.0, 9.0]),
+            sources: EstimateSources {
+                k: Some(Source::Declared),
+                ..stuck().sources
+            },
+            ..stuck()
+        };
+        let s =
+            PlanInputs::from_verdict(&declared, &DetectorConfig::default(), &Overrides::default())
+                .unwrap();
+        assert_eq!(s.k.value, 4.0);
     }
 }

@@ -27,7 +27,8 @@ pub struct PlanConfig {
     pub headroom: f64,
     /// Each ramp step multiplies the admitted rate by this.
     pub step_factor: f64,
-    /// How long each ramp step is held (and checked) before the next.
+    /// How long each ramp step is expected to stand: the time its gating check needs for
+    /// its consecutive successes (the engine raises as soon as the check passes).
     #[serde(with = "crate::util::duration::serde_human")]
     pub step_hold: Duration,
     /// A step passes when goodput is at least this fraction of the admitted rate.

@@ -36,6 +36,8 @@ pub struct Facts<'a> {
     pub attached_s: Option<f64>,
     /// The plan's inputs with their sources, when the runbook ran.
     pub inputs: Option<crate::plan::SourcedInputs>,
+    /// The trigger left the system healthy: what to make harsher.
+    pub not_stuck: Option<super::harsher::NotStuck>,
 }
 
 /// Build the report and the rebased series.
@@ -226,6 +228,8 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         ramp_step_backs: f.runbook.relapses,
         p99_over_timeout_s: over_s,
         k: f.detection.and_then(|d| d.verdict.k),
+        k_true: Some(sc.service.overload_factor),
+        not_stuck: f.not_stuck.clone(),
         shed_fraction: f.plan.map(|p| p.shed_fraction),
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),
         dropped_requests: dropped.drained + dropped.rejected_at_gate,

@@ -14,6 +14,7 @@ pub mod assemble;
 pub mod baselines;
 pub mod detection;
 pub mod expo;
+pub mod harsher;
 pub mod orchestrate;
 pub mod output;
 pub mod predict;

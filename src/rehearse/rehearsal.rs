@@ -77,6 +77,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
     };
     let detection = wait_stuck(&stage.feed, stage.clock, &detector, sc.detect_timeout).await;
     let mut failure = None;
+    let mut not_stuck = None;
     let mut inputs = None;
     let mut runbook = RunbookOutcome::default();
     let mut steady_at = None;
@@ -122,6 +123,14 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                     }
                 }
             }
+        }
+        // Healthy at the end of the wait: the trigger did not leave it stuck. That is
+        // not a failed recovery; say what to make harsher.
+        Err(e) if e.last == Some(crate::detect::VerdictKind::Healthy) => {
+            let n = super::harsher::not_stuck(sc);
+            tracing::warn!("{}", n.message);
+            failure = Some(n.message.clone());
+            not_stuck = Some(n);
         }
         Err(e) => failure = Some(e.to_string()),
     }
@@ -169,6 +178,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
         predicted,
         attached_s,
         inputs,
+        not_stuck,
     };
     let (report, samples) = assemble(facts, &rec);
     Ok(Rehearsed {

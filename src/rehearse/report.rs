@@ -64,6 +64,13 @@ pub struct Report {
     pub ramp_step_backs: u32,
     /// Work amplification the detector estimated when it said Stuck.
     pub k: Option<f64>,
+    /// The scenario's true overload factor (`service.overload_factor`), beside the estimate.
+    #[serde(default)]
+    pub k_true: Option<f64>,
+    /// When the trigger left the system healthy (nothing to recover; exit 4): what to make
+    /// harsher; else null.
+    #[serde(default)]
+    pub not_stuck: Option<super::harsher::NotStuck>,
     /// Fraction of arrivals the plan shed: `max(0, 1 - (capacity_cold / k) / arrival)`.
     pub shed_fraction: Option<f64>,
     /// The gate rate the plan admitted first, requests/s.
@@ -129,6 +136,9 @@ pub struct LowerBound {
     /// A client in a retry loop cannot come back sooner than its next retry.
     pub retry_delay_s: f64,
     pub lower_bound_s: f64,
+    /// Which capacity the bound uses (`cold`), and why.
+    #[serde(default)]
+    pub capacity_used: String,
 }
 
 /// The detector's view when it said Stuck. It says Stuck once the failure has lasted

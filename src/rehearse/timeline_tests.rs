@@ -121,6 +121,8 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         ],
         baselines: BTreeMap::new(),
         predicted_time_to_recover_s: None,
+        k_true: None,
+        not_stuck: None,
         wall_time_s: 70.0,
         files: Files::default(),
         endpoints: BTreeMap::new(),

@@ -171,6 +171,12 @@ pub fn goodput_ratio_end(samples: &[Sample], demand: f64, window_s: f64) -> Opti
     Some(vals.iter().sum::<f64>() / vals.len() as f64 / demand)
 }
 
+/// Which capacity the lower bound uses, and why: a restart is what clears the stuck
+/// state, and it leaves the service cold; a runbook that warms caches before readmitting
+/// buys warm capacity with the time the warming takes (counted in the measured time, not in
+/// the bound), so the bound stays the one any restart-based procedure faces.
+pub const CAPACITY_USED: &str = "cold: the capacity a restart leaves; warming before readmission is part of the procedure, not of the bound";
+
 /// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
 /// `None` when cold capacity does not exceed demand: then no recovery is possible at all
 /// without more capacity, and a bound would be meaningless.
@@ -193,6 +199,7 @@ pub fn lower_bound(
         demand_per_s: demand,
         retry_delay_s,
         lower_bound_s: restart_s + drain.max(retry_delay_s),
+        capacity_used: CAPACITY_USED.to_string(),
     })
 }
 

@@ -145,9 +145,15 @@ pub struct GateRamp {
     pub from: Quantity,
     #[serde(default = "plan_step_factor")]
     pub factor: Quantity,
-    /// How long each step is held before its check (default: the plan's step_hold).
+    /// A fixed wait at each rate before its check (default none: each rate stands until
+    /// the check has its `consecutive_successes`).
     #[serde(default, with = "crate::util::duration::serde_human_opt")]
     pub hold: Option<Duration>,
+    /// How long after the ramp starts only its check's passes count, failures not: the
+    /// signals' rate windows still show the drain and restart before it (default 5s, the
+    /// built-in signals' window; none when the step sets a `hold`).
+    #[serde(default, with = "crate::util::duration::serde_human_opt")]
+    pub settle: Option<Duration>,
     /// Name of a check in `spec.checks` that must pass at each step.
     pub check: String,
     /// Relapses tolerated (step back and hold) before the ramp fails.

@@ -5,7 +5,7 @@
 //! Fed one second at a time, so `check_plan` predicts what the real controller would do
 //! with the same plan.
 
-use crate::engine::ramp::{next_move, RampMove, RampParams, RampState};
+use crate::engine::ramp::{next_move, RampMove, RampParams, RampState, Seen, DEFAULT_HEADROOM};
 use crate::plan::Plan;
 use std::time::Duration;
 
@@ -51,6 +51,7 @@ impl Procedure {
             ceiling: plan.ramp_end_rate.max(last).max(plan.admit_rate),
             max_relapses: 2 * plan.ramp.len() as u32 + 2,
             ceiling_holds: 3,
+            headroom: DEFAULT_HEADROOM,
         };
         Procedure {
             state: RampState::start(&params),
@@ -106,7 +107,12 @@ impl Procedure {
             }
             self.seen_clean = false;
             self.first_hold = false;
-            return match next_move(&self.params, &mut self.state, Err("timeouts".into()), None) {
+            return match next_move(
+                &self.params,
+                &mut self.state,
+                Err("timeouts".into()),
+                Seen::default(),
+            ) {
                 RampMove::StepBack { rate, .. } => {
                     self.rate_changed(now_s);
                     Some(Some(rate))
@@ -124,7 +130,12 @@ impl Procedure {
         }
         self.first_hold = false;
         let rejected_per_s = self.rejected as f64 / f64::from(self.seconds.max(1));
-        match next_move(&self.params, &mut self.state, Ok(()), Some(rejected_per_s)) {
+        match next_move(
+            &self.params,
+            &mut self.state,
+            Ok(()),
+            Seen::rejected(Some(rejected_per_s)),
+        ) {
             RampMove::Raise { rate } | RampMove::StepBack { rate, .. } => {
                 self.rate_changed(now_s);
                 Some(Some(rate))

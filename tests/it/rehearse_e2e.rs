@@ -193,3 +193,22 @@ fn e2e_rehearse_attached_after_60s_recovers_with_x_attempt() {
 fn e2e_rehearse_attached_after_60s_recovers_without_attempt_headers() {
     attached_after_60s_recovers("scenarios/attach-60s-no-attempt-header.yaml", "none");
 }
+
+/// A trigger that leaves the system healthy is not a failed recovery: exit 4, and the
+/// report says which numbers to make harsher.
+#[test]
+fn e2e_rehearse_not_stuck_says_so_with_exit_4() {
+    let sc = crate::support::fixture_path("scenarios/replicas-3-not-stuck.yaml");
+    let (report, status, _tmp) = rehearse(&["--scenario", &sc]);
+    assert_eq!(status.code(), Some(4), "{report:#}");
+    assert_eq!(report["recovered"], false);
+    let msg = report["not_stuck"]["message"]
+        .as_str()
+        .expect("not_stuck.message");
+    assert!(
+        msg.starts_with("the trigger did not leave the system stuck; nothing to recover; make the scenario harsher: ")
+            && msg.contains("workers.count"),
+        "{msg}"
+    );
+    assert_eq!(report["failure"].as_str(), Some(msg));
+}

@@ -14,13 +14,16 @@ pub struct KEstimate {
 }
 
 /// Work amplification k now. A declared k wins. Otherwise the cost-based candidates
-/// (service time now / healthy; healthy capacity / completions while queued) are upper
-/// bounds: a cold service is slower too, so each is divided by the cold multiplier now
-/// where the cold factor is declared and the warm fraction is measured (cost falling
-/// linearly as caches warm), and the smallest, the tightest bound, is used. Waste ratios
+/// (service time now / healthy; healthy capacity / completions while queued) each measure
+/// the cost of a request now over the healthy cost: a cold service is slower too, so each
+/// is divided by the cold multiplier where the cold factor is declared and the warm
+/// fraction is measured (cost falling linearly as caches warm). They are combined into
+/// one estimate, their geometric mean (each is a ratio, and each errs by a factor: noise in
+/// a rate window, the warm fraction changing within it), and the range they span is the
+/// estimate's uncertainty; a plan sizes its shed for the top of it. Waste ratios
 /// (completions per useful response, attempts per first attempt) count work nobody waits
-/// for, not the cost of a request, so they are used only when nothing else is known.
-/// Every candidate goes in `evidence`, with the range considered.
+/// for, not the cost of a request (they run to tens in a stuck state), so they are used
+/// only when nothing else is known. Every candidate goes in `evidence`, with the range.
 pub fn k(
     cfg: &DetectorConfig,
     now: &Snapshot,
@@ -104,22 +107,39 @@ pub fn k(
             format!("candidate: {}", c.from),
         ));
     }
-    let lo = all
+    // The range is over what the estimate rests on: the declaration and the cost-based
+    // candidates, or the waste ratios when there is nothing else.
+    let ranged: Vec<&Estimate> = if cost.is_empty() {
+        declared.iter().chain(&waste).collect()
+    } else {
+        declared.iter().chain(&cost).collect()
+    };
+    let lo = ranged
         .iter()
         .map(|c| clamp(c.value))
         .fold(f64::INFINITY, f64::min);
-    let hi = all.iter().map(|c| clamp(c.value)).fold(0.0, f64::max);
-    // The smallest bound; a later candidate must be clearly smaller (1%) to replace an
-    // earlier one, so agreeing measurements keep the most direct (the service time).
-    let tightest = |v: &[Estimate]| {
-        v.iter()
-            .fold(None, |best: Option<&Estimate>, c| match best {
-                Some(b) if c.value >= 0.99 * b.value => Some(b),
-                _ => Some(c),
-            })
-            .cloned()
+    let hi = ranged.iter().map(|c| clamp(c.value)).fold(0.0, f64::max);
+    let combined = |v: &[Estimate]| -> Option<Estimate> {
+        match v {
+            [] => None,
+            [one] => Some(one.clone()),
+            many => {
+                let logs: f64 = many.iter().map(|c| clamp(c.value).ln()).sum();
+                Some(Estimate::new(
+                    (logs / many.len() as f64).exp(),
+                    Source::Measured,
+                    format!(
+                        "geometric mean of {}",
+                        many.iter()
+                            .map(|c| format!("{:.2} ({})", c.value, c.from))
+                            .collect::<Vec<_>>()
+                            .join(" and ")
+                    ),
+                ))
+            }
+        }
     };
-    let mut best = match (declared.clone(), tightest(&cost), tightest(&waste)) {
+    let mut best = match (declared.clone(), combined(&cost), combined(&waste)) {
         (Some(d), _, _) => d,
         (None, Some(c), _) => c,
         (None, None, Some(w)) => Estimate {
@@ -146,7 +166,8 @@ pub fn k(
             "k",
             Some(best.value),
             format!(
-                "range considered {lo:.2} .. {hi:.2} over {} candidate(s); chose {:.2} ({})",
+                "range considered {lo:.2} .. {hi:.2} over {} of {} candidate(s); chose {:.2} ({})",
+                ranged.len(),
                 all.len(),
                 best.value,
                 best.source.as_str()
@@ -157,6 +178,32 @@ pub fn k(
         chosen: best,
         range: [lo, hi],
     })
+}
+
+/// `last`, with its warm fraction replaced by the mean over the built-in signals' rate
+/// window. The cost candidates are rates over that window, and a service warming as it
+/// works was colder through most of it than its gauge says now; dividing by the cold
+/// multiplier of this instant overstates k (the demo rehearsal, k = 2, measured 2.45
+/// and 2.54 that way).
+pub fn warm_over_rate_window(window: &[Snapshot], last: &Snapshot) -> Snapshot {
+    let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+        .unwrap_or_default();
+    let from = last.at.checked_sub(span).unwrap_or(last.at);
+    let v: Vec<f64> = window
+        .iter()
+        .filter(|s| s.at >= from && s.at <= last.at)
+        .filter_map(|s| s.get(names::WARM_FRACTION))
+        .collect();
+    let mut now = last.clone();
+    if !v.is_empty() {
+        now.readings.insert(
+            names::WARM_FRACTION.to_string(),
+            crate::metrics::signal::Reading::Value {
+                value: v.iter().sum::<f64>() / v.len() as f64,
+            },
+        );
+    }
+    now
 }
 
 #[cfg(test)]
@@ -217,11 +264,11 @@ mod tests {
             "{}",
             k.chosen.from
         );
-        // The waste ratios (25 and 40) were considered, capped at k_max 20.
-        assert_eq!(k.range, [2.0, 20.0]);
+        // The waste ratios (25 and 40) are evidence, outside the range of the estimate.
+        assert_eq!(k.range, [2.0, 2.0]);
         assert!(ev
             .iter()
-            .any(|e| e.note.contains("range considered 2.00 .. 20.00")));
+            .any(|e| e.note.contains("range considered 2.00 .. 2.00 over 2 of 4")));
     }
 
     #[test]
@@ -234,6 +281,43 @@ mod tests {
         let k = k(&cfg, &cold_and_stuck(), Some(&st(0.040)), None, &mut ev).unwrap();
         assert_eq!((k.chosen.value, k.chosen.source), (2.0, Source::Declared));
         // Without a cold factor the service-time ratio (4) stays an upper bound.
-        assert_eq!(k.range, [2.0, 20.0]);
+        assert_eq!(k.range, [2.0, 4.0]);
+    }
+
+    #[test]
+    fn disagreeing_cost_candidates_combine_into_their_geometric_mean_and_span_the_range() {
+        let cfg = DetectorConfig::default();
+        // Service time says 4.5 (0.180 / 0.040), capacity over completions says 2 (100 / 50).
+        let now = snap(&[
+            (names::SERVICE_TIME, 0.180),
+            (names::WORK_RATE, 50.0),
+            (names::QUEUE_DEPTH, 200.0),
+        ]);
+        let mut ev = vec![];
+        let k = k(&cfg, &now, Some(&st(0.040)), Some(&st(100.0)), &mut ev).unwrap();
+        assert!((k.chosen.value - 3.0).abs() < 1e-9, "{k:?}");
+        assert_eq!(k.range, [2.0, 4.5]);
+        assert!(
+            k.chosen.from.starts_with("geometric mean of 4.50"),
+            "{}",
+            k.chosen.from
+        );
+    }
+
+    #[test]
+    fn the_warm_fraction_is_averaged_over_the_rate_window() {
+        let at = |secs: u64, w: f64| Snapshot {
+            at: UNIX_EPOCH + Duration::from_secs(secs),
+            readings: [(
+                names::WARM_FRACTION.to_string(),
+                Reading::Value { value: w },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        // 0.0 at 990 s is outside the 5 s window ending at 1000 s.
+        let window = vec![at(990, 0.0), at(996, 0.2), at(998, 0.4), at(1000, 0.9)];
+        let now = warm_over_rate_window(&window, &window[3]);
+        assert!((now.get(names::WARM_FRACTION).unwrap() - 0.5).abs() < 1e-9);
     }
 }

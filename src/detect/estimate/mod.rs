@@ -9,7 +9,7 @@
 
 mod k;
 
-pub use k::{k, KEstimate};
+pub use k::{k, warm_over_rate_window, KEstimate};
 
 use super::lookback::Lookback;
 use super::{DetectorConfig, Evidence};

@@ -1,6 +1,6 @@
 //! `wait.until`, and running a named check to its end (the ramp runs one at each rate).
 
-use super::super::check::{measure, record, CheckState, CheckStatus, Measurement};
+use super::super::check::{measure, record, record_settling, CheckState, CheckStatus, Measurement};
 use super::super::progress::{ProgressEvent, Readings};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::runbook::action::WaitUntil;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 #[async_trait::async_trait]
 impl Act for WaitUntil {
     async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
-        run_check(ctx, step, &self.check, Some(tally))
+        run_check(ctx, step, &self.check, Some(tally), None)
             .await
             .map(|_| ())
     }
@@ -27,12 +27,15 @@ impl Act for WaitUntil {
 }
 
 /// Run the check `name` to its end. With a `tally`, its counters are kept there as it
-/// goes, so a check that fails still says how many measurements it took.
+/// goes, so a check that fails still says how many measurements it took. Until
+/// `settle_until`, only successes count ([`record_settling`]): the signals' windows still
+/// reach back to before the change being judged.
 pub(crate) async fn run_check(
     ctx: &Ctx,
     step: &str,
     name: &str,
     tally: Option<&Tally>,
+    settle_until: Option<tokio::time::Instant>,
 ) -> Result<CheckState, StepFailure> {
     let check = ctx
         .rb
@@ -53,7 +56,10 @@ pub(crate) async fn run_check(
                 Readings::default(),
             ),
         };
-        let status = record(check, &mut st, &m);
+        let status = match settle_until {
+            Some(t) if tokio::time::Instant::now() < t => record_settling(check, &mut st, &m),
+            _ => record(check, &mut st, &m),
+        };
         if let Some(t) = tally {
             t.check(&st);
         }

@@ -7,9 +7,10 @@ use super::ctx::figure;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::journal::Event;
 use crate::engine::progress::{ProgressEvent, Readings};
-use crate::engine::ramp::{next_move, RampDecision, RampMove, RampParams, RampState};
+use crate::engine::ramp::{next_move, RampDecision, RampMove, RampParams, RampState, Seen};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
+use crate::metrics::signal::{names, Snapshot};
 use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
 use crate::util::duration::format as dur;
 use serde_json::json;
@@ -19,6 +20,11 @@ use std::time::{Duration, SystemTime};
 /// How long a limit the engine sets may stand unattended when its step names no deadline:
 /// the note on the limit asks for a review by then.
 pub const DEFAULT_LIMIT_DEADLINE: Duration = Duration::from_secs(30 * 60);
+
+/// How long after the readmission starts only successes of its check count, when the step
+/// names no `settle`: the built-in signals rate over 5 s windows, so for that long they
+/// still show the drain and the restart that came before.
+pub const DEFAULT_RAMP_SETTLE: Duration = Duration::from_secs(5);
 
 /// A dry run lists at most this many ramp rates before the last.
 const DESCRIBED_RAMP_RATES: usize = 20;
@@ -92,8 +98,12 @@ impl Act for GateRamp {
             ceiling: ramp_ceiling(&ctx.fixed, from),
             max_relapses: self.max_relapses,
             ceiling_holds: self.ceiling_holds,
+            headroom: ctx.rb.plan.headroom,
         };
-        let hold = self.hold.unwrap_or(ctx.rb.plan.step_hold);
+        // The check is the hold: each rate stands until the check has its consecutive
+        // successes. A fixed wait before it only when the step asks for one.
+        let hold = self.hold.unwrap_or(Duration::ZERO);
+        let settle_until = tokio::time::Instant::now() + settle(self);
         let mut st = RampState::start(&p);
         let mut applied: Option<f64> = None;
         let figures = |st: &RampState, lifted: bool| {
@@ -128,19 +138,19 @@ impl Act for GateRamp {
                 params: p,
                 state: st.clone(),
             });
-            hold_watching(ctx, step, hold).await;
-            let checked = run_check(ctx, step, &self.check, None)
+            if !hold.is_zero() {
+                hold_watching(ctx, step, hold).await;
+            }
+            let checked = run_check(ctx, step, &self.check, None, Some(settle_until))
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string());
-            let rejected = ctx
-                .snapshot()
-                .await
-                .ok()
-                .and_then(|s| s.get(&self.rejected_signal));
+            let snap = ctx.snapshot().await.ok();
+            let seen = seen_in(snap.as_ref(), &self.rejected_signal);
+            let rejected = seen.rejected;
             let at_rate = st.rate;
             let check_failed = checked.clone().err();
-            let decision = next_move(&p, &mut st, checked, rejected);
+            let decision = next_move(&p, &mut st, checked, seen);
             let decided = RampDecision {
                 step: step.to_string(),
                 at_rate,
@@ -198,14 +208,55 @@ impl Act for GateRamp {
             r *= factor;
         }
         rates.push(format!("{ceiling:.1}"));
+        let needed =
+            p.rb.checks
+                .get(&self.check)
+                .map(|c| {
+                    format!(
+                        "{} passes in a row, every {}",
+                        c.consecutive_successes,
+                        dur(c.interval)
+                    )
+                })
+                .unwrap_or_default();
+        let hold = match self.hold {
+            Some(h) => format!("holding {} then ", dur(h)),
+            None => String::new(),
+        };
         vec![format!(
-            "raise the gate through {} req/s (or straight to what is offered, within the last), holding {} and running check {} at each; step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
+            "raise the gate through {} req/s (or straight to what is offered when the service's measured capacity allows it, within the last), {hold}raising as soon as check {} passes at each ({needed}; for the first {} only its passes count); step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
             rates.join(" -> "),
-            dur(self.hold.unwrap_or(p.rb.plan.step_hold)),
             self.check,
+            dur(settle(self)),
             self.max_relapses,
             self.ceiling_holds
         )]
+    }
+}
+
+/// How long only the ramp's check passes count: as the step says; else none after a
+/// fixed hold (it already let the windows move on), else [`DEFAULT_RAMP_SETTLE`].
+fn settle(ramp: &GateRamp) -> Duration {
+    ramp.settle.unwrap_or(if ramp.hold.is_some() {
+        Duration::ZERO
+    } else {
+        DEFAULT_RAMP_SETTLE
+    })
+}
+
+/// What the ramp decides from besides its check: the gate's rejected rate (`rejected_signal`)
+/// and the capacity the service shows now, concurrency over service time (Little's law).
+fn seen_in(snap: Option<&Snapshot>, rejected_signal: &str) -> Seen {
+    let Some(s) = snap else {
+        return Seen::default();
+    };
+    let capacity_now = match (s.get(names::CONCURRENCY_LIMIT), s.get(names::SERVICE_TIME)) {
+        (Some(c), Some(t)) if c > 0.0 && t > 0.0 => Some(c / t),
+        _ => None,
+    };
+    Seen {
+        rejected: s.get(rejected_signal),
+        capacity_now,
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::{ProgressEvent, Readings};
 use crate::engine::check::CheckState;
-use crate::engine::ramp::{next_move, RampMove, RampParams, RampState};
+use crate::engine::ramp::{next_move, RampMove, RampParams, RampState, Seen};
 
 /// Where a check stands, as its last measurement left it.
 #[derive(Debug, Clone, PartialEq)]
@@ -155,7 +155,7 @@ impl LiveView {
         };
         let rejected = self.readings.as_ref().and_then(|r| r.rejected_rate);
         let mut state = ramp.state.clone();
-        let then = next_move(&ramp.params, &mut state, Ok(()), rejected);
+        let then = next_move(&ramp.params, &mut state, Ok(()), Seen::rejected(rejected));
         Some(format!(
             "holding {:.1} req/s, {}; next: {} if it passes",
             ramp.state.rate,
@@ -193,6 +193,7 @@ mod tests {
             ceiling: 200.0,
             max_relapses: 2,
             ceiling_holds: 3,
+            headroom: 0.9,
         }
     }
 

@@ -160,6 +160,17 @@ impl ProgressEvent {
             ProgressEvent::RampHolding {
                 step,
                 check,
+                check_needed,
+                state,
+                hold_s,
+                ..
+            } if *hold_s <= 0.0 => format!(
+                "  {step}: holding {:.1} req/s until check {check} passes ({check_needed} in a row)",
+                state.rate
+            ),
+            ProgressEvent::RampHolding {
+                step,
+                check,
                 state,
                 hold_s,
                 ..
@@ -312,6 +323,7 @@ mod tests {
             ceiling: 100.0,
             max_relapses: 1,
             ceiling_holds: 1,
+            headroom: 0.9,
         };
         let hold = ProgressEvent::RampHolding {
             step: "readmit".into(),
