@@ -207,11 +207,12 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
         ),
     );
     let mut per = spec(
-        "rate(recover_demo_service_service_seconds_sum@service[$R]) / rate(recover_demo_service_service_seconds_count@service[$R])",
+        "rate(recover_demo_service_service_seconds_sum@service[$P]) / rate(recover_demo_service_service_seconds_count@service[$P])",
         "sum by (pod, instance) (rate(recover_demo_service_service_seconds_sum{$service}[$W])) / sum by (pod, instance) (rate(recover_demo_service_service_seconds_count{$service}[$W]))",
         "mean work time per request at each service replica, seconds",
     );
-    per.scrape = per.scrape.map(|s| s.replace("$R", REPLICA_WINDOW));
+    // `$P`, not `$R`: spec() already gives `$R` the readmission's short window.
+    per.scrape = per.scrape.map(|s| s.replace("$P", REPLICA_WINDOW));
     per.per_replica = true;
     out.insert(names::REPLICA_SERVICE_TIME.to_string(), per);
     out
