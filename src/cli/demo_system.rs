@@ -34,6 +34,7 @@ pub struct UpArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct TriggerArgs {
+    /// The directory `recover demo up --dir` used.
     #[arg(long, default_value = DIR)]
     pub dir: PathBuf,
     /// How long the restarted service is unavailable.
@@ -43,6 +44,7 @@ pub struct TriggerArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct DownArgs {
+    /// The directory `recover demo up --dir` used; its pid files name what to stop.
     #[arg(long, default_value = DIR)]
     pub dir: PathBuf,
 }
