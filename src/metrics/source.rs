@@ -35,6 +35,20 @@ pub trait MetricSource: Send + Sync {
         &self,
         signals: &BTreeMap<String, SignalSpec>,
     ) -> Result<Snapshot, MetricError>;
+    /// As [`MetricSource::snapshot`], with every rate window cut at `since`: what the
+    /// signals show of the time since then only, as a readmission's check wants after a
+    /// drain and a restart its windows would otherwise still cover. A rate with fewer than
+    /// two samples since then is missing, so nothing passes on no evidence. Sources whose
+    /// windows cannot be cut (Prometheus rates over its own range) answer over their usual
+    /// windows; the ramp's `settle` covers those.
+    async fn snapshot_since(
+        &self,
+        signals: &BTreeMap<String, SignalSpec>,
+        since: SystemTime,
+    ) -> Result<Snapshot, MetricError> {
+        let _ = since;
+        self.snapshot(signals).await
+    }
     /// How often the source's data was sampled (Prometheus' scrape interval), when it is
     /// coarser than the reads: the detection windows must then stretch to it. `None` when
     /// each read is a fresh scrape (the reads set the resolution).

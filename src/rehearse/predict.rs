@@ -9,19 +9,23 @@ use crate::plan::Plan;
 use crate::simulate::{check_plan, params::SystemParams};
 use std::time::Duration;
 
-/// How long the engine's ramp stands at the admit rate: its check's windows must first
-/// leave the drain and the restart behind (the built-in `*_recent` signals' window), then
-/// the check needs its passes (the plan's step hold).
-pub fn admit_hold(plan: &Plan) -> Duration {
-    let window = crate::util::duration::parse(crate::detect::default_signals::RECENT_WINDOW)
-        .unwrap_or_default();
-    window + plan.ramp.first().map_or(Duration::ZERO, |s| s.hold)
+/// How long the engine's ramp stands at the admit rate, counted from the procedure's start:
+/// the warming before it (`warm`), then its check's passes (the plan's step hold). The
+/// rehearsal's engine reads a scrape source, which cuts the check's windows at the ramp's
+/// start, so the drain and the restart before it cost the check nothing.
+pub fn admit_hold(plan: &Plan, warm: Option<Duration>) -> Duration {
+    warm.unwrap_or_default() + plan.ramp.first().map_or(Duration::ZERO, |s| s.hold)
 }
 
-/// The scenario as simulator parameters: the outage at 10 s, the plan `plan_after` after
-/// the outage ended (when the rehearsal's runbook started).
-pub fn system_params(sc: &Scenario, plan_after: Duration) -> SystemParams {
-    let outage_at = Duration::from_secs(10);
+/// The scenario as simulator parameters: the outage at 10 s, the procedure `plan_after`
+/// after the outage ended (the runbook's first action), warming the caches `warm` after its
+/// restart when the runbook has a `cache.warm` step. The service warms with its work, as
+/// the demo service does (`service.warm_after` requests).
+pub fn system_params(sc: &Scenario, plan_after: Duration, warm: Option<Duration>) -> SystemParams {
+    // The model decides and reports in whole seconds from the second the procedure starts
+    // in: the outage starts about 10 s in, so that the procedure starts on a second.
+    let start = Duration::from_secs(10) + sc.outage + plan_after;
+    let outage_at = Duration::from_secs(10) + (Duration::from_secs(start.as_secs() + 1) - start);
     SystemParams {
         clients: sc.workers.count,
         interval: sc.workers.interval,
@@ -31,20 +35,29 @@ pub fn system_params(sc: &Scenario, plan_after: Duration) -> SystemParams {
         overload_factor: sc.service.overload_factor,
         cold_factor: 1.0 / sc.service.cold_factor.max(1.0),
         warmup: sc.service.warm_duration,
+        warm_after_requests: sc.service.warm_after,
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
+        plan_warm: warm,
         settle_window: sc.hold,
         ..SystemParams::default()
     }
 }
 
-/// Predicted seconds from the plan's start to recovery; `None` if the model says it does
-/// not recover.
-pub fn predicted_time_to_recover(sc: &Scenario, plan: &Plan, plan_after: Duration) -> Option<f64> {
+/// Predicted seconds from the runbook's first action to recovery; `None` if the model says
+/// it does not recover. `warms`: the runbook warms the caches before readmitting (it takes
+/// the scenario's `service.warm_duration`).
+pub fn predicted_time_to_recover(
+    sc: &Scenario,
+    plan: &Plan,
+    plan_after: Duration,
+    warms: bool,
+) -> Option<f64> {
+    let warm = warms.then_some(sc.service.warm_duration);
     let p = SystemParams {
-        plan_admit_hold: Some(admit_hold(plan)),
-        ..system_params(sc, plan_after)
+        plan_admit_hold: Some(admit_hold(plan, warm)),
+        ..system_params(sc, plan_after, warm)
     };
     let check = check_plan(&p, plan, 1);
     check.recovers.then_some(check.time_to_recover_s).flatten()
@@ -56,14 +69,16 @@ mod tests {
     use crate::plan::RampStep;
 
     #[test]
-    fn the_admit_rate_stands_for_the_checks_window_and_its_passes() {
+    fn the_admit_rate_stands_for_the_warming_and_the_checks_passes() {
         let plan = Plan {
             ramp: vec![RampStep {
                 rate_per_s: 20.0,
-                hold: Duration::from_secs(3),
+                hold: Duration::from_millis(1500),
             }],
             ..Plan::default()
         };
-        assert_eq!(admit_hold(&plan), Duration::from_secs(6));
+        assert_eq!(admit_hold(&plan, None), Duration::from_millis(1500));
+        let warm = Some(Duration::from_millis(500));
+        assert_eq!(admit_hold(&plan, warm), Duration::from_secs(2));
     }
 }

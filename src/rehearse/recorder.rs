@@ -190,7 +190,8 @@ async fn run(
             .find(|r| r.t_s <= want)
             .or(st.raws.first());
         if let Some(base) = base {
-            let sample = derive(base, &raw);
+            let prev = st.raws.last().unwrap_or(base);
+            let sample = derive(base, prev, &raw);
             st.samples.push(sample);
         }
         st.raws.push(raw);

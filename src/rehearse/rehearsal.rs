@@ -153,10 +153,17 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
         }
     }
     let predicted = match (&runbook.plan, &detection) {
-        (Some(plan), Ok(d)) => {
-            let after = Duration::from_secs_f64((runbook.started_s - trig.ended_s).max(0.0));
-            let _ = d;
-            super::predict::predicted_time_to_recover(sc, plan, after)
+        (Some(plan), Ok(_)) => {
+            let first_action_s = runbook
+                .steps
+                .first()
+                .map_or(runbook.started_s, |s| s.start_s);
+            let after = Duration::from_secs_f64((first_action_s - trig.ended_s).max(0.0));
+            let warms = rb
+                .steps
+                .iter()
+                .any(|s| matches!(s.action, crate::runbook::action::Action::CacheWarm(_)));
+            super::predict::predicted_time_to_recover(sc, plan, after, warms)
         }
         _ => None,
     };

@@ -41,7 +41,7 @@ pub struct Sample {
     pub offered_per_s: Option<f64>,
     /// Requests per second the gate passed to the service.
     pub admitted_per_s: Option<f64>,
-    /// Requests per second the gate answered 429.
+    /// Requests per second the gate answered 429, over the last scrape interval only.
     pub rejected_per_s: Option<f64>,
     /// Successful client attempts per second (useful responses).
     pub goodput_per_s: Option<f64>,
@@ -200,26 +200,31 @@ pub fn quantile_from_buckets(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     Some(prev_le)
 }
 
-/// Derive the figures at `now` over the window since `base`. Metric names are the
+/// Derive the figures at `now` over the window since `base`, except the rejections, over
+/// the last scrape interval (since `prev`): recovery waits for the instant the gate stops
+/// turning clients away, and a window would report it a window late. Metric names are the
 /// contracts in docs/reference/metrics.md.
-pub fn derive(base: &RawScrape, now: &RawScrape) -> Sample {
+pub fn derive(base: &RawScrape, prev: &RawScrape, now: &RawScrape) -> Sample {
     use Role::*;
     const REQ: &str = "recover_gate_requests_total";
     // Everything the gate let through, including requests whose client left before the
     // upstream answered (`client_gone`): in the stuck state that is most of them.
-    let outcomes = |names: &[&str]| {
+    let outcomes = |since: &RawScrape, names: &[&str]| {
         names
             .iter()
-            .filter_map(|o| rate(base, now, Gate, REQ, &[("outcome", o)]))
+            .filter_map(|o| rate(since, now, Gate, REQ, &[("outcome", o)]))
             .reduce(|a, b| a + b)
     };
-    let passed = outcomes(&[
-        "admitted",
-        "upstream_error",
-        "upstream_timeout",
-        "client_gone",
-    ]);
-    let rejected = outcomes(&["rejected_rate", "rejected_in_flight"]);
+    let passed = outcomes(
+        base,
+        &[
+            "admitted",
+            "upstream_error",
+            "upstream_timeout",
+            "client_gone",
+        ],
+    );
+    let rejected = outcomes(prev, &["rejected_rate", "rejected_in_flight"]);
     Sample {
         t_s: now.t_s,
         offered_per_s: rate(base, now, Gate, REQ, &[]),
@@ -311,7 +316,7 @@ mod tests {
     fn rates_from_counter_deltas_and_resets() {
         let a = scrape(0.0, "recover_gate_requests_total{outcome=\"admitted\"} 100\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 10\nrecover_gate_limit_rate_per_second +Inf", "");
         let b = scrape(2.0, "recover_gate_requests_total{outcome=\"admitted\"} 140\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 30\nrecover_gate_limit_rate_per_second 50", "");
-        let s = derive(&a, &b);
+        let s = derive(&a, &a, &b);
         assert_eq!(s.offered_per_s, Some(30.0));
         assert_eq!(s.admitted_per_s, Some(20.0));
         assert_eq!(s.rejected_per_s, Some(10.0));
@@ -324,7 +329,7 @@ mod tests {
             "recover_gate_requests_total{outcome=\"admitted\"} 8",
             "",
         );
-        assert_eq!(derive(&b, &c).admitted_per_s, Some(4.0));
+        assert_eq!(derive(&b, &b, &c).admitted_per_s, Some(4.0));
     }
 
     #[test]
@@ -334,8 +339,8 @@ mod tests {
         };
         let a = scrape(0.0, "", &h(1000, 1000, 1000));
         let b = scrape(1.0, "", &h(1000, 1100, 1100));
-        let p = derive(&a, &b).p99_latency_s.unwrap();
+        let p = derive(&a, &a, &b).p99_latency_s.unwrap();
         assert!((p - 0.991).abs() < 1e-9, "{p}");
-        assert_eq!(derive(&a, &a).p99_latency_s, None);
+        assert_eq!(derive(&a, &a, &a).p99_latency_s, None);
     }
 }

@@ -175,7 +175,7 @@ pub fn goodput_ratio_end(samples: &[Sample], demand: f64, window_s: f64) -> Opti
 /// state, and it leaves the service cold; a runbook that warms caches before readmitting
 /// buys warm capacity with the time the warming takes (counted in the measured time, not in
 /// the bound), so the bound stays the one any restart-based procedure faces.
-pub const CAPACITY_USED: &str = "cold: the capacity a restart leaves; warming before readmission is part of the procedure, not of the bound";
+pub const CAPACITY_USED: &str = "cold: the capacity a restart leaves; a runbook that warms the caches before readmitting (cache.warm) readmits at warm capacity and can recover in less";
 
 /// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
 /// `None` when cold capacity does not exceed demand: then no recovery is possible at all

@@ -173,6 +173,23 @@ pub struct GateRamp {
     pub note: Option<String>,
 }
 
+/// How long after the readmission starts only successes of its check count, when the step
+/// names no `settle`: the built-in signals rate over 5 s windows, so for that long a source
+/// that cannot cut them at the ramp's start still shows the drain and the restart.
+pub const DEFAULT_RAMP_SETTLE: Duration = Duration::from_secs(5);
+
+impl GateRamp {
+    /// How long only the check's passes count: as the step says; else none after a fixed
+    /// hold (it already let the windows move on), else [`DEFAULT_RAMP_SETTLE`].
+    pub fn settle(&self) -> Duration {
+        self.settle.unwrap_or(if self.hold.is_some() {
+            Duration::ZERO
+        } else {
+            DEFAULT_RAMP_SETTLE
+        })
+    }
+}
+
 fn three() -> u32 {
     3
 }

@@ -62,8 +62,11 @@ impl Runbook {
 
     /// The runbook as it must judge data sampled every `scrape` (a Prometheus source): grace
     /// and persist stretched to their `*_scrapes` (or refused when they cannot be measured
-    /// there), observations no closer than one scrape, and a window long enough to say
-    /// Stuck with rates over `$__rate_interval`. Unchanged when the reads are the scrapes.
+    /// there), observations and check measurements no closer than one scrape (two passes
+    /// on the same data are one piece of evidence), a readmission that settles for at least
+    /// one rate window (Prometheus' windows cannot be cut at the ramp's start), and a
+    /// window long enough to say Stuck with rates over `$__rate_interval`. Unchanged when
+    /// the reads are the scrapes.
     pub fn at_resolution(
         &self,
         scrape: Option<Duration>,
@@ -84,6 +87,14 @@ impl Runbook {
         rb.observe.span = Some(span.max(interval));
         rb.observe.interval = interval;
         rb.detect = detect;
+        for check in rb.checks.values_mut() {
+            check.interval = check.interval.max(scrape);
+        }
+        for step in rb.steps.iter_mut().chain(rb.on_failure.iter_mut()) {
+            if let Action::GateRamp(ramp) = &mut step.action {
+                ramp.settle = Some(ramp.settle().max(rate_window));
+            }
+        }
         Ok(rb)
     }
 }

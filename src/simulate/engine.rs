@@ -48,6 +48,7 @@ fn server_config(p: &SystemParams, tick: Duration) -> ServerConfig {
         per_tick: p.capacity * tick.as_secs_f64(),
         cold_factor: p.cold_factor,
         warmup_ticks: ticks(p.warmup, tick),
+        warm_after_requests: p.warm_after_requests,
         overload_factor: p.overload_factor,
         shedding: p.shedding,
         honour_deadline: p.honour_deadline,
@@ -219,6 +220,18 @@ impl<'a> Engine<'a> {
         self.at(id, now + iv);
     }
 
+    /// A queued request answered with an error by a drain: its client, if still waiting on
+    /// it, fails now and retries.
+    fn drained(&mut self, req: Req, now: u32) {
+        let c = self.clients[req.client as usize];
+        if c.phase == Phase::Waiting && c.seq == req.seq {
+            self.gate.finished();
+            self.cur.rejected += 1;
+            self.mark_failed(req.sent);
+            self.fail(req.client, now);
+        }
+    }
+
     fn complete(&mut self, req: Req, now: u32) {
         let c = self.clients[req.client as usize];
         if c.phase == Phase::Waiting && c.seq == req.seq {
@@ -294,6 +307,7 @@ pub fn run_with(
         (at, at + ticks(p.outage, tick).max(1))
     });
     let plan_at = ticks(p.plan_at, tick);
+    let plan_warmed_at = p.plan_warm.map(|w| plan_at + ticks(w, tick));
     let mut procedure = plan.map(|pl| Procedure::new(pl, p.plan_admit_hold));
     let mut series = Vec::with_capacity((n / per_s + 1) as usize);
     let mut done: Vec<Req> = Vec::with_capacity(1024);
@@ -311,12 +325,15 @@ pub fn run_with(
         }
         if let Some(proc_) = procedure.as_mut() {
             if now == plan_at {
-                e.gate.set_rate(proc_.start(now / per_s));
-                if p.plan_restart {
-                    e.server.restart(now);
-                } else {
-                    e.server.drain();
+                e.gate.set_limit(proc_.start(now / per_s));
+                // The drain answers every queued request with an error at once (the
+                // demo service does): their clients retry a retry delay later, together.
+                for r in e.server.take_queue(now, p.plan_restart) {
+                    e.drained(r, now);
                 }
+            }
+            if plan_warmed_at == Some(now) {
+                e.server.warm();
             }
         }
         if let Some((from, _, iv)) = e.spike {
@@ -349,7 +366,7 @@ pub fn run_with(
             if now >= plan_at {
                 if let Some(proc_) = procedure.as_mut() {
                     if let Some(change) = proc_.after_second(t + 1, s.timeouts, s.rejected) {
-                        e.gate.set_rate(change);
+                        e.gate.set_limit(change);
                     }
                 }
             }

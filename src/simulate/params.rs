@@ -51,6 +51,9 @@ pub struct SystemParams {
     /// Time for a restarted server to warm from cold to full capacity (linear).
     #[serde(with = "serde_human")]
     pub warmup: Duration,
+    /// Warm after this many completions since the restart instead of over `warmup` (the
+    /// demo service warms with its work, abandoned work included); 0 warms by time.
+    pub warm_after_requests: u64,
     /// Skip (at no cost) queued requests whose client has already given up.
     pub honour_deadline: bool,
 
@@ -88,6 +91,10 @@ pub struct SystemParams {
     /// gate when the plan has no ramp); none uses the first step's hold, else 10s.
     #[serde(with = "serde_human_opt")]
     pub plan_admit_hold: Option<Duration>,
+    /// The procedure warms the server's caches this long after its restart (a runbook's
+    /// `cache.warm`), to full capacity; none leaves it to warm by itself.
+    #[serde(with = "serde_human_opt")]
+    pub plan_warm: Option<Duration>,
 
     // --- run ---
     /// Simulated time.
@@ -118,6 +125,7 @@ impl Default for SystemParams {
             overload_factor: 4.0,
             cold_factor: 0.5,
             warmup: Duration::from_secs(30),
+            warm_after_requests: 0,
             honour_deadline: false,
             gate_rate: None,
             gate_burst: 20,
@@ -130,6 +138,7 @@ impl Default for SystemParams {
             plan_at: Duration::from_secs(60),
             plan_restart: true,
             plan_admit_hold: None,
+            plan_warm: None,
             duration: Duration::from_secs(300),
             tick: Duration::from_millis(10),
             settle_window: Duration::from_secs(30),

@@ -234,6 +234,22 @@ async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval
     assert_eq!(at.detect.grace, 4 * scrape);
     assert_eq!(at.detect.persist, 8 * scrape);
     assert_eq!(at.observe.interval, scrape);
+    // Three passes on one scrape's data are one piece of evidence; and a readmission
+    // cannot cut Prometheus' windows at its start, so it settles for one of them.
+    assert!(
+        at.checks.values().all(|c| c.interval >= scrape),
+        "{:?}",
+        at.checks
+    );
+    let ramp = at
+        .steps
+        .iter()
+        .find_map(|s| match &s.action {
+            recover::runbook::action::Action::GateRamp(r) => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(ramp.settle(), 4 * scrape);
     let span = at.observe_span();
     assert!(span >= 8 * scrape + 4 * scrape, "span {span:?}");
 

@@ -5,6 +5,7 @@ use super::super::progress::{ProgressEvent, Readings};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::runbook::action::WaitUntil;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 #[async_trait::async_trait]
 impl Act for WaitUntil {
@@ -26,16 +27,25 @@ impl Act for WaitUntil {
     }
 }
 
+/// How a check judges what followed a change (the readmission after a drain and a
+/// restart): its rate windows start at `since` where the source can cut them, and until
+/// `settle_until` only its successes count ([`record_settling`]), for the sources whose
+/// windows still reach back to before the change.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AfterChange {
+    pub since: SystemTime,
+    pub settle_until: tokio::time::Instant,
+}
+
 /// Run the check `name` to its end. With a `tally`, its counters are kept there as it
-/// goes, so a check that fails still says how many measurements it took. Until
-/// `settle_until`, only successes count ([`record_settling`]): the signals' windows still
-/// reach back to before the change being judged.
+/// goes, so a check that fails still says how many measurements it took. With `after`, it
+/// judges only what followed a change ([`AfterChange`]).
 pub(crate) async fn run_check(
     ctx: &Ctx,
     step: &str,
     name: &str,
     tally: Option<&Tally>,
-    settle_until: Option<tokio::time::Instant>,
+    after: Option<AfterChange>,
 ) -> Result<CheckState, StepFailure> {
     let check = ctx
         .rb
@@ -44,7 +54,7 @@ pub(crate) async fn run_check(
         .ok_or_else(|| StepFailure::NoSuchCheck { name: name.into() })?;
     let mut st = CheckState::default();
     loop {
-        let (m, readings) = match ctx.snapshot().await {
+        let (m, readings) = match ctx.snapshot_since(after.map(|a| a.since)).await {
             Ok(snap) => {
                 let lookup = ctx.fixed.lookup(Some(&snap));
                 (measure(check, &lookup), Readings::read(&lookup))
@@ -56,8 +66,10 @@ pub(crate) async fn run_check(
                 Readings::default(),
             ),
         };
-        let status = match settle_until {
-            Some(t) if tokio::time::Instant::now() < t => record_settling(check, &mut st, &m),
+        let status = match after {
+            Some(a) if tokio::time::Instant::now() < a.settle_until => {
+                record_settling(check, &mut st, &m)
+            }
             _ => record(check, &mut st, &m),
         };
         if let Some(t) = tally {

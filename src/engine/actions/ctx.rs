@@ -14,6 +14,7 @@ use crate::runbook::Runbook;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 /// A journal handle shared with actions that finish on a spawned task.
 pub(crate) type SharedJournal = Arc<Mutex<Journal>>;
@@ -91,6 +92,18 @@ impl Ctx {
 
     pub(crate) async fn snapshot(&self) -> Result<Snapshot, MetricError> {
         self.metrics.snapshot(&self.rb.signals).await
+    }
+
+    /// The signals over what happened since `since` only (see
+    /// [`MetricSource::snapshot_since`]); the plain snapshot without one.
+    pub(crate) async fn snapshot_since(
+        &self,
+        since: Option<SystemTime>,
+    ) -> Result<Snapshot, MetricError> {
+        match since {
+            Some(t) => self.metrics.snapshot_since(&self.rb.signals, t).await,
+            None => self.snapshot().await,
+        }
     }
 
     /// Journal that an action is about to act on `subject`, with the state before.

@@ -2,7 +2,7 @@
 //! (each move decided by [`super::super::ramp`]). Every limit the engine sets carries a
 //! note saying which run set it, until when, and who must act if that run is gone.
 
-use super::checks::run_check;
+use super::checks::{run_check, AfterChange};
 use super::ctx::figure;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::journal::Event;
@@ -20,11 +20,6 @@ use std::time::{Duration, SystemTime};
 /// How long a limit the engine sets may stand unattended when its step names no deadline:
 /// the note on the limit asks for a review by then.
 pub const DEFAULT_LIMIT_DEADLINE: Duration = Duration::from_secs(30 * 60);
-
-/// How long after the readmission starts only successes of its check count, when the step
-/// names no `settle`: the built-in signals rate over 5 s windows, so for that long they
-/// still show the drain and the restart that came before.
-pub const DEFAULT_RAMP_SETTLE: Duration = Duration::from_secs(5);
 
 /// A dry run lists at most this many ramp rates before the last.
 const DESCRIBED_RAMP_RATES: usize = 20;
@@ -103,7 +98,11 @@ impl Act for GateRamp {
         // The check is the hold: each rate stands until the check has its consecutive
         // successes. A fixed wait before it only when the step asks for one.
         let hold = self.hold.unwrap_or(Duration::ZERO);
-        let settle_until = tokio::time::Instant::now() + settle(self);
+        // The check judges the readmission alone: not the drain and restart before it.
+        let after = AfterChange {
+            since: SystemTime::now(),
+            settle_until: tokio::time::Instant::now() + self.settle(),
+        };
         let mut st = RampState::start(&p);
         let mut applied: Option<f64> = None;
         let figures = |st: &RampState, lifted: bool| {
@@ -141,11 +140,11 @@ impl Act for GateRamp {
             if !hold.is_zero() {
                 hold_watching(ctx, step, hold).await;
             }
-            let checked = run_check(ctx, step, &self.check, None, Some(settle_until))
+            let checked = run_check(ctx, step, &self.check, None, Some(after))
                 .await
                 .map(|_| ())
                 .map_err(|e| e.to_string());
-            let snap = ctx.snapshot().await.ok();
+            let snap = ctx.snapshot_since(Some(after.since)).await.ok();
             let seen = seen_in(snap.as_ref(), &self.rejected_signal);
             let rejected = seen.rejected;
             let at_rate = st.rate;
@@ -227,21 +226,11 @@ impl Act for GateRamp {
             "raise the gate through {} req/s (or straight to what is offered when the service's measured capacity allows it, within the last), {hold}raising as soon as check {} passes at each ({needed}; for the first {} only its passes count); step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
             rates.join(" -> "),
             self.check,
-            dur(settle(self)),
+            dur(self.settle()),
             self.max_relapses,
             self.ceiling_holds
         )]
     }
-}
-
-/// How long only the ramp's check passes count: as the step says; else none after a
-/// fixed hold (it already let the windows move on), else [`DEFAULT_RAMP_SETTLE`].
-fn settle(ramp: &GateRamp) -> Duration {
-    ramp.settle.unwrap_or(if ramp.hold.is_some() {
-        Duration::ZERO
-    } else {
-        DEFAULT_RAMP_SETTLE
-    })
 }
 
 /// What the ramp decides from besides its check: the gate's rejected rate (`rejected_signal`)

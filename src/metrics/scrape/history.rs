@@ -126,6 +126,31 @@ impl History {
         }
     }
 
+    /// A copy without the scrapes taken before `since` (pages are shared, not copied): the
+    /// history a rate window cut at `since` sees.
+    pub fn since(&self, since: SystemTime) -> History {
+        History {
+            targets: self
+                .targets
+                .iter()
+                .map(|(k, t)| {
+                    let scrapes = t
+                        .scrapes
+                        .iter()
+                        .filter(|s| s.at >= since)
+                        .cloned()
+                        .collect();
+                    let t = TargetHistory {
+                        endpoint: t.endpoint.clone(),
+                        scrapes,
+                    };
+                    (k.clone(), t)
+                })
+                .collect(),
+            keep: self.keep,
+        }
+    }
+
     /// Targets with this role (all targets if `role` is `None`).
     pub fn targets<'a>(
         &'a self,

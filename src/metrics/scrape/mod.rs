@@ -104,22 +104,39 @@ impl Scraper {
     /// Evaluate compiled signals at `at`; a per-replica signal gives one reading per
     /// service target, evaluated against that target's pages alone.
     pub fn snapshot(&mut self, compiled: &BTreeMap<String, Compiled>, at: SystemTime) -> Snapshot {
+        self.snapshot_since(compiled, at, None)
+    }
+
+    /// As [`Scraper::snapshot`], rates over nothing scraped before `since` when given.
+    pub fn snapshot_since(
+        &mut self,
+        compiled: &BTreeMap<String, Compiled>,
+        at: SystemTime,
+        since: Option<SystemTime>,
+    ) -> Snapshot {
+        for c in compiled.values() {
+            self.history.keep_at_least(c.expr.max_window());
+        }
+        let cut;
+        let history = match since {
+            Some(t) => {
+                cut = self.history.since(t);
+                &cut
+            }
+            None => &self.history,
+        };
         let reading = |r: Result<f64, String>| match r {
             Ok(value) => Reading::Value { value },
             Err(reason) => Reading::Missing { reason },
         };
         let mut readings = BTreeMap::new();
         for (name, c) in compiled {
-            self.history.keep_at_least(c.expr.max_window());
             if !c.per_replica {
-                readings.insert(
-                    name.clone(),
-                    reading(eval::eval(&c.expr, &self.history, at)),
-                );
+                readings.insert(name.clone(), reading(eval::eval(&c.expr, history, at)));
                 continue;
             }
-            for instance in self.history.instances(REPLICA_ROLE) {
-                let alone = self.history.only_instance(REPLICA_ROLE, &instance);
+            for instance in history.instances(REPLICA_ROLE) {
+                let alone = history.only_instance(REPLICA_ROLE, &instance);
                 let r = reading(eval::eval(&c.expr, &alone, at));
                 readings.insert(replica_key(name, &instance), r);
             }
@@ -158,6 +175,26 @@ impl MetricSource for ScrapeSource {
         &self,
         signals: &BTreeMap<String, SignalSpec>,
     ) -> Result<Snapshot, MetricError> {
+        self.read(signals, None).await
+    }
+
+    async fn snapshot_since(
+        &self,
+        signals: &BTreeMap<String, SignalSpec>,
+        since: SystemTime,
+    ) -> Result<Snapshot, MetricError> {
+        self.read(signals, Some(since)).await
+    }
+}
+
+impl ScrapeSource {
+    /// Scrape every target now, record the pages, evaluate the signals (rates cut at
+    /// `since` when given).
+    async fn read(
+        &self,
+        signals: &BTreeMap<String, SignalSpec>,
+        since: Option<SystemTime>,
+    ) -> Result<Snapshot, MetricError> {
         let compiled = compile(signals)?;
         let targets = self.fetch.targets().await?;
         let pages = futures::future::join_all(targets.iter().map(|t| async move {
@@ -170,7 +207,7 @@ impl MetricSource for ScrapeSource {
         for (t, at, page) in &pages {
             state.record(t, *at, page.as_deref().map_err(Clone::clone));
         }
-        Ok(state.snapshot(&compiled, SystemTime::now()))
+        Ok(state.snapshot_since(&compiled, SystemTime::now(), since))
     }
 }
 
@@ -242,5 +279,35 @@ mod tests {
             Some(Reading::Missing { .. })
         ));
         assert!(!snap.readings.contains_key("st"));
+    }
+
+    /// A window cut at `since` sees nothing of what came before: a drain's burst of slow
+    /// answers no longer counts, and one scrape after the cut is no rate at all.
+    #[test]
+    fn a_window_cut_at_since_sees_only_what_came_after() {
+        let spec = SignalSpec {
+            scrape: Some("rate(done@service[5s])".into()),
+            promql: None,
+            help: None,
+            per_replica: false,
+        };
+        let signals = BTreeMap::from([("r".to_string(), spec)]);
+        let compiled = compile(&signals).unwrap();
+        let mut s = Scraper::default();
+        let t = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + secs);
+        // 100 answers between 0 and 1 s (the drain), then 10/s.
+        for (at, total) in [(0, 0), (1, 100), (2, 110), (3, 120), (4, 130)] {
+            s.record(&ep("service", "r0"), t(at), Ok(&format!("done {total}\n")));
+        }
+        let value = |snap: &Snapshot| match snap.readings.get("r") {
+            Some(Reading::Value { value }) => Some(*value),
+            _ => None,
+        };
+        assert_eq!(value(&s.snapshot(&compiled, t(4))), Some(130.0 / 4.0));
+        assert_eq!(
+            value(&s.snapshot_since(&compiled, t(4), Some(t(1)))),
+            Some(10.0)
+        );
+        assert_eq!(value(&s.snapshot_since(&compiled, t(4), Some(t(4)))), None);
     }
 }

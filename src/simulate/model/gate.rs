@@ -45,6 +45,16 @@ impl Gate {
         self.tokens = self.tokens.min(self.burst);
     }
 
+    /// A limit as the engine sets one (`gate.limit`, `gate.ramp`): the rate with the
+    /// gate's default burst for it (half a second of it), so a wave of retries meets the
+    /// same bucket as in the real gate; `None` opens the gate.
+    pub fn set_limit(&mut self, rate_per_s: Option<f64>) {
+        if let Some(r) = rate_per_s {
+            self.burst = f64::from(crate::gate::limit::default_burst(r));
+        }
+        self.set_rate(rate_per_s);
+    }
+
     /// New limits mid-run; what is in flight stays in flight.
     pub fn reconfigure(&mut self, rate_per_s: Option<f64>, burst: u32, max_in_flight: Option<u32>) {
         self.burst = f64::from(burst.max(1));

@@ -30,6 +30,9 @@ pub struct ServerConfig {
     pub per_tick: f64,
     pub cold_factor: f64,
     pub warmup_ticks: u32,
+    /// Warm after this many completions since the restart (the demo service's caches warm
+    /// with the work it does, abandoned work included); 0 warms by time (`warmup_ticks`).
+    pub warm_after_requests: u64,
     pub overload_factor: f64,
     pub shedding: bool,
     pub honour_deadline: bool,
@@ -44,6 +47,10 @@ pub struct Server {
     budget: f64,
     down_until: Option<u32>,
     restarted_at: Option<u32>,
+    /// Completions since the restart, for a server that warms by its work.
+    served_since_restart: u64,
+    /// Warmed on purpose (a runbook's `cache.warm`): full capacity from now on.
+    warmed: bool,
     overloaded: bool,
 }
 
@@ -62,6 +69,8 @@ impl Server {
             budget: 0.0,
             down_until: None,
             restarted_at: None,
+            served_since_restart: 0,
+            warmed: false,
             overloaded: false,
         }
     }
@@ -78,6 +87,17 @@ impl Server {
     /// Capacity as a fraction of warm capacity at `now`: cold right after a restart, rising
     /// linearly over the warm-up.
     pub fn warm_fraction(&self, now: u32) -> f64 {
+        if self.warmed {
+            return 1.0;
+        }
+        if self.cfg.warm_after_requests > 0 && self.restarted_at.is_some() {
+            // As the demo service: the cost multiplier falls linearly from 1 / cold_factor
+            // to 1 over `warm_after_requests`; capacity is its inverse.
+            let warmth =
+                (self.served_since_restart as f64 / self.cfg.warm_after_requests as f64).min(1.0);
+            let cold_multiplier = 1.0 + (1.0 / self.cfg.cold_factor - 1.0) * (1.0 - warmth);
+            return 1.0 / cold_multiplier;
+        }
         match self.restarted_at {
             Some(r) if now >= r && self.cfg.warmup_ticks > 0 => {
                 let progress = (f64::from(now - r) / f64::from(self.cfg.warmup_ticks)).min(1.0);
@@ -97,14 +117,35 @@ impl Server {
     /// `until`, then comes back cold. Returns the number of queued requests lost.
     pub fn go_down(&mut self, until: u32) -> usize {
         self.down_until = Some(until);
-        self.restarted_at = Some(until);
+        self.cold_from(until);
         self.drain()
     }
 
     /// Restart without downtime (batches behind a gate): cold again from `now`.
     pub fn restart(&mut self, now: u32) -> usize {
-        self.restarted_at = Some(now);
+        self.cold_from(now);
         self.drain()
+    }
+
+    fn cold_from(&mut self, at: u32) {
+        self.restarted_at = Some(at);
+        self.served_since_restart = 0;
+        self.warmed = false;
+    }
+
+    /// Caches warmed on purpose (a runbook's `cache.warm`): full capacity from now on.
+    pub fn warm(&mut self) {
+        self.warmed = true;
+    }
+
+    /// Take the queued work out, to answer it with an error at once (a runbook's
+    /// `backlog.drain`, and the restart after it), cold again from `now` when `restart`.
+    pub fn take_queue(&mut self, now: u32, restart: bool) -> Vec<Req> {
+        if restart {
+            self.cold_from(now);
+        }
+        self.budget = 0.0;
+        self.queue.drain(..).collect()
     }
 
     /// Drop queued work instead of serving it.
@@ -154,6 +195,7 @@ impl Server {
             }
             self.budget -= cost;
             if let Some(req) = self.queue.pop_front() {
+                self.served_since_restart += 1;
                 done(req);
             }
         }
@@ -195,6 +237,7 @@ mod tests {
             per_tick: 2.0,
             cold_factor: 0.5,
             warmup_ticks: 100,
+            warm_after_requests: 0,
             overload_factor: 4.0,
             shedding,
             honour_deadline: false,
@@ -244,5 +287,31 @@ mod tests {
         assert_eq!(s.warm_fraction(10), 0.5);
         assert_eq!(s.warm_fraction(60), 0.75);
         assert_eq!(s.warm_fraction(500), 1.0);
+    }
+
+    /// As the demo service: warmth comes with the work done since the restart (the cost
+    /// multiplier falls linearly from 2 to 1), not with time; a warm step makes it whole.
+    #[test]
+    fn warms_with_its_work_and_at_once_when_warmed() {
+        let mut s = Server::new(ServerConfig {
+            warm_after_requests: 10,
+            ..cfg(false)
+        });
+        for i in 0..3 {
+            s.arrive(req(i), 0);
+        }
+        assert_eq!(s.take_queue(0, true).len(), 3);
+        assert_eq!(s.warm_fraction(1_000), 0.5, "time alone does not warm it");
+        for i in 0..5 {
+            s.arrive(req(i), 1_000);
+        }
+        let mut n = 0;
+        for t in 1_000..1_010 {
+            s.step(t, |_| n += 1);
+        }
+        assert_eq!(n, 5);
+        assert!((s.warm_fraction(1_010) - 1.0 / 1.5).abs() < 1e-9);
+        s.warm();
+        assert_eq!(s.warm_fraction(1_010), 1.0);
     }
 }
