@@ -142,6 +142,65 @@ pub fn at_resolution(
     Ok((out, grace, persist))
 }
 
+/// Everything reading data scraped every `scrape` follows from: the stretched detector
+/// windows, the observation step, the signals' rate window and why, and the span an
+/// observation must cover. One place for `recover detect --prometheus`, a run and serve.
+#[derive(Debug, Clone)]
+pub struct AtScrape {
+    pub config: DetectorConfig,
+    pub grace: Stretched,
+    pub persist: Stretched,
+    /// One observation per this: the asked interval, at least one scrape.
+    pub step: Duration,
+    pub rate_window: Duration,
+    pub rate_window_from: String,
+    /// The asked span, else what the detector's windows and the rate window need.
+    pub span: Duration,
+}
+
+/// The detector's reading of data scraped every `scrape`, observed every `interval`
+/// (stretched to a scrape): grace and persist stretched ([`at_resolution`]), every fixed
+/// PromQL range checked ([`check_fixed_windows`]), the rate window `$__rate_interval` gives
+/// (or the longest fixed range, when longer or when no signal uses the placeholder).
+pub fn at_scrape(
+    cfg: &DetectorConfig,
+    fields: &Fields,
+    signals: &BTreeMap<String, SignalSpec>,
+    scrape: Duration,
+    interval: Duration,
+    span: Option<Duration>,
+) -> Result<AtScrape, WindowError> {
+    let step = interval.max(scrape);
+    let queries = || signals.values().filter_map(|s| s.promql.as_deref());
+    let uses_placeholder = queries().any(template::uses_rate_interval);
+    let derived = crate::metrics::promql::interval::rate_interval(scrape, step);
+    check_fixed_windows(signals, scrape, derived)?;
+    let fixed = queries().flat_map(template::fixed_windows).max();
+    let (rate_window, rate_window_from) = match (uses_placeholder, fixed) {
+        (true, f) if f.is_none_or(|f| f <= derived) => (
+            derived,
+            format!(
+                "$__rate_interval = max(4 x {s}, step {st} + {s})",
+                s = human(scrape),
+                st = human(step)
+            ),
+        ),
+        (_, Some(f)) => (f, "the longest range written in the signals' promql".into()),
+        (_, None) => (Duration::ZERO, "no signal reads a rate".into()),
+    };
+    let (config, grace, persist) = at_resolution(cfg, scrape, fields)?;
+    let span = span.unwrap_or_else(|| super::observe::span_needed(&config, rate_window, step));
+    Ok(AtScrape {
+        config,
+        grace,
+        persist,
+        step,
+        rate_window,
+        rate_window_from,
+        span,
+    })
+}
+
 /// Every fixed range in the signals' PromQL must hold two samples at least.
 pub fn check_fixed_windows(
     signals: &BTreeMap<String, SignalSpec>,

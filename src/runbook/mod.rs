@@ -64,9 +64,10 @@ impl Runbook {
     /// and persist stretched to their `*_scrapes` (or refused when they cannot be measured
     /// there), observations and check measurements no closer than one scrape (two passes
     /// on the same data are one piece of evidence), a readmission that settles for at least
-    /// one rate window (Prometheus' windows cannot be cut at the ramp's start), and a
-    /// window long enough to say Stuck with rates over `$__rate_interval`. Unchanged when
-    /// the reads are the scrapes.
+    /// one rate window (Prometheus' windows cannot be cut at the ramp's start), a fixed
+    /// PromQL range shorter than two scrapes refused as `recover detect` refuses it, and a
+    /// window long enough to say Stuck with rates over the rate window
+    /// ([`crate::detect::windows::at_scrape`]). Unchanged when the reads are the scrapes.
     pub fn at_resolution(
         &self,
         scrape: Option<Duration>,
@@ -75,18 +76,19 @@ impl Runbook {
         let Some(scrape) = scrape.filter(|s| !s.is_zero()) else {
             return Ok(self.clone());
         };
-        let (detect, _, _) =
-            windows::at_resolution(&self.detect, scrape, &windows::Fields::runbook())?;
-        let interval = self.observe.interval.max(scrape);
-        let rate_window = crate::metrics::promql::interval::rate_interval(scrape, interval);
+        let at = windows::at_scrape(
+            &self.detect,
+            &windows::Fields::runbook(),
+            &self.signals,
+            scrape,
+            self.observe.interval,
+            self.observe.span,
+        )?;
         let mut rb = self.clone();
-        let span = self
-            .observe
-            .span
-            .unwrap_or_else(|| crate::detect::observe::span_needed(&detect, rate_window, interval));
-        rb.observe.span = Some(span.max(interval));
-        rb.observe.interval = interval;
-        rb.detect = detect;
+        rb.observe.span = Some(at.span.max(at.step));
+        rb.observe.interval = at.step;
+        rb.detect = at.config;
+        let rate_window = at.rate_window;
         for check in rb.checks.values_mut() {
             check.interval = check.interval.max(scrape);
         }
@@ -165,4 +167,33 @@ pub struct LoadedRunbook {
     pub runbook: Runbook,
     pub source: String,
     pub origin: Origin,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    /// A run on Prometheus data reads its windows as `recover detect` does: a fixed range
+    /// too short for the scrape interval is refused with the signal named, not read as no
+    /// data after the run has begun acting; the shipped runbook passes and observes one
+    /// scrape apart.
+    #[test]
+    fn at_resolution_refuses_a_fixed_range_detect_refuses() {
+        let scrape = Duration::from_secs(15);
+        let rb = super::find("stuck-overload", &[]).unwrap().runbook;
+        let at = rb.at_resolution(Some(scrape)).unwrap();
+        assert_eq!(at.observe.interval, scrape);
+        let mut broken = rb.clone();
+        let goodput = broken.signals.get_mut("goodput").unwrap();
+        goodput.promql = Some("sum(rate(recover_demo_service_completions_total[20s]))".into());
+        let e = broken.at_resolution(Some(scrape)).unwrap_err().to_string();
+        assert!(
+            e.contains("spec.signals.goodput.promql: the range [20s]"),
+            "{e}"
+        );
+        assert!(
+            broken.at_resolution(None).is_ok(),
+            "scraped directly, any range reads"
+        );
+    }
 }

@@ -4,8 +4,8 @@
 use super::{Judge, Setup, Watch};
 use recover::detect::windows::{self, Windows};
 use recover::detect::{observe, Verdict};
-use recover::metrics::promql::interval::{rate_interval, ScrapeInterval};
-use recover::metrics::promql::{template, PromqlSource};
+use recover::metrics::promql::interval::ScrapeInterval;
+use recover::metrics::promql::PromqlSource;
 use recover::metrics::source::MetricError;
 use std::time::{Duration, SystemTime};
 
@@ -36,44 +36,23 @@ pub(super) async fn from_prometheus(
     src.check_roles(args.prom.at).await?;
     let scrape = src.scrape_interval(args.prom.at).await?;
     let end = args.prom.at.unwrap_or_else(SystemTime::now);
-    let step = args.interval.max(scrape.value);
-    let uses_placeholder = setup
-        .signals
-        .values()
-        .filter_map(|s| s.promql.as_deref())
-        .any(template::uses_rate_interval);
-    let derived = rate_interval(scrape.value, step);
-    windows::check_fixed_windows(&setup.signals, scrape.value, derived)?;
-    let fixed = setup
-        .signals
-        .values()
-        .filter_map(|s| s.promql.as_deref())
-        .flat_map(template::fixed_windows)
-        .max();
-    let (rate_window, rate_from) = match (uses_placeholder, fixed) {
-        (true, f) if f.is_none_or(|f| f <= derived) => (
-            derived,
-            format!(
-                "$__rate_interval = max(4 x {s}, step {st} + {s})",
-                s = recover::util::duration::format(scrape.value),
-                st = recover::util::duration::format(step)
-            ),
-        ),
-        (_, Some(f)) => (f, "the longest range written in the signals' promql".into()),
-        (_, None) => (Duration::ZERO, "no signal reads a rate".into()),
-    };
-    let (cfg, grace, persist) = windows::at_resolution(&setup.config, scrape.value, &setup.fields)?;
-    let span = args
-        .observe
-        .unwrap_or_else(|| observe::span_needed(&cfg, rate_window, step));
+    let at = windows::at_scrape(
+        &setup.config,
+        &setup.fields,
+        &setup.signals,
+        scrape.value,
+        args.interval,
+        args.observe,
+    )?;
+    let (cfg, step, span) = (at.config, at.step, at.span);
     let w = src.window(&setup.signals, end, span, step).await?;
     let windows = report(
         &scrape,
-        rate_window,
-        rate_from,
+        at.rate_window,
+        at.rate_window_from,
         step,
-        grace,
-        persist,
+        at.grace,
+        at.persist,
         span,
         end,
     );
