@@ -88,13 +88,12 @@ impl Runbook {
         rb.observe.span = Some(at.span.max(at.step));
         rb.observe.interval = at.step;
         rb.detect = at.config;
-        let rate_window = at.rate_window;
         for check in rb.checks.values_mut() {
             check.interval = check.interval.max(scrape);
         }
         for step in rb.steps.iter_mut().chain(rb.on_failure.iter_mut()) {
             if let Action::GateRamp(ramp) = &mut step.action {
-                ramp.settle = Some(ramp.settle().max(rate_window));
+                ramp.settle = Some(ramp.settle().max(at.rate_window));
             }
         }
         Ok(rb)

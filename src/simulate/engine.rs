@@ -328,7 +328,12 @@ pub fn run_with(
                 e.gate.set_limit(proc_.start(now / per_s));
                 // The drain answers every queued request with an error at once (the
                 // demo service does): their clients retry a retry delay later, together.
-                for r in e.server.take_queue(now, p.plan_restart) {
+                let queued = if p.plan_restart {
+                    e.server.restart(now)
+                } else {
+                    e.server.take_queue()
+                };
+                for r in queued {
                     e.drained(r, now);
                 }
             }

@@ -249,16 +249,23 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_per_replica_signal_reads_each_service_target_alone() {
+    fn one_signal(name: &str, scrape: &str, per_replica: bool) -> BTreeMap<String, Compiled> {
         let spec = SignalSpec {
-            scrape: Some("rate(t_sum@service[10s]) / rate(t_count@service[10s])".into()),
+            scrape: Some(scrape.into()),
             promql: None,
             help: None,
-            per_replica: true,
+            per_replica,
         };
-        let signals = BTreeMap::from([("st".to_string(), spec)]);
-        let compiled = compile(&signals).unwrap();
+        compile(&BTreeMap::from([(name.to_string(), spec)])).unwrap()
+    }
+
+    #[test]
+    fn a_per_replica_signal_reads_each_service_target_alone() {
+        let compiled = one_signal(
+            "st",
+            "rate(t_sum@service[10s]) / rate(t_count@service[10s])",
+            true,
+        );
         let mut s = Scraper::default();
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let t1 = t0 + Duration::from_secs(10);
@@ -285,14 +292,7 @@ mod tests {
     /// answers no longer counts, and one scrape after the cut is no rate at all.
     #[test]
     fn a_window_cut_at_since_sees_only_what_came_after() {
-        let spec = SignalSpec {
-            scrape: Some("rate(done@service[5s])".into()),
-            promql: None,
-            help: None,
-            per_replica: false,
-        };
-        let signals = BTreeMap::from([("r".to_string(), spec)]);
-        let compiled = compile(&signals).unwrap();
+        let compiled = one_signal("r", "rate(done@service[5s])", false);
         let mut s = Scraper::default();
         let t = |secs: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(1_000 + secs);
         // 100 answers between 0 and 1 s (the drain), then 10/s.

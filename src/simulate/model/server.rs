@@ -85,7 +85,8 @@ impl Server {
     }
 
     /// Capacity as a fraction of warm capacity at `now`: cold right after a restart, rising
-    /// linearly over the warm-up.
+    /// with the work done (`warm_after_requests`) or linearly over the warm-up; whole once
+    /// warmed on purpose.
     pub fn warm_fraction(&self, now: u32) -> f64 {
         if self.warmed {
             return 1.0;
@@ -121,10 +122,11 @@ impl Server {
         self.drain()
     }
 
-    /// Restart without downtime (batches behind a gate): cold again from `now`.
-    pub fn restart(&mut self, now: u32) -> usize {
+    /// Restart without downtime (batches behind a gate): cold again from `now`. Returns the
+    /// queued work, for the caller to answer with an error (the drain before a restart).
+    pub fn restart(&mut self, now: u32) -> Vec<Req> {
         self.cold_from(now);
-        self.drain()
+        self.take_queue()
     }
 
     fn cold_from(&mut self, at: u32) {
@@ -139,21 +141,15 @@ impl Server {
     }
 
     /// Take the queued work out, to answer it with an error at once (a runbook's
-    /// `backlog.drain`, and the restart after it), cold again from `now` when `restart`.
-    pub fn take_queue(&mut self, now: u32, restart: bool) -> Vec<Req> {
-        if restart {
-            self.cold_from(now);
-        }
+    /// `backlog.drain`).
+    pub fn take_queue(&mut self) -> Vec<Req> {
         self.budget = 0.0;
         self.queue.drain(..).collect()
     }
 
     /// Drop queued work instead of serving it.
     pub fn drain(&mut self) -> usize {
-        let n = self.queue.len();
-        self.queue.clear();
-        self.budget = 0.0;
-        n
+        self.take_queue().len()
     }
 
     pub fn arrive(&mut self, req: Req, now: u32) -> Arrival {
@@ -300,7 +296,7 @@ mod tests {
         for i in 0..3 {
             s.arrive(req(i), 0);
         }
-        assert_eq!(s.take_queue(0, true).len(), 3);
+        assert_eq!(s.restart(0).len(), 3);
         assert_eq!(s.warm_fraction(1_000), 0.5, "time alone does not warm it");
         for i in 0..5 {
             s.arrive(req(i), 1_000);
