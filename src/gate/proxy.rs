@@ -214,7 +214,14 @@ mod tests {
             &BalanceConfig::default(),
             &metrics,
         ));
-        Proxy::new(admission, metrics, replicas, Duration::from_secs(1))
+        let attempts = Arc::new(Attempts::default());
+        Proxy::new(
+            admission,
+            metrics,
+            replicas,
+            Duration::from_secs(1),
+            attempts,
+        )
     }
 
     fn admitted(p: &Proxy) -> Admitted<'_> {
