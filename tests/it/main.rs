@@ -56,6 +56,8 @@ mod kube_serve_state;
 mod listener_timeouts;
 mod local_gate_share;
 mod metrics_body_caps;
+mod metrics_eval_props;
+mod metrics_series_scale;
 mod plan_cli;
 mod prometheus_dashboard;
 mod prometheus_exposition;
