@@ -87,6 +87,9 @@ pub(super) async fn forward(
             };
             tracing::debug!(upstream = %admitted.pick.replica.authority, "upstream error: {why}");
             admitted.ended(RequestOutcome::UpstreamError);
+            // Counted before the client has its answer, so a client that sees the 502
+            // sees it counted.
+            drop(admitted);
             let close = !keep_after_error;
             conn.answer("502 Bad Gateway", None, "upstream unreachable\n", close)
                 .await?;
@@ -94,6 +97,7 @@ pub(super) async fn forward(
         }
         Err(_elapsed) => {
             admitted.ended(RequestOutcome::UpstreamTimeout);
+            drop(admitted);
             let close = !keep_after_error;
             conn.answer("504 Gateway Timeout", None, "upstream timed out\n", close)
                 .await?;

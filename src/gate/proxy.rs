@@ -21,8 +21,9 @@ pub struct Proxy {
     /// How long the gate waits for an upstream's response head (and, while a response
     /// body streams, for each next piece of it).
     pub timeout: Duration,
-    /// What tells first attempts from retries (bounded memory, shared by connections).
-    pub attempts: Attempts,
+    /// What tells first attempts from retries (bounded memory, shared by every
+    /// connection of every worker).
+    pub attempts: Arc<Attempts>,
 }
 
 /// What to do with one request.
@@ -69,13 +70,14 @@ impl Proxy {
         metrics: Arc<GateMetrics>,
         replicas: Arc<Replicas>,
         timeout: Duration,
+        attempts: Arc<Attempts>,
     ) -> Self {
         Proxy {
             admission,
             metrics,
             replicas,
             timeout,
-            attempts: Attempts::default(),
+            attempts,
         }
     }
 
