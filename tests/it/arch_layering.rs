@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     // Helpers with no knowledge of the domain; exit codes.
     &["util", "exit"],
-    // The admission gate stands alone; metric sources read signals.
-    &["gate", "metrics"],
+    // The admission gate stands alone; metric sources read signals; what a client does
+    // after a failed attempt (the demo workers' and the simulator's one retry policy).
+    &["gate", "metrics", "retry"],
     // The verdict from a window of signals.
     &["detect"],
     // The shed and the ramp from the verdict's numbers.
