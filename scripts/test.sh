@@ -1,8 +1,19 @@
 #!/usr/bin/env bash
 # The test command from the README. Installs what the tests need on a fresh Debian
 # machine (when run as root and it is missing), builds once, runs the whole suite.
+#
+#   ./scripts/test.sh            the full suite (what CI runs)
+#   ./scripts/test.sh --quick    the quick lane: no end-to-end system, no wall-clock test
+#                                (.config/nextest.toml, profile `quick`)
+# Any other arguments go to `cargo nextest run` (a filter, say: -E 'test(/^gate_proxy::/)').
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+profile=()
+if [ "${1:-}" = "--quick" ]; then
+  shift
+  profile=(--profile quick)
+fi
 
 source scripts/lib/install_missing.sh
 need_apt=()
@@ -28,4 +39,4 @@ if ! cargo nextest --version >/dev/null 2>&1; then
 fi
 
 cargo build --locked --all-targets
-cargo nextest run --locked --no-fail-fast "$@"
+cargo nextest run --locked --no-fail-fast ${profile[@]+"${profile[@]}"} "$@"

@@ -4,6 +4,7 @@
 
 use super::admin::{self, AdminState};
 use super::admission::Admission;
+use super::attempts::Attempts;
 use super::balance::Replicas;
 use super::config::{parse_upstream, GateConfig};
 use super::connection::{self, Timeouts};
@@ -186,6 +187,7 @@ impl BoundGate {
             metrics: self.metrics,
             replicas: self.replicas,
             timeout: self.upstream_timeout,
+            attempts: Arc::new(Attempts::default()),
             client_timeouts: self.client_timeouts,
             connections: self.connections,
         };
@@ -316,13 +318,16 @@ fn spawn_peers(
     });
 }
 
-/// What each proxy worker needs; the limit state and replica loads are shared by all.
+/// What each proxy worker needs; the limit state, the replica loads and the attempt
+/// tables are shared by all (a client's next connection may land on another worker, and
+/// its retry must still be seen as one).
 #[derive(Clone)]
 struct ProxyParts {
     admission: Arc<Admission>,
     metrics: Arc<GateMetrics>,
     replicas: Arc<Replicas>,
     timeout: Duration,
+    attempts: Arc<Attempts>,
     client_timeouts: Timeouts,
     connections: Arc<ConnectionTable>,
 }
@@ -363,6 +368,7 @@ fn spawn_proxy_workers(
                         parts.metrics,
                         parts.replicas,
                         parts.timeout,
+                        parts.attempts,
                     ));
                     tokio::spawn(keep_timer_armed(parts.timeout, shutdown.clone()));
                     let accepting = Accepting {

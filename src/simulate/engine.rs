@@ -2,6 +2,7 @@
 //! client events on a timing wheel, and records a per-second series. Deterministic: the
 //! only randomness is the crate's own seeded PRNG, drawn in a fixed order.
 
+use super::kernel::rng::SplitMix64;
 use super::model::clients::{Client, Phase, RetryBudget};
 use super::model::gate::{Admission, Gate};
 use super::model::server::{Arrival, Req, Server, ServerConfig};
@@ -9,7 +10,6 @@ use super::params::SystemParams;
 use super::policy::retry_delay_ticks;
 use super::procedure::Procedure;
 use super::report::{analyse, Second, SystemReport, Totals};
-use super::rng::SplitMix64;
 use super::wheel::Wheel;
 use crate::plan::Plan;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! same thing everywhere: retry at once, back off exponentially, or back off with full jitter.
 
 use super::error::SimError;
-use super::rng::SplitMix64;
+use super::kernel::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::str::FromStr;

@@ -56,3 +56,23 @@ async fn every_marker_a_repeated_key_and_a_turned_away_client() {
     assert_eq!(count(&m, "first", "client-address"), 5.0 - after_429);
     assert!(after_429 >= 3.0);
 }
+
+/// Each retry on a new connection, as a client does after its connection is closed: the
+/// gate's workers (one per core) each accept some of them, and a retry must be seen as one
+/// whichever worker accepted the failure before it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retry_on_a_new_connection_is_a_retry_whichever_worker_accepts_it() {
+    use crate::support::wire::Peer;
+    let up = upstream(Duration::ZERO).await;
+    let gate = start(config(&[&up], limit(Some(0.0), 1, None))).await;
+    const N: usize = 24;
+    for _ in 0..N {
+        let mut peer = Peer::connect(gate.proxy).await;
+        peer.send("GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await;
+        assert_eq!(peer.response(false).await.head.status(), 429);
+    }
+    let m = metrics(gate.admin).await;
+    assert_eq!(count(&m, "first", "client-address"), 1.0);
+    assert_eq!(count(&m, "retry", "client-address"), (N - 1) as f64);
+}

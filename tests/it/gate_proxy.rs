@@ -5,7 +5,6 @@
 
 use crate::support::gate::*;
 use recover::gate::deadline::now_epoch_ms;
-use recover::util::net::free_loopback_addr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -72,7 +71,7 @@ async fn forwards_requests_and_passes_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_down_upstream_is_a_502_and_the_gate_keeps_serving() {
-    let nothing = free_loopback_addr().unwrap();
+    let (nothing, _held) = crate::support::refusing_addr();
     let mut cfg = recover::gate::GateConfig::loopback(vec![format!("http://{nothing}")]);
     cfg.admin_token = Some(TOKEN.into());
     let gate = start(cfg).await;

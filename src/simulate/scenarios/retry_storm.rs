@@ -4,8 +4,8 @@
 //! completes only 4 (overload collapse) and the rest fail. A call is tried at most 4 times;
 //! calls are served in the order they were first sent.
 
+use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::policy::{retry_delay_ticks, Policy};
-use crate::simulate::rng::SplitMix64;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -50,3 +50,13 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A loopback address where nothing listens, and nothing can start listening while the
+/// returned socket lives: it holds the port bound without listening, so a connection is
+/// refused. (A port found free and let go can be taken by a test running beside this one.)
+pub fn refusing_addr() -> (std::net::SocketAddr, tokio::net::TcpSocket) {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.bind("127.0.0.1:0".parse().expect("addr"))
+        .expect("bind");
+    (sock.local_addr().expect("local addr"), sock)
+}

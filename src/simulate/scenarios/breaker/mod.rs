@@ -13,8 +13,8 @@ pub use params::{BreakerKind, BreakerParams, ErrorMode};
 
 use super::drill::DrillModel;
 use crate::simulate::error::SimError;
+use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
-use crate::simulate::rng::SplitMix64;
 use model::{shuffle, Breaker as Machine, Dependency, State};
 use plotters::style::RGBColor;
 use serde::Serialize;

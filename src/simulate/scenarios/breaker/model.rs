@@ -4,7 +4,7 @@
 //! fixed seeded order, so the same callers call at the same moments every second.
 
 use super::params::{BreakerKind, BreakerParams, ErrorMode};
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

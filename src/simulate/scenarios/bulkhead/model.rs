@@ -5,7 +5,7 @@
 //! connection back (the caller closes it); one still waiting leaves the queue.
 
 use super::params::{BulkheadParams, Design, DOWNSTREAMS, RECOMMENDATIONS, SEARCH};
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 

@@ -2,7 +2,7 @@
 
 use super::params::ProviderOutageParams;
 use super::RetryPolicy;
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use serde::Serialize;
 
 /// One tick of the run.

@@ -2,7 +2,7 @@
 //! one, and the three retry policies. Defaults are the drill.
 
 use crate::simulate::error::SimError;
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! token bucket, and the deadline arithmetic.
 
 use super::params::RetryLayersParams;
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use serde::Serialize;
 use std::time::Duration;
 

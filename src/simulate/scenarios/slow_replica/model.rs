@@ -9,7 +9,7 @@
 use super::params::{Arrivals, SlowReplicaParams};
 use crate::gate::balance::outlier::{self, Event, Health, LatencyStat, WindowStat};
 use crate::gate::balance::policy::{admitted_by_weight, choose, Candidate};
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
