@@ -232,7 +232,11 @@ async fn run_step(
         ),
         reason = abort_monitor(ctx, &conds) => (StepOutcome::Aborted, tally.snapshot().stopped(reason)),
     };
-    let (outcome, done) = result;
+    let (outcome, done) = match result {
+        // The lock went while the step ran: whatever failed, it was stopped.
+        (StepOutcome::Failed, done) if stop.lost.is_cancelled() => (StepOutcome::Aborted, done),
+        r => r,
+    };
     ctx.record(Event::StepFinished {
         phase,
         step: step.name.clone(),
