@@ -12,7 +12,6 @@ use super::vars::Fixed;
 use super::{EngineError, RunOptions, RunRequest};
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::MetricSource;
-use crate::plan::{Source, SourcedInputs};
 use crate::platform::{LockHolder, Platform};
 use crate::runbook::Runbook;
 use crate::util::time::now_rfc3339;
@@ -192,19 +191,19 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
             }
             let mut j = Journal::create(&options.journal_dir, &run_id)?;
             j.append(Event::RunStarted {
+                format: journal::FORMAT,
                 runbook: rb.name.clone(),
                 runbook_source: loaded.source.clone(),
                 origin: loaded.origin.to_string(),
                 target: platform.target_id(),
                 target_spec: options.target.clone(),
                 started_by: options.started_by.clone(),
-                invocation: serde_json::Value::Null,
                 pid: std::process::id(),
             })?;
             j.append(Event::Decided {
                 verdict: d.verdict.clone(),
                 inputs: Some(d.inputs),
-                sources: Some(d.sources.clone()),
+                sources: d.sources.clone(),
                 plan: Some(d.plan.clone()),
                 assumed: d.assumed,
             })?;
@@ -290,15 +289,6 @@ pub async fn resume(
             run_id: point.run_id,
         });
     };
-    // Journals written before sources were recorded say only whether inputs were given.
-    let sources = sources.unwrap_or_else(|| {
-        let (source, from) = if assumed {
-            (Source::Operator, "given (journal of an older version)")
-        } else {
-            (Source::Measured, "measured (journal of an older version)")
-        };
-        SourcedInputs::all_from(&inputs, source, from)
-    });
     let d = PlannedRun {
         verdict,
         inputs,

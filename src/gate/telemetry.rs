@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicU64;
 use super::balance::policy::BalancePolicy;
 use super::latency::LatencyHistogram;
 use super::limit::Limit;
+use super::resend::{Refusal, RESENT_REASON};
 use super::share::Peers;
 use crate::util::exposition::{encode_text, register, register_family};
 
@@ -70,6 +71,9 @@ pub struct GateMetrics {
     /// then `max_connections_per_address`.
     connections_refused: [Counter; 2],
     accept_errors: Counter,
+    /// Requests sent again on a new upstream connection, and those that were not.
+    resends: Counter,
+    resend_refusals: [Counter; 3],
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -119,8 +123,28 @@ impl GateMetrics {
             CAPS.map(|c| [("cap", c)]),
         );
         let connections_refused = CAPS.map(|c| refused.get_or_create(&[("cap", c)]).clone());
+        let resends: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_upstream_resends",
+            "Requests sent again on a new upstream connection (each passed admission again)",
+            [[("reason", RESENT_REASON)]],
+        );
+        let resend_refusals: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_upstream_resends_refused",
+            "Requests a reused upstream connection failed that were not sent again, by reason",
+            Refusal::ALL.map(|w| [("reason", w.label())]),
+        );
+        let resends = resends.get_or_create(&[("reason", RESENT_REASON)]).clone();
+        let resend_refusals = Refusal::ALL.map(|w| {
+            resend_refusals
+                .get_or_create(&[("reason", w.label())])
+                .clone()
+        });
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
+            resends,
+            resend_refusals,
             connections_refused,
             accept_errors: register(
                 r,
@@ -226,6 +250,16 @@ impl GateMetrics {
             super::limits::Refused::PerAddress => 1,
         };
         self.connections_refused[i].inc();
+    }
+
+    /// One request sent again on a new upstream connection.
+    pub fn resent(&self) {
+        self.resends.inc();
+    }
+
+    /// One request a reused upstream connection failed, not sent again.
+    pub fn resend_refused(&self, why: Refusal) {
+        self.resend_refusals[why as usize].inc();
     }
 
     /// One failed accept on the proxy listener.
@@ -350,6 +384,8 @@ mod tests {
             "recover_gate_limit_applied_info{version=\"7\"} 1",
             "recover_gate_limit_peers 3",
             "recover_gate_upstream_latency_seconds_count 1",
+            "recover_gate_upstream_resends_total{reason=\"closed_before_write\"} 0",
+            "recover_gate_upstream_resends_refused_total{reason=\"not_idempotent\"} 0",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

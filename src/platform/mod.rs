@@ -2,12 +2,14 @@
 //! Deployment. The engine decides; a platform only carries out one action at a time and
 //! reports what it observed, so the decision logic is tested without a cluster.
 
+pub mod admin;
 mod fetch;
 pub mod kube;
 pub mod local;
 pub mod target;
 
 pub use crate::metrics::scrape::ScrapeEndpoint;
+pub use admin::{AdminOp, AdminReply, Known};
 pub use fetch::PlatformFetch;
 pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 
@@ -23,25 +25,6 @@ pub struct Replica {
     /// When the current process or pod started; `None` if not running.
     #[serde(with = "crate::util::time::rfc3339::option")]
     pub started_at: Option<SystemTime>,
-}
-
-/// Admin operations a replica exposes (`POST /admin/<op>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AdminOp {
-    /// Drop the queued backlog; the reply says how many requests were dropped.
-    Drain,
-    /// Start warming caches.
-    Warm,
-}
-
-impl AdminOp {
-    pub fn path(self) -> &'static str {
-        match self {
-            AdminOp::Drain => "/admin/drain",
-            AdminOp::Warm => "/admin/warm",
-        }
-    }
 }
 
 /// A step boundary the platform may publish (Kubernetes Events; a log line locally).
@@ -126,8 +109,8 @@ pub trait Platform: Send + Sync {
     /// Kubernetes) are ready.
     async fn wait_ready(&self, replicas: &[String], timeout: Duration)
         -> Result<(), PlatformError>;
-    /// Call an admin endpoint on one replica; returns its JSON reply.
-    async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError>;
+    /// Call an admin endpoint on one replica; returns its reply.
+    async fn admin(&self, replica: &str, op: AdminOp) -> Result<AdminReply, PlatformError>;
     /// The gate in front of the target.
     fn gate(&self) -> std::sync::Arc<dyn GateControl>;
     /// Where metrics can be scraped now.

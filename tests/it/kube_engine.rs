@@ -279,7 +279,7 @@ async fn recover_resume_fetches_a_journal_it_has_no_local_copy_of() {
     let kubeconfig = c.kubeconfig_as(CONTROLLER, dir.path()).await;
     // A finished run, mirrored by a controller that is gone.
     let journal = [
-        r#"{"seq":0,"ts":"2026-01-01T00:00:00Z","run_id":"20260101T000000Z-abcd","event":"run_started","runbook":"kube-restart","runbook_source":"","origin":"x","target":"kube:recover-demo/config-service","target_spec":{"platform":"kube","namespace":"recover-demo","deployment":"config-service"},"pid":1}"#,
+        r#"{"seq":0,"ts":"2026-01-01T00:00:00Z","run_id":"20260101T000000Z-abcd","event":"run_started","format":2,"runbook":"kube-restart","runbook_source":"","origin":"x","target":"kube:recover-demo/config-service","target_spec":{"platform":"kube","namespace":"recover-demo","deployment":"config-service"},"pid":1}"#,
         r#"{"seq":1,"ts":"2026-01-01T00:00:01Z","run_id":"20260101T000000Z-abcd","event":"run_finished","outcome":"succeeded"}"#,
     ]
     .join("\n");

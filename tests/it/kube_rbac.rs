@@ -102,7 +102,10 @@ async fn every_call_is_allowed_by_the_manifests_roles_and_every_rule_is_used() {
     let p = KubePlatform::new(c.client.clone(), o);
     let guard = p.lock(&holder("run-rbac", "ci")).await.unwrap();
     let first = p.replicas().await.unwrap().remove(0).id;
-    assert_eq!(p.admin(&first, AdminOp::Drain).await.unwrap()["drained"], 7);
+    assert_eq!(
+        p.admin(&first, AdminOp::Drain).await.unwrap().drained(),
+        Some(7)
+    );
     for ep in p.scrape_endpoints().await.unwrap() {
         p.scrape(&ep).await.unwrap();
     }

@@ -9,8 +9,8 @@ use super::journal::{self, add_summary_line, SummaryLine};
 use super::proxy::{parse_address, Locator};
 use super::{lease, rbac, workload, KubePlatform};
 use crate::platform::{
-    AdminOp, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica, ScrapeEndpoint,
-    StepEvent,
+    AdminOp, AdminReply, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica,
+    ScrapeEndpoint, StepEvent,
 };
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Event;
@@ -232,7 +232,7 @@ impl Platform for KubePlatform {
     }
 
     /// Only to a Running pod with an IP: a Pending pod has nothing to drain or warm.
-    async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError> {
+    async fn admin(&self, replica: &str, op: AdminOp) -> Result<AdminReply, PlatformError> {
         let pod = self
             .get_pod(replica)
             .await?
@@ -248,14 +248,7 @@ impl Platform for KubePlatform {
             .reach
             .post(&Locator::of(&pod, self.opts.service_port, op.path()))
             .await?;
-        serde_json::from_str(&text).map_err(|e| PlatformError::Call {
-            what: format!(
-                "{} on pod {replica}: reply is not JSON: {}",
-                op.path(),
-                text.chars().take(200).collect::<String>()
-            ),
-            source: Box::new(e),
-        })
+        Ok(AdminReply::read(op, &text))
     }
 
     fn gate(&self) -> Arc<dyn GateControl> {
