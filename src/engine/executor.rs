@@ -37,7 +37,7 @@ async fn with_lock<T, F, Fut>(
     body: F,
 ) -> Result<T, EngineError>
 where
-    F: FnOnce(CancellationToken) -> Fut,
+    F: FnOnce(super::lock_loss::Stop) -> Fut,
     Fut: Future<Output = Result<T, EngineError>>,
 {
     let guard = if lock {
@@ -49,9 +49,9 @@ where
     } else {
         None
     };
-    let cancel = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
-    let result = body(cancel.clone()).await;
-    cancel.cancel(); // ends the watch on the lock
+    let stop = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
+    let result = body(stop.clone()).await;
+    stop.cancel.cancel(); // ends the watch on the lock
     if let Some(g) = guard {
         if let Err(e) = g.release().await {
             tracing::warn!("could not release the lock: {e}");
@@ -112,7 +112,7 @@ struct Ready<'a> {
 }
 
 /// Carry out the steps of a run that is ready to act (shared by run and resume).
-async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> RunReport {
+async fn act(r: Ready<'_>, options: &RunOptions, stop: &super::lock_loss::Stop) -> RunReport {
     let report = base_report(
         r.run_id,
         r.rb,
@@ -131,7 +131,7 @@ async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> 
         options.clone(),
         r.restart,
     ));
-    execute(ctx, report, &r.done, r.failing, options, cancel).await
+    execute(ctx, report, &r.done, r.failing, options, stop).await
 }
 
 fn fixed(rb: &Runbook, d: &PlannedRun) -> Fixed {
@@ -163,7 +163,8 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         &locked_by,
         lock,
         &cancel,
-        |cancel| async move {
+        |stop| async move {
+            let cancel = stop.cancel.clone();
             let watched = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
             let (verdict, lookback) = (&watched.verdict, watched.lookback.as_ref());
             let d = super::prior::plan_with_history(&rb, verdict, lookback, &options).await?;
@@ -230,7 +231,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 failing: None,
                 restart: BTreeMap::new(),
             };
-            Ok(act(ready, &options, &cancel).await)
+            Ok(act(ready, &options, &stop).await)
         },
     )
     .await
@@ -314,7 +315,7 @@ pub async fn resume(
         &locked_by,
         true,
         &cancel,
-        |cancel| async move {
+        |stop| async move {
             let (mut j, _) = Journal::reopen(journal_path)?;
             j.append(Event::Resumed {
                 pid: std::process::id(),
@@ -331,7 +332,7 @@ pub async fn resume(
                 failing: point.failing.clone(),
                 restart: point.restart.clone(),
             };
-            Ok(act(ready, &options, &cancel).await)
+            Ok(act(ready, &options, &stop).await)
         },
     )
     .await
