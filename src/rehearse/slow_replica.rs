@@ -176,7 +176,12 @@ fn assemble(
         0.0,
         format!("healthy p99 {}", ms(f.healthy_p99_s)),
     )];
-    let slow_end = seen.detected_s.unwrap_or(seen.end_s);
+    // Slow until the runbook's first step (the engine watches for its own verdict first).
+    let first_step = seen
+        .runbook
+        .as_ref()
+        .map(|o| o.steps.first().map_or(o.started_s, |s| s.start_s));
+    let slow_end = first_step.or(seen.detected_s).unwrap_or(seen.end_s);
     phases.push(phase(
         "slow",
         0.0,
@@ -196,10 +201,7 @@ fn assemble(
     let mut step_backs = 0;
     let mut plan = None;
     if let (Some(outcome), Some(end)) = (&seen.runbook, seen.runbook_end_s) {
-        let start = outcome
-            .steps
-            .first()
-            .map_or(outcome.started_s, |s| s.start_s);
+        let start = first_step.unwrap_or(outcome.started_s);
         phases.push(phase(
             "recovery",
             at(start),
