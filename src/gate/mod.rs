@@ -34,6 +34,7 @@ pub mod limits;
 pub mod proxy;
 pub mod resend;
 pub mod server;
+mod session;
 pub mod share;
 pub mod state;
 pub mod telemetry;

@@ -1,5 +1,6 @@
-//! Starts and stops the demo system as real processes on free loopback ports: the gate,
-//! the config-service replicas and the worker fleet, each a `recover` subcommand.
+//! Starts and stops the demo system ([`crate::demo::topology`]: the gate, the
+//! config-service replicas and the worker fleet, each a `recover` subcommand) as real
+//! processes on free loopback ports.
 //!
 //! Why it exists: the rehearsal's promise is "real processes, no orphans". Every child is
 //! spawned through `util::child::spawn_guarded` (own process group, killed with its parent,
