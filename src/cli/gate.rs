@@ -231,6 +231,14 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         max_in_flight: args.max_in_flight,
         note: None,
     };
+    recover::gate::validate::check(&limit).map_err(|e| {
+        let flag = match e.field.as_str() {
+            "burst" => "--burst",
+            "max_in_flight" => "--max-in-flight",
+            _ => "--rate",
+        };
+        Failure::usage(anyhow!("{flag}: {}", e.message))
+    })?;
     let balance = BalanceConfig {
         policy: args.balance,
         outlier: args.outlier.config()?,

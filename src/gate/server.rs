@@ -47,7 +47,8 @@ pub struct BoundGate {
 }
 
 impl BoundGate {
-    /// Check the config, resolve the starting limit (state file wins), bind both listeners.
+    /// Check the config, resolve the starting limit (state file wins; one that cannot be
+    /// applied is set aside, see [`state`]), bind both listeners.
     pub async fn bind(cfg: GateConfig) -> Result<BoundGate, GateError> {
         if cfg.upstreams.is_empty() {
             return Err(GateError::NoUpstream);
@@ -58,14 +59,20 @@ impl BoundGate {
             .map(|u| parse_upstream(u))
             .collect::<Result<Vec<_>, _>>()?;
         validate::check(&cfg.limit).map_err(GateError::Limit)?;
+        let metrics = Arc::new(GateMetrics::new());
         let stored = match &cfg.state_file {
-            Some(p) => state::load(p).map_err(|message| GateError::StateFile {
-                path: p.clone(),
-                message,
-            })?,
-            None => None,
+            Some(p) => state::load(p).map_err(|reason| state::reject(p, reason)),
+            None => Ok(None),
         };
-        let (limit, origin) = state::resolve(cfg.limit.clone(), stored);
+        if let Err(rejected) = &stored {
+            metrics.state_file_rejected();
+            tracing::error!(
+                state_file = %rejected.path.display(),
+                "{}",
+                rejected.note()
+            );
+        }
+        let (limit, origin) = state::resolve(cfg.limit.clone(), &stored);
         if origin == Origin::StateFile {
             if let Some(p) = &cfg.state_file {
                 tracing::warn!(
@@ -84,7 +91,6 @@ impl BoundGate {
         let proxy_listener = bind("--listen", cfg.listen).await?;
         let admin_listener = bind("--admin-listen", cfg.admin_listen).await?;
 
-        let metrics = Arc::new(GateMetrics::new());
         let admission = Arc::new(Admission::new(&limit, metrics.in_flight.clone()));
         let control = Arc::new(LimitControl::new(
             limit,

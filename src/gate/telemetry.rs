@@ -74,6 +74,8 @@ pub struct GateMetrics {
     /// Requests sent again on a new upstream connection, and those that were not.
     resends: Counter,
     resend_refusals: [Counter; 3],
+    /// State files that could not be applied at start (set aside; the flags started).
+    state_file_rejected: Counter,
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -145,6 +147,12 @@ impl GateMetrics {
         GateMetrics {
             resends,
             resend_refusals,
+            state_file_rejected: register(
+                r,
+                "recover_gate_state_file_rejected",
+                "State files that could not be applied at start: moved aside, the gate started at the limit of its flags",
+                Counter::default(),
+            ),
             connections_refused,
             accept_errors: register(
                 r,
@@ -260,6 +268,11 @@ impl GateMetrics {
     /// One request a reused upstream connection failed, not sent again.
     pub fn resend_refused(&self, why: Refusal) {
         self.resend_refusals[why as usize].inc();
+    }
+
+    /// The state file could not be applied at start.
+    pub fn state_file_rejected(&self) {
+        self.state_file_rejected.inc();
     }
 
     /// One failed accept on the proxy listener.

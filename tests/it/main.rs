@@ -33,6 +33,7 @@ mod gate_cli;
 mod gate_connection_limits;
 mod gate_http1_wire;
 mod gate_input_hardening;
+mod gate_limit_range;
 mod gate_no_resend;
 mod gate_outlier;
 mod gate_peers;
