@@ -390,7 +390,7 @@ const EXPRESSIONS: &[&str] = &[
 ];
 
 /// A valid expression of bounded depth, from the grammar.
-fn expression() -> impl Strategy<Value = String> {
+pub(crate) fn expression() -> impl Strategy<Value = String> {
     let selector = (
         "[a-z_][a-z0-9_]{0,10}",
         prop::option::of((

@@ -5,12 +5,14 @@
 //! carrying the reason, which becomes `Reading::Missing`: a missing value is never a zero.
 
 use super::expr::{Agg, BinOp, Expr, MatchOp, Selector};
-use super::history::{History, TargetHistory};
-use super::text::Sample;
+use super::history::{Scrape, TargetView, View};
+use super::series::SeriesKey;
+use std::cell::Cell;
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-type Labels = Vec<(String, String)>;
+type Labels = Arc<[(String, String)]>;
 
 /// One series' value, from one target.
 #[derive(Debug, Clone)]
@@ -50,6 +52,33 @@ fn absent(reason: String) -> Miss {
     }
 }
 
+/// The work an evaluation did, counted so its cost can be checked against its input
+/// (the series of the selected names and the samples in the windows) without a clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Series looked at (each series of a selected metric name, once per selector).
+    pub series: u64,
+    /// Stored samples read.
+    pub samples: u64,
+}
+
+/// What one evaluation reads from and counts into.
+struct Cx<'a> {
+    view: View<'a>,
+    now: SystemTime,
+    work: Cell<Work>,
+}
+
+impl Cx<'_> {
+    fn count(&self, series: u64, samples: u64) {
+        let w = self.work.get();
+        self.work.set(Work {
+            series: w.series + series,
+            samples: w.samples + samples,
+        });
+    }
+}
+
 enum Val {
     Scalar(f64),
     Vector(Vec<Point>),
@@ -65,32 +94,45 @@ impl Val {
 }
 
 /// Evaluate `expr` at `now`: a number, or why there is none.
-pub fn eval(expr: &Expr, history: &History, now: SystemTime) -> Result<f64, String> {
-    let v = eval_val(expr, history, now).map_err(|m| m.reason)?.scalar();
-    if v.is_nan() {
-        return Err("the result is NaN".into());
-    }
-    Ok(v)
+pub fn eval(expr: &Expr, view: View<'_>, now: SystemTime) -> Result<f64, String> {
+    eval_counted(expr, view, now).0
 }
 
-fn eval_val(expr: &Expr, h: &History, now: SystemTime) -> Result<Val, Miss> {
+/// [`eval`], and the work it took.
+pub fn eval_counted(expr: &Expr, view: View<'_>, now: SystemTime) -> (Result<f64, String>, Work) {
+    let cx = Cx {
+        view,
+        now,
+        work: Cell::new(Work::default()),
+    };
+    let r = eval_val(expr, &cx).map_err(|m| m.reason).and_then(|v| {
+        let v = v.scalar();
+        if v.is_nan() {
+            return Err("the result is NaN".to_string());
+        }
+        Ok(v)
+    });
+    (r, cx.work.get())
+}
+
+fn eval_val(expr: &Expr, cx: &Cx<'_>) -> Result<Val, Miss> {
     Ok(match expr {
         Expr::Number(n) => Val::Scalar(*n),
-        Expr::Select(sel) => Val::Vector(select(sel, h, false)?),
-        Expr::Alive(sel) => Val::Vector(select(sel, h, true)?),
+        Expr::Select(sel) => Val::Vector(select(sel, cx, false)?),
+        Expr::Alive(sel) => Val::Vector(select(sel, cx, true)?),
         Expr::Rate {
             sel,
             window,
             per_second,
-        } => Val::Vector(rate(sel, *window, *per_second, h, now)?),
-        Expr::Agg(agg, inner) => Val::Scalar(aggregate(*agg, eval_val(inner, h, now)?)),
-        Expr::Quantile(q, inner) => match eval_val(inner, h, now)? {
+        } => Val::Vector(rate(sel, *window, *per_second, cx)?),
+        Expr::Agg(agg, inner) => Val::Scalar(aggregate(*agg, eval_val(inner, cx)?)),
+        Expr::Quantile(q, inner) => match eval_val(inner, cx)? {
             Val::Vector(ps) => Val::Scalar(quantile(*q, &ps)?),
             Val::Scalar(_) => return Err("histogram_quantile needs _bucket series".into()),
         },
-        Expr::Neg(e) => Val::Scalar(-eval_val(e, h, now)?.scalar()),
+        Expr::Neg(e) => Val::Scalar(-eval_val(e, cx)?.scalar()),
         Expr::Bin(op, ea, eb) => {
-            let (a, b) = (eval_val(ea, h, now)?, eval_val(eb, h, now)?);
+            let (a, b) = (eval_val(ea, cx)?, eval_val(eb, cx)?);
             match (ea.as_ref(), a, eb.as_ref(), b) {
                 // A number literal with series applies per series (PromQL's scalar/vector).
                 (Expr::Number(n), _, _, Val::Vector(ps)) => {
@@ -104,8 +146,8 @@ fn eval_val(expr: &Expr, h: &History, now: SystemTime) -> Result<Val, Miss> {
         }
         // Reduced to one number, so `(x or 0) / y` never turns into a per-series division.
         Expr::Or(a, b) => Val::Scalar(
-            match eval_val(a, h, now) {
-                Err(m) if m.absent => eval_val(b, h, now)?,
+            match eval_val(a, cx) {
+                Err(m) if m.absent => eval_val(b, cx)?,
                 other => other?,
             }
             .scalar(),
@@ -177,7 +219,7 @@ impl fmt::Display for Selector {
     }
 }
 
-fn matches(sel: &Selector, s: &Sample) -> bool {
+fn matches(sel: &Selector, s: &SeriesKey) -> bool {
     s.name == sel.metric
         && sel
             .matchers
@@ -185,8 +227,8 @@ fn matches(sel: &Selector, s: &Sample) -> bool {
             .all(|m| m.accepts(s.label(&m.label).unwrap_or("")))
 }
 
-fn targets<'a>(sel: &'a Selector, h: &'a History) -> Result<Vec<&'a TargetHistory>, String> {
-    let ts: Vec<_> = h.targets(sel.role.as_deref()).collect();
+fn targets<'a>(sel: &Selector, cx: &Cx<'a>) -> Result<Vec<TargetView<'a>>, String> {
+    let ts: Vec<_> = cx.view.targets(sel.role.as_deref()).collect();
     if ts.is_empty() {
         return Err(match &sel.role {
             Some(r) => format!("{sel}: no target has role {r:?}"),
@@ -196,23 +238,20 @@ fn targets<'a>(sel: &'a Selector, h: &'a History) -> Result<Vec<&'a TargetHistor
     Ok(ts)
 }
 
-/// The latest page of a target, or why the target gives nothing.
-fn latest_page<'a>(
-    sel: &Selector,
-    t: &'a TargetHistory,
-) -> Result<&'a super::text::Exposition, String> {
+/// The latest scrape of a target when it read a page, or why the target gives nothing.
+fn latest_page<'a>(sel: &Selector, t: &TargetView<'a>) -> Result<&'a Scrape, String> {
     match t.latest() {
         None => Err(format!("{sel}: {} not scraped yet", t.describe())),
         Some(s) => match &s.page {
-            Ok(p) => Ok(p),
+            Ok(()) => Ok(s),
             Err(e) => Err(format!("{sel}: {} is down: {e}", t.describe())),
         },
     }
 }
 
-fn select(sel: &Selector, h: &History, alive_only: bool) -> Result<Vec<Point>, Miss> {
+fn select(sel: &Selector, cx: &Cx<'_>, alive_only: bool) -> Result<Vec<Point>, Miss> {
     let mut out = Vec::new();
-    for t in targets(sel, h)? {
+    for t in targets(sel, cx)? {
         if alive_only && t.latest().is_none_or(|s| s.page.is_err()) {
             continue;
         }
@@ -220,33 +259,38 @@ fn select(sel: &Selector, h: &History, alive_only: bool) -> Result<Vec<Point>, M
             // Synthesised like Prometheus's own `up`, so "how many replicas are down" is
             // answerable precisely when the others give nothing.
             let up = t.latest().is_some_and(|s| s.page.is_ok());
-            let sample = Sample {
+            let endpoint = &t.target.endpoint;
+            let key = SeriesKey {
                 name: "up".into(),
                 labels: vec![
-                    ("instance".into(), t.endpoint.instance.clone()),
-                    ("role".into(), t.endpoint.role.clone()),
-                ],
-                value: if up { 1.0 } else { 0.0 },
+                    ("instance".into(), endpoint.instance.clone()),
+                    ("role".into(), endpoint.role.clone()),
+                ]
+                .into(),
             };
-            if matches(sel, &sample) {
+            if matches(sel, &key) {
                 out.push(Point {
-                    labels: sample.labels,
-                    value: sample.value,
+                    labels: key.labels,
+                    value: if up { 1.0 } else { 0.0 },
                 });
             }
             continue;
         }
-        for s in latest_page(sel, t)?
-            .samples
-            .iter()
-            .filter(|s| matches(sel, s))
-        {
-            if s.value.is_nan() {
+        let latest = latest_page(sel, &t)?;
+        for series in t.target.series.named(&sel.metric) {
+            cx.count(1, 1);
+            if !matches(sel, &series.key) {
+                continue;
+            }
+            let Some(value) = series.value_at(latest.seq) else {
+                continue;
+            };
+            if value.is_nan() {
                 return Err(format!("{sel}: {} reports NaN", t.describe()).into());
             }
             out.push(Point {
-                labels: s.labels.clone(),
-                value: s.value,
+                labels: series.key.labels.clone(),
+                value,
             });
         }
     }
@@ -256,53 +300,61 @@ fn select(sel: &Selector, h: &History, alive_only: bool) -> Result<Vec<Point>, M
     Ok(out)
 }
 
-/// Per-series increase (or rate) over the scrapes of the last `window`.
+/// Per-series increase (or rate) over the scrapes of the last `window`: each series' own
+/// points in the window are read, nothing else.
 fn rate(
     sel: &Selector,
     window: Duration,
     per_second: bool,
-    h: &History,
-    now: SystemTime,
+    cx: &Cx<'_>,
 ) -> Result<Vec<Point>, Miss> {
+    let now = cx.now;
     let from = now.checked_sub(window).unwrap_or(SystemTime::UNIX_EPOCH);
     let mut out = Vec::new();
     let mut scrapes_seen = usize::MAX;
     let mut any_series = false;
-    for t in targets(sel, h)? {
-        let latest = latest_page(sel, t)?;
-        let pages: Vec<_> = t
-            .scrapes
-            .iter()
-            .filter(|s| s.at >= from && s.at <= now)
-            .filter_map(|s| s.page.as_ref().ok().map(|p| (s.at, p)))
+    for t in targets(sel, cx)? {
+        let latest = latest_page(sel, &t)?;
+        // The scrapes in the window that read a page: (number, when).
+        let pages: Vec<(u64, SystemTime)> = t
+            .scrapes()
+            .filter(|s| s.at >= from && s.at <= now && s.page.is_ok())
+            .map(|s| (s.seq, s.at))
             .collect();
         scrapes_seen = scrapes_seen.min(pages.len());
-        for series in latest.samples.iter().filter(|s| matches(sel, s)) {
-            any_series = true;
-            if series.value.is_nan() {
-                return Err(format!("{sel}: {} reports NaN", t.describe()).into());
+        let span = pages.first().zip(pages.last()).map(|(a, b)| (a.0, b.0));
+        for series in t.target.series.named(&sel.metric) {
+            cx.count(1, 0);
+            if !matches(sel, &series.key) {
+                continue;
             }
-            let mut points: Vec<(SystemTime, f64)> = Vec::new();
-            for (i, (at, page)) in pages.iter().enumerate() {
-                let found = page
-                    .samples
-                    .iter()
-                    .find(|s| s.name == series.name && s.labels == series.labels);
-                match found {
-                    Some(s) if !s.value.is_nan() => {
-                        // prometheus-client creates a labelled counter on its first
-                        // increment: absent on the page before means it was zero then.
-                        if points.is_empty() && i > 0 {
-                            points.push((pages[i - 1].0, 0.0));
-                        }
-                        points.push((*at, s.value));
-                    }
-                    _ => {}
+            match series.value_at(latest.seq) {
+                None => continue,
+                Some(v) if v.is_nan() => {
+                    return Err(format!("{sel}: {} reports NaN", t.describe()).into())
                 }
+                Some(_) => any_series = true,
+            }
+            let Some((first, last)) = span else { continue };
+            let mut points: Vec<(SystemTime, f64)> = Vec::new();
+            for (seq, value) in series.points_between(first, last) {
+                cx.count(0, 1);
+                let Ok(i) = pages.binary_search_by_key(&seq, |p| p.0) else {
+                    continue;
+                };
+                if value.is_nan() {
+                    continue;
+                }
+                // prometheus-client creates a labelled counter on its first increment:
+                // absent on the page before means it was zero then.
+                if points.is_empty() && i > 0 {
+                    points.push((pages[i - 1].1, 0.0));
+                }
+                points.push((pages[i].1, value));
             }
             if let Some(v) = increase(&points, per_second) {
                 out.push(Point {
-                    labels: series.labels.clone(),
+                    labels: series.key.labels.clone(),
                     value: v,
                 });
             }
@@ -348,8 +400,9 @@ fn increase(points: &[(SystemTime, f64)], per_second: bool) -> Option<f64> {
 }
 
 /// Prometheus's histogram_quantile: buckets summed by `le`, linear inside a bucket.
+/// Sorted once, then equal bounds merged: n log n in the series, however many bounds.
 fn quantile(q: f64, points: &[Point]) -> Result<f64, String> {
-    let mut buckets: Vec<(f64, f64)> = Vec::new();
+    let mut all: Vec<(f64, f64)> = Vec::with_capacity(points.len());
     for p in points {
         let le = p
             .labels
@@ -362,12 +415,16 @@ fn quantile(q: f64, points: &[Point]) -> Result<f64, String> {
                 .parse()
                 .map_err(|_| format!("bad bucket bound le={s:?}"))?,
         };
-        match buckets.iter_mut().find(|(b, _)| *b == bound) {
-            Some(b) => b.1 += p.value,
-            None => buckets.push((bound, p.value)),
+        all.push((bound, p.value));
+    }
+    all.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut buckets: Vec<(f64, f64)> = Vec::with_capacity(all.len());
+    for (bound, value) in all {
+        match buckets.last_mut() {
+            Some(b) if b.0 == bound => b.1 += value,
+            _ => buckets.push((bound, value)),
         }
     }
-    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
     // Rates of cumulative buckets can dip by noise; cumulative counts never decrease.
     let mut running = 0.0f64;
     for b in buckets.iter_mut() {

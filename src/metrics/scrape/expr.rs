@@ -132,6 +132,24 @@ impl Expr {
     }
 }
 
+impl Expr {
+    /// Every metric name the expression's selectors read: a page's other series can be
+    /// dropped when it is read.
+    pub fn metric_names(&self, out: &mut std::collections::HashSet<String>) {
+        match self {
+            Expr::Number(_) => {}
+            Expr::Select(sel) | Expr::Alive(sel) | Expr::Rate { sel, .. } => {
+                out.insert(sel.metric.clone());
+            }
+            Expr::Agg(_, e) | Expr::Quantile(_, e) | Expr::Neg(e) => e.metric_names(out),
+            Expr::Bin(_, a, b) | Expr::Or(a, b) => {
+                a.metric_names(out);
+                b.metric_names(out);
+            }
+        }
+    }
+}
+
 /// Why an expression does not parse; `at` is a character offset.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("at character {at}: {message}")]

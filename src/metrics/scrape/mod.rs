@@ -2,15 +2,20 @@
 //! needed. It is the embedded default, so `recover` works on a laptop with nothing else.
 //!
 //! Split so the logic is testable without I/O: [`text`] parses pages, [`history`] keeps
-//! them, [`eval`] computes an [`expr`] at an instant; [`Scraper`] ties those together
-//! purely, and [`ScrapeSource`] adds the fetching (over the [`Fetch`] trait, so URLs and a
-//! platform's endpoints work alike) and the clock.
+//! the scrapes and [`series`] the values they read, [`eval`] computes an [`expr`] at an
+//! instant; [`Scraper`] ties those together purely, and [`ScrapeSource`] adds the fetching
+//! (over the [`Fetch`] trait, so URLs and a platform's endpoints work alike) and the clock.
+//!
+//! A target is not trusted to be small: of each page only the series of the metric names
+//! the signals read are kept, at most [`SERIES_CAP`] of them, with at most
+//! [`KEY_BYTES_CAP`] bytes of names and labels a target over the window.
 
 pub mod eval;
 pub mod expr;
 pub mod fetch;
 pub mod history;
 pub mod pattern;
+pub mod series;
 pub mod text;
 
 pub use fetch::{Fetch, UrlFetch};
@@ -18,7 +23,7 @@ pub use fetch::{Fetch, UrlFetch};
 use super::signal::{replica_key, Reading, SignalSpec, Snapshot};
 use super::source::{MetricError, MetricSource};
 use history::History;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -69,31 +74,92 @@ pub struct ScrapeEndpoint {
     pub locator: String,
 }
 
+/// The most series of the metrics the signals read that one page may hold; a page with
+/// more is refused like a page that does not parse, naming the count. Every kept series
+/// costs its names and labels once and 16 bytes a scrape, and every snapshot reads each
+/// selected one: 50,000 is over four times a service with 100 routes, 10 status codes and
+/// a 12-bucket latency histogram (12,000 series), and keeps a target's store under
+/// 50,000 x 16 B x 60 scrapes = 48 MB plus the labels at one scrape a second. Measured
+/// in docs/reference/limits.md (scripts/bench-detect-series.sh).
+pub const SERIES_CAP: usize = 50_000;
+
+/// The most bytes of series names and labels kept for one target over the window. A
+/// page is at most 16 MiB (the body cap), so twice that lets every kept series be
+/// replaced once within the window (a restart that changes a label); labels that change
+/// on every scrape would otherwise grow memory with the window.
+pub const KEY_BYTES_CAP: usize = 32 * 1024 * 1024;
+
 /// The pure core of the scrape source: record pages, evaluate signals at an instant.
 #[derive(Debug, Clone)]
 pub struct Scraper {
     history: History,
+    /// The metric names kept of each page; every name while `None`.
+    wanted: Option<HashSet<String>>,
 }
 
 impl Default for Scraper {
+    /// Keeps every series of a page, for a minute: for tests and tools that record pages
+    /// before they know what they will ask.
     fn default() -> Self {
         Scraper {
-            history: History::new(Duration::from_secs(60)),
+            history: History::new(Duration::from_secs(60), KEY_BYTES_CAP),
+            wanted: None,
         }
     }
 }
 
 impl Scraper {
+    /// A scraper that keeps only the series `compiled` reads, for as long as its longest
+    /// rate window needs ([`Scraper::want`] adds more).
+    pub fn for_signals(compiled: &BTreeMap<String, Compiled>) -> Self {
+        let mut s = Scraper {
+            history: History::new(Duration::ZERO, KEY_BYTES_CAP),
+            wanted: Some(HashSet::new()),
+        };
+        s.want(compiled);
+        s
+    }
+
+    /// Keep the series `compiled` reads from now on, and scrapes for its longest window
+    /// (both only grow: a signal read earlier still finds its history).
+    pub fn want(&mut self, compiled: &BTreeMap<String, Compiled>) {
+        for c in compiled.values() {
+            self.history.keep_at_least(c.expr.max_window());
+            if let Some(names) = self.wanted.as_mut() {
+                c.expr.metric_names(names);
+            }
+        }
+    }
+
     /// Record one target's fetch result (the page text, or why it could not be fetched).
-    /// A page that does not parse counts as a failed fetch, with the parse error.
+    /// A page that does not parse, or holds more than [`SERIES_CAP`] series the signals
+    /// read, counts as a failed fetch, with the reason.
     pub fn record(
         &mut self,
         endpoint: &ScrapeEndpoint,
         at: SystemTime,
         page: Result<&str, String>,
     ) {
-        let parsed = page.and_then(|t| text::parse(t).map_err(|e| format!("bad exposition: {e}")));
-        self.history.record(endpoint, at, parsed);
+        let keep = text::Keep {
+            names: self.wanted.as_ref(),
+            cap: SERIES_CAP,
+        };
+        let kept = page.and_then(|t| text::parse_kept(t, keep).map_err(|e| e.to_string()));
+        self.history.record(endpoint, at, kept);
+    }
+
+    /// Evaluate one expression over the whole history at `at`, with the work it took.
+    pub fn eval_counted(
+        &self,
+        e: &expr::Expr,
+        at: SystemTime,
+    ) -> (Result<f64, String>, eval::Work) {
+        eval::eval_counted(e, self.history.view(), at)
+    }
+
+    /// What the history holds now (series, samples, bytes of names and labels).
+    pub fn retained(&self) -> series::Retained {
+        self.history.retained()
     }
 
     /// Forget targets that are no longer listed.
@@ -117,13 +183,9 @@ impl Scraper {
         for c in compiled.values() {
             self.history.keep_at_least(c.expr.max_window());
         }
-        let cut;
-        let history = match since {
-            Some(t) => {
-                cut = self.history.since(t);
-                &cut
-            }
-            None => &self.history,
+        let view = match since {
+            Some(t) => self.history.view().since(t),
+            None => self.history.view(),
         };
         let reading = |r: Result<f64, String>| match r {
             Ok(value) => Reading::Value { value },
@@ -132,12 +194,12 @@ impl Scraper {
         let mut readings = BTreeMap::new();
         for (name, c) in compiled {
             if !c.per_replica {
-                readings.insert(name.clone(), reading(eval::eval(&c.expr, history, at)));
+                readings.insert(name.clone(), reading(eval::eval(&c.expr, view, at)));
                 continue;
             }
-            for instance in history.instances(REPLICA_ROLE) {
-                let alone = history.only_instance(REPLICA_ROLE, &instance);
-                let r = reading(eval::eval(&c.expr, &alone, at));
+            for instance in view.instances(REPLICA_ROLE) {
+                let alone = view.only_instance(REPLICA_ROLE, &instance);
+                let r = reading(eval::eval(&c.expr, alone, at));
                 readings.insert(replica_key(name, &instance), r);
             }
         }
@@ -155,7 +217,7 @@ impl ScrapeSource {
     pub fn new(fetch: Arc<dyn Fetch>) -> Self {
         ScrapeSource {
             fetch,
-            state: Mutex::new(Scraper::default()),
+            state: Mutex::new(Scraper::for_signals(&BTreeMap::new())),
         }
     }
 
@@ -203,6 +265,7 @@ impl ScrapeSource {
         }))
         .await;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.want(&compiled);
         state.retain_targets(&targets);
         for (t, at, page) in &pages {
             state.record(t, *at, page.as_deref().map_err(Clone::clone));

@@ -47,32 +47,97 @@ pub struct ParseError {
 /// Parse a whole exposition page.
 pub fn parse(text: &str) -> Result<Exposition, ParseError> {
     let mut out = Exposition::default();
+    each_line(text, |line| {
+        match line {
+            Line::Type(name, kind) => {
+                out.types.insert(name.to_string(), kind.to_string());
+            }
+            Line::Sample(text) => out.samples.push(parse_sample(text, true)?),
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Which samples of a page to keep: those of the metric names some signal reads (every
+/// name when `names` is `None`), at most `cap` of them.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep<'a> {
+    pub names: Option<&'a std::collections::HashSet<String>>,
+    pub cap: usize,
+}
+
+/// Why a page gives no samples.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PageError {
+    #[error("bad exposition: {0}")]
+    Parse(#[from] ParseError),
+    #[error("{count} series of the metrics the signals read, over the cap of {cap} series a page (see docs/reference/limits.md)")]
+    TooManySeries { count: usize, cap: usize },
+}
+
+/// The samples `keep` asks for. Every line is still checked (a broken page is refused as
+/// [`parse`] refuses it), but the others are neither copied nor kept, so a page's cost
+/// beyond its bytes is the series the signals read. Past the cap samples are only counted.
+pub fn parse_kept(text: &str, keep: Keep<'_>) -> Result<Vec<Sample>, PageError> {
+    let mut kept = Vec::new();
+    let mut count = 0usize;
+    each_line(text, |line| {
+        if let Line::Sample(text) = line {
+            let wanted = keep.names.is_none_or(|n| n.contains(sample_name(text)));
+            count += usize::from(wanted);
+            let build = wanted && count <= keep.cap;
+            let sample = parse_sample(text, build)?;
+            if build {
+                kept.push(sample);
+            }
+        }
+        Ok(())
+    })?;
+    if count > keep.cap {
+        return Err(PageError::TooManySeries {
+            count,
+            cap: keep.cap,
+        });
+    }
+    Ok(kept)
+}
+
+enum Line<'a> {
+    Type(&'a str, &'a str),
+    Sample(&'a str),
+}
+
+/// Call `f` on each `# TYPE` and sample line up to `# EOF`; its error gets the line number.
+fn each_line<'a>(
+    text: &'a str,
+    mut f: impl FnMut(Line<'a>) -> Result<(), String>,
+) -> Result<(), ParseError> {
     for (i, raw) in text.lines().enumerate() {
-        let line_no = i + 1;
         let line = raw.trim();
         if line.is_empty() {
             continue;
         }
-        if let Some(comment) = line.strip_prefix('#') {
-            let comment = comment.trim_start();
-            if comment == "EOF" {
-                break;
-            }
-            let mut parts = comment.splitn(3, char::is_whitespace);
-            if parts.next() == Some("TYPE") {
-                if let (Some(name), Some(kind)) = (parts.next(), parts.next()) {
-                    out.types.insert(name.to_string(), kind.trim().to_string());
+        let parsed = match line.strip_prefix('#') {
+            Some(comment) => {
+                let comment = comment.trim_start();
+                if comment == "EOF" {
+                    break;
+                }
+                let mut parts = comment.splitn(3, char::is_whitespace);
+                match (parts.next(), parts.next(), parts.next()) {
+                    (Some("TYPE"), Some(name), Some(kind)) => Line::Type(name, kind.trim()),
+                    _ => continue,
                 }
             }
-            continue;
-        }
-        let sample = parse_sample(line).map_err(|message| ParseError {
-            line: line_no,
+            None => Line::Sample(line),
+        };
+        f(parsed).map_err(|message| ParseError {
+            line: i + 1,
             message,
         })?;
-        out.samples.push(sample);
     }
-    Ok(out)
+    Ok(())
 }
 
 fn is_name_start(c: char) -> bool {
@@ -83,22 +148,27 @@ fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_' || c == ':'
 }
 
-fn parse_sample(line: &str) -> Result<Sample, String> {
-    let name_end = line
+/// The metric name a sample line starts with (empty when it starts with none).
+fn sample_name(line: &str) -> &str {
+    let end = line
         .char_indices()
         .find(|&(_, c)| !is_name_char(c))
         .map(|(i, _)| i)
         .unwrap_or(line.len());
-    let name = &line[..name_end];
+    &line[..end]
+}
+
+/// Check a sample line; build the sample only when `build` (else its name and labels are
+/// left empty: nothing of an unread line is copied).
+fn parse_sample(line: &str, build: bool) -> Result<Sample, String> {
+    let name = sample_name(line);
     if name.is_empty() || !name.starts_with(is_name_start) {
         return Err(format!("expected a metric name, found {:?}", short(line)));
     }
-    let mut rest = &line[name_end..];
+    let mut rest = &line[name.len()..];
     let mut labels = Vec::new();
     if let Some(after) = rest.strip_prefix('{') {
-        let (parsed, remaining) = parse_labels(after)?;
-        labels = parsed;
-        rest = remaining;
+        rest = parse_labels(after, build.then_some(&mut labels))?;
     }
     if !rest.starts_with([' ', '\t']) {
         return Err(format!("{name}: expected a space before the value"));
@@ -123,22 +193,27 @@ fn parse_sample(line: &str) -> Result<Sample, String> {
         return Err(format!("{name}: unexpected {extra:?} after the value"));
     }
     labels.sort();
+    let name = if build {
+        name.to_string()
+    } else {
+        String::new()
+    };
     Ok(Sample {
-        name: name.to_string(),
+        name,
         labels,
         value,
     })
 }
 
-/// Parse `a="x",b="y"}` (the opening brace already consumed); returns the rest after `}`.
 type Labels = Vec<(String, String)>;
 
-fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
-    let mut labels = Vec::new();
+/// Parse `a="x",b="y"}` (the opening brace already consumed) into `out` when given;
+/// returns the rest after `}`.
+fn parse_labels<'s>(mut s: &'s str, mut out: Option<&mut Labels>) -> Result<&'s str, String> {
     loop {
         s = s.trim_start();
         if let Some(rest) = s.strip_prefix('}') {
-            return Ok((labels, rest));
+            return Ok(rest);
         }
         let end = s
             .char_indices()
@@ -157,9 +232,15 @@ fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
         s = s
             .strip_prefix('"')
             .ok_or_else(|| format!("label {label}: expected a quoted value"))?;
-        let (value, rest) =
-            unescape_quoted(s).ok_or_else(|| format!("label {label}: unterminated value"))?;
-        labels.push((label.to_string(), value));
+        let rest = match out.as_deref_mut() {
+            Some(labels) => {
+                let (value, rest) = unescape_quoted(s)
+                    .ok_or_else(|| format!("label {label}: unterminated value"))?;
+                labels.push((label.to_string(), value));
+                rest
+            }
+            None => skip_quoted(s).ok_or_else(|| format!("label {label}: unterminated value"))?,
+        };
         s = rest.trim_start();
         if let Some(rest) = s.strip_prefix(',') {
             s = rest;
@@ -167,6 +248,22 @@ fn parse_labels(mut s: &str) -> Result<(Labels, &str), String> {
             return Err(format!("label {label}: expected ',' or '}}'"));
         }
     }
+}
+
+/// The rest after a quoted value's closing quote, without reading the value.
+fn skip_quoted(s: &str) -> Option<&str> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => return Some(&s[i + 1..]),
+            // An escape always takes the next character; it is ASCII or starts a UTF-8
+            // sequence whose other bytes are never a quote or a backslash.
+            b'\\' => i += 2,
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// Read a label value up to its closing quote, resolving escapes. Returns the rest.
