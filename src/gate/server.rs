@@ -7,11 +7,12 @@ use super::admission::Admission;
 use super::attempts::Attempts;
 use super::balance::Replicas;
 use super::config::{parse_upstream, GateConfig};
+use super::conn_table::{ConnectionTable, Slot};
 use super::connection::{self, Timeouts};
 use super::control::LimitControl;
 use super::error::GateError;
 use super::limit_source::{LimitSource, Meaning, PeerSource};
-use super::limits::{self, ClientLimits, ConnectionTable, Slot};
+use super::limits::{self, ClientLimits};
 use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
@@ -108,6 +109,7 @@ impl BoundGate {
             replicas: Arc::new(Replicas::new(&upstreams, &cfg.balance, &metrics)),
             upstream_timeout: cfg.upstream_timeout,
             client_timeouts: Timeouts {
+                first_byte: cfg.client_limits.first_byte_timeout,
                 idle: cfg.client_idle_timeout,
                 head: cfg.client_limits.request_head_timeout,
             },
@@ -441,8 +443,7 @@ async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: Canc
         let timeouts = accepting.timeouts;
         let draining = draining.clone();
         conns.spawn(async move {
-            let _slot = slot;
-            connection::serve(stream, &proxy, timeouts, &draining).await
+            connection::serve(stream, &proxy, timeouts, slot.presence(), &draining).await
         });
     }
     drop(listener);
@@ -454,11 +455,12 @@ async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: Canc
     conns.abort_all();
 }
 
-/// A slot for a new connection, or `None` after refusing it at once: a 503 written only if
-/// the socket takes it now, then closed as `stream` drops.
+/// A slot for a new connection (maybe after closing a waiting one for it), or `None`
+/// after refusing it at once: a 503 written only if the socket takes it now, then closed
+/// as `stream` drops.
 fn take_slot(accepting: &Accepting, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
     match accepting.connections.open(peer.ip()) {
-        Ok(slot) => Some(slot),
+        Ok(opened) => Some(opened.slot),
         Err(why) => {
             let _ = stream.try_write(limits::REFUSAL);
             accepting.proxy.metrics.connection_refused(why);

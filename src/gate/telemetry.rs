@@ -34,6 +34,19 @@ pub struct ReplicaMetrics {
     pub window_latency: F64Gauge,
 }
 
+/// Why the gate closed a client connection on one of its limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// A new connection sent nothing before `--first-byte-timeout`.
+    NoFirstByte = 0,
+    /// A request head did not arrive whole in time (answered 408).
+    HeadTimeout = 1,
+    /// It waited with no request begun and a new connection needed its slot.
+    MadeRoom = 2,
+}
+
+const CLOSED: [&str; 3] = ["no_first_byte", "head_timeout", "made_room"];
+
 /// What happened to one request; exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestOutcome {
@@ -78,6 +91,7 @@ pub struct GateMetrics {
     resend_refusals: [Counter; 3],
     /// State files that could not be applied at start (set aside; the flags started).
     state_file_rejected: Counter,
+    connections_closed: [Counter; 3],
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -140,6 +154,13 @@ impl GateMetrics {
             Refusal::ALL.map(|w| [("reason", w.label())]),
         );
         let resends = resends.get_or_create(&[("reason", RESENT_REASON)]).clone();
+        let closed: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_connections_closed",
+            "Client connections the gate closed on a limit: no first byte in time, a request head late (408), or waiting idle when a new connection needed the slot",
+            CLOSED.map(|c| [("reason", c)]),
+        );
+        let connections_closed = CLOSED.map(|c| closed.get_or_create(&[("reason", c)]).clone());
         let resend_refusals = Refusal::ALL.map(|w| {
             resend_refusals
                 .get_or_create(&[("reason", w.label())])
@@ -147,6 +168,7 @@ impl GateMetrics {
         });
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
+            connections_closed,
             resends,
             resend_refusals,
             state_file_rejected: register(
@@ -272,6 +294,11 @@ impl GateMetrics {
             super::limits::Refused::PerAddress => 1,
         };
         self.connections_refused[i].inc();
+    }
+
+    /// One client connection closed on a limit.
+    pub fn connection_closed(&self, why: Closed) {
+        self.connections_closed[why as usize].inc();
     }
 
     /// One request sent again on a new upstream connection.

@@ -30,6 +30,7 @@ mod gate_admin;
 mod gate_admission;
 mod gate_attempts;
 mod gate_cli;
+mod gate_connection_fairness;
 mod gate_connection_limits;
 mod gate_http1_wire;
 mod gate_input_hardening;
