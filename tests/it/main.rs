@@ -72,6 +72,7 @@ mod serve_alert_flood;
 mod serve_cli;
 mod serve_config_errors;
 mod serve_e2e;
+mod serve_hardening;
 mod serve_http;
 mod serve_webhook_signature;
 mod simulate_cli;
