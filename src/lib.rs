@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod plan;
 pub mod platform;
 pub mod rehearse;
+pub mod retry;
 pub mod runbook;
 pub mod serve;
 pub mod simulate;

@@ -5,7 +5,7 @@
 use super::{CliResult, Failure, Output};
 use anyhow::anyhow;
 use recover::exit::Exit;
-use recover::simulate::{compare, overrides, plot, text, Report, Scenario, DEFAULT_SEED};
+use recover::simulate::{overrides, resolve, Scenario, Seeds, DEFAULT_SEED};
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -16,23 +16,28 @@ pub struct SimulateArgs {
     /// provider-outage, retry-layers, breaker, bulkhead) or a YAML scenario file.
     #[arg(long, value_name = "NAME|FILE")]
     pub scenario: String,
-    /// Retry policy: immediate, backoff or backoff-jitter (provider-outage: exponential,
-    /// fixed or full-jitter).
+    /// Retry policy, for the scenarios that have one: fixed, exponential or full-jitter
+    /// (random() x the exponential delay).
     #[arg(long, value_name = "P")]
     pub policy: Option<String>,
     /// Change one parameter (repeatable), by its scenario-file name: --set overload_factor=1.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    /// Print one table of variants that each change one thing, and which recover.
+    /// Print one table of the alternatives the scenario compares, each run over --seeds
+    /// seeds: every figure's median and range.
     #[arg(long)]
     pub compare: bool,
+    /// How many seeds --compare runs, from --seed on.
+    #[arg(long, value_name = "N", default_value_t = Seeds::DEFAULT_COUNT)]
+    pub seeds: u32,
     /// The run summary in words, or as JSON.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
     /// Draw the series to an SVG file.
     #[arg(long, value_name = "FILE.svg")]
     pub plot: Option<PathBuf>,
-    /// PRNG seed (client phases, jitter); same seed, same output byte for byte.
+    /// PRNG seed (client phases, jitter), the first of --compare's; same seed, same output
+    /// byte for byte.
     #[arg(long)]
     pub seed: Option<u64>,
     /// Benchmark: run the scenario N times and print simulated client-seconds per wall second.
@@ -41,7 +46,7 @@ pub struct SimulateArgs {
 }
 
 pub fn run(args: SimulateArgs) -> CliResult {
-    let mut scenario = Scenario::resolve(&args.scenario).map_err(Failure::usage)?;
+    let mut scenario = resolve(&args.scenario).map_err(Failure::usage)?;
     if let Some(p) = &args.policy {
         scenario.set_policy_named(p).map_err(Failure::usage)?;
     }
@@ -55,29 +60,29 @@ pub fn run(args: SimulateArgs) -> CliResult {
     if let Some(n) = args.bench_runs {
         return bench(&scenario, seed, n);
     }
-    if let (true, Scenario::Drill { drill, .. }) = (args.compare, &scenario) {
-        let c = drill.compare(seed);
-        match args.output {
-            Output::Text => emit(&drill.compare_text(seed, &c)),
-            Output::Json => emit(&(to_json(&c)? + "\n")),
-        }
-        return Ok(Exit::Done);
-    }
     if args.compare {
-        let rows = compare::compare(&scenario, seed).map_err(Failure::usage)?;
+        if args.seeds == 0 {
+            return Err(Failure::usage(anyhow!("--seeds: must be at least 1")));
+        }
+        let c = scenario.compare(Seeds {
+            first: seed,
+            count: args.seeds,
+        });
         match args.output {
-            Output::Text => emit(&compare::render(&scenario, seed, &rows)),
-            Output::Json => emit(&(to_json(&rows)? + "\n")),
+            Output::Text => emit(&c.text()),
+            Output::Json => emit(&(to_json(&c.rows)? + "\n")),
         }
         return Ok(Exit::Done);
     }
     let report = scenario.run(seed);
     if let Some(path) = &args.plot {
-        plot::write(&report, path).map_err(|e| Failure::new(Exit::Failed, e))?;
+        report
+            .write_plot(path)
+            .map_err(|e| Failure::new(Exit::Failed, e))?;
     }
     match args.output {
-        Output::Text => emit(&text::render(&report)),
-        Output::Json => emit(&(to_json(&report)? + "\n")),
+        Output::Text => emit(&report.text()),
+        Output::Json => emit(&(report.json().map_err(|e| Failure::new(Exit::Failed, e))? + "\n")),
     }
     Ok(Exit::Done)
 }
@@ -94,29 +99,24 @@ fn to_json(v: &impl serde::Serialize) -> Result<String, Failure> {
 /// Simulated client-seconds per wall second, best and median of `n` runs, printed beside
 /// the goal (10,000 clients for 100 s in at most 1 s).
 fn bench(scenario: &Scenario, seed: u64, n: u32) -> CliResult {
-    let Scenario::System { params, .. } = scenario else {
+    let Some(client_s) = scenario.client_seconds() else {
         return Err(Failure::usage(anyhow!(
             "--bench-runs needs the continuous model (config-deploy or a file with model: config-deploy)"
         )));
     };
-    let client_s = f64::from(params.clients) * params.duration.as_secs_f64();
     let mut walls = Vec::new();
     let mut calls = 0;
     for _ in 0..n.max(1) {
         let start = Instant::now();
         let r = scenario.run(seed);
         walls.push(start.elapsed().as_secs_f64());
-        if let Report::System(r) = r {
-            calls = r.totals.attempts;
-        }
+        calls = r.attempts().unwrap_or(0);
     }
     walls.sort_by(f64::total_cmp);
     let best = walls[0];
     let median = walls[walls.len() / 2];
     println!(
-        "clients {} x {} s = {client_s:.0} client-seconds, {calls} attempts per run, {} runs",
-        params.clients,
-        params.duration.as_secs_f64(),
+        "{client_s:.0} client-seconds, {calls} attempts per run, {} runs",
         walls.len()
     );
     println!("wall per run: best {:.3} s, median {:.3} s", best, median);

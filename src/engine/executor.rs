@@ -12,7 +12,6 @@ use super::vars::Fixed;
 use super::{EngineError, RunOptions, RunRequest};
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::MetricSource;
-use crate::plan::{Source, SourcedInputs};
 use crate::platform::{LockHolder, Platform};
 use crate::runbook::Runbook;
 use crate::util::time::now_rfc3339;
@@ -40,7 +39,7 @@ async fn with_lock<T, F, Fut>(
     body: F,
 ) -> Result<T, EngineError>
 where
-    F: FnOnce(CancellationToken) -> Fut,
+    F: FnOnce(super::lock_loss::Stop) -> Fut,
     Fut: Future<Output = Result<T, EngineError>>,
 {
     let guard = if lock {
@@ -52,9 +51,9 @@ where
     } else {
         None
     };
-    let cancel = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
-    let result = body(cancel.clone()).await;
-    cancel.cancel(); // ends the watch on the lock
+    let stop = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
+    let result = body(stop.clone()).await;
+    stop.cancel.cancel(); // ends the watch on the lock
     if let Some(g) = guard {
         if let Err(e) = g.release().await {
             tracing::warn!("could not release the lock: {e}");
@@ -102,7 +101,7 @@ struct Ready<'a> {
 }
 
 /// Carry out the steps of a run that is ready to act (shared by run and resume).
-async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> RunReport {
+async fn act(r: Ready<'_>, options: &RunOptions, stop: &super::lock_loss::Stop) -> RunReport {
     let report = base_report(
         r.run_id,
         r.rb,
@@ -121,7 +120,7 @@ async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> 
         options.clone(),
         r.restart,
     ));
-    execute(ctx, report, &r.done, r.failing, options, cancel).await
+    execute(ctx, report, &r.done, r.failing, options, stop).await
 }
 
 fn fixed(rb: &Runbook, d: &PlannedRun) -> Fixed {
@@ -153,7 +152,8 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         &locked_by,
         lock,
         &cancel,
-        |cancel| async move {
+        |stop| async move {
+            let cancel = stop.cancel.clone();
             let window = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
             let d =
                 super::prior::plan_with_history(&rb, &window, metrics.as_ref(), &options).await?;
@@ -192,19 +192,19 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
             }
             let mut j = Journal::create(&options.journal_dir, &run_id)?;
             j.append(Event::RunStarted {
+                format: journal::FORMAT,
                 runbook: rb.name.clone(),
                 runbook_source: loaded.source.clone(),
                 origin: loaded.origin.to_string(),
                 target: platform.target_id(),
                 target_spec: options.target.clone(),
                 started_by: options.started_by.clone(),
-                invocation: serde_json::Value::Null,
                 pid: std::process::id(),
             })?;
             j.append(Event::Decided {
                 verdict: d.verdict.clone(),
                 inputs: Some(d.inputs),
-                sources: Some(d.sources.clone()),
+                sources: d.sources.clone(),
                 plan: Some(d.plan.clone()),
                 assumed: d.assumed,
             })?;
@@ -220,7 +220,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 failing: None,
                 restart: BTreeMap::new(),
             };
-            Ok(act(ready, &options, &cancel).await)
+            Ok(act(ready, &options, &stop).await)
         },
     )
     .await
@@ -290,15 +290,6 @@ pub async fn resume(
             run_id: point.run_id,
         });
     };
-    // Journals written before sources were recorded say only whether inputs were given.
-    let sources = sources.unwrap_or_else(|| {
-        let (source, from) = if assumed {
-            (Source::Operator, "given (journal of an older version)")
-        } else {
-            (Source::Measured, "measured (journal of an older version)")
-        };
-        SourcedInputs::all_from(&inputs, source, from)
-    });
     let d = PlannedRun {
         verdict,
         inputs,
@@ -313,7 +304,7 @@ pub async fn resume(
         &locked_by,
         true,
         &cancel,
-        |cancel| async move {
+        |stop| async move {
             let (mut j, _) = Journal::reopen(journal_path)?;
             j.append(Event::Resumed {
                 pid: std::process::id(),
@@ -330,7 +321,7 @@ pub async fn resume(
                 failing: point.failing.clone(),
                 restart: point.restart.clone(),
             };
-            Ok(act(ready, &options, &cancel).await)
+            Ok(act(ready, &options, &stop).await)
         },
     )
     .await

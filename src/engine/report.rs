@@ -108,12 +108,23 @@ pub struct RunReport {
 }
 
 impl RunReport {
-    /// Requests destroyed on purpose (drained backlog), summed over steps.
-    pub fn dropped_requests(&self) -> f64 {
-        self.steps
+    /// Requests destroyed on purpose (drained backlog), summed over steps; `None` when a
+    /// replica's drain gave no count (the step's `drain_counts_unknown`), so the sum is
+    /// not the total.
+    pub fn dropped_requests(&self) -> Option<f64> {
+        if self
+            .steps
             .iter()
-            .filter_map(|s| s.figures.get("drained"))
-            .sum()
+            .any(|s| s.figures.contains_key("drain_counts_unknown"))
+        {
+            return None;
+        }
+        Some(
+            self.steps
+                .iter()
+                .filter_map(|s| s.figures.get("drained"))
+                .sum(),
+        )
     }
 
     /// The human summary: plan, then one row per step.

@@ -50,6 +50,8 @@ pub(super) struct Request {
     pub expect_continue: bool,
     pub keep_alive: bool,
     pub is_head: bool,
+    /// The method may be sent again without a second effect (RFC 9110 §9.2.2).
+    pub idempotent: bool,
 }
 
 impl Request {
@@ -60,6 +62,7 @@ impl Request {
             expect_continue: head.expect_continue,
             keep_alive: head.keep_alive(),
             is_head: head.is_head(),
+            idempotent: super::resend::is_idempotent(head.method()),
         }
     }
 }

@@ -2,10 +2,11 @@
 //! response head within the request's deadline while watching for the client hanging up,
 //! then pass the response back and return the upstream link for the next request.
 //!
-//! A link reused from the last request may have been closed by the upstream meanwhile;
-//! that shows only when nothing comes back. Such a request is sent once more on a new
-//! connection, but only when the whole of it is still in hand (head and body buffered)
-//! and not a byte of an answer came: the upstream never saw it, or dropped it unread.
+//! A link reused from the last request may have been closed by the upstream meanwhile.
+//! Once any byte of a request has reached it, a failure is the client's `502`: the
+//! upstream may have acted on the request, and the gate never sends a second copy. Only a
+//! request whose very first write failed may go out again, under [`super::resend`]'s
+//! rule.
 
 use super::connection::{write_client, Connection, Request};
 use super::http1::{head, parse_response, BodyCursor, Framing};
@@ -65,8 +66,9 @@ pub(super) async fn forward(
     let keep_client = req.keep_alive && !draining.is_cancelled();
     let sent = Instant::now();
     let replica = admitted.pick.index;
-    let exchange = send_and_wait(conn, req, cursor, here, replica, &admitted, keep_client);
-    let result = tokio::time::timeout(admitted.wait, exchange).await;
+    let wait = admitted.wait;
+    let exchange = send_and_wait(conn, req, cursor, here, &mut admitted, keep_client);
+    let result = tokio::time::timeout(wait, exchange).await;
     if buffered {
         conn.rbuf.advance(req.head_len + here);
     }
@@ -160,8 +162,7 @@ async fn send_and_wait(
     req: Request,
     mut cursor: BodyCursor,
     here: usize,
-    replica: usize,
-    admitted: &Admitted<'_>,
+    admitted: &mut Admitted<'_>,
     keep_client: bool,
 ) -> Result<(Link, HeadSummary), Failure> {
     let buffered = cursor.is_done();
@@ -170,19 +171,20 @@ async fn send_and_wait(
         conn.out.extend_from_slice(&conn.rbuf[body_here.clone()]);
     }
     loop {
-        let mut link = match conn.links.take(replica) {
+        let mut link = match conn.links.take(admitted.pick.index) {
             Some(link) => link,
             None => upstream::connect(&admitted.pick.replica.authority)
                 .await
                 .map_err(Failure::Connect)?,
         };
-        let retry = link.reused && buffered;
-        let mut wrote = link.stream.write_all(&conn.out).await;
+        let mut written = 0;
+        let mut wrote = write_counting(&mut link, &conn.out, &mut written).await;
         if wrote.is_ok() && here > COALESCE {
-            wrote = link.stream.write_all(&conn.rbuf[body_here.clone()]).await;
+            wrote = write_counting(&mut link, &conn.rbuf[body_here.clone()], &mut written).await;
         }
         if let Err(e) = wrote {
-            if retry {
+            // A new link is never reused, so this goes round at most once.
+            if link.reused && admitted.resend(written > 0, req.idempotent) {
                 continue;
             }
             return Err(Failure::Upstream(format!("writing the request: {e}")));
@@ -197,12 +199,29 @@ async fn send_and_wait(
             conn.rbuf.advance(req.head_len + here);
             stream_request_body(conn, &mut cursor, &mut link).await?;
         }
-        match wait_for_head(conn, &mut link, req.is_head, keep_client).await {
-            Err(Failure::NoAnswer) if retry => continue,
-            Err(f) => return Err(f),
-            Ok(head) => return Ok((link, head)),
-        }
+        return match wait_for_head(conn, &mut link, req.is_head, keep_client).await {
+            Err(Failure::NoAnswer) if link.reused => {
+                admitted.resend(true, req.idempotent); // counted as refused: it was written
+                Err(Failure::NoAnswer)
+            }
+            other => other.map(|head| (link, head)),
+        };
     }
+}
+
+/// Write all of `bytes` to the upstream, adding to `written` what the connection took,
+/// so a failure can tell whether any of the request left.
+async fn write_counting(link: &mut Link, bytes: &[u8], written: &mut usize) -> io::Result<()> {
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        let n = link.stream.write(rest).await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        *written += n;
+        rest = &rest[n..];
+    }
+    Ok(())
 }
 
 /// Pass the rest of a request body from the client to the upstream as it arrives.
@@ -357,4 +376,35 @@ async fn relay_response(
         conn.links.put(replica, link);
     }
     Ok(!resp.close_client)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::net::TcpListener;
+
+    /// What the resend rule rests on: a write to a connection the peer has reset is
+    /// refused whole, so the count says not a byte left.
+    #[tokio::test]
+    async fn a_write_to_a_reset_connection_reports_nothing_written() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let authority = listener.local_addr().unwrap().to_string().parse().unwrap();
+        let mut link = upstream::connect(&authority).await.unwrap();
+        let (peer, _) = listener.accept().await.unwrap();
+        peer.set_zero_linger().unwrap();
+        drop(peer); // RST
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let mut written = 0;
+        let wrote = write_counting(&mut link, b"GET / HTTP/1.1\r\n\r\n", &mut written).await;
+        assert!(wrote.is_err());
+        assert_eq!(written, 0);
+        // And a healthy connection counts every byte.
+        let mut fresh = upstream::connect(&authority).await.unwrap();
+        let (_peer, _) = listener.accept().await.unwrap();
+        let mut written = 0;
+        write_counting(&mut fresh, b"GET / HTTP/1.1\r\n\r\n", &mut written)
+            .await
+            .unwrap();
+        assert_eq!(written, 18);
+    }
 }

@@ -7,12 +7,13 @@
 //! client connection's loop, over the [`http1`] codec) -> [`proxy`] (the per-request
 //! policy: [`admission`], rate AND in-flight cap, reject fast; [`balance`], least
 //! outstanding requests or power of two choices, with latency outlier ejection;
-//! [`deadline`], `x-deadline-ms`; [`attempts`], first attempt or retry) -> [`exchange`] (forward under the deadline, relay the
-//! response) -> [`upstream`] (each client connection's own upstream
-//! connections), with [`telemetry`] counting every outcome. [`control`] owns the current limit and
-//! its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it; [`state`]
-//! persists it so a restarted gate comes back with the last limit, not wide open. The
-//! limit is a total for every replica behind one Service: [`share`] divides it by the
+//! [`deadline`], `x-deadline-ms`; [`attempts`], first attempt or retry) -> [`exchange`]
+//! (forward under the deadline, relay the response; [`resend`], never a second copy the
+//! upstream may act on) -> [`upstream`] (each client connection's own upstream
+//! connections), with [`telemetry`] counting every outcome. [`control`] owns the current
+//! limit and its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it;
+//! [`state`] persists it so a restarted gate comes back with the last limit, not wide
+//! open. The limit is a total for every replica behind one Service: [`share`] divides it by the
 //! replicas a [`limit_source::PeerSource`] reports.
 
 pub mod admin;
@@ -31,6 +32,7 @@ pub mod limit;
 pub mod limit_source;
 pub mod limits;
 pub mod proxy;
+pub mod resend;
 pub mod server;
 pub mod share;
 pub mod state;

@@ -9,6 +9,7 @@ use super::attempts::{client_of, Attempts, Method};
 use super::balance::{Pick, Replicas};
 use super::deadline;
 use super::http1::RequestHead;
+use super::resend::{self, Refusal};
 use super::telemetry::{GateMetrics, RequestOutcome};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -39,7 +40,9 @@ pub enum Dispatch<'p> {
 /// An admitted request: its in-flight slot, its replica, how long to wait for it, and
 /// its outcome, recorded when this drops.
 pub struct Admitted<'p> {
-    _slot: InFlight<'p>,
+    /// None only after a resend was refused admission: the request is ending.
+    slot: Option<InFlight<'p>>,
+    admission: &'p Admission,
     pub pick: Pick<'p>,
     pub wait: Duration,
     outcome: PendingOutcome<'p>,
@@ -56,6 +59,30 @@ impl Admitted<'_> {
             self.pick.observe(); // the replica's latency, for outlier ejection
         }
         self.outcome.outcome = Some(o);
+    }
+
+    /// Whether the request may go out again after a reused upstream connection failed
+    /// ([`resend`]): `written` says whether any byte of it reached that connection. A
+    /// resend is admitted like a new request, its own slot given up first; every
+    /// decision is counted.
+    pub fn resend(&mut self, written: bool, idempotent: bool) -> bool {
+        let metrics = self.outcome.metrics;
+        if let Err(why) = resend::may_resend(written, idempotent) {
+            metrics.resend_refused(why);
+            return false;
+        }
+        self.slot = None;
+        match self.admission.try_admit() {
+            Admit::Admitted(slot) => {
+                self.slot = Some(slot);
+                metrics.resent();
+                true
+            }
+            Admit::RejectedRate { .. } | Admit::RejectedInFlight => {
+                metrics.resend_refused(Refusal::NotAdmitted);
+                false
+            }
+        }
     }
 
     /// The upstream answered with `status`: a 5xx is a failure the client may retry.
@@ -127,7 +154,8 @@ impl Proxy {
             deadline.epoch_ms,
         );
         Dispatch::Forward(Admitted {
-            _slot: slot,
+            slot: Some(slot),
+            admission: &self.admission,
             pick,
             wait: deadline.wait,
             outcome: PendingOutcome {
@@ -167,5 +195,88 @@ impl Drop for PendingOutcome<'_> {
                 self.attempts.failed(self.client);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::balance::BalanceConfig;
+    use crate::gate::http1::{head, parse_request};
+    use crate::gate::limit::Limit;
+
+    fn proxy(limit: Limit) -> Proxy {
+        let metrics = Arc::new(GateMetrics::new());
+        let admission = Arc::new(Admission::new(&limit, metrics.in_flight.clone()));
+        let upstreams = ["127.0.0.1:9".parse().unwrap()];
+        let replicas = Arc::new(Replicas::new(
+            &upstreams,
+            &BalanceConfig::default(),
+            &metrics,
+        ));
+        let attempts = Arc::new(Attempts::default());
+        Proxy::new(
+            admission,
+            metrics,
+            replicas,
+            Duration::from_secs(1),
+            attempts,
+        )
+    }
+
+    fn admitted(p: &Proxy) -> Admitted<'_> {
+        let wire = b"GET / HTTP/1.1\r\nhost: h\r\n\r\n";
+        let mut headers = head::empty_headers();
+        let h = parse_request(wire, &mut headers).unwrap().unwrap();
+        match p.dispatch(&h, None, &mut Vec::new()) {
+            Dispatch::Forward(a) => a,
+            Dispatch::Reject { .. } => panic!("the first request is admitted"),
+        }
+    }
+
+    fn line(p: &Proxy, series: &str) -> bool {
+        p.metrics.render().lines().any(|l| l == series)
+    }
+
+    #[test]
+    fn a_resend_spends_the_rate_like_a_new_request() {
+        let p = proxy(Limit {
+            rate_per_s: Some(0.001),
+            burst: 1,
+            max_in_flight: None,
+            note: None,
+        });
+        let mut a = admitted(&p);
+        assert!(!a.resend(false, true), "the only cell is spent");
+        assert!(line(
+            &p,
+            r#"recover_gate_upstream_resends_refused_total{reason="not_admitted"} 1"#
+        ));
+    }
+
+    #[test]
+    fn a_resend_holds_one_in_flight_slot_and_is_counted() {
+        let p = proxy(Limit {
+            rate_per_s: None,
+            burst: 1,
+            max_in_flight: Some(1),
+            note: None,
+        });
+        let mut a = admitted(&p);
+        assert!(a.resend(false, true), "its own slot is given up first");
+        assert_eq!(p.admission.in_flight(), 1);
+        assert!(line(
+            &p,
+            r#"recover_gate_upstream_resends_total{reason="closed_before_write"} 1"#
+        ));
+        assert!(!a.resend(true, true));
+        assert!(!a.resend(false, false));
+        assert_eq!(
+            p.admission.in_flight(),
+            1,
+            "a refusal before admission keeps the slot"
+        );
+        drop(a);
+        assert_eq!(p.admission.in_flight(), 0);
     }
 }

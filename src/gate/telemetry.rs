@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicU64;
 use super::balance::policy::BalancePolicy;
 use super::latency::LatencyHistogram;
 use super::limit::Limit;
+use super::resend::{Refusal, RESENT_REASON};
 use super::share::Peers;
 use crate::util::exposition::{encode_text, register, register_family};
 
@@ -59,6 +60,8 @@ pub struct GateMetrics {
     limit_review_deadline: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
     limit_peers: Gauge,
+    limit_age: Gauge<f64, AtomicU64>,
+    peers_age: Gauge<f64, AtomicU64>,
     upstream_latency: LatencyHistogram,
     upstream_ejected: Family<InfoLabels, Gauge>,
     upstream_ejections: Family<InfoLabels, Counter>,
@@ -70,6 +73,9 @@ pub struct GateMetrics {
     /// then `max_connections_per_address`.
     connections_refused: [Counter; 2],
     accept_errors: Counter,
+    /// Requests sent again on a new upstream connection, and those that were not.
+    resends: Counter,
+    resend_refusals: [Counter; 3],
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -119,8 +125,28 @@ impl GateMetrics {
             CAPS.map(|c| [("cap", c)]),
         );
         let connections_refused = CAPS.map(|c| refused.get_or_create(&[("cap", c)]).clone());
+        let resends: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_upstream_resends",
+            "Requests sent again on a new upstream connection (each passed admission again)",
+            [[("reason", RESENT_REASON)]],
+        );
+        let resend_refusals: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_upstream_resends_refused",
+            "Requests a reused upstream connection failed that were not sent again, by reason",
+            Refusal::ALL.map(|w| [("reason", w.label())]),
+        );
+        let resends = resends.get_or_create(&[("reason", RESENT_REASON)]).clone();
+        let resend_refusals = Refusal::ALL.map(|w| {
+            resend_refusals
+                .get_or_create(&[("reason", w.label())])
+                .clone()
+        });
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
+            resends,
+            resend_refusals,
             connections_refused,
             accept_errors: register(
                 r,
@@ -172,6 +198,18 @@ impl GateMetrics {
                 "recover_gate_limit_peers",
                 "Gate replicas sharing the limit (this one included); the limit gauges show this replica's share",
                 Gauge::default(),
+            ),
+            limit_age: register(
+                r,
+                "recover_gate_limit_age_seconds",
+                "Seconds since the limit source last gave or confirmed the limit in force (+Inf: no limit known, all traffic refused)",
+                gauge(),
+            ),
+            peers_age: register(
+                r,
+                "recover_gate_limit_peers_age_seconds",
+                "Seconds since the peer source last reported the replicas sharing the limit (+Inf: never; 0 without a peer source)",
+                gauge(),
             ),
             upstream_latency: register(
                 r,
@@ -226,6 +264,16 @@ impl GateMetrics {
             super::limits::Refused::PerAddress => 1,
         };
         self.connections_refused[i].inc();
+    }
+
+    /// One request sent again on a new upstream connection.
+    pub fn resent(&self) {
+        self.resends.inc();
+    }
+
+    /// One request a reused upstream connection failed, not sent again.
+    pub fn resend_refused(&self, why: Refusal) {
+        self.resend_refusals[why as usize].inc();
     }
 
     /// One failed accept on the proxy listener.
@@ -313,6 +361,14 @@ impl GateMetrics {
             .set(1);
     }
 
+    /// How old the limit and the peer count are (`None`: never known), set before each
+    /// render.
+    pub fn set_ages(&self, limit: Option<std::time::Duration>, peers: Option<std::time::Duration>) {
+        let secs = |d: Option<std::time::Duration>| d.map_or(f64::INFINITY, |d| d.as_secs_f64());
+        self.limit_age.set(secs(limit));
+        self.peers_age.set(secs(peers));
+    }
+
     /// Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = encode_text(&self.registry);
@@ -350,6 +406,8 @@ mod tests {
             "recover_gate_limit_applied_info{version=\"7\"} 1",
             "recover_gate_limit_peers 3",
             "recover_gate_upstream_latency_seconds_count 1",
+            "recover_gate_upstream_resends_total{reason=\"closed_before_write\"} 0",
+            "recover_gate_upstream_resends_refused_total{reason=\"not_idempotent\"} 0",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

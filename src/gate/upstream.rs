@@ -20,7 +20,8 @@ pub struct Link {
     pub stream: TcpStream,
     pub buf: BytesMut,
     /// Taken from the slot rather than freshly opened: the upstream may have closed it
-    /// meanwhile, so a request that got no answer at all may be sent again once.
+    /// meanwhile, so a request whose first write fails on it may be sent again once
+    /// ([`super::resend`]).
     pub reused: bool,
 }
 

@@ -2,12 +2,14 @@
 //! Deployment. The engine decides; a platform only carries out one action at a time and
 //! reports what it observed, so the decision logic is tested without a cluster.
 
+pub mod admin;
 mod fetch;
 pub mod kube;
 pub mod local;
 pub mod target;
 
 pub use crate::metrics::scrape::ScrapeEndpoint;
+pub use admin::{AdminOp, AdminReply, Known};
 pub use fetch::PlatformFetch;
 pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 
@@ -25,24 +27,9 @@ pub struct Replica {
     pub started_at: Option<SystemTime>,
 }
 
-/// Admin operations a replica exposes (`POST /admin/<op>`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum AdminOp {
-    /// Drop the queued backlog; the reply says how many requests were dropped.
-    Drain,
-    /// Start warming caches.
-    Warm,
-}
-
-impl AdminOp {
-    pub fn path(self) -> &'static str {
-        match self {
-            AdminOp::Drain => "/admin/drain",
-            AdminOp::Warm => "/admin/warm",
-        }
-    }
-}
+/// The phase of the one step event a run publishes after losing its lock: what was left
+/// where. A platform that fences its writes lets exactly this one through.
+pub const LOCK_LOST_PHASE: &str = "lock-lost";
 
 /// A step boundary the platform may publish (Kubernetes Events; a log line locally).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -51,6 +38,13 @@ pub struct StepEvent {
     pub step: String,
     pub phase: String,
     pub message: String,
+}
+
+/// Something that makes acting on the target unsafe now, and how to clear it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hazard {
+    pub what: String,
+    pub fix: String,
 }
 
 /// Who holds (or wants) the per-target lock.
@@ -78,6 +72,10 @@ pub enum PlatformError {
     NoSuchReplica(String),
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout { what: String, after: Duration },
+    /// The lock on the target was lost (a Kubernetes Lease taken over or not renewed in
+    /// time): another controller may be acting, so nothing more is done.
+    #[error("not done: {what}: the lock on the target was lost ({why})")]
+    LockLost { what: String, why: String },
     /// A call to the platform (HTTP, the Kubernetes API) failed; `source` is why.
     #[error("{what}: {source}")]
     Call { what: String, source: CallCause },
@@ -122,12 +120,18 @@ pub trait Platform: Send + Sync {
     async fn restartable(&self, _replica: &str) -> Result<(), PlatformError> {
         Ok(())
     }
+    /// What would make a restart unsafe now (a rollout in progress, an autoscaler that
+    /// would fight it, pods that are not Running), each with how to clear it. Checked
+    /// before a run's first action. Default: nothing.
+    async fn hazards(&self) -> Result<Vec<Hazard>, PlatformError> {
+        Ok(Vec::new())
+    }
     /// Wait until the replacements for `replicas` (same ids locally, new pods on
     /// Kubernetes) are ready.
     async fn wait_ready(&self, replicas: &[String], timeout: Duration)
         -> Result<(), PlatformError>;
-    /// Call an admin endpoint on one replica; returns its JSON reply.
-    async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError>;
+    /// Call an admin endpoint on one replica; returns its reply.
+    async fn admin(&self, replica: &str, op: AdminOp) -> Result<AdminReply, PlatformError>;
     /// The gate in front of the target.
     fn gate(&self) -> std::sync::Arc<dyn GateControl>;
     /// Where metrics can be scraped now.

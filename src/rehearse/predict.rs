@@ -6,7 +6,7 @@
 
 use super::scenario::Scenario;
 use crate::plan::Plan;
-use crate::simulate::{check_plan, params::SystemParams};
+use crate::simulate::{check_plan, SystemParams};
 use std::time::Duration;
 
 /// How long the engine's ramp stands at the admit rate, counted from the procedure's start:

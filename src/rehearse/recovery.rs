@@ -198,7 +198,7 @@ pub fn convert(r: &RunReport, clock: Clock, started_s: f64) -> RunbookOutcome {
     RunbookOutcome {
         steps,
         relapses: relapses as u32,
-        drained: Some(r.dropped_requests().round() as u64),
+        drained: r.dropped_requests().map(|d| d.round() as u64),
         error,
         started_s,
         plan: r.plan.clone(),

@@ -60,7 +60,7 @@ pub fn apply<T: Serialize + DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::params::SystemParams;
+    use crate::simulate::scenarios::config_deploy::params::SystemParams;
 
     #[test]
     fn sets_numbers_bools_durations_and_options() {

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     // Helpers with no knowledge of the domain; exit codes.
     &["util", "exit"],
-    // The admission gate stands alone; metric sources read signals.
-    &["gate", "metrics"],
+    // The admission gate stands alone; metric sources read signals; what a client does
+    // after a failed attempt (the demo workers' and the simulator's one retry policy).
+    &["gate", "metrics", "retry"],
     // The verdict from a window of signals.
     &["detect"],
     // The shed and the ramp from the verdict's numbers.
@@ -179,4 +180,60 @@ fn the_scan_sees_crate_and_climbing_super_paths() {
     );
     assert!(named_modules("use super::super::ramp;", &m("engine::actions::gate")).is_empty());
     assert!(named_modules("let s = \"mycrate::x\";", &m("util::net")).is_empty());
+}
+
+/// The names of the actions, as written in the enums that own them: the engine's journal
+/// records (`ActionRecord`) and the runbook's step actions (`ActionKind`).
+fn action_names(src: &Path) -> Vec<(String, &'static str)> {
+    let mut names = Vec::new();
+    for (file, block) in [
+        ("engine/journal/action.rs", "pub enum ActionRecord"),
+        ("runbook/schema.rs", "pub enum ActionKind"),
+    ] {
+        let text = std::fs::read_to_string(src.join(file)).unwrap();
+        let start = text
+            .find(block)
+            .unwrap_or_else(|| panic!("{file}: no {block}"));
+        let body = &text[start..];
+        let body = &body[..body.find("\n}").unwrap()];
+        for (i, _) in body.match_indices("rename = \"") {
+            let rest = &body[i + "rename = \"".len()..];
+            names.push((rest[..rest.find('"').unwrap()].to_string(), file));
+        }
+    }
+    assert!(names.len() >= 12, "{names:?}");
+    names
+}
+
+#[test]
+fn no_string_literal_names_an_action_outside_its_enum() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let names = action_names(&src);
+    let owners: Vec<&str> = names.iter().map(|(_, f)| *f).collect();
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in &files {
+        let rel = file
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = std::fs::read_to_string(file).unwrap();
+        // A test module (at the end of a file in this code base) may spell the wire format.
+        let code_part = text.split("#[cfg(test)]\nmod tests").next().unwrap_or("");
+        for (n, line) in code_part.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for (name, owner) in &names {
+                if code.contains(&format!("\"{name}\"")) && !owners.contains(&rel.as_str()) {
+                    found.push(format!("{rel}:{}: \"{name}\" (owned by {owner})", n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "action names written outside their enums (match the variant instead):\n  {}",
+        found.join("\n  ")
+    );
 }

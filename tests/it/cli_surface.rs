@@ -150,7 +150,7 @@ fn listing_commands_answer_in_json() {
 fn journal(dir: &Path, run_id: &str, runbook: &str, target: &str, finished: bool) {
     let mut lines = vec![serde_json::json!({
         "seq": 1, "ts": "2026-01-01T00:00:00.000Z", "run_id": run_id,
-        "event": "run_started", "runbook": runbook, "runbook_source": "", "origin": "test",
+        "event": "run_started", "format": recover::engine::journal::FORMAT, "runbook": runbook, "runbook_source": "", "origin": "test",
         "target": target, "pid": u32::MAX,
     })];
     if finished {

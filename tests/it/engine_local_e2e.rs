@@ -145,7 +145,7 @@ fn e2e_killed_mid_restart_then_resumed_without_restarting_finished_replicas() {
         loop {
             let done = journal_lines(&journal)
                 .iter()
-                .any(|l| l["action"] == "replica.ready" && l["subject"] == "svc-0");
+                .any(|l| l["action"] == "replica.ready" && l["replica"] == "svc-0");
             if done {
                 break;
             }
@@ -194,7 +194,7 @@ fn e2e_killed_mid_restart_then_resumed_without_restarting_finished_replicas() {
                 .filter(|l| {
                     l["event"] == "action_finished"
                         && l["action"] == "replica.restart"
-                        && l["subject"] == r
+                        && l["replica"] == r
                 })
                 .count();
             assert_eq!(n, 1, "{r} restarted {n} times");

@@ -33,13 +33,13 @@ fn a_resumed_seven_step_run_shows_seven_of_seven_steps() {
     let dir = tempfile::tempdir().unwrap();
     let mut j = Journal::create(dir.path(), "run-resumed").unwrap();
     j.append(Event::RunStarted {
+        format: recover::engine::journal::FORMAT,
         runbook: "stuck-overload".into(),
         runbook_source: String::new(),
         origin: "test".into(),
         target: "local:demo".into(),
         target_spec: None,
         started_by: None,
-        invocation: serde_json::Value::Null,
         pid: 1,
     })
     .unwrap();

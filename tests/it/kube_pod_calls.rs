@@ -140,8 +140,12 @@ async fn in_the_cluster_pods_are_reached_by_ip_without_the_pod_proxy() {
     o.clients_selector = None;
     let platform = KubePlatform::new(c.client.clone(), o);
     assert_eq!(
-        platform.admin(&name, AdminOp::Drain).await.unwrap()["drained"],
-        7
+        platform
+            .admin(&name, AdminOp::Drain)
+            .await
+            .unwrap()
+            .drained(),
+        Some(7)
     );
     let ep = platform
         .scrape_endpoints()

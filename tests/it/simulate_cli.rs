@@ -99,7 +99,10 @@ fn scenario_file_errors_name_file_line_column_and_field() {
     let o = recover(&["--scenario", path.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let e = stderr(&o);
-    assert!(e.contains("bad.yaml:4:3: field `system.capacty`"), "{e}");
+    assert!(
+        e.contains("bad.yaml:4:3: system.capacty: unknown field"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -3,13 +3,13 @@
 //! from the rules rather than copied from a run. Then the command as a user runs it.
 
 use recover::gate::balance::policy::BalancePolicy;
+use recover::retry::RetryKind;
+use recover::simulate::resolve;
 use recover::simulate::scenarios::breaker::{self, BreakerKind, BreakerParams, ErrorMode};
 use recover::simulate::scenarios::bulkhead::{self, BulkheadParams, Design};
-use recover::simulate::scenarios::drill::Drill;
-use recover::simulate::scenarios::provider_outage::{self, ProviderOutageParams, RetryPolicy};
+use recover::simulate::scenarios::provider_outage::{self, ProviderOutageParams};
 use recover::simulate::scenarios::retry_layers::{self, RetryLayersParams};
 use recover::simulate::scenarios::slow_replica::{self, SlowReplicaParams};
-use recover::simulate::Scenario;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -179,92 +179,83 @@ fn slow_replica_timeout_fails_b_s_share_and_hedging_stays_under_its_cap() {
 // provider-outage
 // ---------------------------------------------------------------------------------------
 
-/// Fixed 1 s retries, by hand (ticks of 100 ms; 4 new calls every tick; down in ticks
-/// 20-59; a failed call comes back 10 ticks later):
-/// - ticks 0-19: 4 arrive, 4 served.
-/// - outage tick t: 4 new + 4 for each earlier outage second with the same phase:
-///   4 x (1 + (t-20)/10), so 4, 8, 12, 16 per tick in its four seconds: 40 x (0+1+2+3)
-///   = 240 retries.
-/// - back at tick 60: 4 new + 16 retries = 20 (the peak): 8 served, 12 fail; ticks 70-79:
-///   4 + 12 = 16, 8 fail; ticks 80-89: 4 + 8 = 12, 4 fail; ticks 90-99: 4 + 4 = 8, all
-///   served. Retries after the return: 10 x (16 + 12 + 8 + 4) = 400.
-/// - nobody waits after tick 99: recovered 40 ticks = 4.0 s after the return.
-///
-/// So 960 calls (40 clients x 24 s), 640 retries, 1600 requests.
-#[test]
-fn provider_outage_fixed_retries_match_the_hand_calculation() {
+fn outage(policy: RetryKind, seed: u64) -> provider_outage::ProviderOutageReport {
     let p = ProviderOutageParams {
-        policy: RetryPolicy::Fixed,
+        policy,
         ..ProviderOutageParams::default()
     };
-    let r = provider_outage::run(&p, 1);
-    for t in &r.series[..20] {
-        assert_eq!((t.new + t.retries, t.served), (4, 4), "{t:?}");
-    }
-    for t in &r.series[20..60] {
-        assert_eq!(t.served, 0);
-        assert_eq!(t.new + t.retries, 4 * (1 + (t.tick - 20) / 10), "{t:?}");
-    }
-    let expect_after = [20, 16, 12, 8];
-    for (k, want) in expect_after.iter().enumerate() {
-        for t in &r.series[60 + 10 * k..70 + 10 * k] {
-            assert_eq!(t.new + t.retries, *want, "{t:?}");
-            assert_eq!(t.served, 8.min(*want), "{t:?}");
-        }
-    }
-    assert_eq!(r.healthy_per_tick, 4.0);
-    assert_eq!(r.peak_after_back, 20);
-    assert_eq!((r.calls, r.retries, r.requests), (960, 640, 1600));
-    assert_eq!(r.recovered_after_s, Some(4.0));
-    assert_eq!((r.served, r.waiting_at_end), (960, 0));
+    provider_outage::run(&p, seed)
 }
 
-/// Backoff waits longer after each failure: fewer requests and a lower peak than fixed
-/// 1 s retries, paid for with a later recovery (some calls sleep past the return). Full
-/// jitter draws each wait in (0, backoff]: on average half, so it sends more than plain
-/// backoff and recovers in between, over any seed.
+/// Fixed 1 s retries, by hand (ticks of 100 ms): all 40 clients call at 2.0 s (tick 20),
+/// as the provider goes down, and all fail. Every one retries 10 ticks later, all in the
+/// same tick: 30, 40, 50 (down), 60 (back: 40 offered, more than 8, so it collapses and
+/// serves none), 70 ... 230: never one served, so none sends a new call. 22 ticks x 40 =
+/// 880 requests, 840 of them retries; peak 40 at 6.0 s; never recovered.
 #[test]
-fn provider_outage_backoff_trades_load_for_recovery_time() {
-    let fixed = provider_outage::run(
-        &ProviderOutageParams {
-            policy: RetryPolicy::Fixed,
-            ..ProviderOutageParams::default()
-        },
-        1,
+fn provider_outage_fixed_retries_stay_together_and_never_recover() {
+    let r = outage(RetryKind::Fixed, 1);
+    for t in &r.series {
+        let want = if t.tick >= 20 && t.tick % 10 == 0 {
+            40
+        } else {
+            0
+        };
+        assert_eq!((t.new + t.retries, t.served), (want, 0), "{t:?}");
+    }
+    assert_eq!((r.calls, r.retries, r.requests), (40, 840, 880));
+    assert_eq!((r.peak_after_back, r.peak_after_back_at_s), (40, 6.0));
+    assert_eq!((r.recovered_after_s, r.waiting_at_end), (None, 40));
+}
+
+/// Exponential backoff without jitter: the 40 retry together after 1, 2, 4, 8 s: ticks 30,
+/// 50 (down), 90 and 170 (back, 40 at once: collapse); the next wait is capped at 10 s,
+/// so the fifth retry would be at 27 s, after the window. 5 x 40 = 200 requests.
+#[test]
+fn provider_outage_plain_backoff_stays_together_and_never_recovers() {
+    let r = outage(RetryKind::Exponential, 1);
+    let busy: Vec<u64> = r
+        .series
+        .iter()
+        .filter(|t| t.new + t.retries > 0)
+        .map(|t| t.tick)
+        .collect();
+    assert_eq!(busy, vec![20, 30, 50, 90, 170]);
+    assert!(r.series.iter().all(|t| t.served == 0));
+    assert_eq!(
+        (r.requests, r.peak_after_back, r.peak_after_back_at_s),
+        (200, 40, 9.0)
     );
-    let exp = provider_outage::run(&ProviderOutageParams::default(), 1);
-    assert!(exp.peak_after_back < fixed.peak_after_back);
-    assert!(exp.requests < fixed.requests);
-    assert!(exp.recovered_after_s.unwrap() > fixed.recovered_after_s.unwrap());
-    assert_eq!(exp.served, exp.calls);
-    for seed in 1..=5 {
-        let jit = provider_outage::run(
-            &ProviderOutageParams {
-                policy: RetryPolicy::FullJitter,
-                ..ProviderOutageParams::default()
-            },
-            seed,
-        );
-        assert!(
-            jit.requests > exp.requests && jit.requests < fixed.requests,
-            "seed {seed}"
-        );
-        assert_eq!(jit.served, jit.calls, "seed {seed}");
+    assert_eq!(r.recovered_after_s, None);
+}
+
+/// Full jitter draws each wait in [0, backoff): the 40 retries spread over the ticks, the
+/// provider is offered about its capacity or less, and once a client's call is through its
+/// next one keeps that tick. In every one of 20 seeds it recovers within the window and
+/// the peak after the return stays far below the 40 of the synchronised policies.
+#[test]
+fn provider_outage_full_jitter_spreads_the_retries_and_recovers() {
+    for seed in 1..=20 {
+        let r = outage(RetryKind::FullJitter, seed);
+        assert!(r.recovered_after_s.is_some(), "seed {seed}: {r:?}");
+        assert!(r.peak_after_back < 20, "seed {seed}: {}", r.peak_after_back);
+        assert_eq!(r.waiting_at_end, 0, "seed {seed}");
     }
 }
 
-/// A provider that completes only 4 a tick when overloaded: with fixed retries the 20
-/// arriving at the return get 4 served, 16 come back with 4 new... more than 8 forever.
+/// A provider that serves 8 of the 40 instead of collapsing does not save fixed retries:
+/// the 8 it serves call again a second later, in the same tick as the 32 retries.
 #[test]
-fn provider_outage_a_collapsing_provider_never_recovers_from_fixed_retries() {
+fn provider_outage_shedding_does_not_break_up_synchronised_retries() {
     let p = ProviderOutageParams {
-        policy: RetryPolicy::Fixed,
-        overload_served: 4,
+        policy: RetryKind::Fixed,
+        overload_served: 8,
         ..ProviderOutageParams::default()
     };
     let r = provider_outage::run(&p, 1);
     assert_eq!(r.recovered_after_s, None);
-    assert!(r.waiting_at_end > 0);
+    assert_eq!(r.peak_after_back, 40);
+    assert_eq!(r.served, 8 * 18);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -606,7 +597,7 @@ fn compare_shows_every_alternative_in_one_table() {
                 "exponential backoff without jitter",
                 "fixed 1s retries",
                 "full jitter",
-                "4.0 s",
+                "never",
             ],
         ),
         (
@@ -700,7 +691,10 @@ fn bad_input_exits_2_naming_the_key() {
     let o = recover(&["--scenario", f.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("x.yaml:4:3: field `params.probes`"), "{err}");
+    assert!(
+        err.contains("x.yaml:4:3: params.probes: unknown field"),
+        "{err}"
+    );
 }
 
 /// The shipped scenario files write every choice down: each is exactly the built-in
@@ -710,10 +704,8 @@ fn the_shipped_scenario_files_are_the_built_in_drills() {
     let root = env!("CARGO_MANIFEST_DIR");
     for d in DRILLS {
         let path = format!("{root}/examples/scenarios/drills/{d}.yaml");
-        let Scenario::Drill { drill, seed, .. } = Scenario::resolve(&path).unwrap() else {
-            panic!("{d}: not a drill");
-        };
-        assert_eq!(Some(drill), Drill::by_name(d), "{d}");
-        assert_eq!(seed, Some(1));
+        let from_file = resolve(&path).unwrap();
+        assert_eq!(from_file, resolve(d).unwrap(), "{d}");
+        assert_eq!(from_file.file_seed(), Some(1));
     }
 }

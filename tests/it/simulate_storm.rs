@@ -1,7 +1,8 @@
 //! The `retry-storm` tick model against a hand calculation, and its policies.
 
+use recover::retry::RetryKind;
 use recover::simulate::scenarios::retry_storm::{run, StormParams};
-use recover::simulate::{Policy, StormTick};
+use recover::simulate::StormTick;
 
 fn row(
     tick: u32,
@@ -23,7 +24,7 @@ fn row(
 
 /// Worked out by hand from the rules (4 clients, one new call each per tick in ticks 1-14;
 /// room for 9 a tick; down in ticks 4-7; more than 9 arriving -> only 4 complete; at most 4
-/// tries; served in the order first sent; `immediate` retries the next tick). "Group tN"
+/// tries; served in the order first sent; `fixed` retries the next tick). "Group tN"
 /// means the 4 calls first sent in tick N.
 #[test]
 fn immediate_retry_storm_matches_the_hand_calculation_tick_by_tick() {
@@ -70,7 +71,7 @@ fn immediate_retry_storm_matches_the_hand_calculation_tick_by_tick() {
 
 #[test]
 fn every_call_is_served_given_up_or_pending_under_every_policy() {
-    for policy in Policy::ALL {
+    for policy in RetryKind::ALL {
         for seed in 1..5 {
             let p = StormParams {
                 policy,
@@ -94,7 +95,7 @@ fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
     let immediate = run(&StormParams::default(), 1);
     let backoff = run(
         &StormParams {
-            policy: Policy::Backoff,
+            policy: RetryKind::Exponential,
             ..StormParams::default()
         },
         1,
@@ -106,7 +107,7 @@ fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
     for seed in 1..=10 {
         let r = run(
             &StormParams {
-                policy: Policy::BackoffJitter,
+                policy: RetryKind::FullJitter,
                 ..StormParams::default()
             },
             seed,

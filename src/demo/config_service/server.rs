@@ -4,6 +4,7 @@
 use super::metrics::{KindLabel, ServiceMetrics};
 use super::queue::{CostModel, FifoQueue, Job, Reply};
 use super::{ServiceConfig, ServiceError};
+use crate::platform::admin::{DrainReply, WarmReply};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -238,7 +239,7 @@ async fn config(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     }
 }
 
-async fn drain(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
+async fn drain(State(shared): State<Arc<Shared>>) -> Json<DrainReply> {
     let jobs = {
         let mut inner = shared.lock();
         let jobs = inner.queue.drain_all();
@@ -251,10 +252,10 @@ async fn drain(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
     }
     shared.metrics.drained.inc_by(n as u64);
     tracing::info!(drained = n, "backlog drained");
-    Json(serde_json::json!({ "drained": n }))
+    Json(DrainReply { drained: n as u64 })
 }
 
-async fn warm(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
+async fn warm(State(shared): State<Arc<Shared>>) -> Json<WarmReply> {
     // Warming (loading caches) takes a moment of its own.
     tokio::time::sleep(shared.cfg.warm_duration).await;
     let fraction = {
@@ -263,7 +264,9 @@ async fn warm(State(shared): State<Arc<Shared>>) -> Json<serde_json::Value> {
         shared.warm_fraction(&inner)
     };
     shared.metrics.warm_fraction.set(fraction);
-    Json(serde_json::json!({ "warm_fraction": fraction }))
+    Json(WarmReply {
+        warm_fraction: fraction,
+    })
 }
 
 /// `--slow-factor` from `--slow-after` on.

@@ -5,10 +5,9 @@
 
 mod metrics;
 pub mod poller;
-pub mod retry;
 
+pub use crate::retry::{RetryBudget, RetryPolicy};
 pub use poller::AttemptHeader;
-pub use retry::{RetryBudget, RetryPolicy};
 
 use super::defaults;
 use axum::routing::get;
@@ -54,7 +53,7 @@ impl WorkersConfig {
             count: defaults::WORKERS,
             interval: defaults::POLL_INTERVAL,
             timeout: defaults::CLIENT_TIMEOUT,
-            retry: RetryPolicy::Fixed(defaults::RETRY_DELAY),
+            retry: RetryPolicy::fixed(defaults::RETRY_DELAY),
             max_attempts: 0,
             retry_budget: None,
             metrics_listen: None,

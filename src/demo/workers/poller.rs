@@ -3,7 +3,7 @@
 //! retry budget.
 
 use super::metrics::{OutcomeLabel, WorkerMetrics};
-use super::retry::{RetryBudget, RetryPolicy};
+use crate::retry::{RetryBudget, RetryPolicy};
 use crate::util::http_body::{read_body, BodyCaps};
 use bytes::Bytes;
 use http_body_util::Empty;
@@ -197,7 +197,7 @@ async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
             in_loop = Some(InRetryLoop(&fleet.metrics));
         }
         fleet.metrics.retries.inc();
-        let delay = fleet.policy.delay(attempt_no, &mut rand::rng());
+        let delay = fleet.policy.delay(attempt_no, rand::random::<f64>);
         tokio::select! {
             _ = tokio::time::sleep(delay) => {}
             _ = shutdown.cancelled() => return None,

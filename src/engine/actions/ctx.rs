@@ -2,16 +2,16 @@
 //! figures, and the journal every action writes to before and after it acts.
 
 use super::super::batches::RestartProgress;
-use super::super::journal::{Event, Figures, Journal};
+use super::super::journal::{ActionRecord, Event, Journal};
 use super::super::progress::log::log_event;
 use super::super::progress::ProgressEvent;
 use super::super::vars::Fixed;
 use super::super::RunOptions;
+use super::StepFailure;
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::{MetricError, MetricSource};
 use crate::platform::Platform;
 use crate::runbook::Runbook;
-use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -63,8 +63,9 @@ impl Ctx {
             .map(|j| j.path().display().to_string())
     }
 
-    /// Append to the journal (fsync'd). A journal that cannot be written is logged loudly;
-    /// the run goes on, because stopping halfway is worse than an incomplete record.
+    /// Append a step boundary or a decision to the journal (fsync'd). One that cannot be
+    /// written is logged loudly and the run goes on: it changes nothing on the target, and
+    /// the next action's own record ([`Ctx::started`]) stops the run if the journal is gone.
     pub fn record(&self, event: Event) {
         record_to(&self.journal, event);
     }
@@ -106,60 +107,47 @@ impl Ctx {
         }
     }
 
-    /// Journal that an action is about to act on `subject`, with the state before.
-    pub(crate) fn started(&self, step: &str, action: &str, subject: Option<&str>, before: Value) {
-        self.record(Event::ActionStarted {
-            step: step.into(),
-            action: action.into(),
-            subject: subject.map(String::from),
-            before,
-        });
+    /// Journal that an action is about to run, with what it knows before. Written and
+    /// fsync'd before the action acts: an action whose record cannot be written must not
+    /// run, so the error is the step's failure.
+    pub(crate) fn started(&self, step: &str, action: ActionRecord) -> Result<(), StepFailure> {
+        append(
+            &self.journal,
+            Event::ActionStarted {
+                step: step.into(),
+                action,
+            },
+        )
     }
 
-    /// Journal that an action finished, with what it observed after.
-    pub(crate) fn finished(
-        &self,
-        step: &str,
-        action: &str,
-        subject: Option<&str>,
-        after: Value,
-        figures: Figures,
-    ) {
-        record_to(
+    /// Journal that an action ran, with what it observed after.
+    pub(crate) fn finished(&self, step: &str, action: ActionRecord) -> Result<(), StepFailure> {
+        append(
             &self.journal,
-            finished_event(step, action, subject, after, figures),
-        );
+            Event::ActionFinished {
+                step: step.into(),
+                action,
+            },
+        )
     }
 }
 
-pub(crate) fn finished_event(
-    step: &str,
-    action: &str,
-    subject: Option<&str>,
-    after: Value,
-    figures: Figures,
-) -> Event {
-    Event::ActionFinished {
-        step: step.into(),
-        action: action.into(),
-        subject: subject.map(String::from),
-        after,
-        figures,
-    }
+/// Append an action's record, or say why it could not be written.
+pub(crate) fn append(journal: &SharedJournal, event: Event) -> Result<(), StepFailure> {
+    let mut j = journal.lock().map_err(|_| StepFailure::Journal {
+        path: String::new(),
+        source: std::io::Error::other("the journal's lock is poisoned"),
+    })?;
+    j.append(event)
+        .map(|_| ())
+        .map_err(|source| StepFailure::Journal {
+            path: j.path().display().to_string(),
+            source,
+        })
 }
 
 pub(crate) fn record_to(journal: &SharedJournal, event: Event) {
-    match journal.lock() {
-        Ok(mut j) => {
-            if let Err(e) = j.append(event) {
-                tracing::error!("journal write failed: {e}");
-            }
-        }
-        Err(_) => tracing::error!("journal lock poisoned"),
+    if let Err(e) = append(journal, event) {
+        tracing::error!("{e}");
     }
-}
-
-/// One figure, for an action's journal record.
-pub(crate) fn figure(name: &str, value: f64) -> Figures {
-    Figures::from([(name.to_string(), value)])
 }

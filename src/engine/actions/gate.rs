@@ -3,17 +3,16 @@
 //! note saying which run set it, until when, and who must act if that run is gone.
 
 use super::checks::{run_check, AfterChange};
-use super::ctx::figure;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::engine::journal::Event;
+use crate::engine::journal::{unknown, ActionRecord, Event};
 use crate::engine::progress::{ProgressEvent, Readings};
 use crate::engine::ramp::{next_move, RampDecision, RampMove, RampParams, RampState, Seen};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
 use crate::metrics::signal::{names, Snapshot};
+use crate::platform::Known;
 use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
 use crate::util::duration::format as dur;
-use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -292,17 +291,19 @@ fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> 
 /// Set the gate's limit, journalling the limit before and after.
 async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
     let gate = ctx.platform.gate();
-    let limit_json = |l: Result<Limit, crate::platform::PlatformError>| match l {
-        Ok(l) => serde_json::to_value(l).unwrap_or_default(),
-        Err(e) => json!({ "error": e.to_string() }),
+    let read = |l: Result<Limit, crate::platform::PlatformError>| match l {
+        Ok(l) => Known::Value(l),
+        Err(e) => unknown(format!("the gate did not say: {e}")),
     };
-    let before = limit_json(gate.get_limit().await);
+    let before = read(gate.get_limit().await);
     ctx.started(
         step,
-        "gate.set_limit",
-        Some("gate"),
-        json!({ "limit": before, "new": limit }),
-    );
+        ActionRecord::SetLimit {
+            before: before.clone(),
+            new: limit.clone(),
+            after: None,
+        },
+    )?;
     gate.set_limit(&limit)
         .await
         .map_err(|source| StepFailure::PlatformAt {
@@ -313,19 +314,15 @@ async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailur
         step: step.to_string(),
         rate_per_s: limit.rate_per_s,
     });
-    let after = limit_json(gate.get_limit().await);
-    let figs = limit
-        .rate_per_s
-        .map(|r| figure("rate_per_s", r))
-        .unwrap_or_default();
+    let after = read(gate.get_limit().await);
     ctx.finished(
         step,
-        "gate.set_limit",
-        Some("gate"),
-        json!({ "limit": after }),
-        figs,
-    );
-    Ok(())
+        ActionRecord::SetLimit {
+            before,
+            new: limit,
+            after: Some(after),
+        },
+    )
 }
 
 fn burst_for(rate: f64, burst: Option<u32>) -> u32 {

@@ -11,6 +11,8 @@
 mod checks;
 mod ctx;
 mod gate;
+#[cfg(test)]
+mod journal_tests;
 mod notify;
 mod outcome;
 mod replicas;

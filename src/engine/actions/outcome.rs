@@ -47,6 +47,11 @@ impl Tally {
         self.with(|d| *d.figures.entry(name.to_string()).or_insert(0.0) += value);
     }
 
+    /// Drop a figure that is no longer known.
+    pub fn forget(&self, name: &str) {
+        self.with(|d| d.figures.remove(name));
+    }
+
     /// Record an action in words.
     pub fn did(&self, line: String) {
         self.with(|d| d.actions.push(line));
@@ -90,6 +95,15 @@ pub enum StepFailure {
     /// The ramp relapsed more often than allowed.
     #[error("{0}")]
     Relapsed(String),
+    /// The journal could not be written: the action it was to record did not run (or,
+    /// for a record written after, ran and is not on record), so the run stops here.
+    #[error(
+        "journal {path}: cannot write: {source}; the run stops: nothing acts without its record"
+    )]
+    Journal {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("metrics: {0}")]
     Metrics(#[from] MetricError),
     /// `replicas: slow`, but the run's verdict named no slow replica, or one the platform

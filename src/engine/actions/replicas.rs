@@ -2,35 +2,53 @@
 //! half-done restart where the journal says it stopped) and `cache.warm`.
 
 use super::super::batches::{remaining, RestartProgress};
-use super::ctx::{figure, finished_event, record_to};
+use super::super::journal::{unknown, ActionRecord, Event};
+use super::ctx::append;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::platform::AdminOp;
+use crate::platform::{AdminOp, AdminReply, Known};
 use crate::runbook::action::{BacklogDrain, CacheWarm, ReplicaSelect, RestartBatched};
 use crate::util::duration::format as dur;
-use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[async_trait::async_trait]
 impl Act for BacklogDrain {
     async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
-        tally.set("drained", 0.0);
+        let mut drains = Drains::default();
+        drains.tally(tally);
         for r in ctx.platform.replicas().await? {
-            ctx.started(step, "replica.drain", Some(&r.id), json!({}));
-            let reply = ctx.platform.admin(&r.id, AdminOp::Drain).await?;
-            let n = reply.get("drained").and_then(|v| v.as_f64()).unwrap_or(0.0);
-            tally.add("drained", n);
+            let replica = r.id;
+            ctx.started(
+                step,
+                ActionRecord::Drain {
+                    replica: replica.clone(),
+                    drained: None,
+                },
+            )?;
+            let reply = ctx.platform.admin(&replica, AdminOp::Drain).await;
+            let drained = match &reply {
+                Ok(AdminReply::Drained(k)) => k.clone(),
+                Ok(other) => unknown(format!("{replica} answered a drain with {other:?}")),
+                Err(e) => unknown(format!("the call failed: {e}")),
+            };
+            drains.add(&replica, &drained);
+            drains.tally(tally);
             ctx.finished(
                 step,
-                "replica.drain",
-                Some(&r.id),
-                reply,
-                figure("drained", n),
-            );
-            ctx.info(step, format!("{}: dropped {n} queued requests", r.id));
+                ActionRecord::Drain {
+                    replica: replica.clone(),
+                    drained: Some(drained.clone()),
+                },
+            )?;
+            reply?;
+            ctx.info(step, match drained {
+                Known::Value(n) => format!("{replica}: dropped {n} queued requests"),
+                Known::Unknown { unknown } => {
+                    format!("{replica}: dropped its queued requests, how many is unknown: {unknown}")
+                }
+            });
         }
-        let total = tally.snapshot().figures["drained"];
-        tally.say(format!("dropped {total} queued requests on purpose"));
+        tally.say(drains.said());
         Ok(())
     }
 
@@ -126,7 +144,13 @@ impl Act for CacheWarm {
         // the slowest, so one after the other would only add their times up.
         let replicas = ctx.platform.replicas().await?;
         for r in &replicas {
-            ctx.started(step, "replica.warm", Some(&r.id), json!({}));
+            ctx.started(
+                step,
+                ActionRecord::Warm {
+                    replica: r.id.clone(),
+                    warm_fraction: None,
+                },
+            )?;
         }
         let replies = futures::future::join_all(
             replicas
@@ -136,15 +160,22 @@ impl Act for CacheWarm {
         .await;
         let mut failed = None;
         for (r, reply) in replicas.iter().zip(replies) {
-            let after = match reply {
-                Ok(reply) => reply,
+            let warm_fraction = match reply {
+                Ok(AdminReply::Warmed(k)) => k,
+                Ok(other) => unknown(format!("{} answered a warm with {other:?}", r.id)),
                 Err(e) => {
-                    let after = json!({ "error": e.to_string() });
+                    let k = unknown(format!("the call failed: {e}"));
                     failed.get_or_insert(e);
-                    after
+                    k
                 }
             };
-            ctx.finished(step, "replica.warm", Some(&r.id), after, Default::default());
+            ctx.finished(
+                step,
+                ActionRecord::Warm {
+                    replica: r.id.clone(),
+                    warm_fraction: Some(warm_fraction),
+                },
+            )?;
         }
         if let Some(e) = failed {
             return Err(e.into());
@@ -181,6 +212,44 @@ impl Act for CacheWarm {
     }
 }
 
+/// What a drain step dropped: the counts the replicas gave, and which gave none. The
+/// step's `drained` figure is the total only while every replica said; otherwise it is
+/// absent and `drain_counts_unknown` counts the replicas that did not. Pure.
+#[derive(Debug, Default)]
+struct Drains {
+    counted: u64,
+    unknown: Vec<String>,
+}
+
+impl Drains {
+    fn add(&mut self, replica: &str, drained: &Known<u64>) {
+        match drained {
+            Known::Value(n) => self.counted += n,
+            Known::Unknown { .. } => self.unknown.push(replica.to_string()),
+        }
+    }
+
+    fn tally(&self, tally: &Tally) {
+        if self.unknown.is_empty() {
+            tally.set("drained", self.counted as f64);
+        } else {
+            tally.forget("drained");
+            tally.set("drain_counts_unknown", self.unknown.len() as f64);
+        }
+    }
+
+    fn said(&self) -> String {
+        match self.unknown.as_slice() {
+            [] => format!("dropped {} queued requests on purpose", self.counted),
+            unknown => format!(
+                "dropped {} queued requests on purpose, and an unknown number on {} (no count in the reply)",
+                self.counted,
+                unknown.join(", ")
+            ),
+        }
+    }
+}
+
 /// The replicas a restart acts on: all of them, or only the one the verdict named slow
 /// (which must still be among them). Pure.
 fn select(
@@ -205,26 +274,32 @@ fn select(
 /// step does not leave a replica stopped and not started: the restart finishes and its
 /// journal record is written either way.
 async fn restart_one(ctx: &Arc<Ctx>, step: &str, replica: &str) -> Result<(), StepFailure> {
-    ctx.started(step, "replica.restart", Some(replica), json!({}));
+    ctx.started(
+        step,
+        ActionRecord::Restart {
+            replica: replica.into(),
+            seconds: None,
+        },
+    )?;
     let platform = ctx.platform.clone();
     let journal = ctx.journal.clone();
     let (step_s, r) = (step.to_string(), replica.to_string());
     let t0 = Instant::now();
     let task = tokio::spawn(async move {
-        let res = platform.restart(&r).await;
-        if res.is_ok() {
-            let f = figure("seconds", t0.elapsed().as_secs_f64());
-            record_to(
-                &journal,
-                finished_event(&step_s, "replica.restart", Some(&r), json!({}), f),
-            );
-        }
-        res
+        platform.restart(&r).await?;
+        let done = Event::ActionFinished {
+            step: step_s,
+            action: ActionRecord::Restart {
+                replica: r,
+                seconds: Some(t0.elapsed().as_secs_f64()),
+            },
+        };
+        Ok::<_, crate::platform::PlatformError>(append(&journal, done))
     });
     match task.await {
-        Ok(Ok(())) => {
+        Ok(Ok(recorded)) => {
             ctx.info(step, format!("{replica} restarted"));
-            Ok(())
+            recorded
         }
         Ok(Err(source)) => Err(StepFailure::PlatformAt {
             what: format!("restarting {replica}"),
@@ -252,8 +327,13 @@ async fn wait_ready(
             source,
         })?;
     for r in replicas {
-        let f = figure("seconds", t0.elapsed().as_secs_f64());
-        ctx.finished(step, "replica.ready", Some(r), json!({}), f);
+        ctx.finished(
+            step,
+            ActionRecord::Ready {
+                replica: r.clone(),
+                seconds: t0.elapsed().as_secs_f64(),
+            },
+        )?;
     }
     ctx.info(step, format!("ready: {}", replicas.join(", ")));
     Ok(())

@@ -1,11 +1,14 @@
 //! The run journal: one append-only JSONL file per run, fsync'd before and after every
 //! action, so that after a crash (or SIGKILL) the file says exactly what was done and what
 //! was in progress. `recover resume` and `recover history` read it back; [`resume_point`]
-//! turns the entries into where to carry on, as a pure function (`resume`).
+//! turns the entries into where to carry on, as a pure function (`resume`). The format is
+//! documented in docs/reference/journal.md; its version is [`FORMAT`].
 
+mod action;
 mod resume;
 
-pub use resume::{legacy_target, resume_point, Decided, JournalError, ResumePoint};
+pub use action::{unknown, ActionRecord};
+pub use resume::{resume_point, Decided, JournalError, ResumePoint};
 
 use super::ramp::RampDecision;
 use super::report::{Outcome, Phase, StepOutcome};
@@ -18,8 +21,13 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
 
-/// Figures recorded with an action or step (dropped requests, rates, counts).
+/// Figures recorded with a step (dropped requests, rates, counts).
 pub type Figures = BTreeMap<String, f64>;
+
+/// The journal format this version writes and reads, recorded in `run_started`. Journals
+/// of another format (format 1 had no such field) are refused with that number, not read
+/// half-way.
+pub const FORMAT: u32 = 2;
 
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,6 +47,8 @@ pub struct Entry {
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     RunStarted {
+        /// [`FORMAT`].
+        format: u32,
         runbook: String,
         /// The runbook text, so a resumed run follows the same procedure.
         runbook_source: String,
@@ -52,10 +62,6 @@ pub enum Event {
         /// rehearsal).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         started_by: Option<String>,
-        /// What older versions wrote instead of `target_spec` (their CLI flags as JSON);
-        /// read only, see [`legacy_target`].
-        #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
-        invocation: serde_json::Value,
         pid: u32,
     },
     Resumed {
@@ -64,9 +70,8 @@ pub enum Event {
     Decided {
         verdict: Verdict,
         inputs: Option<PlanInputs>,
-        /// Where each input came from (absent in journals of older versions).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        sources: Option<SourcedInputs>,
+        /// Where each input came from.
+        sources: SourcedInputs,
         plan: Option<Plan>,
         /// True when the plan inputs were given by the operator, not measured.
         assumed: bool,
@@ -77,23 +82,18 @@ pub enum Event {
         step: String,
         action: String,
     },
+    /// Written before the action runs: an action whose record cannot be written does not
+    /// run.
     ActionStarted {
         step: String,
-        action: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        subject: Option<String>,
-        #[serde(default)]
-        before: serde_json::Value,
+        #[serde(flatten)]
+        action: ActionRecord,
     },
+    /// Written once it has run, with what it observed.
     ActionFinished {
         step: String,
-        action: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        subject: Option<String>,
-        #[serde(default)]
-        after: serde_json::Value,
-        #[serde(default)]
-        figures: Figures,
+        #[serde(flatten)]
+        action: ActionRecord,
     },
     StepFinished {
         phase: Phase,
@@ -188,6 +188,17 @@ impl Journal {
         ))
     }
 
+    /// A journal appending to an open file (a test's full disk).
+    #[cfg(test)]
+    pub(crate) fn on_file(file: File, path: &Path, run_id: &str) -> Journal {
+        Journal {
+            file,
+            path: path.to_path_buf(),
+            run_id: run_id.to_string(),
+            seq: 0,
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -214,7 +225,7 @@ impl Journal {
 }
 
 /// Read a journal. A torn last line (the writer died mid-write) is ignored; a bad line
-/// elsewhere is an error.
+/// elsewhere is an error, and so is a journal of another [`FORMAT`].
 pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
     let f = File::open(path)?;
     let lines: Vec<String> = io::BufReader::new(f).lines().collect::<Result<_, _>>()?;
@@ -222,6 +233,9 @@ pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
     for (i, line) in lines.iter().enumerate() {
         if line.trim().is_empty() {
             continue;
+        }
+        if out.is_empty() {
+            check_format(path, line)?;
         }
         match serde_json::from_str::<Entry>(line) {
             Ok(e) => out.push(e),
@@ -235,4 +249,26 @@ pub fn read(path: &Path) -> io::Result<Vec<Entry>> {
         }
     }
     Ok(out)
+}
+
+/// The first line of a journal names its format; one this version does not write is
+/// refused with both numbers (format 1 had no `format` field).
+fn check_format(path: &Path, first: &str) -> io::Result<()> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(first) else {
+        return Ok(()); // a torn only line: nothing to read
+    };
+    if v.get("event").and_then(|e| e.as_str()) != Some("run_started") {
+        return Ok(()); // resume_point says the journal does not start with run_started
+    }
+    let found = v.get("format").and_then(|f| f.as_u64()).unwrap_or(1);
+    if found == u64::from(FORMAT) {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "{}: journal format {found}, but this recover reads format {FORMAT} only: it was written by another version of recover; read it as text, or resume it with the version that wrote it",
+            path.display()
+        ),
+    ))
 }

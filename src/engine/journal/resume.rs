@@ -1,24 +1,21 @@
 //! Where an interrupted run stands, reconstructed from its journal as a pure function:
 //! which steps finished, whether it had switched to its on_failure steps, how far a
-//! batched restart had come, and how to reach its target again (also from journals
-//! written by older versions).
+//! batched restart had come, and how to reach its target again.
 
-use super::{Entry, Event};
+use super::{ActionRecord, Entry, Event};
 use crate::detect::Verdict;
 use crate::engine::batches::RestartProgress;
 use crate::engine::report::{Outcome, Phase, StepOutcome};
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
-use crate::platform::kube::Workload;
-use crate::platform::{KubeTarget, Target};
+use crate::platform::Target;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
 
 /// The decision a journal recorded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decided {
     pub verdict: Verdict,
     pub inputs: Option<PlanInputs>,
-    pub sources: Option<SourcedInputs>,
+    pub sources: SourcedInputs,
     pub plan: Option<Plan>,
     pub assumed: bool,
 }
@@ -58,7 +55,6 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
         origin,
         target,
         target_spec,
-        invocation,
         ..
     } = &first.event
     else {
@@ -69,9 +65,7 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
         runbook_source: runbook_source.clone(),
         origin: origin.clone(),
         target: target.clone(),
-        target_spec: target_spec
-            .clone()
-            .or_else(|| legacy_target(target, invocation)),
+        target_spec: target_spec.clone(),
         decided: None,
         done: BTreeSet::new(),
         failing: None,
@@ -105,20 +99,17 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
             }
             Event::ActionFinished {
                 step,
-                action,
-                subject: Some(r),
-                ..
+                action: ActionRecord::Restart { replica, .. },
             } => {
                 let prog = p.restart.entry(step.clone()).or_default();
-                match action.as_str() {
-                    "replica.restart" => {
-                        prog.restarted.insert(r.clone());
-                    }
-                    "replica.ready" => {
-                        prog.ready.insert(r.clone());
-                    }
-                    _ => {}
-                }
+                prog.restarted.insert(replica.clone());
+            }
+            Event::ActionFinished {
+                step,
+                action: ActionRecord::Ready { replica, .. },
+            } => {
+                let prog = p.restart.entry(step.clone()).or_default();
+                prog.ready.insert(replica.clone());
             }
             Event::FailurePhase { reason } => p.failing = Some(reason.clone()),
             Event::RunFinished { outcome, .. } => p.finished = Some(*outcome),
@@ -128,50 +119,16 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
     Ok(p)
 }
 
-/// The target of a journal written before targets were recorded as [`Target`]: from the
-/// CLI's flags (`{"target": "local", "inventory": ...}`, `{"target": "kube", ...}`),
-/// `recover serve`'s route target (`{"target": {"platform": ...}}`) or a rehearsal's run
-/// directory (which holds its `inventory.yaml`). `id` is the recorded target id.
-pub fn legacy_target(id: &str, invocation: &serde_json::Value) -> Option<Target> {
-    let field = |k: &str| invocation.get(k).and_then(|v| v.as_str()).map(String::from);
-    let local = |inventory: PathBuf| {
-        Some(Target::Local {
-            name: id.strip_prefix("local:")?.to_string(),
-            inventory,
-        })
-    };
-    if let Some(dir) = field("rehearsal") {
-        return local(Path::new(&dir).join("inventory.yaml"));
-    }
-    match invocation.get("target")? {
-        serde_json::Value::String(kind) if kind == "local" => local(field("inventory")?.into()),
-        serde_json::Value::String(kind) if kind == "kube" => {
-            let workload = match (field("selector"), field("deployment")) {
-                (Some(s), _) => Workload::Selector(s),
-                (None, Some(d)) => Workload::Deployment(d),
-                (None, None) => return None,
-            };
-            Some(Target::Kube(KubeTarget {
-                namespace: field("namespace")?,
-                workload,
-                context: field("context"),
-                prometheus: field("prometheus"),
-            }))
-        }
-        spec @ serde_json::Value::Object(_) => serde_json::from_value(spec.clone()).ok(),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::super::{path_for, read, Figures, Journal};
+    use super::super::{path_for, read, Figures, Journal, FORMAT};
     use super::*;
     use std::fs::OpenOptions;
     use std::io::Write;
 
     fn started() -> Event {
         Event::RunStarted {
+            format: FORMAT,
             runbook: "x".into(),
             runbook_source: "src".into(),
             origin: "o".into(),
@@ -181,7 +138,6 @@ mod tests {
                 inventory: "/x/inv.yaml".into(),
             }),
             started_by: None,
-            invocation: serde_json::Value::Null,
             pid: 1,
         }
     }
@@ -199,25 +155,28 @@ mod tests {
             figures: Figures::new(),
         })
         .unwrap();
-        for (action, r) in [
-            ("replica.restart", "a"),
-            ("replica.ready", "a"),
-            ("replica.restart", "b"),
-        ] {
+        let restart = |r: &str| ActionRecord::Restart {
+            replica: r.into(),
+            seconds: Some(1.0),
+        };
+        let ready = |r: &str| ActionRecord::Ready {
+            replica: r.into(),
+            seconds: 2.0,
+        };
+        for action in [restart("a"), ready("a"), restart("b")] {
             j.append(Event::ActionFinished {
                 step: "restart".into(),
-                action: action.into(),
-                subject: Some(r.into()),
-                after: serde_json::Value::Null,
-                figures: Figures::new(),
+                action,
             })
             .unwrap();
         }
+        // Started, not finished: not counted as restarted.
         j.append(Event::ActionStarted {
             step: "restart".into(),
-            action: "replica.restart".into(),
-            subject: Some("c".into()),
-            before: serde_json::Value::Null,
+            action: ActionRecord::Restart {
+                replica: "c".into(),
+                seconds: None,
+            },
         })
         .unwrap();
         drop(j);
@@ -239,42 +198,40 @@ mod tests {
     }
 
     #[test]
-    fn journals_of_older_versions_name_their_target() {
-        let line = r#"{"seq":1,"ts":"2024-01-01T00:00:00Z","run_id":"r","event":"run_started","runbook":"x","runbook_source":"s","origin":"o","target":"local:demo","invocation":{"target":"local","inventory":"/x/inv.yaml"},"pid":1}"#;
-        let e: Entry = serde_json::from_str(line).unwrap();
-        let p = resume_point(&[e]).unwrap();
-        assert_eq!(
-            p.target_spec,
-            Some(Target::Local {
-                name: "demo".into(),
-                inventory: "/x/inv.yaml".into()
-            })
+    fn the_records_on_disk_name_the_action_and_its_replica() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut j = Journal::create(dir.path(), "run-2").unwrap();
+        j.append(started()).unwrap();
+        j.append(Event::ActionFinished {
+            step: "restart".into(),
+            action: ActionRecord::Restart {
+                replica: "svc-0".into(),
+                seconds: Some(0.5),
+            },
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(path_for(dir.path(), "run-2")).unwrap();
+        let line: serde_json::Value = serde_json::from_str(text.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(line["event"], "action_finished");
+        assert_eq!(line["action"], "replica.restart");
+        assert_eq!(line["replica"], "svc-0");
+        assert_eq!(line["seconds"], 0.5);
+        let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        assert_eq!(first["format"], FORMAT);
+    }
+
+    #[test]
+    fn a_journal_of_another_format_is_refused_with_its_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("old.jsonl");
+        let old = r#"{"seq":1,"ts":"2024-01-01T00:00:00Z","run_id":"r","event":"run_started","runbook":"x","runbook_source":"s","origin":"o","target":"local:demo","pid":1}
+{"seq":2,"ts":"2024-01-01T00:00:01Z","run_id":"r","event":"action_started","step":"s","action":"replica.restart","subject":"a","before":{}}
+"#;
+        std::fs::write(&path, old).unwrap();
+        let e = read(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("journal format 1") && e.contains(&format!("format {FORMAT} only")),
+            "{e}"
         );
-        let kube = serde_json::json!({"target": "kube", "namespace": "shop", "context": null,
-            "deployment": "cs", "selector": null, "prometheus": "http://p:9090"});
-        let t = legacy_target("kube:shop/cs", &kube).unwrap();
-        assert_eq!(t.id(), "kube:shop/cs");
-        assert!(matches!(
-            t,
-            Target::Kube(KubeTarget {
-                prometheus: Some(_),
-                ..
-            })
-        ));
-        let serve = serde_json::json!({"by": "recover serve", "route": "stuck",
-            "target": {"platform": "local", "name": "demo", "inventory": "/x/inv.yaml"}});
-        assert_eq!(
-            legacy_target("local:demo", &serve).unwrap().id(),
-            "local:demo"
-        );
-        let rehearsal = serde_json::json!({"rehearsal": "/runs/1"});
-        assert_eq!(
-            legacy_target("local:rehearsal", &rehearsal),
-            Some(Target::Local {
-                name: "rehearsal".into(),
-                inventory: "/runs/1/inventory.yaml".into()
-            })
-        );
-        assert_eq!(legacy_target("local:x", &serde_json::Value::Null), None);
     }
 }

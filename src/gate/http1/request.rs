@@ -93,6 +93,10 @@ impl RequestHead<'_, '_> {
         self.method.eq_ignore_ascii_case("HEAD")
     }
 
+    pub fn method(&self) -> &str {
+        self.method
+    }
+
     /// Whether the client wants the connection kept for another request. HTTP/1.0
     /// clients are always answered and closed: their keep-alive is an opt-in the gate
     /// does not need to support.

@@ -12,8 +12,8 @@ pub mod process;
 pub mod shared_gates;
 
 use crate::platform::{
-    AdminOp, CallCause, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica,
-    ScrapeEndpoint, StepEvent,
+    AdminOp, AdminReply, CallCause, GateControl, LockGuard, LockHolder, Platform, PlatformError,
+    Replica, ScrapeEndpoint, StepEvent,
 };
 use crate::util::http_body::{read_response_text, BodyCaps};
 use inventory::Inventory;
@@ -204,7 +204,7 @@ impl Platform for LocalPlatform {
         Ok(())
     }
 
-    async fn admin(&self, replica: &str, op: AdminOp) -> Result<serde_json::Value, PlatformError> {
+    async fn admin(&self, replica: &str, op: AdminOp) -> Result<AdminReply, PlatformError> {
         let spec = self.spec(replica)?;
         let url = format!("{}{}", spec.admin_url.trim_end_matches('/'), op.path());
         let call = |e: CallCause| PlatformError::Call {
@@ -224,7 +224,7 @@ impl Platform for LocalPlatform {
         if !status.is_success() {
             return Err(call(format!("HTTP {status}: {text}").into()));
         }
-        Ok(serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)))
+        Ok(AdminReply::read(op, &text))
     }
 
     async fn restartable(&self, replica: &str) -> Result<(), PlatformError> {

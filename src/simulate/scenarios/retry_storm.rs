@@ -1,12 +1,21 @@
-//! `retry-storm`: the small tick model from the issue, small enough to check by hand.
-//! 4 clients each send one new call per tick during ticks 1-14; the server has room for 9
-//! calls a tick, is down during ticks 4-7, and when more than 9 calls arrive in a tick it
-//! completes only 4 (overload collapse) and the rest fail. A call is tried at most 4 times;
-//! calls are served in the order they were first sent.
+//! `retry-storm`: the small tick model, small enough to check by hand. 4 clients each send
+//! one new call per tick during ticks 1-14; the server has room for 9 calls a tick, is
+//! down during ticks 4-7, and when more than 9 calls arrive in a tick it completes only 4
+//! (overload collapse) and the rest fail. A call is tried at most 4 times; calls are
+//! served in the order they were first sent. Retries wait on the kernel's clock, one tick
+//! a unit, under the crate's one retry policy.
 
-use crate::simulate::policy::{retry_delay_ticks, Policy};
-use crate::simulate::rng::SplitMix64;
+use crate::retry::{RetryKind, RetryPolicy};
+use crate::simulate::error::SimError;
+use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::rng::SplitMix64;
+use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::text;
+use plotters::style::{BLUE, GREEN, MAGENTA, RED};
 use serde::{Deserialize, Serialize};
+use std::fmt::Write;
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -25,7 +34,13 @@ pub struct StormParams {
     pub down_to: u32,
     /// Tries per call, the first included.
     pub max_tries: u32,
-    pub policy: Policy,
+    /// Fixed: the next tick; exponential: `backoff_base`, twice that, four times ... up to
+    /// `max_delay` ticks; full jitter: random() x that, rounded up to a whole tick.
+    pub policy: RetryKind,
+    /// The first backoff in ticks. A call comes back in a later tick, so full jitter over a
+    /// one-tick backoff could only ever mean the next tick, no jitter at all; two ticks is
+    /// the least in which it can spread anything, and plain backoff starts from the same.
+    pub backoff_base: u32,
     /// Backoff cap in ticks.
     pub max_delay: u32,
     /// Stop after this many ticks even if calls are still pending.
@@ -42,16 +57,19 @@ impl Default for StormParams {
             down_from: 4,
             down_to: 7,
             max_tries: 4,
-            policy: Policy::Immediate,
+            policy: RetryKind::Fixed,
+            backoff_base: 2,
             max_delay: 8,
             ticks: 100,
         }
     }
 }
 
+/// One tick, as the retry policy counts time.
+const TICK: Duration = Duration::from_secs(1);
+
 impl StormParams {
-    pub fn validate(&self) -> Result<(), crate::simulate::SimError> {
-        use crate::simulate::SimError;
+    pub fn validate(&self) -> Result<(), SimError> {
         if self.max_tries == 0 {
             return Err(SimError::invalid("max_tries", "must be at least 1"));
         }
@@ -67,11 +85,27 @@ impl StormParams {
         if self.down_to < self.down_from {
             return Err(SimError::invalid("down_to", "must not be before down_from"));
         }
+        if self.backoff_base == 0 || self.max_delay < self.backoff_base {
+            return Err(SimError::invalid(
+                "max_delay",
+                "must be at least backoff_base, which must be at least 1",
+            ));
+        }
         Ok(())
     }
 
     fn down(&self, t: u32) -> bool {
         self.down_from > 0 && t >= self.down_from && t <= self.down_to
+    }
+
+    /// The retry policy, one tick counted as a second: fixed waits one tick, the backoffs
+    /// start at `backoff_base`.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        let base = match self.policy {
+            RetryKind::Fixed => 1,
+            RetryKind::Exponential | RetryKind::FullJitter => self.backoff_base,
+        };
+        RetryPolicy::new(self.policy, TICK * base, TICK * self.max_delay)
     }
 }
 
@@ -90,8 +124,8 @@ pub struct StormTick {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StormReport {
-    pub scenario: String,
-    pub policy: Policy,
+    pub scenario: &'static str,
+    pub policy: RetryKind,
     pub seed: u64,
     pub peak_calls: u32,
     pub given_up: u32,
@@ -107,33 +141,30 @@ pub struct StormReport {
     pub series: Vec<StormTick>,
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Call {
-    tries: u32,
-    next: u32,
-}
-
 pub fn run(p: &StormParams, seed: u64) -> StormReport {
     let mut rng = SplitMix64::new(seed);
-    let (backoff, jitter) = p.policy.switches();
-    // Pending calls in the order first sent; a call leaves the list when served or given up.
-    let mut pending: Vec<Call> = Vec::new();
-    let mut arriving: Vec<usize> = Vec::new();
+    let policy = p.retry_policy();
+    let mut clock: Clock<u32> = Clock::new(u64::from(p.max_delay));
+    // Tries so far, per call; a call's id is its place in the order first sent.
+    let mut tries: Vec<u32> = Vec::new();
+    let mut pending = 0u32;
     let mut series = Vec::new();
-    let (mut calls, mut served_total, mut given_up_total) = (0u32, 0u32, 0u32);
+    let (mut served_total, mut given_up_total) = (0u32, 0u32);
     let back_at = if p.down_from > 0 { p.down_to + 1 } else { 1 };
+    clock.take(0);
     for t in 1..=p.ticks {
-        if t > p.new_until.max(back_at) && pending.is_empty() {
+        if t > p.new_until.max(back_at) && pending == 0 {
             break;
         }
         if t <= p.new_until {
             for _ in 0..p.clients {
-                pending.push(Call { tries: 0, next: t });
-                calls += 1;
+                clock.schedule(u64::from(t), tries.len() as u32);
+                tries.push(0);
+                pending += 1;
             }
         }
-        arriving.clear();
-        arriving.extend((0..pending.len()).filter(|&i| pending[i].next == t));
+        let mut arriving = clock.take(u64::from(t));
+        arriving.sort_unstable();
         let n = arriving.len() as u32;
         let serve = if p.down(t) {
             0
@@ -145,33 +176,26 @@ pub fn run(p: &StormParams, seed: u64) -> StormReport {
         let mut row = StormTick {
             tick: t,
             arriving: n,
-            retries: arriving.iter().filter(|&&i| pending[i].tries > 0).count() as u32,
+            retries: arriving.iter().filter(|&&c| tries[c as usize] > 0).count() as u32,
             served: serve,
             turned_away: n - serve,
             given_up: 0,
         };
-        // `arriving` is in first-sent order, so the first `serve` of them are served.
-        for (k, &i) in arriving.iter().enumerate() {
-            let c = &mut pending[i];
-            c.tries += 1;
+        // In first-sent order: the first `serve` of them are served.
+        for (k, &c) in arriving.iter().enumerate() {
+            let tried = &mut tries[c as usize];
+            *tried += 1;
             if (k as u32) < serve {
-                c.next = 0;
-            } else if c.tries >= p.max_tries {
-                c.next = 0;
+                pending -= 1;
+            } else if *tried >= p.max_tries {
+                pending -= 1;
                 row.given_up += 1;
             } else {
-                let d = retry_delay_ticks(
-                    c.tries,
-                    1,
-                    u64::from(p.max_delay),
-                    backoff,
-                    jitter,
-                    &mut rng,
-                );
-                c.next = t.saturating_add(d as u32);
+                let d = policy.delay_units(*tried, TICK, || rng.unit());
+                clock.schedule(u64::from(t) + d, c);
             }
         }
-        pending.retain(|c| c.next != 0);
+        clock.give_back(arriving);
         served_total += row.served;
         given_up_total += row.given_up;
         series.push(row);
@@ -181,7 +205,7 @@ pub fn run(p: &StormParams, seed: u64) -> StormReport {
         .find(|r| r.tick >= back_at && r.turned_away == 0)
         .map(|r| r.tick - back_at);
     StormReport {
-        scenario: "retry-storm".into(),
+        scenario: RetryStorm::NAME,
         policy: p.policy,
         seed,
         peak_calls: series.iter().map(|r| r.arriving).max().unwrap_or(0),
@@ -189,9 +213,166 @@ pub fn run(p: &StormParams, seed: u64) -> StormReport {
         settled_ticks,
         recovered: settled_ticks.is_some(),
         time_to_recover_s: settled_ticks.map(f64::from),
-        calls,
+        calls: tries.len() as u32,
         served: served_total,
-        pending: pending.len() as u32,
+        pending,
         series,
     }
+}
+
+pub struct RetryStorm;
+
+impl Model for RetryStorm {
+    const NAME: &'static str = "retry-storm";
+    type Params = StormParams;
+    type Report = StormReport;
+
+    fn validate(p: &StormParams) -> Result<(), SimError> {
+        p.validate()
+    }
+
+    fn run(p: &StormParams, seed: u64) -> StormReport {
+        run(p, seed)
+    }
+
+    fn text(r: &StormReport) -> String {
+        render(r)
+    }
+
+    fn plot(r: &StormReport, root: &Area) -> PlotResult {
+        let pts = |f: fn(&StormTick) -> u32| -> Vec<(f64, f64)> {
+            r.series
+                .iter()
+                .map(|t| (f64::from(t.tick), f64::from(f(t))))
+                .collect()
+        };
+        let left = [
+            Series::new("arriving", BLUE, pts(|t| t.arriving)),
+            Series::new("retries", MAGENTA, pts(|t| t.retries)),
+            Series::new("served", GREEN, pts(|t| t.served)),
+            Series::new("turned away", RED, pts(|t| t.turned_away)),
+        ];
+        let axes = Axes {
+            title: format!("retry-storm, policy {}", r.policy),
+            x_desc: "tick",
+            y_desc: "calls",
+            right: None,
+        };
+        plot::lines(root, &axes, &left, &[])
+    }
+
+    fn set_retry(p: &mut StormParams, kind: RetryKind) -> Result<(), SimError> {
+        p.policy = kind;
+        Ok(())
+    }
+
+    fn alternatives(p: &StormParams) -> Vec<Alternative<StormParams>> {
+        let mut out = vec![Alternative::new("baseline", "", p.clone())];
+        for kind in RetryKind::ALL.into_iter().filter(|k| *k != p.policy) {
+            out.push(Alternative::new(
+                format!("policy {kind}"),
+                format!("policy={kind}"),
+                StormParams {
+                    policy: kind,
+                    ..p.clone()
+                },
+            ));
+        }
+        let fewer = (p.max_tries / 2).max(1);
+        out.push(Alternative::new(
+            "fewer tries",
+            format!("max_tries={fewer}"),
+            StormParams {
+                max_tries: fewer,
+                ..p.clone()
+            },
+        ));
+        out.push(Alternative::new(
+            "shed instead of collapse",
+            format!("overload_served={}", p.room),
+            StormParams {
+                overload_served: p.room,
+                ..p.clone()
+            },
+        ));
+        out
+    }
+
+    fn compare_heading(p: &StormParams) -> String {
+        format!(
+            "scenario retry-storm (policy {}): one change at a time; settled: ticks from the server's return until a tick serves every call",
+            p.policy
+        )
+    }
+
+    fn figures(_base: &StormParams, alt: &StormParams, seed: u64) -> Vec<Figure> {
+        let r = run(alt, seed);
+        vec![
+            Figure::flag("recovered", "settles", ("settles", "never"), r.recovered),
+            Figure::new(
+                "settled_ticks",
+                "settled after",
+                Unit::Ticks,
+                r.settled_ticks.map(f64::from),
+            ),
+            Figure::count("peak_calls", "peak", u64::from(r.peak_calls)),
+            Figure::count("given_up", "given up", u64::from(r.given_up)),
+        ]
+    }
+
+    fn time_to_recover_s(r: &StormReport) -> Option<f64> {
+        r.time_to_recover_s
+    }
+}
+
+/// The per-tick table and the summary lines.
+fn render(r: &StormReport) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "scenario {} (policy {}, seed {})",
+        r.scenario, r.policy, r.seed
+    );
+    let rows: Vec<Vec<String>> = r
+        .series
+        .iter()
+        .map(|t| {
+            [
+                t.tick,
+                t.arriving,
+                t.retries,
+                t.served,
+                t.turned_away,
+                t.given_up,
+            ]
+            .iter()
+            .map(u32::to_string)
+            .collect()
+        })
+        .collect();
+    o.push_str(&text::table(
+        &[
+            "tick",
+            "arriving",
+            "retries",
+            "served",
+            "turned away",
+            "given up",
+        ],
+        &rows,
+    ));
+    let _ = writeln!(o, "peak calls in a tick: {}", r.peak_calls);
+    let _ = writeln!(
+        o,
+        "calls given up: {} of {} (served {}, pending {})",
+        r.given_up, r.calls, r.served, r.pending
+    );
+    let _ = match r.settled_ticks {
+        Some(n) => writeln!(o, "settled: {n} ticks after the server returned"),
+        None => writeln!(
+            o,
+            "settled: never (some calls still turned away at the end)"
+        ),
+    };
+    o
 }

@@ -11,11 +11,14 @@ pub mod params;
 
 pub use params::{BreakerKind, BreakerParams, ErrorMode};
 
-use super::drill::DrillModel;
 use crate::simulate::error::SimError;
+use crate::simulate::kernel::arrivals::{Arrivals, Stream};
+use crate::simulate::kernel::record::Series as Rows;
+use crate::simulate::kernel::rng::SplitMix64;
+use crate::simulate::model::{Alternative, Figure, Model, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
-use crate::simulate::rng::SplitMix64;
-use model::{shuffle, Breaker as Machine, Dependency, State};
+use crate::simulate::text::{self, pct};
+use model::{Breaker as Machine, Dependency, State};
 use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
@@ -68,27 +71,22 @@ pub fn run(p: &BreakerParams, seed: u64) -> BreakerReport {
     let mut rng = SplitMix64::new(seed);
     let callers = p.callers as usize;
     let mut order: Vec<usize> = (0..callers).collect();
-    shuffle(&mut order, &mut rng);
+    rng.shuffle(&mut order);
     let mut dep = Dependency::new(p, &mut rng);
     let mut br = Machine::new(p.breaker, p);
     let n = (p.calls_per_s * p.duration.as_secs_f64()).round() as u64;
     let secs = p.duration.as_secs_f64().ceil() as usize;
-    let mut series: Vec<BreakerSecond> = (0..secs)
-        .map(|t| BreakerSecond {
-            t: t as u32,
-            ..BreakerSecond::default()
-        })
-        .collect();
-    let mut per_second_calls = vec![0u64; secs];
+    let mut rows: Rows<BreakerSecond> = Rows::new(1_000_000, secs);
+    let mut per_second_calls: Rows<u64> = Rows::new(1_000_000, secs);
+    let mut arrivals = Stream::new(Arrivals::Paced, p.calls_per_s);
     let (mut not_closed, mut good_calls, mut good_ok) = (0u64, 0u64, 0u64);
     let mut first_open = None;
     for i in 0..n {
-        let now = (i as f64 * 1e6 / p.calls_per_s) as u64;
+        let now = arrivals.next(&mut rng);
         dep.tick(now);
         let caller = order[(i % callers as u64) as usize];
-        let sec = ((now / 1_000_000) as usize).min(secs - 1);
-        let row = &mut series[sec];
-        per_second_calls[sec] += 1;
+        *per_second_calls.at(now) += 1;
+        let row = rows.at(now);
         let allowed = br.allow(now);
         let closed = matches!(br.state, State::Closed);
         let ok = if allowed {
@@ -114,13 +112,17 @@ pub fn run(p: &BreakerParams, seed: u64) -> BreakerReport {
             good_ok += u64::from(ok);
         }
     }
-    for (row, &c) in series.iter_mut().zip(&per_second_calls) {
+    let mut series = rows.into_rows();
+    for (t, row) in series.iter_mut().enumerate() {
+        row.t = t as u32;
+    }
+    for (row, &c) in series.iter_mut().zip(per_second_calls.rows()) {
         row.open_share /= c.max(1) as f64;
     }
     let sum = |f: fn(&BreakerSecond) -> u64| series.iter().map(f).sum::<u64>();
     let (passed, failed, rejected) = (sum(|s| s.passed), sum(|s| s.failed), sum(|s| s.rejected));
     BreakerReport {
-        scenario: "breaker",
+        scenario: params::NAME,
         seed,
         errors: p.errors,
         breaker: p.breaker,
@@ -140,10 +142,6 @@ pub fn run(p: &BreakerParams, seed: u64) -> BreakerReport {
         dependency_recovered: (p.errors == ErrorMode::Overload).then(|| !dep.degraded()),
         series,
     }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
 }
 
 fn describe(kind: BreakerKind, p: &BreakerParams) -> String {
@@ -212,7 +210,7 @@ pub fn text(r: &BreakerReport) -> String {
             if rec { "recovered" } else { "still overloaded" }
         );
     }
-    let window = (r.series.len() / 30).max(1);
+    let window = text::window(r.series.len());
     let rows: Vec<Vec<String>> = r
         .series
         .chunks(window)
@@ -233,7 +231,7 @@ pub fn text(r: &BreakerReport) -> String {
             ]
         })
         .collect();
-    o.push_str(&crate::simulate::text::table(
+    o.push_str(&text::table(
         &[
             "t(s)",
             "passed",
@@ -250,26 +248,10 @@ pub fn text(r: &BreakerReport) -> String {
 
 pub struct Breaker;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BreakerRow {
-    pub errors: ErrorMode,
-    pub breaker: BreakerKind,
-    pub change: String,
-    pub opens: u32,
-    pub trips: u32,
-    pub closes: u32,
-    pub flaps: u32,
-    pub open_share: f64,
-    pub success_rate: f64,
-    pub good_callers_success_rate: Option<f64>,
-    pub dependency_recovered: Option<bool>,
-}
-
-impl DrillModel for Breaker {
-    const NAME: &'static str = "breaker";
+impl Model for Breaker {
+    const NAME: &'static str = params::NAME;
     type Params = BreakerParams;
     type Report = BreakerReport;
-    type Row = BreakerRow;
 
     fn validate(p: &BreakerParams) -> Result<(), SimError> {
         p.validate()
@@ -283,117 +265,99 @@ impl DrillModel for Breaker {
         text(r)
     }
 
-    fn compare(p: &BreakerParams, seed: u64) -> Vec<BreakerRow> {
-        let mut rows = Vec::new();
+    /// Each kind of error, behind each breaker.
+    fn alternatives(p: &BreakerParams) -> Vec<Alternative<BreakerParams>> {
+        let mut out = Vec::new();
         for errors in ErrorMode::ALL {
             for breaker in BreakerKind::ALL {
-                let r = run(
-                    &BreakerParams {
+                out.push(Alternative::new(
+                    format!("{} errors, breaker {}", errors.name(), breaker.name()),
+                    format!("errors={} breaker={}", errors.name(), breaker.name()),
+                    BreakerParams {
                         errors,
                         breaker,
                         ..p.clone()
                     },
-                    seed,
-                );
-                rows.push(BreakerRow {
-                    errors,
-                    breaker,
-                    change: format!("errors={} breaker={}", errors.name(), breaker.name()),
-                    opens: r.trips + r.reopens,
-                    trips: r.trips,
-                    closes: r.closes,
-                    flaps: r.flaps,
-                    open_share: r.open_share,
-                    success_rate: r.success_rate,
-                    good_callers_success_rate: r.good_callers_success_rate,
-                    dependency_recovered: r.dependency_recovered,
-                });
+                ));
             }
         }
-        rows
+        out
     }
 
-    fn compare_text(p: &BreakerParams, seed: u64, rows: &[BreakerRow]) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario breaker (seed {seed}): {} calls/s for {}, {:.0}% errors",
+    fn compare_heading(p: &BreakerParams) -> String {
+        let mut o = format!(
+            "scenario breaker: {} calls/s for {}, {:.0}% errors",
             p.calls_per_s,
             crate::util::duration::format(p.duration),
             p.error_rate * 100.0
         );
         for kind in [BreakerKind::Consecutive, BreakerKind::Rate] {
-            let _ = writeln!(o, "{}: {}", kind.name(), describe(kind, p));
+            let _ = write!(o, "\n{}: {}", kind.name(), describe(kind, p));
         }
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.errors.name().to_string(),
-                    r.breaker.name().to_string(),
-                    r.opens.to_string(),
-                    r.closes.to_string(),
-                    r.flaps.to_string(),
-                    pct(r.open_share),
-                    pct(r.success_rate),
-                    r.good_callers_success_rate.map_or("-".into(), pct),
-                    r.dependency_recovered.map_or("-".into(), |b| {
-                        if b { "recovered" } else { "overloaded" }.into()
-                    }),
-                ]
-            })
-            .collect();
-        o.push_str(&crate::simulate::text::table(
-            &[
-                "errors",
-                "breaker",
-                "opens",
-                "closes",
-                "flaps",
-                "not closed",
-                "succeeded",
-                "good callers",
-                "dependency",
-            ],
-            &table,
-        ));
-        o.push_str("(opens: trips from closed + re-opens after a failed probe; flaps: trips after the first, each one after a close)\n");
+        o.push_str("\nopens: trips from closed + re-opens after a failed probe; flaps: trips after the first, each one after a close");
         o
     }
 
-    fn plot(r: &BreakerReport, root: &Area) -> PlotResult {
-        let pts = |f: fn(&BreakerSecond) -> f64| -> Vec<(f64, f64)> {
-            r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
-        };
-        let left = [
-            Series::new(
-                "calls passed/s",
-                RGBColor(90, 120, 230),
-                pts(|s| s.passed as f64),
+    fn figures(_base: &BreakerParams, alt: &BreakerParams, seed: u64) -> Vec<Figure> {
+        let r = run(alt, seed);
+        vec![
+            Figure::count("opens", "opens", u64::from(r.trips + r.reopens)),
+            Figure::count("closes", "closes", u64::from(r.closes)),
+            Figure::count("flaps", "flaps", u64::from(r.flaps)),
+            Figure::share("open_share", "not closed", r.open_share),
+            Figure::share("success_rate", "succeeded", r.success_rate),
+            Figure::new(
+                "good_callers_success_rate",
+                "good callers",
+                Unit::Percent,
+                r.good_callers_success_rate,
             ),
-            Series::new("failed/s", RGBColor(200, 30, 30), pts(|s| s.failed as f64)),
-            Series::new(
-                "refused by the breaker/s",
-                RGBColor(170, 170, 170),
-                pts(|s| s.rejected as f64),
+            Figure::new(
+                "dependency_recovered",
+                "dependency",
+                Unit::Flag("recovered", "overloaded"),
+                r.dependency_recovered.map(|b| if b { 1.0 } else { 0.0 }),
             ),
-        ];
-        let right = [Series::new(
-            "breaker not closed (share, right axis)",
-            RGBColor(230, 140, 0),
-            pts(|s| s.open_share),
-        )];
-        let axes = Axes {
-            title: format!(
-                "breaker {}, errors {}: opened {} times",
-                r.breaker.name(),
-                r.errors.name(),
-                r.trips + r.reopens
-            ),
-            x_desc: "time (s)",
-            y_desc: "calls per second",
-            right: Some("share of the second not closed"),
-        };
-        plot::lines(root, &axes, &left, &right)
+        ]
     }
+
+    fn plot(r: &BreakerReport, root: &Area) -> PlotResult {
+        plot_run(r, root)
+    }
+}
+
+fn plot_run(r: &BreakerReport, root: &Area) -> PlotResult {
+    let pts = |f: fn(&BreakerSecond) -> f64| -> Vec<(f64, f64)> {
+        r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
+    };
+    let left = [
+        Series::new(
+            "calls passed/s",
+            RGBColor(90, 120, 230),
+            pts(|s| s.passed as f64),
+        ),
+        Series::new("failed/s", RGBColor(200, 30, 30), pts(|s| s.failed as f64)),
+        Series::new(
+            "refused by the breaker/s",
+            RGBColor(170, 170, 170),
+            pts(|s| s.rejected as f64),
+        ),
+    ];
+    let right = [Series::new(
+        "breaker not closed (share, right axis)",
+        RGBColor(230, 140, 0),
+        pts(|s| s.open_share),
+    )];
+    let axes = Axes {
+        title: format!(
+            "breaker {}, errors {}: opened {} times",
+            r.breaker.name(),
+            r.errors.name(),
+            r.trips + r.reopens
+        ),
+        x_desc: "time (s)",
+        y_desc: "calls per second",
+        right: Some("share of the second not closed"),
+    };
+    plot::lines(root, &axes, &left, &right)
 }

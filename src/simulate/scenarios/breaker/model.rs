@@ -4,7 +4,7 @@
 //! fixed seeded order, so the same callers call at the same moments every second.
 
 use super::params::{BreakerKind, BreakerParams, ErrorMode};
-use crate::simulate::rng::SplitMix64;
+use crate::simulate::kernel::rng::SplitMix64;
 use std::collections::VecDeque;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,7 +160,7 @@ impl Dependency {
         let n = p.callers as usize;
         // The failing half: the first error_rate x callers of a seeded shuffle.
         let mut order: Vec<usize> = (0..n).collect();
-        shuffle(&mut order, rng);
+        rng.shuffle(&mut order);
         let bad = (p.error_rate * n as f64).round() as usize;
         let mut failing = vec![false; n];
         for &c in order.iter().take(bad) {
@@ -231,12 +231,5 @@ impl Dependency {
                 }
             }
         }
-    }
-}
-
-pub fn shuffle(v: &mut [usize], rng: &mut SplitMix64) {
-    for i in (1..v.len()).rev() {
-        let j = rng.below(i as u64 + 1) as usize;
-        v.swap(i, j);
     }
 }

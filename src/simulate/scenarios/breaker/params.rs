@@ -6,6 +6,9 @@ use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The scenario's name.
+pub const NAME: &str = "breaker";
+
 /// Why the dependency's calls fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

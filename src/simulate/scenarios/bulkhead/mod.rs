@@ -13,9 +13,10 @@ pub mod params;
 
 pub use params::{BulkheadParams, Design};
 
-use super::drill::DrillModel;
 use crate::simulate::error::SimError;
+use crate::simulate::model::{Alternative, Figure, Model};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::text::{self, pct};
 use params::{DOWNSTREAMS, RECOMMENDATIONS, SEARCH};
 use plotters::style::RGBColor;
 use serde::Serialize;
@@ -67,19 +68,19 @@ fn rates(o: &model::Outcome, from: u64, to: u64) -> Rates {
     let mut made = [0u64; 6];
     let mut ok = [0u64; 6];
     let mut refused = 0;
-    for &(ds, t, good, rejected) in &o.calls {
-        if in_range(t) {
-            made[ds] += 1;
-            ok[ds] += u64::from(good);
-            refused += u64::from(rejected && ds == RECOMMENDATIONS);
+    for c in &o.calls {
+        if in_range(c.created_us) {
+            made[c.ds] += 1;
+            ok[c.ds] += u64::from(c.ok);
+            refused += u64::from(c.rejected && c.ds == RECOMMENDATIONS);
         }
     }
     let (mut homes, mut core) = (0u64, 0u64);
     for &h in &o.homes {
-        let (_, t, posts_ok, _) = o.calls[h as usize];
-        if in_range(t) {
+        let posts = o.calls[h as usize];
+        if in_range(posts.created_us) {
             homes += 1;
-            core += u64::from(posts_ok && o.calls[h as usize + 1].2);
+            core += u64::from(posts.ok && o.calls[h as usize + 1].ok);
         }
     }
     Rates {
@@ -143,7 +144,7 @@ pub fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
         })
         .collect();
     BulkheadReport {
-        scenario: "bulkhead",
+        scenario: params::NAME,
         seed,
         design: p.design,
         pools: describe_pools(p),
@@ -154,10 +155,6 @@ pub fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
         max_waiting: o.samples.iter().map(|s| s.1).max().unwrap_or(0),
         series,
     }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
 }
 
 pub fn text(r: &BulkheadReport) -> String {
@@ -198,7 +195,7 @@ pub fn text(r: &BulkheadReport) -> String {
         "connections in use: at most {}; calls waiting for one: at most {}",
         r.max_in_use, r.max_waiting
     );
-    let window = (r.series.len() / 30).max(1);
+    let window = text::window(r.series.len());
     let rows: Vec<Vec<String>> = r
         .series
         .chunks(window)
@@ -215,7 +212,7 @@ pub fn text(r: &BulkheadReport) -> String {
             ]
         })
         .collect();
-    o.push_str(&crate::simulate::text::table(
+    o.push_str(&text::table(
         &[
             "t(s)",
             "core",
@@ -235,23 +232,10 @@ pub fn text(r: &BulkheadReport) -> String {
 
 pub struct Bulkhead;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BulkheadRow {
-    pub design: String,
-    pub change: String,
-    pub core: f64,
-    pub search: f64,
-    pub recommendations: f64,
-    pub recommendations_refused: f64,
-    pub max_in_use: u64,
-    pub max_waiting: u64,
-}
-
-impl DrillModel for Bulkhead {
-    const NAME: &'static str = "bulkhead";
+impl Model for Bulkhead {
+    const NAME: &'static str = params::NAME;
     type Params = BulkheadParams;
     type Report = BulkheadReport;
-    type Row = BulkheadRow;
 
     fn validate(p: &BulkheadParams) -> Result<(), SimError> {
         p.validate()
@@ -265,80 +249,64 @@ impl DrillModel for Bulkhead {
         text(r)
     }
 
-    fn compare(p: &BulkheadParams, seed: u64) -> Vec<BulkheadRow> {
-        let designs = [
+    /// The shared pool, and separate pools with recommendations refusing or waiting when
+    /// its own is full.
+    fn alternatives(p: &BulkheadParams) -> Vec<Alternative<BulkheadParams>> {
+        [
             (Design::Shared, p.recommendations_reject_when_full),
             (Design::Separate, true),
             (Design::Separate, false),
-        ];
-        designs
-            .into_iter()
-            .map(|(design, reject)| {
-                let q = BulkheadParams {
-                    design,
-                    recommendations_reject_when_full: reject,
-                    ..p.clone()
-                };
-                let r = run(&q, seed);
-                BulkheadRow {
-                    design: design_label(&q),
-                    change: format!(
-                        "design={} recommendations_reject_when_full={reject}",
-                        match design {
-                            Design::Shared => "shared",
-                            Design::Separate => "separate",
-                        }
-                    ),
-                    core: r.after.core,
-                    search: r.after.search,
-                    recommendations: r.after.per_downstream[RECOMMENDATIONS],
-                    recommendations_refused: r.after.recommendations_refused,
-                    max_in_use: r.max_in_use,
-                    max_waiting: r.max_waiting,
+        ]
+        .into_iter()
+        .map(|(design, reject)| {
+            let q = BulkheadParams {
+                design,
+                recommendations_reject_when_full: reject,
+                ..p.clone()
+            };
+            let change = format!(
+                "design={} recommendations_reject_when_full={reject}",
+                match design {
+                    Design::Shared => "shared",
+                    Design::Separate => "separate",
                 }
-            })
-            .collect()
+            );
+            Alternative::new(design_label(&q), change, q)
+        })
+        .collect()
     }
 
-    fn compare_text(p: &BulkheadParams, seed: u64, rows: &[BulkheadRow]) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario bulkhead (seed {seed}): {} home loads/s + {} searches/s; success after recommendations slows at {} s",
-            p.home_rate_per_s,
-            p.search_rate_per_s,
-            p.slow_at.as_secs_f64()
-        );
+    fn compare_heading(p: &BulkheadParams) -> String {
         let separate = BulkheadParams {
             design: Design::Separate,
             ..p.clone()
         };
-        let _ = writeln!(o, "{}", describe_pools(&separate));
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.design.clone(),
-                    pct(r.core),
-                    pct(r.search),
-                    pct(r.recommendations),
-                    pct(r.recommendations_refused),
-                    r.max_waiting.to_string(),
-                ]
-            })
-            .collect();
-        o.push_str(&crate::simulate::text::table(
-            &[
-                "design",
-                "core",
-                "search",
+        format!(
+            "scenario bulkhead: {} home loads/s + {} searches/s; success after recommendations slows at {} s\n{}",
+            p.home_rate_per_s,
+            p.search_rate_per_s,
+            p.slow_at.as_secs_f64(),
+            describe_pools(&separate)
+        )
+    }
+
+    fn figures(_base: &BulkheadParams, alt: &BulkheadParams, seed: u64) -> Vec<Figure> {
+        let r = run(alt, seed);
+        vec![
+            Figure::share("core", "core", r.after.core),
+            Figure::share("search", "search", r.after.search),
+            Figure::share(
                 "recommendations",
+                "recommendations",
+                r.after.per_downstream[RECOMMENDATIONS],
+            ),
+            Figure::share(
+                "recommendations_refused",
                 "refused at once",
-                "max waiting",
-            ],
-            &table,
-        ));
-        o
+                r.after.recommendations_refused,
+            ),
+            Figure::count("max_waiting", "max waiting", r.max_waiting),
+        ]
     }
 
     fn plot(r: &BulkheadReport, root: &Area) -> PlotResult {

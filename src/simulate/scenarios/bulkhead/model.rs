@@ -1,15 +1,17 @@
-//! The event-driven model of `bulkhead`: home loads and searches arrive as Poisson
-//! streams; a home load calls its five downstreams at once; every call needs a connection
-//! from its pool (the shared one, or its own) and waits for one in FIFO order when none is
-//! free, its timeout running from the moment it was made. A call that times out gives its
-//! connection back (the caller closes it); one still waiting leaves the queue.
+//! The event model of `bulkhead` on the kernel's clock (one unit a microsecond): home
+//! loads and searches arrive as Poisson streams; a home load calls its five downstreams at
+//! once; every call needs a connection from its pool (the shared one, or its own) and
+//! waits for one in FIFO order when none is free, its timeout running from the moment it
+//! was made. A call that times out gives its connection back (the caller closes it); one
+//! still waiting leaves the queue.
 
 use super::params::{BulkheadParams, Design, DOWNSTREAMS, RECOMMENDATIONS, SEARCH};
-use crate::simulate::rng::SplitMix64;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use crate::simulate::kernel::arrivals::{Arrivals, Stream};
+use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::rng::SplitMix64;
+use std::collections::VecDeque;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     Home,
     Search,
@@ -41,12 +43,20 @@ struct Pool {
     waiters: VecDeque<u32>,
 }
 
+/// One call of the run, as the report reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Made {
+    pub ds: usize,
+    pub created_us: u64,
+    pub ok: bool,
+    pub rejected: bool,
+}
+
 /// What the report is computed from: every call (by arrival), and per second the
 /// connections in use and the calls waiting for one.
 pub struct Outcome {
-    /// Per call: downstream, created, ok, rejected; home loads are runs of five calls.
-    pub calls: Vec<(usize, u64, bool, bool)>,
-    /// Index of each home load's first call.
+    /// Home loads are runs of five calls, from index `homes[i]` on.
+    pub calls: Vec<Made>,
     pub homes: Vec<u32>,
     pub samples: Vec<(u64, u64)>,
 }
@@ -54,9 +64,10 @@ pub struct Outcome {
 struct Sim<'a> {
     p: &'a BulkheadParams,
     rng: SplitMix64,
-    seq: u64,
+    clock: Clock<Ev>,
     now: u64,
-    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    home: Stream,
+    search: Stream,
     calls: Vec<Call>,
     homes: Vec<u32>,
     pools: Vec<Pool>,
@@ -83,12 +94,14 @@ pub fn run(p: &BulkheadParams, seed: u64) -> Outcome {
             })
             .collect(),
     };
+    let horizon = ds.iter().map(|d| us(d.timeout)).max().unwrap_or(0);
     let mut sim = Sim {
         p,
         rng: SplitMix64::new(seed),
-        seq: 0,
+        clock: Clock::new(horizon),
         now: 0,
-        events: BinaryHeap::new(),
+        home: Stream::new(Arrivals::Poisson, p.home_rate_per_s),
+        search: Stream::new(Arrivals::Poisson, p.search_rate_per_s),
         calls: Vec::new(),
         homes: Vec::new(),
         pools,
@@ -100,12 +113,11 @@ pub fn run(p: &BulkheadParams, seed: u64) -> Outcome {
         (Ev::Search, p.search_rate_per_s),
     ] {
         if rate > 0.0 {
-            let t = sim.gap(rate);
-            sim.at(t, ev);
+            sim.next(ev);
         }
     }
-    sim.at(1_000_000, Ev::Sample);
-    while let Some(Reverse((t, _, ev))) = sim.events.pop() {
+    sim.clock.schedule(1_000_000, Ev::Sample);
+    while let Some((t, ev)) = sim.clock.pop() {
         sim.now = t;
         sim.handle(ev);
     }
@@ -113,7 +125,12 @@ pub fn run(p: &BulkheadParams, seed: u64) -> Outcome {
         calls: sim
             .calls
             .iter()
-            .map(|c| (c.ds, c.created_us, c.ok, c.rejected))
+            .map(|c| Made {
+                ds: c.ds,
+                created_us: c.created_us,
+                ok: c.ok,
+                rejected: c.rejected,
+            })
             .collect(),
         homes: sim.homes,
         samples: sim.samples,
@@ -121,15 +138,6 @@ pub fn run(p: &BulkheadParams, seed: u64) -> Outcome {
 }
 
 impl Sim<'_> {
-    fn at(&mut self, t: u64, ev: Ev) {
-        self.seq += 1;
-        self.events.push(Reverse((t, self.seq, ev)));
-    }
-
-    fn gap(&mut self, rate: f64) -> u64 {
-        ((-1e6 / rate * (1.0 - self.rng.unit()).ln()) as u64).max(1)
-    }
-
     fn pool_of(&self, ds: usize) -> usize {
         match self.p.design {
             Design::Shared => 0,
@@ -144,11 +152,11 @@ impl Sim<'_> {
                 for ds in 0..DOWNSTREAMS.len() - 1 {
                     self.call(ds);
                 }
-                self.next(Ev::Home, self.p.home_rate_per_s);
+                self.next(Ev::Home);
             }
             Ev::Search => {
                 self.call(SEARCH);
-                self.next(Ev::Search, self.p.search_rate_per_s);
+                self.next(Ev::Search);
             }
             Ev::Answer(c) => {
                 if self.calls[c as usize].state == CallState::Active {
@@ -160,24 +168,26 @@ impl Sim<'_> {
                 CallState::Waiting => self.calls[c as usize].state = CallState::Done,
                 CallState::Done => {}
             },
-            Ev::Sample => {
-                let in_use: u64 = self
-                    .pools
-                    .iter()
-                    .zip(self.capacities())
-                    .map(|(p, cap)| u64::from(cap - p.free))
-                    .sum();
-                let waiting = self
-                    .pools
-                    .iter()
-                    .flat_map(|p| p.waiters.iter())
-                    .filter(|&&c| self.calls[c as usize].state == CallState::Waiting)
-                    .count() as u64;
-                self.samples.push((in_use, waiting));
-                if self.now + 1_000_000 <= self.end_us {
-                    self.at(self.now + 1_000_000, Ev::Sample);
-                }
-            }
+            Ev::Sample => self.sample(),
+        }
+    }
+
+    fn sample(&mut self) {
+        let in_use: u64 = self
+            .pools
+            .iter()
+            .zip(self.capacities())
+            .map(|(p, cap)| u64::from(cap - p.free))
+            .sum();
+        let waiting = self
+            .pools
+            .iter()
+            .flat_map(|p| p.waiters.iter())
+            .filter(|&&c| self.calls[c as usize].state == CallState::Waiting)
+            .count() as u64;
+        self.samples.push((in_use, waiting));
+        if self.now + 1_000_000 <= self.end_us {
+            self.clock.schedule(self.now + 1_000_000, Ev::Sample);
         }
     }
 
@@ -188,10 +198,15 @@ impl Sim<'_> {
         }
     }
 
-    fn next(&mut self, ev: Ev, rate: f64) {
-        let t = self.now + self.gap(rate);
+    /// The stream's next arrival, if it comes before the end.
+    fn next(&mut self, ev: Ev) {
+        let stream = match ev {
+            Ev::Home => &mut self.home,
+            _ => &mut self.search,
+        };
+        let t = stream.next(&mut self.rng);
         if t < self.end_us {
-            self.at(t, ev);
+            self.clock.schedule(t, ev);
         }
     }
 
@@ -205,7 +220,7 @@ impl Sim<'_> {
             rejected: false,
         });
         let timeout = us(self.p.downstreams()[ds].timeout);
-        self.at(self.now + timeout, Ev::Timeout(c));
+        self.clock.schedule(self.now + timeout, Ev::Timeout(c));
         let pool = self.pool_of(ds);
         if self.pools[pool].free > 0 {
             self.pools[pool].free -= 1;
@@ -232,7 +247,7 @@ impl Sim<'_> {
             let mean = us(self.p.downstreams()[ds].latency);
             self.rng.between(mean / 2, mean + mean / 2)
         };
-        self.at(self.now + latency, Ev::Answer(c));
+        self.clock.schedule(self.now + latency, Ev::Answer(c));
     }
 
     /// Call `c` ended; its connection goes to the first caller still waiting.

@@ -9,6 +9,9 @@ use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
+/// The scenario's name.
+pub const NAME: &str = "bulkhead";
+
 /// How the instance's outgoing connections are pooled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1,59 +1,62 @@
-//! `provider-outage`: 40 clients call a provider that serves 8 requests per 100 ms tick;
-//! it is down from 2 s to 6 s of a 24 s run. Every call that fails is retried by its
-//! client's policy (exponential backoff without jitter, a fixed 1 s delay, or exponential
-//! backoff with full jitter), while the clients keep sending their new calls. What the
-//! policy decides: how hard the retries hit the provider when it comes back, how many
-//! requests it costs, and how long until every call has gone through.
-//!
-//! A tick model, small enough to follow by hand: client `i` sends a new call in the ticks
-//! where `tick % period_ticks == i % period_ticks` (so 4 per tick, half the capacity); a
-//! tick's requests beyond the capacity fail at once (which ones: a seeded draw); a failed
-//! call is sent again after its policy's delay, rounded up to whole ticks (at least one).
+//! `provider-outage`: 40 clients call a provider that serves 8 requests per 100 ms tick
+//! and collapses (serves nothing) when offered more; it is down from 2 s to 6 s of a 24 s
+//! window. The clients call at the same moment, so when it goes down they all fail
+//! together, and a client whose call failed sends nothing new until a retry of it goes
+//! through. What the retry policy decides: whether the retries keep arriving together
+//! (fixed delays and plain exponential backoff do: 40 in one tick, five times the
+//! capacity, every time) or spread out (full jitter), and so whether the provider ever
+//! gets out of its collapse within the window.
 
 mod model;
 pub mod params;
 
 pub use model::{run, OutageTick, ProviderOutageReport};
-pub use params::{ProviderOutageParams, RetryPolicy};
+pub use params::ProviderOutageParams;
 
-use super::drill::DrillModel;
+use crate::retry::RetryKind;
 use crate::simulate::error::SimError;
+use crate::simulate::model::{Alternative, Figure, Model, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::text;
 use plotters::style::RGBColor;
-use serde::Serialize;
 use std::fmt::Write;
 
 fn fmt_recovered(r: Option<f64>) -> String {
-    r.map_or("never (within the run)".into(), |s| format!("{s:.1} s"))
+    r.map_or("never within the window".into(), |s| format!("{s:.1} s"))
+}
+
+fn overload(served: u32) -> String {
+    if served == 0 {
+        "collapses when offered more (serves none of them)".into()
+    } else {
+        format!("serves {served} when offered more")
+    }
 }
 
 pub fn text(r: &ProviderOutageReport) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "scenario provider-outage (seed {}): {} clients, a new call each per {} s; provider serves {} per {} ms tick, down {} s..{} s; {}",
+        "scenario provider-outage (seed {}): {} clients calling together at {} s, each calling again {} s after its call went through; provider serves {} per {} ms tick and {}; down {} s..{} s; {}",
         r.seed,
         r.clients,
+        r.first_call_s,
         r.period_s,
         r.capacity_per_tick,
         r.tick_ms,
+        overload(r.overload_served),
         r.down_from_s,
         r.back_at_s,
         r.policy_description
     );
     let _ = writeln!(
         o,
-        "healthy: {:.1} requests per tick, all served",
-        r.healthy_per_tick
+        "peak requests in one tick after the provider is back: {} at {:.1} s (capacity {})",
+        r.peak_after_back, r.peak_after_back_at_s, r.capacity_per_tick
     );
     let _ = writeln!(
         o,
-        "peak requests in one tick after the provider is back: {} at {:.1} s (capacity {}); during the outage: {}",
-        r.peak_after_back, r.peak_after_back_at_s, r.capacity_per_tick, r.peak_during_outage
-    );
-    let _ = writeln!(
-        o,
-        "total requests sent: {} ({} calls + {} retries); served {}, given up {}, still waiting at the end {}",
+        "total requests sent: {} ({} first tries + {} retries); served {}, given up {}, clients still waiting at the end {}",
         r.requests, r.calls, r.retries, r.served, r.given_up, r.waiting_at_end
     );
     let _ = writeln!(
@@ -61,7 +64,7 @@ pub fn text(r: &ProviderOutageReport) -> String {
         "time to recover after it came back: {}",
         fmt_recovered(r.recovered_after_s)
     );
-    let per_s = (1.0 / (r.tick_ms / 1000.0)).round().max(1.0) as usize;
+    let per_s = (1000.0 / r.tick_ms).round().max(1.0) as usize;
     let rows: Vec<Vec<String>> = r
         .series
         .chunks(per_s)
@@ -82,7 +85,7 @@ pub fn text(r: &ProviderOutageReport) -> String {
             ]
         })
         .collect();
-    o.push_str(&crate::simulate::text::table(
+    o.push_str(&text::table(
         &[
             "t(s)",
             "requests",
@@ -96,29 +99,17 @@ pub fn text(r: &ProviderOutageReport) -> String {
     ));
     let _ = writeln!(
         o,
-        "(one row per second; peak tick: the most requests in one of its ticks; waiting: calls waiting for a retry at its end)"
+        "(one row per second; peak tick: the most requests in one of its ticks; waiting: clients whose call has not gone through, at its end)"
     );
     o
 }
 
 pub struct ProviderOutage;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProviderOutageRow {
-    pub policy: RetryPolicy,
-    pub change: String,
-    pub peak_after_back: u64,
-    pub requests: u64,
-    pub retries: u64,
-    pub recovered_after_s: Option<f64>,
-    pub given_up: u64,
-}
-
-impl DrillModel for ProviderOutage {
-    const NAME: &'static str = "provider-outage";
+impl Model for ProviderOutage {
+    const NAME: &'static str = params::NAME;
     type Params = ProviderOutageParams;
     type Report = ProviderOutageReport;
-    type Row = ProviderOutageRow;
 
     fn validate(p: &ProviderOutageParams) -> Result<(), SimError> {
         p.validate()
@@ -132,64 +123,57 @@ impl DrillModel for ProviderOutage {
         text(r)
     }
 
-    fn compare(p: &ProviderOutageParams, seed: u64) -> Vec<ProviderOutageRow> {
-        RetryPolicy::ALL
+    fn set_retry(p: &mut ProviderOutageParams, kind: RetryKind) -> Result<(), SimError> {
+        p.policy = kind;
+        Ok(())
+    }
+
+    /// The three policies, each with the drill's numbers.
+    fn alternatives(p: &ProviderOutageParams) -> Vec<Alternative<ProviderOutageParams>> {
+        RetryKind::ALL
             .into_iter()
             .map(|policy| {
-                let r = run(
-                    &ProviderOutageParams {
-                        policy,
-                        ..p.clone()
-                    },
-                    seed,
-                );
-                ProviderOutageRow {
+                let q = ProviderOutageParams {
                     policy,
-                    change: format!("policy={}", policy.name()),
-                    peak_after_back: r.peak_after_back,
-                    requests: r.requests,
-                    retries: r.retries,
-                    recovered_after_s: r.recovered_after_s,
-                    given_up: r.given_up,
-                }
+                    ..p.clone()
+                };
+                Alternative::new(q.retry_policy().describe(), format!("policy={policy}"), q)
             })
             .collect()
     }
 
-    fn compare_text(p: &ProviderOutageParams, seed: u64, rows: &[ProviderOutageRow]) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario provider-outage (seed {seed}): {} clients, provider {} per tick, down {} s..{} s, run {} s",
+    fn compare_heading(p: &ProviderOutageParams) -> String {
+        format!(
+            "scenario provider-outage: {} clients calling together at {} s, provider {} per tick and {}, down {} s..{} s, window {} s",
             p.clients,
+            p.first_call.as_secs_f64(),
             p.capacity_per_tick,
+            overload(p.overload_served),
             p.down_from.as_secs_f64(),
             p.down_to.as_secs_f64(),
             p.duration.as_secs_f64()
-        );
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.policy.describe(p),
-                    r.peak_after_back.to_string(),
-                    r.requests.to_string(),
-                    r.retries.to_string(),
-                    fmt_recovered(r.recovered_after_s),
-                ]
-            })
-            .collect();
-        o.push_str(&crate::simulate::text::table(
-            &[
-                "policy",
-                "peak tick after back",
-                "requests",
-                "retries",
+        )
+    }
+
+    fn figures(_base: &ProviderOutageParams, alt: &ProviderOutageParams, seed: u64) -> Vec<Figure> {
+        let r = run(alt, seed);
+        vec![
+            Figure::count("peak_after_back", "peak tick after back", r.peak_after_back),
+            Figure::count("requests", "requests", r.requests),
+            Figure::count("retries", "retries", r.retries),
+            Figure::flag(
+                "recovered",
+                "recovers",
+                ("recovers", "never"),
+                r.recovered_after_s.is_some(),
+            ),
+            Figure::new(
+                "recovered_after_s",
                 "recovered after",
-            ],
-            &table,
-        ));
-        o
+                Unit::Seconds,
+                r.recovered_after_s,
+            ),
+        ]
     }
 
     fn plot(r: &ProviderOutageReport, root: &Area) -> PlotResult {
@@ -199,14 +183,13 @@ impl DrillModel for ProviderOutage {
         };
         let cap = f64::from(r.capacity_per_tick);
         let end = r.series.last().map_or(1.0, t);
-        let mut capacity = Series::new(
-            "capacity per tick",
-            RGBColor(170, 170, 170),
-            vec![(0.0, cap), (end, cap)],
-        );
-        capacity.width = 4;
         let left = [
-            capacity,
+            Series::new(
+                "capacity per tick",
+                RGBColor(170, 170, 170),
+                vec![(0.0, cap), (end, cap)],
+            )
+            .width(4),
             Series::new(
                 "requests per tick",
                 RGBColor(90, 120, 230),
@@ -216,19 +199,19 @@ impl DrillModel for ProviderOutage {
             Series::new("failed", RGBColor(200, 30, 30), pts(|x| x.failed)),
         ];
         let right = [Series::new(
-            "calls waiting for a retry (right axis)",
+            "clients waiting (right axis)",
             RGBColor(230, 140, 0),
             pts(|x| x.waiting),
         )];
         let axes = Axes {
             title: format!(
                 "provider-outage, {}: recovered {}",
-                r.policy.name(),
+                r.policy,
                 fmt_recovered(r.recovered_after_s)
             ),
             x_desc: "time (s)",
             y_desc: "requests per tick",
-            right: Some("calls waiting"),
+            right: Some("clients waiting"),
         };
         plot::lines(root, &axes, &left, &right)
     }

@@ -1,21 +1,26 @@
-//! The tick model of `provider-outage` and what a run reports.
+//! The tick model of `provider-outage`, on the kernel's clock (one unit a tick), and what
+//! a run reports. Each tick the provider takes the calls that arrive in it: none while it
+//! is down; all of them when they fit its capacity; when offered more, `overload_served`
+//! of them (a seeded draw picks which), none for a provider that collapses. A failed call
+//! is tried again after its client's retry policy, rounded up to whole ticks.
 
 use super::params::ProviderOutageParams;
-use super::RetryPolicy;
-use crate::simulate::rng::SplitMix64;
+use crate::retry::RetryKind;
+use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::rng::SplitMix64;
 use serde::Serialize;
 
 /// One tick of the run.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct OutageTick {
     pub tick: u64,
-    /// New calls sent in this tick.
+    /// First tries of calls sent in this tick.
     pub new: u64,
     pub retries: u64,
     pub served: u64,
     pub failed: u64,
     pub given_up: u64,
-    /// Calls that failed and wait for their next try, at the end of the tick.
+    /// Clients whose call has failed and not yet gone through, at the end of the tick.
     pub waiting: u64,
 }
 
@@ -23,20 +28,20 @@ pub struct OutageTick {
 pub struct ProviderOutageReport {
     pub scenario: &'static str,
     pub seed: u64,
-    pub policy: RetryPolicy,
+    pub policy: RetryKind,
     pub policy_description: String,
     pub clients: u32,
+    pub first_call_s: f64,
     pub period_s: f64,
     pub tick_ms: f64,
     pub capacity_per_tick: u32,
+    pub overload_served: u32,
     pub down_from_s: f64,
-    /// Requests per tick while healthy (before the outage).
-    pub healthy_per_tick: f64,
     pub back_at_s: f64,
+    pub duration_s: f64,
     /// The most requests in one tick from the provider's return on, and when.
     pub peak_after_back: u64,
     pub peak_after_back_at_s: f64,
-    pub peak_during_outage: u64,
     pub calls: u64,
     /// Every request sent: first tries and retries.
     pub requests: u64,
@@ -44,8 +49,8 @@ pub struct ProviderOutageReport {
     pub served: u64,
     pub given_up: u64,
     pub waiting_at_end: u64,
-    /// From the provider's return until no call is waiting for a retry and nothing fails;
-    /// none if that did not happen within the run.
+    /// From the provider's return until every client's call has gone through and nothing
+    /// fails any more; none if that did not happen within the run.
     pub recovered_after_s: Option<f64>,
     pub series: Vec<OutageTick>,
 }
@@ -54,59 +59,65 @@ pub fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
     let mut rng = SplitMix64::new(seed);
     let ticks = p.ticks(p.duration);
     let period = p.ticks(p.period).max(1);
-    let (down_from, down_to) = (p.ticks(p.down_from), p.ticks(p.down_to));
-    let down = |t: u64| t >= down_from && t < down_to;
-    // due[t]: tries (of calls that failed before) to send in tick t, as failed-try counts.
-    let mut due: Vec<Vec<u32>> = vec![Vec::new(); ticks as usize];
+    let (down_from, back) = (p.ticks(p.down_from), p.ticks(p.down_to));
+    let policy = p.retry_policy();
+    let mut clock: Clock<u32> = Clock::new(p.ticks(p.cap).max(period));
+    for c in 0..p.clients {
+        clock.schedule(p.ticks(p.first_call), c);
+    }
+    // Failed tries of each client's current call.
+    let mut tries = vec![0u32; p.clients as usize];
+    let mut waiting = 0u64;
     let mut series = Vec::with_capacity(ticks as usize);
-    let mut waiting: u64 = 0;
-    let mut batch: Vec<u32> = Vec::new();
     for t in 0..ticks {
-        let new = (0..u64::from(p.clients))
-            .filter(|i| i % period == t % period)
-            .count() as u64;
-        batch.clear();
-        batch.extend(std::iter::repeat_n(0u32, new as usize));
-        let retries = std::mem::take(&mut due[t as usize]);
-        waiting -= retries.len() as u64;
-        batch.extend(retries.iter().copied());
-        let n = batch.len() as u64;
-        let served = if down(t) {
+        let mut batch = clock.take(t);
+        let offered = batch.len() as u64;
+        let served = if t >= down_from && t < back {
             0
-        } else if n <= u64::from(p.capacity_per_tick) {
-            n
+        } else if offered <= u64::from(p.capacity_per_tick) {
+            offered
         } else {
             u64::from(p.overload_served)
         };
-        // Which requests get through when there are too many: a seeded shuffle.
-        for i in (1..batch.len()).rev() {
-            let j = rng.below(i as u64 + 1) as usize;
-            batch.swap(i, j);
+        if served > 0 && served < offered {
+            rng.shuffle(&mut batch);
         }
         let mut row = OutageTick {
             tick: t,
-            new,
-            retries: retries.len() as u64,
-            served,
-            failed: n - served,
             ..OutageTick::default()
         };
-        for &failed_before in &batch[served as usize..] {
-            let tries = failed_before + 1;
-            if p.max_attempts > 0 && tries >= p.max_attempts {
-                row.given_up += 1;
-                continue;
+        for (i, &c) in batch.iter().enumerate() {
+            let tried = &mut tries[c as usize];
+            if *tried == 0 {
+                row.new += 1;
+            } else {
+                row.retries += 1;
             }
-            let at = t + p.delay_ticks(tries, &mut rng);
-            if let Some(slot) = due.get_mut(at as usize) {
-                slot.push(tries);
-            }
-            waiting += 1;
+            let next = if (i as u64) < served {
+                row.served += 1;
+                waiting -= u64::from(*tried > 0);
+                *tried = 0;
+                t + period
+            } else {
+                row.failed += 1;
+                waiting += u64::from(*tried == 0);
+                *tried += 1;
+                if p.max_attempts > 0 && *tried >= p.max_attempts {
+                    row.given_up += 1;
+                    waiting -= 1;
+                    *tried = 0;
+                    t + period
+                } else {
+                    t + policy.delay_units(*tried, p.tick, || rng.unit())
+                }
+            };
+            clock.schedule(next, c);
         }
+        clock.give_back(batch);
         row.waiting = waiting;
         series.push(row);
     }
-    report(p, seed, series, down_from, down_to)
+    report(p, seed, series, down_from, back)
 }
 
 fn report(
@@ -122,35 +133,30 @@ fn report(
         .iter()
         .skip(back as usize)
         .max_by_key(|r| (arriving(r), std::cmp::Reverse(r.tick)));
-    let healthy: Vec<&OutageTick> = series.iter().take(down_from as usize).collect();
-    let recovered = series
+    let last_bad = series
         .iter()
-        .skip(back as usize)
-        .find(|r| r.failed == 0 && r.waiting == 0)
-        .map(|r| (r.tick + 1 - back) as f64 * tick_s);
+        .rposition(|r| r.failed > 0 || r.waiting > 0)
+        .map_or(0, |i| i as u64 + 1);
+    let recovered_at = last_bad.max(back);
+    let recovered =
+        (recovered_at < series.len() as u64).then(|| (recovered_at - back) as f64 * tick_s);
     let sum = |f: fn(&OutageTick) -> u64| series.iter().map(f).sum::<u64>();
     ProviderOutageReport {
-        scenario: "provider-outage",
+        scenario: super::params::NAME,
         seed,
         policy: p.policy,
-        policy_description: p.policy.describe(p),
+        policy_description: p.retry_policy().describe(),
         clients: p.clients,
+        first_call_s: p.first_call.as_secs_f64(),
         period_s: p.period.as_secs_f64(),
         tick_ms: tick_s * 1000.0,
         capacity_per_tick: p.capacity_per_tick,
+        overload_served: p.overload_served,
         down_from_s: down_from as f64 * tick_s,
-        healthy_per_tick: healthy.iter().map(|r| arriving(r)).sum::<u64>() as f64
-            / healthy.len().max(1) as f64,
         back_at_s: back as f64 * tick_s,
+        duration_s: series.len() as f64 * tick_s,
         peak_after_back: peak.map_or(0, arriving),
         peak_after_back_at_s: peak.map_or(0.0, |r| r.tick as f64 * tick_s),
-        peak_during_outage: series
-            .iter()
-            .skip(down_from as usize)
-            .take((back - down_from) as usize)
-            .map(arriving)
-            .max()
-            .unwrap_or(0),
         calls: sum(|r| r.new),
         requests: sum(|r| r.new + r.retries),
         retries: sum(|r| r.retries),

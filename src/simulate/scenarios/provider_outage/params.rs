@@ -1,69 +1,33 @@
 //! The parameters of `provider-outage`, flat so that `--set key=value` reaches every
-//! one, and the three retry policies. Defaults are the drill.
+//! one. Defaults are the drill.
 
+use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
-use crate::simulate::rng::SplitMix64;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum RetryPolicy {
-    /// Wait base x 2^(n-1) after the n-th failure, capped: no jitter.
-    Exponential,
-    /// Wait `fixed_delay` after every failure.
-    Fixed,
-    /// Wait random() x the exponential delay: sleep(random() x backoff).
-    FullJitter,
-}
-
-impl RetryPolicy {
-    pub const ALL: [RetryPolicy; 3] = [
-        RetryPolicy::Exponential,
-        RetryPolicy::Fixed,
-        RetryPolicy::FullJitter,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RetryPolicy::Exponential => "exponential",
-            RetryPolicy::Fixed => "fixed",
-            RetryPolicy::FullJitter => "full-jitter",
-        }
-    }
-
-    pub(super) fn describe(self, p: &ProviderOutageParams) -> String {
-        let d = crate::util::duration::format;
-        match self {
-            RetryPolicy::Exponential => format!(
-                "exponential backoff without jitter (base {}, cap {})",
-                d(p.base),
-                d(p.cap)
-            ),
-            RetryPolicy::Fixed => format!("fixed {} retries", d(p.fixed_delay)),
-            RetryPolicy::FullJitter => format!(
-                "exponential backoff with full jitter (random() x backoff; base {}, cap {})",
-                d(p.base),
-                d(p.cap)
-            ),
-        }
-    }
-}
+/// The scenario's name.
+pub const NAME: &str = "provider-outage";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProviderOutageParams {
     pub clients: u32,
-    /// Each client sends a new call this often, whatever happened to its earlier calls.
+    /// Every client makes its first call at this moment, all together.
+    #[serde(with = "serde_human")]
+    pub first_call: Duration,
+    /// After a call succeeds, its client makes the next one this much later; a client
+    /// whose call failed sends nothing new until a retry of it succeeds.
     #[serde(with = "serde_human")]
     pub period: Duration,
     #[serde(with = "serde_human")]
     pub tick: Duration,
-    /// Requests the provider serves in one tick; the rest fail at once.
+    /// Calls the provider serves in one tick.
     pub capacity_per_tick: u32,
-    /// Requests served in a tick when more than the capacity arrive: the capacity for a
-    /// provider that sheds the excess, less for one that collapses under overload.
+    /// Calls served in a tick offered more than the capacity: 0 for a provider that
+    /// collapses (an overloaded server that times out everything does no useful work),
+    /// up to the capacity for one that sheds the excess.
     pub overload_served: u32,
     #[serde(with = "serde_human")]
     pub down_from: Duration,
@@ -71,15 +35,13 @@ pub struct ProviderOutageParams {
     pub down_to: Duration,
     #[serde(with = "serde_human")]
     pub duration: Duration,
-    pub policy: RetryPolicy,
-    /// First backoff delay (exponential and full jitter).
+    pub policy: RetryKind,
+    /// The fixed delay, and the first backoff delay.
     #[serde(with = "serde_human")]
     pub base: Duration,
     /// Longest backoff delay.
     #[serde(with = "serde_human")]
     pub cap: Duration,
-    #[serde(with = "serde_human")]
-    pub fixed_delay: Duration,
     /// Tries per call, the first included; 0 tries until it succeeds.
     pub max_attempts: u32,
 }
@@ -88,25 +50,31 @@ impl Default for ProviderOutageParams {
     fn default() -> Self {
         ProviderOutageParams {
             clients: 40,
+            first_call: Duration::from_secs(2),
             period: Duration::from_secs(1),
             tick: Duration::from_millis(100),
             capacity_per_tick: 8,
-            overload_served: 8,
+            overload_served: 0,
             down_from: Duration::from_secs(2),
             down_to: Duration::from_secs(6),
             duration: Duration::from_secs(24),
-            policy: RetryPolicy::Exponential,
+            policy: RetryKind::Exponential,
             base: Duration::from_secs(1),
             cap: Duration::from_secs(10),
-            fixed_delay: Duration::from_secs(1),
             max_attempts: 0,
         }
     }
 }
 
 impl ProviderOutageParams {
-    pub(super) fn ticks(&self, d: Duration) -> u64 {
+    /// `d` in whole ticks (rounded down).
+    pub fn ticks(&self, d: Duration) -> u64 {
         (d.as_nanos() / self.tick.as_nanos().max(1)) as u64
+    }
+
+    /// The clients' retry policy.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy::new(self.policy, self.base, self.cap)
     }
 
     pub fn validate(&self) -> Result<(), SimError> {
@@ -132,35 +100,19 @@ impl ProviderOutageParams {
         if self.down_to < self.down_from {
             return bad("down_to", "must not be before down_from");
         }
-        for (k, d) in [("base", self.base), ("fixed_delay", self.fixed_delay)] {
-            if d.is_zero() || self.ticks(d) > 1_000_000 {
-                return bad(k, "must be more than 0 and at most 1000000 ticks");
-            }
+        if self.base.is_zero() || self.ticks(self.base) > 1_000_000 {
+            return bad("base", "must be more than 0 and at most 1000000 ticks");
         }
         if self.cap < self.base || self.ticks(self.cap) > 1_000_000 {
             return bad("cap", "must be at least base and at most 1000000 ticks");
         }
-        if f64::from(self.clients) * self.duration.as_secs_f64() / self.period.as_secs_f64() > 5e6 {
+        let calls = f64::from(self.clients) * self.duration.as_secs_f64() / self.tick.as_secs_f64();
+        if calls > 5e7 {
             return bad(
                 "clients",
-                "clients x duration / period must be at most 5,000,000 calls",
+                "clients x duration / tick must be at most 50,000,000",
             );
         }
         Ok(())
-    }
-
-    /// Ticks to wait after the `n`-th failed try of a call (n >= 1).
-    pub(super) fn delay_ticks(&self, n: u32, rng: &mut SplitMix64) -> u64 {
-        let backoff = || {
-            let shift = n.saturating_sub(1).min(40);
-            self.base.saturating_mul(1 << shift.min(31)).min(self.cap)
-        };
-        let d = match self.policy {
-            RetryPolicy::Fixed => self.fixed_delay,
-            RetryPolicy::Exponential => backoff(),
-            RetryPolicy::FullJitter => backoff().mul_f64(rng.unit()),
-        };
-        let tick = self.tick.as_nanos().max(1);
-        (d.as_nanos().div_ceil(tick) as u64).max(1)
     }
 }

@@ -7,39 +7,129 @@
 //! And time: with a 400 ms deadline, a 250 ms first-attempt timeout and a 100 ms wait,
 //! the first retry starts at 350 ms and the rest start after the caller has left.
 //!
-//! The calls are drawn one by one (seeded) for `seconds` of traffic, so the budget's
-//! state carries from call to call as it does in a running service; the store fails each
-//! call with probability `failure_rate` (the layers above fail only through it). Each
-//! layer has one bucket for all its instances, holding at most `budget_tokens` and full at
-//! the start.
+//! Why the store fails is a parameter: a fixed share of its calls, or overload, where it
+//! fails what it cannot serve. Overloaded, a one-second outage is enough: the retries it
+//! sets off are the load that keeps the store failing after the outage is over, until a
+//! retry budget takes the amplification away.
 
 mod model;
 pub mod params;
 
-pub use model::{deadline, loads, run, AttemptTiming, Loads, RetryLayersReport};
-pub use params::RetryLayersParams;
+pub use model::{deadline, loads, AttemptTiming, LayerSecond, Loads};
+pub use params::{Failures, RetryLayersParams};
 
-use super::drill::DrillModel;
 use crate::simulate::error::SimError;
-use crate::simulate::plot::{Area, PlotResult};
-use plotters::prelude::*;
+use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::text;
+use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
 
 /// The four layers, top first; the store only receives.
 pub const LAYERS: [&str; 4] = ["app", "API", "downstream", "store"];
 
-fn condition(failure_rate: f64, budget: Option<f64>) -> String {
-    let f = if failure_rate >= 1.0 {
-        "everything failing".to_string()
-    } else if failure_rate <= 0.0 {
-        "nothing failing".to_string()
-    } else {
-        format!("{:.0}% of store calls failing", failure_rate * 100.0)
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RetryLayersReport {
+    pub scenario: &'static str,
+    pub seed: u64,
+    pub rate_per_s: f64,
+    pub retries: [u32; 3],
+    pub condition: String,
+    pub failures: Failures,
+    pub failure_rate: f64,
+    pub retry_budget: Option<f64>,
+    pub loads: Loads,
+    /// Calls per second per layer if every attempt failed and nothing limited retries:
+    /// the product of the attempts above it.
+    pub worst_case_per_s: [f64; 4],
+    /// Share of the store's calls that failed in the last second of the run.
+    pub store_failing_at_end: f64,
+    /// Overloaded store: seconds from the end of the trigger until the store stopped
+    /// failing for the rest of the run; none if it was still failing in the last second.
+    pub storm_over_after_s: Option<f64>,
+    pub deadline_ms: f64,
+    pub attempt_timeout_ms: f64,
+    pub retry_wait_ms: f64,
+    pub answer_latency_ms: f64,
+    pub attempts: Vec<AttemptTiming>,
+    /// A retry can be answered inside the deadline.
+    pub retries_fit: bool,
+    pub series: Vec<LayerSecond>,
+}
+
+fn condition(p: &RetryLayersParams) -> String {
+    let f = match p.failures {
+        Failures::Load => format!(
+            "store overloaded beyond {:.0} calls/s, down {} s..{} s",
+            p.store_capacity_per_s,
+            p.trigger_from.as_secs_f64(),
+            p.trigger_to.as_secs_f64()
+        ),
+        Failures::Fixed if p.failure_rate >= 1.0 => "everything failing".to_string(),
+        Failures::Fixed if p.failure_rate <= 0.0 => "nothing failing".to_string(),
+        Failures::Fixed => format!("{:.0}% of store calls failing", p.failure_rate * 100.0),
     };
-    match budget {
+    match p.retry_budget {
         Some(b) => format!("{f}, retry budget {:.0}% per layer", b * 100.0),
         None => f,
+    }
+}
+
+fn share(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+pub fn run(p: &RetryLayersParams, seed: u64) -> RetryLayersReport {
+    let series = model::seconds(p, seed);
+    let tries = [
+        p.app_retries + 1,
+        p.api_retries + 1,
+        p.downstream_retries + 1,
+    ]
+    .map(f64::from);
+    let attempts = deadline(p);
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let last = series.last().cloned().unwrap_or_default();
+    let storm_over_after_s = (p.failures == Failures::Load)
+        .then(|| {
+            let bad = series.iter().rposition(|s| s.store_failed > 0);
+            match bad {
+                Some(i) if i + 1 == series.len() => None,
+                Some(i) => Some((i as f64 + 1.0 - p.trigger_to.as_secs_f64()).max(0.0)),
+                None => Some(0.0),
+            }
+        })
+        .flatten();
+    RetryLayersReport {
+        scenario: params::NAME,
+        seed,
+        rate_per_s: p.rate_per_s,
+        retries: [p.app_retries, p.api_retries, p.downstream_retries],
+        condition: condition(p),
+        failures: p.failures,
+        failure_rate: p.failure_rate,
+        retry_budget: p.retry_budget,
+        loads: model::loads_of(p, &series),
+        worst_case_per_s: [
+            p.rate_per_s,
+            p.rate_per_s * tries[0],
+            p.rate_per_s * tries[0] * tries[1],
+            p.rate_per_s * tries[0] * tries[1] * tries[2],
+        ],
+        store_failing_at_end: share(last.store_failed, last.received[3]),
+        storm_over_after_s,
+        deadline_ms: ms(p.deadline),
+        attempt_timeout_ms: ms(p.attempt_timeout),
+        retry_wait_ms: ms(p.retry_wait),
+        answer_latency_ms: ms(p.answer_latency),
+        retries_fit: attempts.iter().skip(1).any(|a| a.fits),
+        attempts,
+        series,
     }
 }
 
@@ -48,12 +138,7 @@ pub fn text(r: &RetryLayersReport) -> String {
     let _ = writeln!(
         o,
         "scenario retry-layers (seed {}): {} req/s into the app; retries: app {}, API {}, downstream {}; {}",
-        r.seed,
-        r.rate_per_s,
-        r.retries[0],
-        r.retries[1],
-        r.retries[2],
-        condition(r.failure_rate, r.retry_budget)
+        r.seed, r.rate_per_s, r.retries[0], r.retries[1], r.retries[2], r.condition
     );
     let rows: Vec<Vec<String>> = LAYERS
         .iter()
@@ -67,16 +152,50 @@ pub fn text(r: &RetryLayersReport) -> String {
             ]
         })
         .collect();
-    o.push_str(&crate::simulate::text::table(
+    o.push_str(&text::table(
         &["layer", "calls/s", "x the top", "if all fail, no budget"],
         &rows,
     ));
     let _ = writeln!(
         o,
-        "store calls per request: {:.2}; requests that succeed: {:.1}%",
+        "store calls per request: {:.2}; requests that succeed: {}",
         r.loads.amplification,
-        r.loads.success * 100.0
+        text::pct(r.loads.success)
     );
+    if r.failures == Failures::Load {
+        let over = r.storm_over_after_s.map_or(
+            "no: the retries keep it failing after the trigger, to the end of the run".into(),
+            |s| format!("{s:.0} s after the trigger ended"),
+        );
+        let _ = writeln!(
+            o,
+            "store calls failing in the last second: {}; the storm is over: {over}",
+            text::pct(r.store_failing_at_end)
+        );
+        let rows: Vec<Vec<String>> = r
+            .series
+            .iter()
+            .map(|s| {
+                let mut v = vec![s.t.to_string()];
+                v.extend(s.received.iter().map(u64::to_string));
+                v.push(text::pct(share(s.store_failed, s.received[3])));
+                v.push(text::pct(share(s.succeeded, s.requests)));
+                v
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "t(s)",
+                "app",
+                "API",
+                "downstream",
+                "store",
+                "store failing",
+                "succeed",
+            ],
+            &rows,
+        ));
+    }
     let _ = writeln!(
         o,
         "deadline {} ms, first attempt times out at {} ms, retry waits {} ms, an answer takes {} ms:",
@@ -116,32 +235,10 @@ pub fn text(r: &RetryLayersReport) -> String {
 
 pub struct RetryLayers;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RetryLayersRow {
-    pub condition: String,
-    pub change: String,
-    pub per_s: [f64; 4],
-    pub amplification: f64,
-    pub success: f64,
-}
-
-/// The conditions compared: (failure rate, budget).
-fn conditions(p: &RetryLayersParams) -> Vec<(f64, Option<f64>)> {
-    let budget = Some(p.retry_budget.unwrap_or(0.1));
-    vec![
-        (0.0, None),
-        (1.0, None),
-        (0.5, None),
-        (1.0, budget),
-        (0.5, budget),
-    ]
-}
-
-impl DrillModel for RetryLayers {
-    const NAME: &'static str = "retry-layers";
+impl Model for RetryLayers {
+    const NAME: &'static str = params::NAME;
     type Params = RetryLayersParams;
     type Report = RetryLayersReport;
-    type Row = RetryLayersRow;
 
     fn validate(p: &RetryLayersParams) -> Result<(), SimError> {
         p.validate()
@@ -155,116 +252,111 @@ impl DrillModel for RetryLayers {
         text(r)
     }
 
-    fn compare(p: &RetryLayersParams, seed: u64) -> Vec<RetryLayersRow> {
-        conditions(p)
-            .into_iter()
-            .map(|(failure_rate, retry_budget)| {
-                let q = RetryLayersParams {
-                    failure_rate,
-                    retry_budget,
-                    ..p.clone()
-                };
-                let l = loads(&q, seed);
-                let budget = retry_budget.map_or("null".into(), |b| b.to_string());
-                RetryLayersRow {
-                    condition: condition(failure_rate, retry_budget),
-                    change: format!("failure_rate={failure_rate} retry_budget={budget}"),
-                    per_s: l.per_s,
-                    amplification: l.amplification,
-                    success: l.success,
-                }
-            })
-            .collect()
+    /// Nothing, everything and half failing, an overloaded store; the failing ones again
+    /// with a retry budget per layer.
+    fn alternatives(p: &RetryLayersParams) -> Vec<Alternative<RetryLayersParams>> {
+        let budget = Some(p.retry_budget.unwrap_or(0.1));
+        let fixed = |rate: f64| (Failures::Fixed, rate);
+        let load = (Failures::Load, p.failure_rate);
+        [
+            (fixed(0.0), None),
+            (fixed(1.0), None),
+            (fixed(0.5), None),
+            (load, None),
+            (fixed(1.0), budget),
+            (fixed(0.5), budget),
+            (load, budget),
+        ]
+        .into_iter()
+        .map(|((failures, failure_rate), retry_budget)| {
+            let q = RetryLayersParams {
+                failures,
+                failure_rate,
+                retry_budget,
+                ..p.clone()
+            };
+            let b = retry_budget.map_or("null".into(), |b| b.to_string());
+            let change = match failures {
+                Failures::Fixed => format!("failure_rate={failure_rate} retry_budget={b}"),
+                Failures::Load => format!("failures=load retry_budget={b}"),
+            };
+            Alternative::new(condition(&q), change, q)
+        })
+        .collect()
     }
 
-    fn compare_text(p: &RetryLayersParams, seed: u64, rows: &[RetryLayersRow]) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario retry-layers (seed {seed}): calls per second received by each layer, {} req/s into the app",
+    fn compare_heading(p: &RetryLayersParams) -> String {
+        format!(
+            "scenario retry-layers: calls per second received by each layer, {} req/s into the app",
             p.rate_per_s
-        );
-        let table: Vec<Vec<String>> = rows
+        )
+    }
+
+    fn figures(_base: &RetryLayersParams, alt: &RetryLayersParams, seed: u64) -> Vec<Figure> {
+        let r = run(alt, seed);
+        let mut f: Vec<Figure> = LAYERS
             .iter()
-            .map(|r| {
-                let mut v = vec![r.condition.clone()];
-                v.extend(r.per_s.iter().map(|x| format!("{x:.0}")));
-                v.push(format!("{:.2}", r.amplification));
-                v.push(format!("{:.1}%", r.success * 100.0));
-                v
+            .enumerate()
+            .map(|(i, name)| {
+                Figure::new(
+                    ["app", "api", "downstream", "store"][i],
+                    *name,
+                    Unit::Count,
+                    Some(r.loads.per_s[i]),
+                )
             })
             .collect();
-        o.push_str(&crate::simulate::text::table(
-            &[
-                "condition",
-                "app",
-                "API",
-                "downstream",
-                "store",
-                "store/request",
-                "succeed",
-            ],
-            &table,
+        f.push(Figure::new(
+            "store_per_request",
+            "store/request",
+            Unit::Ratio,
+            Some(r.loads.amplification),
         ));
-        o
+        f.push(Figure::share("succeed", "succeed", r.loads.success));
+        f.push(Figure::share(
+            "store_failing_at_end",
+            "store failing at the end",
+            r.store_failing_at_end,
+        ));
+        let over = Figure::new(
+            "storm_over_after_s",
+            "storm over after",
+            Unit::Seconds,
+            r.storm_over_after_s,
+        );
+        f.push(match alt.failures {
+            Failures::Load => over,
+            Failures::Fixed => over.none_reads("-"),
+        });
+        f
     }
 
     fn plot(r: &RetryLayersReport, root: &Area) -> PlotResult {
-        root.fill(&WHITE)?;
-        let y_max = r
-            .worst_case_per_s
-            .iter()
-            .chain(r.loads.per_s.iter())
-            .fold(1.0f64, |a, &b| a.max(b))
-            * 2.0;
-        let mut chart = ChartBuilder::on(root)
-            .caption(
-                format!(
-                    "retry-layers: {}",
-                    condition(r.failure_rate, r.retry_budget)
-                ),
-                ("sans-serif", 22),
-            )
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(70)
-            .build_cartesian_2d(-0.5f64..3.5f64, (1.0f64..y_max).log_scale())?;
-        chart
-            .configure_mesh()
-            .x_labels(4)
-            .x_label_formatter(&|x| {
-                LAYERS
-                    .get(x.round().max(0.0) as usize)
-                    .map_or(String::new(), |s| s.to_string())
-            })
-            .y_desc("calls per second (log scale)")
-            .draw()?;
-        let bars = [
-            ("this run", RGBColor(90, 120, 230), r.loads.per_s, -0.2),
-            (
-                "everything failing, no budget",
-                RGBColor(200, 30, 30),
-                r.worst_case_per_s,
-                0.2,
-            ),
+        let colors = [
+            RGBColor(90, 120, 230),
+            RGBColor(30, 140, 30),
+            RGBColor(230, 140, 0),
+            RGBColor(200, 30, 30),
         ];
-        for (label, color, values, dx) in bars {
-            chart
-                .draw_series(values.iter().enumerate().map(|(i, &v)| {
-                    let x = i as f64 + dx;
-                    Rectangle::new([(x - 0.18, 1.0), (x + 0.18, v.max(1.0))], color.filled())
-                }))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 15, y + 5)], color.filled())
-                });
-        }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .draw()?;
-        Ok(())
+        let left: Vec<Series> = LAYERS
+            .iter()
+            .zip(colors)
+            .enumerate()
+            .map(|(i, (name, color))| {
+                let pts = r
+                    .series
+                    .iter()
+                    .map(|s| (f64::from(s.t), s.received[i] as f64))
+                    .collect();
+                Series::new(format!("{name} calls/s"), color, pts)
+            })
+            .collect();
+        let axes = Axes {
+            title: format!("retry-layers: {}", r.condition),
+            x_desc: "time (s)",
+            y_desc: "calls per second",
+            right: None,
+        };
+        plot::lines(root, &axes, &left, &[])
     }
 }

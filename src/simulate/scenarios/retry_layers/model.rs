@@ -1,49 +1,92 @@
-//! The calls of `retry-layers`, drawn one by one through the layers with each layer's
-//! token bucket, and the deadline arithmetic.
+//! The calls of `retry-layers`: requests arrive at the app (the kernel's arrivals) and
+//! each is followed down through the layers at once, every layer retrying under its own
+//! retry budget (the crate's one [`RetryBudget`]); and the deadline arithmetic. The store
+//! fails a call with a fixed probability, or, overloaded, with the share of its load it
+//! cannot serve, measured over the last window, so a storm of retries can keep it failing
+//! after its first cause is gone.
 
-use super::params::RetryLayersParams;
-use crate::simulate::rng::SplitMix64;
+use super::params::{Failures, RetryLayersParams};
+use crate::retry::RetryBudget;
+use crate::simulate::kernel::arrivals::Stream;
+use crate::simulate::kernel::record::Series;
+use crate::simulate::kernel::rng::SplitMix64;
 use serde::Serialize;
 use std::time::Duration;
 
-/// One layer's token bucket.
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    cap: f64,
-    per_success: f64,
+/// One second of the run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LayerSecond {
+    pub t: u32,
+    /// Calls received by app, API, downstream, store.
+    pub received: [u64; 4],
+    pub store_failed: u64,
+    pub requests: u64,
+    pub succeeded: u64,
 }
 
-impl Bucket {
-    fn success(&mut self) {
-        self.tokens = (self.tokens + self.per_success).min(self.cap);
-    }
+/// The store's load: calls offered in the current window, and the rate of the last one.
+struct Load {
+    window_us: u64,
+    start_us: u64,
+    count: u64,
+    last_per_s: f64,
+}
 
-    /// Spend a token for a retry if one is there.
-    fn retry(&mut self) -> bool {
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            true
-        } else {
-            false
+impl Load {
+    /// Move to the window holding `now`.
+    fn at(&mut self, now: u64) {
+        if now < self.start_us + self.window_us {
+            return;
         }
+        let windows = (now - self.start_us) / self.window_us;
+        self.last_per_s = if windows == 1 {
+            self.count as f64 * 1e6 / self.window_us as f64
+        } else {
+            0.0
+        };
+        self.start_us += windows * self.window_us;
+        self.count = 0;
     }
 }
 
 struct Sim<'a> {
     p: &'a RetryLayersParams,
     rng: SplitMix64,
-    /// Calls received per layer (index into LAYERS).
-    received: [u64; 4],
-    buckets: Option<[Bucket; 3]>,
+    budgets: Option<[RetryBudget; 3]>,
+    /// The store's failure probability for the calls of the current request.
+    store_fails: f64,
+    load: Load,
+    row: LayerSecond,
 }
 
 impl Sim<'_> {
+    fn failure_probability(&self, now: u64) -> f64 {
+        let p = self.p;
+        match p.failures {
+            Failures::Fixed => p.failure_rate,
+            Failures::Load => {
+                let us = |d: Duration| d.as_micros() as u64;
+                if now >= us(p.trigger_from) && now < us(p.trigger_to) {
+                    return 1.0;
+                }
+                let offered = self.load.last_per_s;
+                if offered <= p.store_capacity_per_s {
+                    0.0
+                } else {
+                    1.0 - p.store_capacity_per_s / (p.overload_factor * offered)
+                }
+            }
+        }
+    }
+
     /// One call received by `layer`; true if it succeeded.
     fn call(&mut self, layer: usize) -> bool {
-        self.received[layer] += 1;
+        self.row.received[layer] += 1;
         if layer == 3 {
-            return self.rng.unit() >= self.p.failure_rate;
+            self.load.count += 1;
+            let failed = self.rng.unit() < self.store_fails;
+            self.row.store_failed += u64::from(failed);
+            return !failed;
         }
         let retries = [
             self.p.app_retries,
@@ -52,23 +95,66 @@ impl Sim<'_> {
         ][layer];
         for attempt in 0..=retries {
             if attempt > 0 {
-                let allowed = match &mut self.buckets {
-                    Some(b) => b[layer].retry(),
-                    None => true,
-                };
-                if !allowed {
-                    return false;
+                if let Some(b) = &mut self.budgets {
+                    if !b[layer].try_spend() {
+                        return false;
+                    }
                 }
             }
             if self.call(layer + 1) {
-                if let Some(b) = &mut self.buckets {
-                    b[layer].success();
+                if let Some(b) = &mut self.budgets {
+                    b[layer].on_success();
                 }
                 return true;
             }
         }
         false
     }
+}
+
+/// Per second of the run.
+pub fn seconds(p: &RetryLayersParams, seed: u64) -> Vec<LayerSecond> {
+    let budget = p
+        .retry_budget
+        .map(|ratio| RetryBudget::new(ratio, p.budget_tokens));
+    let mut sim = Sim {
+        p,
+        rng: SplitMix64::new(seed),
+        budgets: budget.map(|b| [b.clone(), b.clone(), b]),
+        store_fails: 0.0,
+        load: Load {
+            window_us: (p.load_window.as_micros() as u64).max(1),
+            start_us: 0,
+            count: 0,
+            last_per_s: 0.0,
+        },
+        row: LayerSecond::default(),
+    };
+    let end = u64::from(p.seconds) * 1_000_000;
+    let mut series: Series<LayerSecond> = Series::new(1_000_000, p.seconds as usize);
+    let mut arrivals = Stream::new(p.arrivals, p.rate_per_s);
+    let mut second = 0;
+    loop {
+        let now = arrivals.next(&mut sim.rng);
+        if now >= end {
+            break;
+        }
+        if now / 1_000_000 != second {
+            *series.at(second * 1_000_000) = std::mem::take(&mut sim.row);
+            second = now / 1_000_000;
+        }
+        sim.load.at(now);
+        sim.store_fails = sim.failure_probability(now);
+        let ok = sim.call(0);
+        sim.row.requests += 1;
+        sim.row.succeeded += u64::from(ok);
+    }
+    *series.at(second * 1_000_000) = std::mem::take(&mut sim.row);
+    let mut rows = series.into_rows();
+    for (t, r) in rows.iter_mut().enumerate() {
+        r.t = t as u32;
+    }
+    rows
 }
 
 /// The load on each layer and what got through.
@@ -82,27 +168,20 @@ pub struct Loads {
     pub success: f64,
 }
 
-pub fn loads(p: &RetryLayersParams, seed: u64) -> Loads {
-    let per_success = p.retry_budget.unwrap_or(0.0);
-    let bucket = Bucket {
-        tokens: p.budget_tokens,
-        cap: p.budget_tokens,
-        per_success,
-    };
-    let mut sim = Sim {
-        p,
-        rng: SplitMix64::new(seed),
-        received: [0; 4],
-        buckets: p.retry_budget.map(|_| [bucket; 3]),
-    };
-    let n = (p.rate_per_s * f64::from(p.seconds)).round() as u64;
-    let ok = (0..n).filter(|_| sim.call(0)).count() as u64;
+pub fn loads_of(p: &RetryLayersParams, series: &[LayerSecond]) -> Loads {
+    let sum = |f: &dyn Fn(&LayerSecond) -> u64| series.iter().map(f).sum::<u64>();
+    let received: [u64; 4] = std::array::from_fn(|i| sum(&|s| s.received[i]));
+    let n = sum(&|s| s.requests).max(1);
     let secs = f64::from(p.seconds);
     Loads {
-        per_s: sim.received.map(|r| r as f64 / secs),
-        amplification: sim.received[3] as f64 / n.max(1) as f64,
-        success: ok as f64 / n.max(1) as f64,
+        per_s: received.map(|r| r as f64 / secs),
+        amplification: received[3] as f64 / n as f64,
+        success: sum(&|s| s.succeeded) as f64 / n as f64,
     }
+}
+
+pub fn loads(p: &RetryLayersParams, seed: u64) -> Loads {
+    loads_of(p, &seconds(p, seed))
 }
 
 /// One attempt of the top caller against its deadline.
@@ -133,57 +212,4 @@ pub fn deadline(p: &RetryLayersParams) -> Vec<AttemptTiming> {
             }
         })
         .collect()
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RetryLayersReport {
-    pub scenario: &'static str,
-    pub seed: u64,
-    pub rate_per_s: f64,
-    pub retries: [u32; 3],
-    pub failure_rate: f64,
-    pub retry_budget: Option<f64>,
-    pub loads: Loads,
-    /// Calls per second per layer if every attempt failed and nothing limited retries:
-    /// the product of the attempts above it.
-    pub worst_case_per_s: [f64; 4],
-    pub deadline_ms: f64,
-    pub attempt_timeout_ms: f64,
-    pub retry_wait_ms: f64,
-    pub answer_latency_ms: f64,
-    pub attempts: Vec<AttemptTiming>,
-    /// A retry can be answered inside the deadline.
-    pub retries_fit: bool,
-}
-
-pub fn run(p: &RetryLayersParams, seed: u64) -> RetryLayersReport {
-    let tries = [
-        p.app_retries + 1,
-        p.api_retries + 1,
-        p.downstream_retries + 1,
-    ]
-    .map(f64::from);
-    let attempts = deadline(p);
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    RetryLayersReport {
-        scenario: "retry-layers",
-        seed,
-        rate_per_s: p.rate_per_s,
-        retries: [p.app_retries, p.api_retries, p.downstream_retries],
-        failure_rate: p.failure_rate,
-        retry_budget: p.retry_budget,
-        loads: loads(p, seed),
-        worst_case_per_s: [
-            p.rate_per_s,
-            p.rate_per_s * tries[0],
-            p.rate_per_s * tries[0] * tries[1],
-            p.rate_per_s * tries[0] * tries[1] * tries[2],
-        ],
-        deadline_ms: ms(p.deadline),
-        attempt_timeout_ms: ms(p.attempt_timeout),
-        retry_wait_ms: ms(p.retry_wait),
-        answer_latency_ms: ms(p.answer_latency),
-        retries_fit: attempts.iter().skip(1).any(|a| a.fits),
-        attempts,
-    }
 }

@@ -2,23 +2,55 @@
 //! Defaults are the drill.
 
 use crate::simulate::error::SimError;
+use crate::simulate::kernel::arrivals::Arrivals;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// The scenario's name.
+pub const NAME: &str = "retry-layers";
+
+/// Why the store's calls fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Failures {
+    /// Each call fails with probability `failure_rate`, whatever the load.
+    Fixed,
+    /// The store is failing because it is overloaded: it fails every call during the
+    /// trigger (the first cause), and at any time the share of the calls it is offered
+    /// beyond what it can serve, serving only `1 / overload_factor` of its capacity once
+    /// overloaded.
+    Load,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryLayersParams {
     /// Requests per second entering the app.
     pub rate_per_s: f64,
+    pub arrivals: Arrivals,
     /// Retries of the app's call to the API.
     pub app_retries: u32,
     /// Retries of the API's call to the downstream.
     pub api_retries: u32,
     /// Retries of the downstream's call to its store.
     pub downstream_retries: u32,
-    /// Share of the store's calls that fail (1: everything failing).
+    pub failures: Failures,
+    /// Fixed: share of the store's calls that fail (1: everything failing).
     pub failure_rate: f64,
+    /// Load: calls per second the store serves.
+    pub store_capacity_per_s: f64,
+    /// Load: offered more than its capacity, the store does this many times the work per
+    /// call (contention, a queue nobody waits for), so it serves capacity / factor.
+    pub overload_factor: f64,
+    /// Load: the store fails every call from `trigger_from` to `trigger_to`.
+    #[serde(with = "serde_human")]
+    pub trigger_from: Duration,
+    #[serde(with = "serde_human")]
+    pub trigger_to: Duration,
+    /// Load: the store's load is the calls offered over the last window of this length.
+    #[serde(with = "serde_human")]
+    pub load_window: Duration,
     /// A retry budget per layer: every success adds this many tokens, a retry costs one
     /// (none: retry whenever allowed).
     pub retry_budget: Option<f64>,
@@ -42,10 +74,17 @@ impl Default for RetryLayersParams {
     fn default() -> Self {
         RetryLayersParams {
             rate_per_s: 3000.0,
+            arrivals: Arrivals::Paced,
             app_retries: 2,
             api_retries: 3,
             downstream_retries: 3,
+            failures: Failures::Fixed,
             failure_rate: 1.0,
+            store_capacity_per_s: 6000.0,
+            overload_factor: 4.0,
+            trigger_from: Duration::from_secs(2),
+            trigger_to: Duration::from_secs(3),
+            load_window: Duration::from_millis(100),
             retry_budget: None,
             budget_tokens: 100.0,
             seconds: 10,
@@ -74,6 +113,19 @@ impl RetryLayersParams {
         }
         if !(0.0..=1.0).contains(&self.failure_rate) {
             return bad("failure_rate", "must be between 0 and 1");
+        }
+        if !(self.store_capacity_per_s > 0.0 && self.store_capacity_per_s.is_finite()) {
+            return bad("store_capacity_per_s", "must be a positive number");
+        }
+        if !(self.overload_factor >= 1.0 && self.overload_factor.is_finite()) {
+            return bad("overload_factor", "must be at least 1");
+        }
+        if self.trigger_to < self.trigger_from {
+            return bad("trigger_to", "must not be before trigger_from");
+        }
+        if self.load_window < Duration::from_millis(1) || self.load_window > Duration::from_secs(10)
+        {
+            return bad("load_window", "must be between 1ms and 10s");
         }
         if self
             .retry_budget

@@ -9,16 +9,14 @@ mod model;
 pub mod params;
 pub mod report;
 
-pub use params::{Arrivals, SlowReplicaParams};
+pub use params::SlowReplicaParams;
 pub use report::SlowReplicaReport;
 
-use super::drill::DrillModel;
 use crate::gate::balance::policy::BalancePolicy;
 use crate::simulate::error::SimError;
+use crate::simulate::model::{Alternative, Figure, Model, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use plotters::style::RGBColor;
-use serde::Serialize;
-use std::fmt::Write;
 use std::time::Duration;
 
 /// The per-call timeout and the hedging delay the drill compares.
@@ -26,23 +24,6 @@ pub const COMPARE_TIMEOUT: Duration = Duration::from_millis(250);
 pub const COMPARE_HEDGE_AFTER: Duration = Duration::from_millis(150);
 
 pub struct SlowReplica;
-
-/// One row of `--compare`: a balancer with one of the caller-side variants.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SlowReplicaRow {
-    pub balancer: String,
-    pub variant: String,
-    /// The `--set` changes that make this row from the scenario.
-    pub change: String,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub last_10s_p99_ms: f64,
-    pub failed_share: f64,
-    pub slow_share: f64,
-    pub slow_max_backlog: u64,
-    pub hedged_share: f64,
-    pub ejections: u64,
-}
 
 pub fn run(p: &SlowReplicaParams, seed: u64) -> SlowReplicaReport {
     report::build(p, seed, &model::run(p, seed))
@@ -65,11 +46,11 @@ fn balancers() -> [(&'static str, BalancePolicy, bool); 4] {
 /// The caller-side variants compared: (label, timeout, retries, hedge).
 fn variants() -> [(&'static str, Option<Duration>, u32, Option<Duration>); 4] {
     [
-        ("-", None, 0, None),
-        ("timeout 250 ms", Some(COMPARE_TIMEOUT), 0, None),
-        ("timeout 250 ms + 1 retry", Some(COMPARE_TIMEOUT), 1, None),
+        ("", None, 0, None),
+        (", timeout 250 ms", Some(COMPARE_TIMEOUT), 0, None),
+        (", timeout 250 ms + 1 retry", Some(COMPARE_TIMEOUT), 1, None),
         (
-            "hedge at 150 ms, max 10%",
+            ", hedge at 150 ms, max 10%",
             None,
             0,
             Some(COMPARE_HEDGE_AFTER),
@@ -81,11 +62,10 @@ fn fmt_opt(d: Option<Duration>) -> String {
     d.map_or("null".into(), crate::util::duration::format)
 }
 
-impl DrillModel for SlowReplica {
-    const NAME: &'static str = "slow-replica";
+impl Model for SlowReplica {
+    const NAME: &'static str = params::NAME;
     type Params = SlowReplicaParams;
     type Report = SlowReplicaReport;
-    type Row = SlowReplicaRow;
 
     fn validate(p: &SlowReplicaParams) -> Result<(), SimError> {
         p.validate()
@@ -99,10 +79,16 @@ impl DrillModel for SlowReplica {
         report::text(r)
     }
 
-    fn compare(p: &SlowReplicaParams, seed: u64) -> Vec<SlowReplicaRow> {
-        let mut rows = Vec::new();
+    /// Every balancer, plain and with each caller-side variant.
+    fn alternatives(p: &SlowReplicaParams) -> Vec<Alternative<SlowReplicaParams>> {
+        let mut out = Vec::new();
         for (label, policy, eject) in balancers() {
             for (variant, timeout, retries, hedge) in variants() {
+                let change = format!(
+                    "balancer={policy} outlier_ejection={eject} timeout={} timeout_retries={retries} hedge_after={}",
+                    fmt_opt(timeout),
+                    fmt_opt(hedge)
+                );
                 let q = SlowReplicaParams {
                     balancer: policy,
                     outlier_ejection: eject,
@@ -111,71 +97,42 @@ impl DrillModel for SlowReplica {
                     hedge_after: hedge,
                     ..p.clone()
                 };
-                let r = run(&q, seed);
-                let change = format!(
-                    "balancer={policy} outlier_ejection={eject} timeout={} timeout_retries={retries} hedge_after={}",
-                    fmt_opt(timeout),
-                    fmt_opt(hedge)
-                );
-                rows.push(SlowReplicaRow {
-                    balancer: label.to_string(),
-                    variant: variant.to_string(),
-                    change,
-                    p50_ms: r.slowed.p50_ms,
-                    p99_ms: r.slowed.p99_ms,
-                    last_10s_p99_ms: r.last_10s.p99_ms,
-                    failed_share: r.slowed.failed as f64 / r.slowed.calls.max(1) as f64,
-                    slow_share: r.slow_share,
-                    slow_max_backlog: r.slow_max_backlog,
-                    hedged_share: r.hedged_share,
-                    ejections: r.ejections.len() as u64,
-                });
+                out.push(Alternative::new(format!("{label}{variant}"), change, q));
             }
         }
-        rows
+        out
     }
 
-    fn compare_text(p: &SlowReplicaParams, seed: u64, rows: &[SlowReplicaRow]) -> String {
-        let b = report::replica_name(p.slow_replica);
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario slow-replica (seed {seed}): replica {b} {}x slower from {} s; latency of the calls after that, as their callers saw it",
+    fn compare_heading(p: &SlowReplicaParams) -> String {
+        format!(
+            "scenario slow-replica: replica {} {}x slower from {} s; latency of the calls after that, as their callers saw it",
+            report::replica_name(p.slow_replica),
             p.slow_factor,
             p.slow_at.as_secs_f64()
-        );
-        let pct = |x: f64| format!("{:.1}%", x * 100.0);
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.balancer.clone(),
-                    r.variant.clone(),
-                    report::fmt_ms(r.p50_ms),
-                    report::fmt_ms(r.p99_ms),
-                    report::fmt_ms(r.last_10s_p99_ms),
-                    pct(r.failed_share),
-                    pct(r.slow_share),
-                    r.slow_max_backlog.to_string(),
-                    pct(r.hedged_share),
-                ]
-            })
-            .collect();
-        let share = format!("{b} share");
-        let queue = format!("{b} queue max");
-        let headers = [
-            "balancer",
-            "caller",
-            "p50",
-            "p99",
-            "p99 last 10 s",
-            "failed",
-            share.as_str(),
-            queue.as_str(),
-            "hedged",
-        ];
-        o.push_str(&crate::simulate::text::table(&headers, &table));
-        o
+        )
+    }
+
+    fn figures(_base: &SlowReplicaParams, alt: &SlowReplicaParams, seed: u64) -> Vec<Figure> {
+        let r = run(alt, seed);
+        let b = &r.slow_replica;
+        let ms = |key, header: &str, v| Figure::new(key, header, Unit::Millis, Some(v));
+        vec![
+            ms("p50_ms", "p50", r.slowed.p50_ms),
+            ms("p99_ms", "p99", r.slowed.p99_ms),
+            ms("last_10s_p99_ms", "p99 last 10 s", r.last_10s.p99_ms),
+            Figure::share(
+                "failed_share",
+                "failed",
+                r.slowed.failed as f64 / r.slowed.calls.max(1) as f64,
+            ),
+            Figure::share("slow_share", &format!("{b} share"), r.slow_share),
+            Figure::count(
+                "slow_max_backlog",
+                &format!("{b} queue max"),
+                r.slow_max_backlog,
+            ),
+            Figure::share("hedged_share", "hedged", r.hedged_share),
+        ]
     }
 
     fn plot(r: &SlowReplicaReport, root: &Area) -> PlotResult {

@@ -3,19 +3,19 @@
 //! ejection); a replica has a fixed pool of workers and a FIFO queue, and works on every
 //! request it got, also those whose caller has given up (timed out, or won by a hedge).
 //!
-//! Time is in microseconds; events are ordered by (time, sequence), so equal times keep
-//! the order they were scheduled in and a run is the same for a seed on every machine.
+//! Time is in microseconds on the kernel's clock, which hands out equal times in the order
+//! they were scheduled, so a run is the same for a seed on every machine.
 
-use super::params::{Arrivals, SlowReplicaParams};
+use super::params::SlowReplicaParams;
 use crate::gate::balance::outlier::{self, Event, Health, LatencyStat, WindowStat};
 use crate::gate::balance::policy::{admitted_by_weight, choose, Candidate};
-use crate::simulate::rng::SplitMix64;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use crate::simulate::kernel::arrivals::Stream;
+use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::record::percentile;
+use crate::simulate::kernel::rng::SplitMix64;
+use std::collections::VecDeque;
 
-const US: f64 = 1e6;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ev {
     Arrival,
     AtReplica(u32),
@@ -90,8 +90,8 @@ struct Sim<'a> {
     p: &'a SlowReplicaParams,
     rng: SplitMix64,
     now: u64,
-    seq: u64,
-    events: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    clock: Clock<Ev>,
+    arrivals: Stream,
     calls: Vec<Call>,
     attempts: Vec<Attempt>,
     reps: Vec<Replica>,
@@ -107,6 +107,15 @@ fn us(d: std::time::Duration) -> u64 {
     d.as_micros() as u64
 }
 
+/// What the wheel should cover: the longest a request is usually scheduled ahead (a slow
+/// request's work; a timeout, a hedge).
+fn horizon(p: &SlowReplicaParams) -> u64 {
+    let work = us(p.service_max) as f64 * p.slow_factor;
+    let waits = [p.timeout, p.hedge_after, Some(p.network)];
+    let longest = waits.iter().flatten().map(|d| us(*d)).max().unwrap_or(0);
+    (work as u64).max(longest)
+}
+
 pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
     let n = p.replicas as usize;
     let seconds = p.duration.as_secs_f64().ceil() as usize;
@@ -114,8 +123,8 @@ pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
         p,
         rng: SplitMix64::new(seed),
         now: 0,
-        seq: 0,
-        events: BinaryHeap::new(),
+        clock: Clock::new(horizon(p)),
+        arrivals: Stream::new(p.arrivals, p.rate_per_s),
         calls: Vec::new(),
         attempts: Vec::new(),
         reps: (0..n).map(|_| Replica::default()).collect(),
@@ -133,13 +142,13 @@ pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
         end_us: us(p.duration),
         slow_max: 0,
     };
-    let first = sim.gap();
+    let first = sim.arrivals.next(&mut sim.rng);
     sim.at(first, Ev::Arrival);
     sim.at(1_000_000, Ev::Sample);
     if p.outlier_ejection {
         sim.at(us(p.outlier_interval), Ev::Evaluate);
     }
-    while let Some(Reverse((t, _, ev))) = sim.events.pop() {
+    while let Some((t, ev)) = sim.clock.pop() {
         sim.now = t;
         sim.handle(ev);
     }
@@ -150,17 +159,7 @@ pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
 
 impl Sim<'_> {
     fn at(&mut self, t: u64, ev: Ev) {
-        self.seq += 1;
-        self.events.push(Reverse((t, self.seq, ev)));
-    }
-
-    fn gap(&mut self) -> u64 {
-        let mean = US / self.p.rate_per_s;
-        let g = match self.p.arrivals {
-            Arrivals::Paced => mean,
-            Arrivals::Poisson => -mean * (1.0 - self.rng.unit()).ln(),
-        };
-        (g as u64).max(1)
+        self.clock.schedule(t, ev);
     }
 
     fn handle(&mut self, ev: Ev) {
@@ -190,7 +189,7 @@ impl Sim<'_> {
         if let Some(h) = self.p.hedge_after {
             self.at(self.now + us(h), Ev::Hedge(c));
         }
-        let next = self.now + self.gap();
+        let next = self.arrivals.next(&mut self.rng);
         if next < self.end_us {
             self.at(next, Ev::Arrival);
         }
@@ -411,13 +410,4 @@ fn window_stat(mut v: Vec<u64>, stat: LatencyStat) -> WindowStat {
         requests: v.len() as u64,
         latency_ms: latency_us / 1000.0,
     }
-}
-
-/// Nearest-rank percentile of sorted values (0 when empty).
-pub fn percentile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }

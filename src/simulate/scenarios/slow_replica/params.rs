@@ -5,19 +5,13 @@
 use crate::gate::balance::outlier::{LatencyStat, OutlierConfig};
 use crate::gate::balance::policy::BalancePolicy;
 use crate::simulate::error::SimError;
+use crate::simulate::kernel::arrivals::Arrivals;
 use crate::util::duration::{serde_human, serde_human_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// How requests arrive at the balancer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Arrivals {
-    /// Independent clients: exponential gaps (a Poisson stream), so requests bunch up.
-    Poisson,
-    /// Evenly spaced.
-    Paced,
-}
+/// The scenario's name.
+pub const NAME: &str = "slow-replica";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

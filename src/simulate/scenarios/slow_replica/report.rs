@@ -1,21 +1,12 @@
 //! What a `slow-replica` run shows: latency before and after the slowdown, the slow
 //! replica's share of requests and its queue, second by second, and the summary lines.
 
-use super::model::{percentile, Outcome};
+use super::model::Outcome;
 use super::params::SlowReplicaParams;
+use crate::simulate::kernel::record::Latency;
+use crate::simulate::text::{self, fmt_ms, pct};
 use serde::Serialize;
 use std::fmt::Write;
-
-/// Latency of the calls that arrived in some stretch of the run, as their callers saw it
-/// (a failed call counts with the time it took to fail).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
-pub struct Latency {
-    pub calls: u64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
-    pub failed: u64,
-}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SecondRow {
@@ -86,24 +77,11 @@ pub fn replica_name(i: u32) -> String {
     char::from(b'A' + (i % 26) as u8).to_string()
 }
 
-fn latency(mut ms_failed: Vec<(u64, bool)>) -> Latency {
-    ms_failed.sort_unstable();
-    let v: Vec<u64> = ms_failed.iter().map(|x| x.0).collect();
-    let ms = |q: f64| percentile(&v, q) as f64 / 1000.0;
-    Latency {
-        calls: v.len() as u64,
-        p50_ms: ms(0.5),
-        p99_ms: ms(0.99),
-        max_ms: v.last().copied().unwrap_or(0) as f64 / 1000.0,
-        failed: ms_failed.iter().filter(|x| x.1).count() as u64,
-    }
-}
-
 pub fn build(p: &SlowReplicaParams, seed: u64, o: &Outcome) -> SlowReplicaReport {
     let slow_at = p.slow_at.as_micros() as u64;
     let end = p.duration.as_micros() as u64;
     let lat = |from: u64, to: u64| {
-        latency(
+        Latency::of(
             o.calls
                 .iter()
                 .filter(|c| c.arrival_us >= from && c.arrival_us < to)
@@ -143,7 +121,7 @@ pub fn build(p: &SlowReplicaParams, seed: u64, o: &Outcome) -> SlowReplicaReport
         .collect();
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     SlowReplicaReport {
-        scenario: "slow-replica",
+        scenario: super::params::NAME,
         seed,
         rate_per_s: p.rate_per_s,
         balancer: p.balancer.name().to_string(),
@@ -186,19 +164,6 @@ pub fn build(p: &SlowReplicaParams, seed: u64, o: &Outcome) -> SlowReplicaReport
             .collect(),
         series,
     }
-}
-
-/// `p99 120 ms` or `p99 12.3 s`.
-pub fn fmt_ms(ms: f64) -> String {
-    if ms >= 10_000.0 {
-        format!("{:.1} s", ms / 1000.0)
-    } else {
-        format!("{ms:.0} ms")
-    }
-}
-
-fn pct(x: f64) -> String {
-    format!("{:.1}%", x * 100.0)
 }
 
 pub fn describe_setup(r: &SlowReplicaReport) -> String {
@@ -280,7 +245,7 @@ pub fn text(r: &SlowReplicaReport) -> String {
             }
         );
     }
-    let window = (r.series.len() / 30).max(1);
+    let window = text::window(r.series.len());
     let headers = [
         "t(s)", "calls", "p50", "p99", "failed", "B share", "B queue", "B out",
     ];
@@ -317,7 +282,7 @@ pub fn text(r: &SlowReplicaReport) -> String {
         })
         .collect();
     let hs: Vec<&str> = headers.iter().map(String::as_str).collect();
-    o.push_str(&crate::simulate::text::table(&hs, &rows));
+    o.push_str(&text::table(&hs, &rows));
     let _ = writeln!(
         o,
         "(rows of {window} s by arrival time: the worst p50 and p99 of the calls that arrived then; {b} queue: the most waiting or in work at {b})"

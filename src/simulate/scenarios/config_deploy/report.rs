@@ -57,7 +57,7 @@ pub struct Totals {
 /// The summary and series of a `config-deploy`-style run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemReport {
-    pub scenario: String,
+    pub scenario: &'static str,
     pub seed: u64,
     /// Most attempts arriving in one second.
     pub peak_calls: u64,

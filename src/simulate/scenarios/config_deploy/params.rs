@@ -2,11 +2,15 @@
 //! with the worked example as defaults. One flat struct, so `--set key=value` and
 //! scenario files use the same names, and validation names the key at fault.
 
-use super::error::SimError;
-use super::policy::Policy;
+use crate::plan::Plan;
+use crate::retry::{RetryKind, RetryPolicy};
+use crate::simulate::error::SimError;
 use crate::util::duration::{serde_human, serde_human_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// The scenario's name.
+pub const NAME: &str = "config-deploy";
 
 /// Everything the `config-deploy` style model needs. Defaults are the worked example:
 /// 500 workers polling every 30 s, 200 req/s without shedding, 2 s timeout, 1 s fixed retry
@@ -31,7 +35,7 @@ pub struct SystemParams {
     /// Cap on the backed-off delay.
     #[serde(with = "serde_human")]
     pub retry_max_delay: Duration,
-    /// Draw each retry delay uniformly in (0, 2 x delay]: same mean, spread out.
+    /// Full jitter: wait random() x the delay (backed off or not), anywhere from 0 up to it.
     pub jitter: bool,
     /// Attempts per poll before giving up; 0 retries forever.
     pub max_attempts: u32,
@@ -106,6 +110,10 @@ pub struct SystemParams {
     /// Failure-free time required at the end before the run counts as recovered.
     #[serde(with = "serde_human")]
     pub settle_window: Duration,
+
+    /// A recovery plan whose procedure starts at `plan_at` (a scenario file's `plan:`).
+    #[serde(skip)]
+    pub plan: Option<Plan>,
 }
 
 impl Default for SystemParams {
@@ -142,14 +150,35 @@ impl Default for SystemParams {
             duration: Duration::from_secs(300),
             tick: Duration::from_millis(10),
             settle_window: Duration::from_secs(30),
+            plan: None,
         }
     }
 }
 
 impl SystemParams {
-    /// Apply a named policy: it sets the two independent switches `backoff` and `jitter`.
-    pub fn set_policy(&mut self, p: Policy) {
-        (self.backoff, self.jitter) = p.switches();
+    /// Apply a kind of retry policy: it sets the two switches `backoff` and `jitter`.
+    pub fn set_retry(&mut self, kind: RetryKind) {
+        (self.backoff, self.jitter) = match kind {
+            RetryKind::Fixed => (false, false),
+            RetryKind::Exponential => (true, false),
+            RetryKind::FullJitter => (true, true),
+        };
+    }
+
+    /// The clients' retry policy: `retry_delay`, doubled up to `retry_max_delay` with
+    /// `backoff`, times random() with `jitter`.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        let kind = match (self.backoff, self.jitter) {
+            (false, false) => RetryKind::Fixed,
+            (true, false) => RetryKind::Exponential,
+            (_, true) => RetryKind::FullJitter,
+        };
+        let max = if self.backoff {
+            self.retry_max_delay
+        } else {
+            self.retry_delay
+        };
+        RetryPolicy::new(kind, self.retry_delay, max)
     }
 
     /// When the trigger is over (the later of outage end and spike end; 0 without one).
@@ -215,19 +244,19 @@ impl SystemParams {
                 "more than 10^8 ticks; raise tick",
             ));
         }
-        // The timing wheel holds one bucket per tick of the longest delay.
+        // The clock's wheel holds one bucket per tick of the longest delay.
         let slowest_interval = self.interval.as_secs_f64() / self.spike_factor.clamp(1e-3, 1.0);
         let longest = [
             ("interval", slowest_interval),
             ("timeout", self.timeout.as_secs_f64()),
-            ("retry_delay", 2.0 * self.retry_delay.as_secs_f64()),
-            ("retry_max_delay", 2.0 * self.retry_max_delay.as_secs_f64()),
+            ("retry_delay", self.retry_delay.as_secs_f64()),
+            ("retry_max_delay", self.retry_max_delay.as_secs_f64()),
         ];
         for (key, secs) in longest {
             if secs / tick.as_secs_f64() > 2e6 {
                 return Err(SimError::invalid(
                     key,
-                    "spans more than 2,000,000 ticks (x2 for retry delays, jitter); raise tick",
+                    "spans more than 2,000,000 ticks; raise tick",
                 ));
             }
         }

@@ -3,7 +3,7 @@
 //! (client timeout, retry delay, trigger) comes from a base the user can override with
 //! `--sim-set key=value`.
 
-use super::SystemParams;
+use super::params::SystemParams;
 use crate::plan::PlanInputs;
 
 /// `base` with the server and the demand taken from the plan's inputs: capacity (else

@@ -1,5 +1,6 @@
-//! A tiny seeded PRNG (SplitMix64) owned by this crate, so a simulation's output is byte for
-//! byte the same across machines and dependency upgrades (`rand`'s generators may change).
+//! The one seeded PRNG of every scenario (SplitMix64), owned by this crate so that a
+//! simulation's output is byte for byte the same across machines and dependency upgrades
+//! (`rand`'s generators may change); with the draws the scenarios share.
 
 /// SplitMix64: one u64 of state, good statistical quality for what-if jitter and phases.
 #[derive(Debug, Clone)]
@@ -37,6 +38,19 @@ impl SplitMix64 {
         }
         lo + self.below(hi - lo + 1)
     }
+
+    /// Exponentially distributed with mean `mean` (the gap between Poisson arrivals).
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * (1.0 - self.unit()).ln()
+    }
+
+    /// A uniform random order (Fisher-Yates, from the back).
+    pub fn shuffle<T>(&mut self, v: &mut [T]) {
+        for i in (1..v.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            v.swap(i, j);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -62,5 +76,19 @@ mod tests {
             hi |= v == 4;
         }
         assert!(lo && hi);
+    }
+
+    #[test]
+    fn shuffle_keeps_every_element_and_depends_on_the_seed() {
+        let order = |seed| {
+            let mut v: Vec<u32> = (0..20).collect();
+            SplitMix64::new(seed).shuffle(&mut v);
+            v
+        };
+        let mut sorted = order(1);
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..20).collect::<Vec<_>>());
+        assert_eq!(order(1), order(1));
+        assert_ne!(order(1), order(2));
     }
 }

@@ -1,17 +1,17 @@
 //! The continuous-time engine: advances clients, gate and server one tick at a time, with
-//! client events on a timing wheel, and records a per-second series. Deterministic: the
-//! only randomness is the crate's own seeded PRNG, drawn in a fixed order.
+//! client wake-ups on the kernel's clock, and records a per-second series. Deterministic:
+//! the only randomness is the kernel's seeded PRNG, drawn in a fixed order.
 
-use super::model::clients::{Client, Phase, RetryBudget};
-use super::model::gate::{Admission, Gate};
-use super::model::server::{Arrival, Req, Server, ServerConfig};
+use super::clients::{Client, Phase};
+use super::gate::{Admission, Gate};
 use super::params::SystemParams;
-use super::policy::retry_delay_ticks;
 use super::procedure::Procedure;
 use super::report::{analyse, Second, SystemReport, Totals};
-use super::rng::SplitMix64;
-use super::wheel::Wheel;
-use crate::plan::Plan;
+use super::server::{Arrival, Req, Server, ServerConfig};
+use crate::retry::{RetryBudget, RetryPolicy};
+use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::record::Series;
+use crate::simulate::kernel::rng::SplitMix64;
 use std::time::Duration;
 
 fn ticks(d: Duration, tick: Duration) -> u32 {
@@ -22,24 +22,26 @@ fn ticks(d: Duration, tick: Duration) -> u32 {
 #[derive(Debug, Clone, Copy)]
 struct Timing {
     timeout_t: u32,
-    retry_t: u64,
-    retry_cap_t: u64,
     interval_t: u32,
+    retry: RetryPolicy,
+    tick: Duration,
 }
 
 impl Timing {
-    fn of(p: &SystemParams) -> Self {
+    fn of(p: &SystemParams, tick: Duration) -> Self {
         Timing {
-            timeout_t: ticks(p.timeout, p.tick).max(1),
-            retry_t: u64::from(ticks(p.retry_delay, p.tick).max(1)),
-            retry_cap_t: u64::from(ticks(p.retry_max_delay, p.tick).max(1)),
-            interval_t: ticks(p.interval, p.tick).max(1),
+            timeout_t: ticks(p.timeout, tick).max(1),
+            interval_t: ticks(p.interval, tick).max(1),
+            retry: p.retry_policy(),
+            tick,
         }
     }
 
-    /// The longest delay anything is scheduled ahead (jitter draws up to 2x a delay).
+    /// The longest delay anything is usually scheduled ahead (full jitter waits at most
+    /// the backed-off delay).
     fn horizon(&self) -> u64 {
-        u64::from(self.interval_t.max(self.timeout_t)).max(2 * self.retry_t.max(self.retry_cap_t))
+        let retry = u64::from(ticks(self.retry.max, self.tick));
+        u64::from(self.interval_t.max(self.timeout_t)).max(retry)
     }
 }
 
@@ -60,15 +62,14 @@ struct Engine<'a> {
     p: &'a SystemParams,
     rng: SplitMix64,
     clients: Vec<Client>,
-    wheel: Wheel,
+    clock: Clock<u32>,
     server: Server,
     gate: Gate,
     budget: Option<RetryBudget>,
     cur: Second,
     /// Per second of sending: attempts sent then that failed (known only later for
     /// timeouts), so "every call arriving in that second was served" can be judged.
-    sent_failed: Vec<u64>,
-    per_s: u32,
+    sent_failed: Series<u64>,
     totals: Totals,
     in_retry: u64,
     t: Timing,
@@ -81,12 +82,12 @@ impl<'a> Engine<'a> {
     fn reconfigure(&mut self, q: &'a SystemParams, tick: Duration) {
         let old = self.p;
         self.p = q;
-        self.t = Timing::of(&SystemParams { tick, ..q.clone() });
+        self.t = Timing::of(q, tick);
         self.server.reconfigure(server_config(q, tick));
         self.gate
             .reconfigure(q.gate_rate, q.gate_burst, q.gate_max_in_flight);
         if q.retry_budget != old.retry_budget {
-            self.budget = q.retry_budget.map(|r| RetryBudget::new(r, q.clients));
+            self.budget = budget(q);
         }
     }
 
@@ -99,7 +100,7 @@ impl<'a> Engine<'a> {
 
     fn at(&mut self, id: u32, when: u32) {
         self.clients[id as usize].wake = when;
-        self.wheel.schedule(id, when);
+        self.clock.schedule(u64::from(when), id);
     }
 
     /// A spike starts: idle clients would otherwise keep their next poll up to a whole
@@ -125,9 +126,6 @@ impl<'a> Engine<'a> {
             Phase::Idle => {
                 self.totals.calls += 1;
                 self.cur.first += 1;
-                if let Some(b) = self.budget.as_mut() {
-                    b.deposit();
-                }
                 self.clients[id as usize].attempt = 1;
                 self.send(id, now);
             }
@@ -146,9 +144,7 @@ impl<'a> Engine<'a> {
     }
 
     fn mark_failed(&mut self, sent: u32) {
-        if let Some(n) = self.sent_failed.get_mut((sent / self.per_s) as usize) {
-            *n += 1;
-        }
+        *self.sent_failed.at(u64::from(sent)) += 1;
     }
 
     fn send(&mut self, id: u32, now: u32) {
@@ -191,20 +187,17 @@ impl<'a> Engine<'a> {
         let p = self.p;
         let out_of_attempts = p.max_attempts > 0 && attempt >= p.max_attempts;
         let out_of_budget =
-            !out_of_attempts && self.budget.as_mut().is_some_and(|b| !b.try_withdraw());
+            !out_of_attempts && self.budget.as_mut().is_some_and(|b| !b.try_spend());
         if out_of_attempts || out_of_budget {
             self.cur.given_up += 1;
             self.totals.given_up += 1;
             return self.end_poll(id, now);
         }
-        let d = retry_delay_ticks(
-            attempt,
-            self.t.retry_t,
-            self.t.retry_cap_t,
-            p.backoff,
-            p.jitter,
-            &mut self.rng,
-        );
+        let rng = &mut self.rng;
+        let d = self
+            .t
+            .retry
+            .delay_units(attempt, self.t.tick, || rng.unit());
         self.clients[id as usize].phase = Phase::Backoff;
         self.at(id, now + d as u32);
     }
@@ -238,6 +231,9 @@ impl<'a> Engine<'a> {
             self.cur.useful += 1;
             self.totals.served += 1;
             self.gate.finished();
+            if let Some(b) = self.budget.as_mut() {
+                b.on_success();
+            }
             self.end_poll(req.client, now);
         } else {
             self.cur.abandoned += 1;
@@ -246,42 +242,40 @@ impl<'a> Engine<'a> {
     }
 }
 
-/// Run the model; with a plan, its procedure starts at `plan_at`.
-pub fn run(p: &SystemParams, plan: Option<&Plan>, seed: u64, scenario: &str) -> SystemReport {
-    run_with(p, plan, None, seed, scenario)
+fn budget(p: &SystemParams) -> Option<RetryBudget> {
+    p.retry_budget
+        .map(|r| RetryBudget::new(r, r * f64::from(p.clients)))
+}
+
+/// Run the model; with a plan (`p.plan`), its procedure starts at `plan_at`.
+pub fn run(p: &SystemParams, seed: u64) -> SystemReport {
+    run_with(p, None, seed)
 }
 
 /// [`run`], and if `change` is given, switch to its client, server and gate parameters at
 /// `plan_at` (times are then measured from that change).
-pub fn run_with(
-    p: &SystemParams,
-    plan: Option<&Plan>,
-    change: Option<&SystemParams>,
-    seed: u64,
-    scenario: &str,
-) -> SystemReport {
+pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> SystemReport {
+    let plan = p.plan.as_ref();
     let tick = p.tick;
     let tick_s = tick.as_secs_f64();
     let n = ticks(p.duration, tick).max(1);
     let per_s = ticks(Duration::from_secs(1), tick).max(1);
-    let timing = Timing::of(p);
+    let timing = Timing::of(p, tick);
     let interval_t = timing.interval_t;
     let spike = (!p.spike.is_zero()).then(|| {
         let from = ticks(p.spike_at, tick);
         let iv = ((f64::from(interval_t) / p.spike_factor).round() as u32).max(1);
         (from, from + ticks(p.spike, tick), iv)
     });
-    let change_horizon = change.map_or(0, |q| {
-        Timing::of(&SystemParams { tick, ..q.clone() }).horizon()
-    });
+    let change_horizon = change.map_or(0, |q| Timing::of(q, tick).horizon());
     let spike_horizon = spike.map_or(0, |s| u64::from(s.2));
     let horizon = timing.horizon().max(change_horizon).max(spike_horizon);
     let mut rng = SplitMix64::new(seed);
-    let mut wheel = Wheel::new(horizon);
+    let mut clock = Clock::new(horizon);
     let clients = (0..p.clients)
         .map(|id| {
             let first = rng.below(u64::from(interval_t)) as u32;
-            wheel.schedule(id, first);
+            clock.schedule(u64::from(first), id);
             Client::new(first)
         })
         .collect();
@@ -290,13 +284,12 @@ pub fn run_with(
         p,
         rng,
         clients,
-        wheel,
+        clock,
         server,
         gate: Gate::new(p.gate_rate, p.gate_burst, p.gate_max_in_flight, tick_s),
-        budget: p.retry_budget.map(|r| RetryBudget::new(r, p.clients)),
+        budget: budget(p),
         cur: Second::default(),
-        sent_failed: vec![0; (n / per_s + 1) as usize],
-        per_s,
+        sent_failed: Series::new(u64::from(per_s), (n / per_s + 1) as usize),
         totals: Totals::default(),
         in_retry: 0,
         t: timing,
@@ -347,11 +340,11 @@ pub fn run_with(
             }
         }
         e.gate.refill();
-        let due = e.wheel.take(now);
+        let due = e.clock.take(u64::from(now));
         for &id in &due {
             e.wake(id, now);
         }
-        e.wheel.give_back(due);
+        e.clock.give_back(due);
         // Completions go through a reusable buffer: the server cannot call back into the
         // engine while it is borrowed.
         e.server.step(now, |r| done.push(r));
@@ -380,7 +373,7 @@ pub fn run_with(
     }
 
     for s in &mut series {
-        s.sent_failed = e.sent_failed[s.t as usize];
+        s.sent_failed = e.sent_failed.rows().get(s.t as usize).copied().unwrap_or(0);
     }
     let pending = e.clients.iter().filter(|c| c.phase != Phase::Idle).count() as u64;
     e.totals.pending = pending;
@@ -392,7 +385,7 @@ pub fn run_with(
     let settle = ticks(p.settle_window, tick) / per_s;
     let (settled, recovered, ttr) = analyse(&series, reference_t, settle);
     SystemReport {
-        scenario: scenario.to_string(),
+        scenario: super::params::NAME,
         seed,
         peak_calls: series.iter().map(|s| s.arriving).max().unwrap_or(0),
         given_up: e.totals.given_up,

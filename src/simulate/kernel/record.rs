@@ -1,0 +1,139 @@
+//! The one recorder of every scenario: rows of a series by time, the latency percentiles
+//! of a set of calls, and a figure's median and range across seeds. Kept apart from the
+//! models so every report reads its numbers the same way.
+
+use serde::Serialize;
+
+/// Rows of a series, one per `step` of time (a second in the scenario's unit, say): the
+/// row holding time `t` is `t / step`, created on first use.
+#[derive(Debug, Clone)]
+pub struct Series<T> {
+    step: u64,
+    rows: Vec<T>,
+}
+
+impl<T: Default> Series<T> {
+    /// Rows `step` apart (at least one unit), `rows` of them to start with.
+    pub fn new(step: u64, rows: usize) -> Self {
+        Series {
+            step: step.max(1),
+            rows: (0..rows).map(|_| T::default()).collect(),
+        }
+    }
+
+    /// The row holding time `t`.
+    pub fn at(&mut self, t: u64) -> &mut T {
+        let i = (t / self.step) as usize;
+        if i >= self.rows.len() {
+            self.rows.resize_with(i + 1, T::default);
+        }
+        &mut self.rows[i]
+    }
+
+    pub fn rows(&self) -> &[T] {
+        &self.rows
+    }
+
+    pub fn into_rows(self) -> Vec<T> {
+        self.rows
+    }
+}
+
+/// Nearest-rank percentile of sorted values (0 when empty).
+pub fn percentile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// Latency of a set of calls, as their callers saw it (a failed call counts with the time
+/// it took to fail).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Latency {
+    pub calls: u64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    pub failed: u64,
+}
+
+impl Latency {
+    /// From each call's latency in microseconds and whether it failed.
+    pub fn of(mut us_failed: Vec<(u64, bool)>) -> Latency {
+        us_failed.sort_unstable();
+        let v: Vec<u64> = us_failed.iter().map(|x| x.0).collect();
+        let ms = |q: f64| percentile(&v, q) as f64 / 1000.0;
+        Latency {
+            calls: v.len() as u64,
+            p50_ms: ms(0.5),
+            p99_ms: ms(0.99),
+            max_ms: v.last().copied().unwrap_or(0) as f64 / 1000.0,
+            failed: us_failed.iter().filter(|x| x.1).count() as u64,
+        }
+    }
+}
+
+/// One figure over several seeds: its median and its range. `None` (never, or nothing to
+/// measure) counts as larger than any number.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    /// The lower of the two middle values for an even count: always one seed's figure.
+    pub median: Option<f64>,
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Spread {
+    pub fn of(values: &[Option<f64>]) -> Spread {
+        let mut v = values.to_vec();
+        v.sort_by(|a, b| match (a, b) {
+            (Some(x), Some(y)) => x.total_cmp(y),
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (None, None) => std::cmp::Ordering::Equal,
+        });
+        let at = |i: usize| v.get(i).copied().flatten();
+        Spread {
+            median: at(v.len().saturating_sub(1) / 2),
+            min: at(0),
+            max: at(v.len().saturating_sub(1)),
+        }
+    }
+
+    /// The same figure in every seed.
+    pub fn is_constant(&self) -> bool {
+        self.min == self.max
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 0.5), 50);
+        assert_eq!(percentile(&v, 0.99), 99);
+        assert_eq!(percentile(&[], 0.5), 0);
+    }
+
+    #[test]
+    fn series_rows_grow_to_the_time_asked_for() {
+        let mut s: Series<u32> = Series::new(10, 1);
+        *s.at(3) += 1;
+        *s.at(25) += 2;
+        assert_eq!(s.rows(), &[1, 0, 2]);
+    }
+
+    #[test]
+    fn spread_counts_never_as_the_largest() {
+        let s = Spread::of(&[Some(3.0), None, Some(1.0), Some(2.0)]);
+        assert_eq!((s.median, s.min, s.max), (Some(2.0), Some(1.0), None));
+        let s = Spread::of(&[None, None, Some(1.0)]);
+        assert_eq!(s.median, None);
+        assert!(Spread::of(&[Some(4.0), Some(4.0)]).is_constant());
+    }
+}

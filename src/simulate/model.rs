@@ -1,0 +1,160 @@
+//! The one trait every scenario is behind: its parameters (every one settable by name), a
+//! deterministic run, the words and the chart of a report, and the alternatives
+//! `--compare` sets side by side with the figures it reads off each. What is generic about
+//! a scenario (resolving a name, files, `--set`, running many seeds, the median and range
+//! of each figure) is written once against this trait, in [`super::scenario`] and
+//! [`super::compare`].
+
+use super::error::SimError;
+use super::plot::{Area, PlotResult};
+use crate::retry::RetryKind;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::fmt::Debug;
+
+pub trait Model: 'static {
+    /// The scenario name (`--scenario NAME`, `model: NAME` in files).
+    const NAME: &'static str;
+    /// Defaults are the scenario as specified; a file or `--set` changes any subset.
+    type Params: Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned + 'static;
+    type Report: Debug + Serialize + 'static;
+
+    /// Refuse values the model cannot run, naming the key.
+    fn validate(p: &Self::Params) -> Result<(), SimError>;
+    /// Same parameters and seed, same report, byte for byte.
+    fn run(p: &Self::Params, seed: u64) -> Self::Report;
+    fn text(r: &Self::Report) -> String;
+    fn plot(r: &Self::Report, root: &Area) -> PlotResult;
+
+    /// `--policy KIND`: set the scenario's retry policy; an error for one without.
+    fn set_retry(_p: &mut Self::Params, _kind: RetryKind) -> Result<(), SimError> {
+        Err(SimError::invalid(
+            "policy",
+            format!(
+                "--policy: {} has no retry policy; change it with --set",
+                Self::NAME
+            ),
+        ))
+    }
+
+    /// What `--compare` sets side by side, in table order.
+    fn alternatives(p: &Self::Params) -> Vec<Alternative<Self::Params>>;
+    /// The line above the comparison table: what is compared, and how.
+    fn compare_heading(p: &Self::Params) -> String;
+    /// The figures one alternative shows for one seed; `base` is the scenario as given.
+    fn figures(base: &Self::Params, alt: &Self::Params, seed: u64) -> Vec<Figure>;
+
+    /// A scenario file's `plan:`; the reason it is refused for a model that runs none.
+    fn take_plan(_p: &mut Self::Params, _plan: crate::plan::Plan) -> Result<(), String> {
+        Err(format!("{} runs no plan", Self::NAME))
+    }
+
+    /// For `--bench-runs`: simulated client-seconds of one run (none: not a benchmark).
+    fn client_seconds(_p: &Self::Params) -> Option<f64> {
+        None
+    }
+    /// For `--bench-runs`: attempts simulated in a run.
+    fn attempts(_r: &Self::Report) -> Option<u64> {
+        None
+    }
+    /// Time to recover, for scenarios that measure one.
+    fn time_to_recover_s(_r: &Self::Report) -> Option<f64> {
+        None
+    }
+}
+
+/// One row of `--compare`: a label, the `--set` changes that make it from the scenario,
+/// and the parameters it runs with.
+#[derive(Debug, Clone)]
+pub struct Alternative<P> {
+    pub label: String,
+    pub change: String,
+    pub params: P,
+}
+
+impl<P> Alternative<P> {
+    pub fn new(label: impl Into<String>, change: impl Into<String>, params: P) -> Self {
+        Alternative {
+            label: label.into(),
+            change: change.into(),
+            params,
+        }
+    }
+}
+
+/// How a figure reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Count,
+    /// A share in [0, 1], shown as a percentage.
+    Percent,
+    /// Seconds; none reads "never".
+    Seconds,
+    /// Whole ticks of a tick model; none reads "never".
+    Ticks,
+    /// Milliseconds (ten seconds and more read in seconds).
+    Millis,
+    /// A plain number with two decimals.
+    Ratio,
+    /// 1 or 0, read as the first or the second word.
+    Flag(&'static str, &'static str),
+}
+
+/// One figure of one run: the JSON key, the table header, its unit and its value, and
+/// what a missing value means (for times "never", else nothing to measure: "-").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub key: &'static str,
+    pub header: String,
+    pub unit: Unit,
+    pub value: Option<f64>,
+    pub none: &'static str,
+}
+
+impl Figure {
+    pub fn new(
+        key: &'static str,
+        header: impl Into<String>,
+        unit: Unit,
+        value: Option<f64>,
+    ) -> Self {
+        let none = match unit {
+            Unit::Seconds | Unit::Ticks => "never",
+            _ => "-",
+        };
+        Figure {
+            key,
+            header: header.into(),
+            unit,
+            value,
+            none,
+        }
+    }
+
+    /// A missing value reads `word`.
+    pub fn none_reads(self, word: &'static str) -> Self {
+        Figure { none: word, ..self }
+    }
+
+    pub fn count(key: &'static str, header: &str, n: u64) -> Self {
+        Figure::new(key, header, Unit::Count, Some(n as f64))
+    }
+
+    pub fn share(key: &'static str, header: &str, x: f64) -> Self {
+        Figure::new(key, header, Unit::Percent, Some(x))
+    }
+
+    pub fn flag(
+        key: &'static str,
+        header: &str,
+        words: (&'static str, &'static str),
+        b: bool,
+    ) -> Self {
+        Figure::new(
+            key,
+            header,
+            Unit::Flag(words.0, words.1),
+            Some(if b { 1.0 } else { 0.0 }),
+        )
+    }
+}
