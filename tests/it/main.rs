@@ -10,6 +10,7 @@ mod support;
 mod admin_body_caps;
 mod arch_layering;
 mod cli_surface;
+mod demo_admin_auth;
 mod demo_cli;
 mod demo_e2e;
 mod demo_slow_replica;
