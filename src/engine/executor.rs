@@ -10,7 +10,8 @@ use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::steps::execute;
 use super::vars::Fixed;
 use super::{EngineError, RunOptions, RunRequest};
-use crate::metrics::signal::Snapshot;
+use crate::detect::windows::Fields;
+use crate::detect::Watched;
 use crate::metrics::source::MetricSource;
 use crate::platform::{LockHolder, Platform};
 use crate::runbook::Runbook;
@@ -62,21 +63,34 @@ where
     result
 }
 
+/// Watch the runbook's signals for its observation window, judged as `recover detect`
+/// judges them ([`crate::detect::watch`]); the look back over the history only when the
+/// plan inputs are not given already.
 async fn observe(
     run_id: &str,
     rb: &Runbook,
     metrics: &dyn MetricSource,
     opts: &RunOptions,
     cancel: &CancellationToken,
-) -> Result<Vec<Snapshot>, EngineError> {
-    let interval = rb.observe.interval;
-    let span = rb.observe_span();
-    let of = (span.as_secs_f64() / interval.as_secs_f64()).ceil() as u32 + 1;
-    let mut n = 0;
-    let watch = crate::detect::observe::recent_window(metrics, &rb.signals, span, interval, |_| {
-        n += 1;
+) -> Result<Watched, EngineError> {
+    let fields = Fields::runbook();
+    let w = crate::detect::Watch {
+        signals: &rb.signals,
+        config: &rb.detect,
+        fields: &fields,
+        interval: rb.observe.interval,
+        span: Some(rb.observe_span()),
+        at: None,
+        scrape: None,
+        look_back: opts.inputs.is_none() && !opts.overrides.is_complete(),
+    };
+    let watch = crate::detect::watch(metrics, &w, |seen| {
         if let Some(o) = &opts.observer {
-            o.event(run_id, &ProgressEvent::Observing { sample: n, of });
+            let e = ProgressEvent::Observing {
+                sample: seen.n,
+                of: seen.of,
+            };
+            o.event(run_id, &e);
         }
     });
     tokio::select! {
@@ -154,10 +168,10 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         &cancel,
         |stop| async move {
             let cancel = stop.cancel.clone();
-            let window = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
-            let d =
-                super::prior::plan_with_history(&rb, &window, metrics.as_ref(), &options).await?;
-            super::preflight::run(&rb, platform.as_ref(), &window)
+            let watched = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
+            let (verdict, lookback) = (&watched.verdict, watched.lookback.as_ref());
+            let d = super::prior::plan_with_history(&rb, verdict, lookback, &options).await?;
+            super::preflight::run(&rb, platform.as_ref(), &watched.window)
                 .await
                 .map_err(EngineError::Preflight)?;
             let replicas: Vec<String> = platform
