@@ -103,6 +103,8 @@ pub mod files {
     pub const PROMETHEUS: &str = "prometheus.yml";
     pub const SERVE: &str = "serve.yaml";
     pub const SERVE_TOKEN: &str = "serve-token";
+    /// The token the config service's `/admin/*` requires (the gate forwards every path).
+    pub const SERVICE_ADMIN_TOKEN: &str = "service-admin-token";
     pub const STATE: &str = "state";
 }
 
@@ -110,8 +112,9 @@ fn exe_str(o: &UpOptions) -> String {
     o.exe.display().to_string()
 }
 
-/// The inventory describing the demo system (relative paths: it moves with its directory).
-pub fn inventory(o: &UpOptions, p: &Ports) -> Inventory {
+/// The inventory describing the demo system (relative paths: it moves with its directory;
+/// the replicas' commands name their admin token under `dir`).
+pub fn inventory(o: &UpOptions, p: &Ports, dir: &Path) -> Inventory {
     Inventory {
         name: "demo".into(),
         state_dir: Some(PathBuf::from(files::STATE)),
@@ -127,9 +130,12 @@ pub fn inventory(o: &UpOptions, p: &Ports) -> Inventory {
                     "config-service".into(),
                     "--listen".into(),
                     a.to_string(),
+                    "--admin-token-file".into(),
+                    dir.join(files::SERVICE_ADMIN_TOKEN).display().to_string(),
                 ],
                 env: Default::default(),
                 admin_url: format!("http://{a}"),
+                admin_token_file: Some(PathBuf::from(files::SERVICE_ADMIN_TOKEN)),
                 metrics_url: format!("http://{a}/metrics"),
                 readiness_url: format!("http://{a}/readyz"),
                 adopt: None,
@@ -222,7 +228,8 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
     let dir = std::fs::canonicalize(dir).map_err(io(format!("{}", dir.display())))?;
     write_secret(&dir.join(files::GATE_TOKEN))?;
     write_secret(&dir.join(files::SERVE_TOKEN))?;
-    let inv = inventory(o, &ports);
+    write_secret(&dir.join(files::SERVICE_ADMIN_TOKEN))?;
+    let inv = inventory(o, &ports, &dir);
     let inv_path = dir.join(files::INVENTORY);
     let write = |name: &str, text: &str| {
         crate::util::atomic_file::write_atomic(&dir.join(name), text.as_bytes())
@@ -373,7 +380,7 @@ mod tests {
             idempotency_key: false,
             exe: "/bin/recover".into(),
         };
-        let inv = inventory(&o, &p);
+        let inv = inventory(&o, &p, Path::new("/x/d"));
         let text = serde_yaml::to_string(&inv).unwrap();
         let back = Inventory::parse("inventory.yaml", &text).unwrap();
         assert_eq!(

@@ -53,6 +53,8 @@ pub struct System {
     /// Holds the gate's token and state file and every process's log.
     pub run_dir: PathBuf,
     pub token: String,
+    /// The token the replicas' `/admin/*` requires (the gate forwards every path).
+    service_token: String,
     exe: PathBuf,
     scenario: Scenario,
     gate: Option<ChildGuard>,
@@ -62,6 +64,9 @@ pub struct System {
 }
 
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The replicas' admin token, in the run directory.
+const SERVICE_TOKEN_FILE: &str = "service-admin-token";
 
 impl System {
     /// Start replicas and gate, wait until they answer, then start the workers and wait
@@ -87,6 +92,9 @@ impl System {
         let token = uuid::Uuid::now_v7().simple().to_string();
         let token_file = run_dir.join("gate-token");
         std::fs::write(&token_file, &token).map_err(io("writing the gate token"))?;
+        let service_token = uuid::Uuid::now_v7().simple().to_string();
+        std::fs::write(run_dir.join(SERVICE_TOKEN_FILE), &service_token)
+            .map_err(io("writing the service's admin token"))?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
             .build()
@@ -95,6 +103,7 @@ impl System {
             addrs,
             run_dir: run_dir.to_path_buf(),
             token,
+            service_token,
             exe: exe.to_path_buf(),
             scenario: scenario.clone(),
             gate: None,
@@ -189,7 +198,14 @@ impl System {
             fmt(self.scenario.workers.timeout),
             "--startup-delay".into(),
             fmt(startup_delay),
+            "--admin-token-file".into(),
+            self.service_token_file().display().to_string(),
         ]
+    }
+
+    /// Where the replicas' admin token is.
+    pub fn service_token_file(&self) -> PathBuf {
+        self.run_dir.join(SERVICE_TOKEN_FILE)
     }
 
     fn spawn_replica(&mut self, i: usize, startup_delay: Duration) -> Result<(), OrchestrateError> {
@@ -285,6 +301,7 @@ impl System {
         let resp = self
             .http
             .post(&url)
+            .bearer_auth(&self.service_token)
             .json(&serde_json::json!({ "factor": factor }))
             .send()
             .await

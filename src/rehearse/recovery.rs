@@ -56,6 +56,7 @@ pub fn inventory(sys: &System) -> Inventory {
             command: sys.replica_command(i, Duration::ZERO),
             env: Default::default(),
             admin_url: format!("http://{a}"),
+            admin_token_file: Some(sys.service_token_file()),
             metrics_url: format!("http://{a}/metrics"),
             readiness_url: format!("http://{a}/readyz"),
             adopt: None,
