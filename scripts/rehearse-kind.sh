@@ -2,11 +2,15 @@
 # The Kubernetes rehearsal: a real stuck overload on a local kind cluster, recovered by the
 # `stuck-overload` runbook running in-cluster as a Job with least-privilege RBAC.
 #
-# Needs: docker (running), kind, kubectl, openssl, curl. Not run on the development
-# machines (no Docker engine there); written for a laptop. Usage:
-#   scripts/rehearse-kind.sh            # create cluster, build, deploy, trigger, recover
-#   KEEP_CLUSTER=1 scripts/rehearse-kind.sh   # leave the cluster up afterwards
-# Exit: 0 recovered, 1 not recovered or a step failed, 2 missing tool.
+# Needs: docker (running), kind (v0.27.0, the version kind-config.yaml's node image was
+# built for; NetworkPolicies are enforced from v0.24), kubectl, openssl, curl. Not run on
+# the development machines (no Docker engine there); written for a laptop. Usage:
+#   scripts/rehearse-kind.sh           # create the cluster, build, deploy, trigger, recover
+#   scripts/rehearse-kind.sh --keep    # leave a cluster it created up afterwards
+# A cluster that already existed (CLUSTER, default "recover") is used and never deleted.
+# Exit: 0 recovered, 1 not recovered or a step failed (a metric that cannot be read is a
+# failure, never a zero), 2 missing tool or bad usage, 3 the system never got stuck (so
+# there was nothing to recover).
 set -euo pipefail
 
 CLUSTER=${CLUSTER:-recover}
@@ -14,9 +18,19 @@ NS=recover-demo
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # The manifests pin the image to the crate's version.
 IMAGE=recover:$(sed -n 's/^version = "\(.*\)"/\1/p' "$ROOT/Cargo.toml" | head -n1)
+KIND_VERSION=v0.27.0
 STEADY_S=${STEADY_S:-40}       # steady state before the trigger
 STUCK_S=${STUCK_S:-60}         # how long it must stay stuck on its own before we act
-JOB_TIMEOUT=${JOB_TIMEOUT:-600s}
+JOB_TIMEOUT_S=${JOB_TIMEOUT_S:-600}
+KEEP=${KEEP_CLUSTER:-0}
+
+for arg in "$@"; do
+  case "$arg" in
+    --keep) KEEP=1 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) printf 'unknown argument: %s (try --help)\n' "$arg" >&2; exit 2 ;;
+  esac
+done
 
 log() { printf '[rehearse-kind %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
@@ -25,11 +39,20 @@ for tool in docker kind kubectl openssl curl; do
   command -v "$tool" >/dev/null || { log "missing tool: $tool"; exit 2; }
 done
 docker info >/dev/null 2>&1 || { log "docker is installed but no engine is running"; exit 2; }
+have_kind=$(kind version 2>/dev/null | awk '{print $2}')
+if [[ "$have_kind" != "$KIND_VERSION" ]]; then
+  log "kind $have_kind found; this script and kind-config.yaml's node image are for kind $KIND_VERSION"
+  exit 2
+fi
 
+# Delete the cluster on exit only if this run created it, and not with --keep.
+CREATED=0
 cleanup() {
-  if [[ "${KEEP_CLUSTER:-0}" != 1 ]]; then
-    log "deleting kind cluster $CLUSTER (KEEP_CLUSTER=1 keeps it)"
+  if [[ "$CREATED" == 1 && "$KEEP" != 1 ]]; then
+    log "deleting kind cluster $CLUSTER (created by this run; --keep keeps it)"
     kind delete cluster --name "$CLUSTER" >/dev/null 2>&1 || true
+  elif [[ "$CREATED" == 1 ]]; then
+    log "kept kind cluster $CLUSTER (kind delete cluster --name $CLUSTER removes it)"
   fi
 }
 trap cleanup EXIT
@@ -49,13 +72,21 @@ pod_metrics() { # selector port
   done
   kill "$pf" 2>/dev/null || true
 }
-metric() { # selector port name -> first sample value (0 if absent)
-  pod_metrics "$1" "$2" | awk -v n="$3" '$1 == n || index($1, n"{") == 1 { print $2; found=1; exit } END { if (!found) print 0 }'
+metric() { # selector port name -> first sample value; fails if it cannot be read
+  local page value
+  page=$(pod_metrics "$1" "$2") || true
+  [[ -n "$page" ]] || die "could not read /metrics of $1 on port $2 (port-forward failed?)"
+  value=$(printf '%s\n' "$page" | awk -v n="$3" '$1 == n || index($1, n"{") == 1 { print $2; exit }')
+  [[ -n "$value" ]] || die "no sample of $3 in /metrics of $1"
+  printf '%s\n' "$value"
 }
 in_retry_loop() { metric app.kubernetes.io/name=workers 9100 recover_demo_workers_in_retry_loop; }
 
-if ! kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+if kind get clusters 2>/dev/null | grep -qx "$CLUSTER"; then
+  log "using the existing kind cluster $CLUSTER (it is not deleted at the end)"
+else
   log "creating kind cluster $CLUSTER"
+  CREATED=1
   kind create cluster --name "$CLUSTER" --config "$ROOT/kind-config.yaml" --wait 120s
 fi
 kubectl config use-context "kind-$CLUSTER" >/dev/null
@@ -90,16 +121,31 @@ log "waiting ${STUCK_S}s: a metastable failure stays down after the trigger is g
 sleep "$STUCK_S"
 stuck=$(in_retry_loop)
 log "workers in a retry loop ${STUCK_S}s after the rollout finished: $stuck"
-awk -v s="$stuck" 'BEGIN { exit !(s > 0) }' || log "warning: not stuck; the runbook should then find nothing to do"
+if ! awk -v s="$stuck" 'BEGIN { exit !(s > 0) }'; then
+  log "not stuck: the system recovered on its own, so there is nothing to rehearse"
+  exit 3
+fi
 
 job="recover-$(date +%s)"
 log "running the stuck-overload runbook in-cluster as job/$job"
 sed "s/name: recover-stuck-overload/name: $job/" "$ROOT/manifests/job-runbook.yaml" | kubectl apply -f -
-if ! kubectl -n "$NS" wait --for=condition=complete "job/$job" --timeout="$JOB_TIMEOUT"; then
+# Wait for the Job to finish either way: a run that refuses (exit 3) or fails ends the
+# Job at once, and must not be waited on for the whole timeout.
+outcome=""
+for _ in $(seq "$((JOB_TIMEOUT_S / 5))"); do
+  outcome=$(kubectl -n "$NS" get "job/$job" \
+    -o jsonpath='{range .status.conditions[?(@.status=="True")]}{.type}{" "}{end}')
+  [[ "$outcome" == *Complete* || "$outcome" == *Failed* ]] && break
+  sleep 5
+done
+if [[ "$outcome" != *Complete* ]]; then
   kubectl -n "$NS" logs "job/$job" || true
   log "the run's journal is mirrored in the recover-journal ConfigMap; resume it with:"
   log "  recover resume RUN_ID --target kube --namespace $NS --deployment config-service"
-  die "the runbook job did not complete"
+  if [[ "$CREATED" == 1 && "$KEEP" != 1 ]]; then
+    log "(this cluster is deleted on exit; run with --keep to resume in it)"
+  fi
+  die "the runbook job did not complete (${outcome:-still running after ${JOB_TIMEOUT_S}s})"
 fi
 
 log "report (the runbook's JSON output):"

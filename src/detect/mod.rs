@@ -16,11 +16,13 @@ pub mod lookback;
 pub mod observe;
 pub mod slow_replica;
 mod verdict;
+pub mod watch;
 pub mod windows;
 
 pub use estimate::Source;
 pub use lookback::Lookback;
 pub use verdict::{detect_at, detect_with};
+pub use watch::{watch, Watch, WatchError, Watched};
 
 use crate::metrics::signal::Snapshot;
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,6 @@
 //! Collect a detection window by reading a source repeatedly, and look back over the
 //! source's history when the window is not enough. The detector is pure; this is the I/O
-//! in front of it (used by `recover detect`, the engine and the webhook receiver).
+//! in front of it, which [`super::watch`] puts together.
 
 use super::lookback::{self, Lookback};
 use super::{detect_with, DetectorConfig, Evidence, Verdict};
@@ -111,9 +111,22 @@ pub async fn judge(
     window: &[Snapshot],
     now: SystemTime,
 ) -> Verdict {
-    let lb = lookback_if_needed(source, signals, cfg, window, now).await;
-    match lb {
-        Ok(lb) => detect_with(window, cfg, lb.as_ref(), now),
+    judge_looking_back(source, signals, cfg, window, now)
+        .await
+        .0
+}
+
+/// [`judge`], with what the look back found (`None` when the window alone gave every
+/// input, or the history could not be read).
+pub async fn judge_looking_back(
+    source: &dyn MetricSource,
+    signals: &BTreeMap<String, SignalSpec>,
+    cfg: &DetectorConfig,
+    window: &[Snapshot],
+    now: SystemTime,
+) -> (Verdict, Option<Lookback>) {
+    match lookback_if_needed(source, signals, cfg, window, now).await {
+        Ok(lb) => (detect_with(window, cfg, lb.as_ref(), now), lb),
         Err(e) => {
             let mut v = detect_with(window, cfg, None, now);
             v.evidence.push(Evidence::new(
@@ -121,7 +134,7 @@ pub async fn judge(
                 None,
                 format!("could not read the metrics history: {e}"),
             ));
-            v
+            (v, None)
         }
     }
 }

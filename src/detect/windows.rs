@@ -23,6 +23,8 @@ use std::time::Duration;
 /// How messages name the settings: the runbook's fields, or the flags that replaced them.
 #[derive(Debug, Clone)]
 pub struct Fields {
+    /// The time between snapshots.
+    pub interval: String,
     pub grace: String,
     pub grace_scrapes: String,
     pub persist: String,
@@ -33,6 +35,7 @@ impl Fields {
     /// The runbook's own field names.
     pub fn runbook() -> Self {
         Fields {
+            interval: "spec.observe.interval".into(),
             grace: "spec.detect.grace".into(),
             grace_scrapes: "spec.detect.grace_scrapes".into(),
             persist: "spec.detect.persist".into(),

@@ -10,7 +10,8 @@ use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::steps::execute;
 use super::vars::Fixed;
 use super::{EngineError, RunOptions, RunRequest};
-use crate::metrics::signal::Snapshot;
+use crate::detect::windows::Fields;
+use crate::detect::Watched;
 use crate::metrics::source::MetricSource;
 use crate::platform::{LockHolder, Platform};
 use crate::runbook::Runbook;
@@ -39,7 +40,7 @@ async fn with_lock<T, F, Fut>(
     body: F,
 ) -> Result<T, EngineError>
 where
-    F: FnOnce(CancellationToken) -> Fut,
+    F: FnOnce(super::lock_loss::Stop) -> Fut,
     Fut: Future<Output = Result<T, EngineError>>,
 {
     let guard = if lock {
@@ -51,9 +52,9 @@ where
     } else {
         None
     };
-    let cancel = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
-    let result = body(cancel.clone()).await;
-    cancel.cancel(); // ends the watch on the lock
+    let stop = super::lock_loss::cancel_on_loss(cancel, guard.as_deref());
+    let result = body(stop.clone()).await;
+    stop.cancel.cancel(); // ends the watch on the lock
     if let Some(g) = guard {
         if let Err(e) = g.release().await {
             tracing::warn!("could not release the lock: {e}");
@@ -62,21 +63,34 @@ where
     result
 }
 
+/// Watch the runbook's signals for its observation window, judged as `recover detect`
+/// judges them ([`crate::detect::watch`]); the look back over the history only when the
+/// plan inputs are not given already.
 async fn observe(
     run_id: &str,
     rb: &Runbook,
     metrics: &dyn MetricSource,
     opts: &RunOptions,
     cancel: &CancellationToken,
-) -> Result<Vec<Snapshot>, EngineError> {
-    let interval = rb.observe.interval;
-    let span = rb.observe_span();
-    let of = (span.as_secs_f64() / interval.as_secs_f64()).ceil() as u32 + 1;
-    let mut n = 0;
-    let watch = crate::detect::observe::recent_window(metrics, &rb.signals, span, interval, |_| {
-        n += 1;
+) -> Result<Watched, EngineError> {
+    let fields = Fields::runbook();
+    let w = crate::detect::Watch {
+        signals: &rb.signals,
+        config: &rb.detect,
+        fields: &fields,
+        interval: rb.observe.interval,
+        span: Some(rb.observe_span()),
+        at: None,
+        scrape: None,
+        look_back: opts.inputs.is_none() && !opts.overrides.is_complete(),
+    };
+    let watch = crate::detect::watch(metrics, &w, |seen| {
         if let Some(o) = &opts.observer {
-            o.event(run_id, &ProgressEvent::Observing { sample: n, of });
+            let e = ProgressEvent::Observing {
+                sample: seen.n,
+                of: seen.of,
+            };
+            o.event(run_id, &e);
         }
     });
     tokio::select! {
@@ -101,7 +115,7 @@ struct Ready<'a> {
 }
 
 /// Carry out the steps of a run that is ready to act (shared by run and resume).
-async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> RunReport {
+async fn act(r: Ready<'_>, options: &RunOptions, stop: &super::lock_loss::Stop) -> RunReport {
     let report = base_report(
         r.run_id,
         r.rb,
@@ -120,7 +134,7 @@ async fn act(r: Ready<'_>, options: &RunOptions, cancel: &CancellationToken) -> 
         options.clone(),
         r.restart,
     ));
-    execute(ctx, report, &r.done, r.failing, options, cancel).await
+    execute(ctx, report, &r.done, r.failing, options, stop).await
 }
 
 fn fixed(rb: &Runbook, d: &PlannedRun) -> Fixed {
@@ -152,11 +166,12 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
         &locked_by,
         lock,
         &cancel,
-        |cancel| async move {
-            let window = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
-            let d =
-                super::prior::plan_with_history(&rb, &window, metrics.as_ref(), &options).await?;
-            super::preflight::run(&rb, platform.as_ref(), &window)
+        |stop| async move {
+            let cancel = stop.cancel.clone();
+            let watched = observe(&run_id, &rb, metrics.as_ref(), &options, &cancel).await?;
+            let (verdict, lookback) = (&watched.verdict, watched.lookback.as_ref());
+            let d = super::prior::plan_with_history(&rb, verdict, lookback, &options).await?;
+            super::preflight::run(&rb, platform.as_ref(), &watched.window)
                 .await
                 .map_err(EngineError::Preflight)?;
             let replicas: Vec<String> = platform
@@ -219,7 +234,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 failing: None,
                 restart: BTreeMap::new(),
             };
-            Ok(act(ready, &options, &cancel).await)
+            Ok(act(ready, &options, &stop).await)
         },
     )
     .await
@@ -303,7 +318,7 @@ pub async fn resume(
         &locked_by,
         true,
         &cancel,
-        |cancel| async move {
+        |stop| async move {
             let (mut j, _) = Journal::reopen(journal_path)?;
             j.append(Event::Resumed {
                 pid: std::process::id(),
@@ -320,7 +335,7 @@ pub async fn resume(
                 failing: point.failing.clone(),
                 restart: point.restart.clone(),
             };
-            Ok(act(ready, &options, &cancel).await)
+            Ok(act(ready, &options, &stop).await)
         },
     )
     .await

@@ -152,6 +152,15 @@ pub enum EngineError {
     Runbook(#[from] crate::runbook::RunbookError),
 }
 
+impl From<crate::detect::WatchError> for EngineError {
+    fn from(e: crate::detect::WatchError) -> Self {
+        match e {
+            crate::detect::WatchError::Window(e) => EngineError::Windows(e),
+            crate::detect::WatchError::Metrics(e) => EngineError::Metrics(e),
+        }
+    }
+}
+
 impl From<PlatformError> for EngineError {
     fn from(e: PlatformError) -> Self {
         match e {

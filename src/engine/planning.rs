@@ -1,10 +1,9 @@
-//! What a run decides before it acts, as a pure function of the observed window: the
-//! verdict, the plan inputs (each with its source) and the plan. The verdict must be one
+//! What a run decides before it acts, as a pure function of the verdict on its observed
+//! window: the plan inputs (each with its source) and the plan. The verdict must be one
 //! the runbook runs in, unless the plan inputs were given.
 
 use super::EngineError;
-use crate::detect::{detect_with, Lookback, Verdict};
-use crate::metrics::signal::Snapshot;
+use crate::detect::Verdict;
 use crate::plan::{make_plan, Overrides, Plan, PlanInputs, SourcedInputs};
 use crate::runbook::Runbook;
 
@@ -20,19 +19,15 @@ pub struct PlannedRun {
     pub assumed: bool,
 }
 
-/// Decide from an observed window and what a look back over the metrics history found
-/// (`lookback`, see [`super::prior`]). Pure. `given` are inputs the caller already resolved
-/// from a verdict on a full window; `overrides` are the operator's numbers (see
-/// [`super::RunOptions`]).
+/// Decide from the verdict on the observed window ([`crate::detect::watch`]). Pure.
+/// `given` are inputs the caller already resolved from a verdict on a full window;
+/// `overrides` are the operator's numbers (see [`super::RunOptions`]).
 pub fn plan_run(
     rb: &Runbook,
-    window: &[Snapshot],
-    lookback: Option<&Lookback>,
+    verdict: &Verdict,
     overrides: &Overrides,
     given: Option<&SourcedInputs>,
 ) -> Result<PlannedRun, EngineError> {
-    let now = window.last().map_or(std::time::UNIX_EPOCH, |s| s.at);
-    let verdict = detect_with(window, &rb.detect, lookback, now);
     let evidence = || {
         verdict
             .evidence
@@ -62,13 +57,12 @@ pub fn plan_run(
                     evidence: evidence(),
                 });
             }
-            let s =
-                PlanInputs::from_verdict(&verdict, &rb.detect, overrides).map_err(|source| {
-                    EngineError::MissingInputs {
-                        source,
-                        evidence: evidence(),
-                    }
-                })?;
+            let s = PlanInputs::from_verdict(verdict, &rb.detect, overrides).map_err(|source| {
+                EngineError::MissingInputs {
+                    source,
+                    evidence: evidence(),
+                }
+            })?;
             (s, false)
         }
     };
@@ -76,7 +70,7 @@ pub fn plan_run(
     inputs.validate().map_err(EngineError::BadInputs)?;
     let plan = make_plan(&inputs, &rb.plan);
     Ok(PlannedRun {
-        verdict,
+        verdict: verdict.clone(),
         inputs,
         sources,
         plan,

@@ -4,8 +4,13 @@
 //! gate and draining the queue and then failing at the restart.
 //!
 //! [`check`] is pure: the runbook's steps against [`Facts`], what the platform reports
-//! (replicas and whether it can restart them, the gate reachable with its token) and
-//! which signals read nothing that exists. [`gather`] collects the facts.
+//! (replicas and whether it can restart them, the gate reachable with its token, what
+//! would make a restart unsafe) and which signals read nothing that exists. [`gather`]
+//! collects the facts.
+//!
+//! It refuses only on what would make an action unsafe or impossible, never on the stuck
+//! state itself: a replica that is running but not ready (its readiness probe timing out
+//! under the overload) is what the runbook is for, and its admin endpoint still answers.
 
 use crate::metrics::signal::{Reading, Snapshot};
 use crate::platform::Platform;
@@ -20,6 +25,8 @@ use std::fmt;
 pub struct ReplicaFacts {
     pub id: String,
     pub ready: bool,
+    /// Whether its process or pod is running at all (ready or not).
+    pub running: bool,
     /// Whether the platform can restart it, else why not and how to let it.
     pub restartable: Result<(), String>,
 }
@@ -37,6 +44,8 @@ pub struct Facts {
     /// division by zero while nothing flows) is not here: it may have one once the gate
     /// lets traffic through.
     pub signals_absent: BTreeMap<String, String>,
+    /// What would make a restart unsafe now, with fixes, or why it could not be read.
+    pub hazards: Result<Vec<crate::platform::Hazard>, String>,
 }
 
 /// A precondition a step needs that does not hold.
@@ -141,14 +150,28 @@ pub fn check(rb: &Runbook, facts: &Facts) -> Result<(), Unmet> {
                                         "adopt the replica or let recover start it".into(),
                                     );
                                 }
-                            } else if !r.ready {
+                            } else if !r.running {
                                 push(
                                     step,
-                                    format!("replica {} is not ready: its admin endpoint would not answer", r.id),
+                                    format!("replica {} is not running: its admin endpoint would not answer", r.id),
                                     "start it (or remove it from the target) before running".into(),
                                 );
                             }
                         }
+                    }
+                }
+                if matches!(step.action, Action::RestartBatched(_)) {
+                    match &facts.hazards {
+                        Ok(hs) => {
+                            for h in hs {
+                                push(step, h.what.clone(), h.fix.clone());
+                            }
+                        }
+                        Err(e) => push(
+                            step,
+                            format!("cannot tell whether a restart is safe now: {e}"),
+                            "grant the reads it needs (see the Role in manifests/) or check the target".into(),
+                        ),
                     }
                 }
             }
@@ -172,13 +195,14 @@ pub fn check(rb: &Runbook, facts: &Facts) -> Result<(), Unmet> {
 }
 
 /// Ask the platform what [`check`] needs, and read the window for signals seen.
-pub async fn gather(platform: &dyn Platform, window: &[Snapshot]) -> Facts {
+pub async fn gather(rb: &Runbook, platform: &dyn Platform, window: &[Snapshot]) -> Facts {
     let replicas = match platform.replicas().await {
         Ok(rs) => {
             let mut out = Vec::new();
             for r in rs {
                 out.push(ReplicaFacts {
                     restartable: platform.restartable(&r.id).await.map_err(|e| e.to_string()),
+                    running: r.ready || r.started_at.is_some(),
                     id: r.id,
                     ready: r.ready,
                 });
@@ -209,10 +233,21 @@ pub async fn gather(platform: &dyn Platform, window: &[Snapshot]) -> Facts {
         }
     }
     absent.retain(|k, _| !seen.contains(k));
+    let hazards = if rb
+        .steps
+        .iter()
+        .chain(&rb.on_failure)
+        .any(|s| matches!(s.action, Action::RestartBatched(_)))
+    {
+        platform.hazards().await.map_err(|e| e.to_string())
+    } else {
+        Ok(Vec::new())
+    };
     Facts {
         replicas,
         gate,
         signals_absent: absent,
+        hazards,
     }
 }
 
@@ -231,7 +266,7 @@ fn structurally_absent(reason: &str) -> bool {
 
 /// Gather and check: the one call the executor makes before its first action.
 pub async fn run(rb: &Runbook, platform: &dyn Platform, window: &[Snapshot]) -> Result<(), Unmet> {
-    check(rb, &gather(platform, window).await)
+    check(rb, &gather(rb, platform, window).await)
 }
 
 #[cfg(test)]
@@ -247,10 +282,12 @@ mod tests {
             replicas: Ok(vec![ReplicaFacts {
                 id: "replica-0".into(),
                 ready: true,
+                running: true,
                 restartable: Ok(()),
             }]),
             gate: Ok(()),
             signals_absent: BTreeMap::new(),
+            hazards: Ok(Vec::new()),
         }
     }
 
@@ -265,6 +302,7 @@ mod tests {
         f.replicas = Ok(vec![ReplicaFacts {
             id: "replica-0".into(),
             ready: true,
+            running: true,
             restartable: Err("replica replica-0 answers but recover did not start it; adopt it by adding `adopt: {port: 8091}`".into()),
         }]);
         let e = check(&runbook(), &f).unwrap_err();
@@ -297,15 +335,40 @@ mod tests {
     }
 
     #[test]
-    fn a_replica_not_ready_fails_the_drain_in_advance() {
+    fn a_replica_not_running_fails_the_drain_in_advance_but_not_ready_is_the_stuck_state() {
         let mut f = good();
         f.replicas = Ok(vec![ReplicaFacts {
             id: "replica-1".into(),
             ready: false,
+            running: false,
             restartable: Ok(()),
         }]);
         let e = check(&runbook(), &f).unwrap_err();
         assert!(e.problems.iter().any(|p| p.step == "drain-backlog"), "{e}");
         assert!(e.problems.iter().any(|p| p.step == "warm-caches"), "{e}");
+        // Running, its readiness probe timing out under the overload: go ahead.
+        f.replicas = Ok(vec![ReplicaFacts {
+            id: "replica-1".into(),
+            ready: false,
+            running: true,
+            restartable: Ok(()),
+        }]);
+        assert_eq!(check(&runbook(), &f), Ok(()));
+    }
+
+    #[test]
+    fn a_hazard_refuses_the_restart_with_its_fix() {
+        let mut f = good();
+        f.hazards = Ok(vec![crate::platform::Hazard {
+            what: "HorizontalPodAutoscaler web scales deployment web".into(),
+            fix: "pin it".into(),
+        }]);
+        let e = check(&runbook(), &f).unwrap_err();
+        assert!(
+            e.problems
+                .iter()
+                .any(|p| p.what.contains("HorizontalPodAutoscaler") && p.fix == "pin it"),
+            "{e}"
+        );
     }
 }

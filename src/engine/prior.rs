@@ -4,19 +4,16 @@
 //!
 //! Why it exists: the engine observes for a few seconds; a service stuck for an hour shows
 //! no healthy moment in them, so capacity, the healthy service time and the demand
-//! baseline must come from elsewhere. [`plan_with_history`] is the one call the executor makes; the
-//! decision itself stays the pure [`super::planning::plan_run`].
+//! baseline must come from elsewhere. The look back is part of watching
+//! ([`crate::detect::watch`]); [`plan_with_history`] is the one call the executor makes
+//! after it, and the decision itself stays the pure [`super::planning::plan_run`].
 
 use super::planning::{plan_run, PlannedRun};
 use super::{EngineError, RunOptions};
-use crate::detect::observe::lookback_if_needed;
-use crate::detect::{detect_with, Lookback, Verdict};
-use crate::metrics::signal::Snapshot;
-use crate::metrics::source::MetricSource;
+use crate::detect::{Lookback, Verdict};
 use crate::plan::{MissingInputs, Overrides};
 use crate::runbook::Runbook;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 /// What the operator is asked: which inputs are missing, and the evidence there is.
 #[derive(Debug, Clone)]
@@ -30,43 +27,23 @@ pub struct Question {
 /// on a blocking thread: it may read a terminal.
 pub type Ask = Arc<dyn Fn(&Question) -> Overrides + Send + Sync>;
 
-/// Decide from the window, looking back over the metrics history when the window leaves
-/// inputs unknown, and asking the operator (when [`RunOptions::ask`] is set) for what is
-/// still missing. Without an answer the refusal names the runbook field and the flag.
+/// Decide from what the run watched (its verdict, and the look back over the metrics
+/// history when the window left inputs unknown), asking the operator (when
+/// [`RunOptions::ask`] is set) for what is still missing. Without an answer the refusal
+/// names the runbook field and the flag.
 pub async fn plan_with_history(
     rb: &Runbook,
-    window: &[Snapshot],
-    metrics: &dyn MetricSource,
+    verdict: &Verdict,
+    lookback: Option<&Lookback>,
     options: &RunOptions,
 ) -> Result<PlannedRun, EngineError> {
-    let given = options.inputs.is_some() || options.overrides.is_complete();
-    let lookback = if given {
-        None
-    } else {
-        let now = window.last().map_or_else(SystemTime::now, |s| s.at);
-        match lookback_if_needed(metrics, &rb.signals, &rb.detect, window, now).await {
-            Ok(lb) => lb,
-            Err(e) => {
-                tracing::warn!("could not look back over the metrics history: {e}");
-                None
-            }
-        }
-    };
-    let first = plan_run(
-        rb,
-        window,
-        lookback.as_ref(),
-        &options.overrides,
-        options.inputs.as_ref(),
-    );
+    let first = plan_run(rb, verdict, &options.overrides, options.inputs.as_ref());
     let (Err(EngineError::MissingInputs { source, .. }), Some(ask)) = (&first, &options.ask) else {
         return first;
     };
-    let now = window.last().map_or(std::time::UNIX_EPOCH, |s| s.at);
-    let verdict = detect_with(window, &rb.detect, lookback.as_ref(), now);
     let question = Question {
         missing: source.clone(),
-        evidence: evidence_for_operator(&verdict, lookback.as_ref()),
+        evidence: evidence_for_operator(verdict, lookback),
     };
     let ask = ask.clone();
     let given = tokio::task::spawn_blocking(move || ask(&question))
@@ -76,13 +53,7 @@ pub async fn plan_with_history(
     if merged == options.overrides {
         return first;
     }
-    plan_run(
-        rb,
-        window,
-        lookback.as_ref(),
-        &merged,
-        options.inputs.as_ref(),
-    )
+    plan_run(rb, verdict, &merged, options.inputs.as_ref())
 }
 
 /// The operator's answers fill what the flags left open.
@@ -142,8 +113,8 @@ pub fn evidence_for_operator(v: &Verdict, lookback: Option<&Lookback>) -> Vec<St
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::signal::{names, Reading, SignalSpec};
-    use crate::metrics::source::MetricError;
+    use crate::metrics::signal::{names, Reading, SignalSpec, Snapshot};
+    use crate::metrics::source::{MetricError, MetricSource};
     use crate::plan::inputs::Input;
     use crate::plan::Source;
     use std::collections::BTreeMap;
@@ -197,6 +168,21 @@ mod tests {
         rb
     }
 
+    /// The verdict on [`stuck_window`], with the look back a source without history gives.
+    async fn stuck() -> (Verdict, Option<Lookback>) {
+        let rb = undeclared();
+        let window = stuck_window();
+        let now = window.last().unwrap().at;
+        crate::detect::observe::judge_looking_back(
+            &NoHistory,
+            &rb.signals,
+            &rb.detect,
+            &window,
+            now,
+        )
+        .await
+    }
+
     #[tokio::test]
     async fn a_missing_input_is_asked_for_with_the_evidence_or_refused_without_an_answer() {
         let asked: Arc<Mutex<Vec<Question>>> = Arc::default();
@@ -211,7 +197,8 @@ mod tests {
             })),
             ..RunOptions::default()
         };
-        let d = plan_with_history(&undeclared(), &stuck_window(), &NoHistory, &options)
+        let (verdict, lookback) = stuck().await;
+        let d = plan_with_history(&undeclared(), &verdict, lookback.as_ref(), &options)
             .await
             .unwrap();
         assert_eq!(d.sources.capacity_cold.value, 50.0);
@@ -227,8 +214,8 @@ mod tests {
         // Nobody to ask (no terminal): the refusal names the field and the flag.
         let e = plan_with_history(
             &undeclared(),
-            &stuck_window(),
-            &NoHistory,
+            &verdict,
+            lookback.as_ref(),
             &RunOptions::default(),
         )
         .await

@@ -1,21 +1,21 @@
 //! Carries out a decided run: each main step with its timeout, abort conditions and
 //! Ctrl-C, then, once one fails, the on_failure steps (to completion, even after Ctrl-C:
-//! they make things safe). Every step boundary goes to the journal first, so `resume` can
-//! carry on after a crash.
+//! they make things safe; not after the lock is lost: another controller may be acting).
+//! Every step boundary goes to the journal first, so `resume` can carry on after a crash.
 
 use super::actions::{self, Ctx, Tally};
 use super::journal::Event;
+use super::lock_loss::Stop;
 use super::progress::ProgressEvent;
 use super::report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
 use super::RunOptions;
-use crate::platform::StepEvent;
+use crate::platform::{StepEvent, LOCK_LOST_PHASE};
 use crate::runbook::expr::Value;
 use crate::runbook::Step;
 use crate::util::duration::format as dur;
 use crate::util::time::now_rfc3339;
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
 
 pub(super) async fn execute(
     ctx: Arc<Ctx>,
@@ -23,8 +23,9 @@ pub(super) async fn execute(
     done: &BTreeSet<(Phase, String)>,
     mut failing: Option<String>,
     opts: &RunOptions,
-    cancel: &CancellationToken,
+    stop: &Stop,
 ) -> RunReport {
+    let cancel = &stop.cancel;
     report.journal = ctx.journal_path();
     // Copies the journal where a new run on another machine finds it (a ConfigMap on
     // Kubernetes): marked at every step boundary, flushed at the end.
@@ -41,7 +42,7 @@ pub(super) async fn execute(
                 report.steps.push(already_done(step, Phase::Main));
                 continue;
             }
-            let rec = run_step(&ctx, step, Phase::Main, i + 1, total, opts, cancel).await;
+            let rec = run_step(&ctx, step, Phase::Main, i + 1, total, opts, stop).await;
             mirror.iter().for_each(|m| m.mark());
             let outcome = rec.outcome;
             let msg = rec.message.clone().unwrap_or_default();
@@ -60,8 +61,8 @@ pub(super) async fn execute(
             ctx.record(Event::FailurePhase {
                 reason: reason.clone(),
             });
-            // on_failure steps run to completion even after Ctrl-C: they make things safe.
-            let never = CancellationToken::new();
+            // on_failure steps run to completion even after Ctrl-C (they make things
+            // safe), and not at all once the lock is lost.
             let steps: Vec<&Step> = rb
                 .on_failure
                 .iter()
@@ -73,9 +74,16 @@ pub(super) async fn execute(
                     report.steps.push(already_done(step, Phase::OnFailure));
                     continue;
                 }
-                let rec = run_step(&ctx, step, Phase::OnFailure, i + 1, n, opts, &never).await;
+                if stop.lost.is_cancelled() {
+                    report.steps.push(not_run(step, stop.reason()));
+                    continue;
+                }
+                let rec = run_step(&ctx, step, Phase::OnFailure, i + 1, n, opts, stop).await;
                 mirror.iter().for_each(|m| m.mark());
                 report.steps.push(rec);
+            }
+            if stop.lost.is_cancelled() {
+                left_where(&ctx, &report).await;
             }
             report.message = Some(reason.clone());
             if aborted || cancel.is_cancelled() {
@@ -101,6 +109,54 @@ pub(super) async fn execute(
     report
 }
 
+/// An on_failure step not run because the lock was lost.
+fn not_run(step: &Step, why: &str) -> StepRecord {
+    StepRecord {
+        name: step.name.clone(),
+        action: step.action_name().into(),
+        phase: Phase::OnFailure,
+        started_at: None,
+        finished_at: None,
+        outcome: StepOutcome::Aborted,
+        message: Some(format!("not run: {why}")),
+        actions: vec![],
+        figures: Default::default(),
+    }
+}
+
+/// The one event after the lock is lost: which step was stopped, what was not run, where
+/// the journal is (the platform adds what it left where on the target).
+async fn left_where(ctx: &Arc<Ctx>, report: &RunReport) {
+    let names = |pred: &dyn Fn(&StepRecord) -> bool| -> String {
+        report
+            .steps
+            .iter()
+            .filter(|s| pred(s))
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let stopped = names(&|s| s.phase == Phase::Main && s.outcome == StepOutcome::Aborted);
+    let skipped = names(&|s| s.phase == Phase::OnFailure && s.started_at.is_none());
+    let journal = report.journal.clone().unwrap_or_else(|| "none".into());
+    let message = format!(
+        "the lock on {} was lost; stopped step [{stopped}]; on_failure not run [{skipped}]; full journal at {journal} on the machine that ran it",
+        ctx.platform.target_id()
+    );
+    if let Err(e) = ctx
+        .platform
+        .record_event(&StepEvent {
+            run_id: ctx.run_id.clone(),
+            step: "lock".into(),
+            phase: LOCK_LOST_PHASE.into(),
+            message,
+        })
+        .await
+    {
+        tracing::warn!(error = %e, "could not record the event saying the lock was lost");
+    }
+}
+
 fn already_done(step: &Step, phase: Phase) -> StepRecord {
     StepRecord {
         name: step.name.clone(),
@@ -122,8 +178,13 @@ async fn run_step(
     index: usize,
     total: usize,
     opts: &RunOptions,
-    cancel: &CancellationToken,
+    stop: &Stop,
 ) -> StepRecord {
+    // Main steps stop on Ctrl-C or a lost lock; on_failure steps on a lost lock only.
+    let cancel = match phase {
+        Phase::Main => &stop.cancel,
+        _ => &stop.lost,
+    };
     let started_at = now_rfc3339();
     ctx.record(Event::StepStarted {
         phase,
@@ -167,11 +228,15 @@ async fn run_step(
         },
         _ = cancel.cancelled() => (
             StepOutcome::Aborted,
-            tally.snapshot().stopped("cancelled by the operator (Ctrl-C)"),
+            tally.snapshot().stopped(stop.reason()),
         ),
         reason = abort_monitor(ctx, &conds) => (StepOutcome::Aborted, tally.snapshot().stopped(reason)),
     };
-    let (outcome, done) = result;
+    let (outcome, done) = match result {
+        // The lock went while the step ran: whatever failed, it was stopped.
+        (StepOutcome::Failed, done) if stop.lost.is_cancelled() => (StepOutcome::Aborted, done),
+        r => r,
+    };
     ctx.record(Event::StepFinished {
         phase,
         step: step.name.clone(),

@@ -1,5 +1,5 @@
 //! The admin listener: `/metrics`, `/healthz` (alive) and `/readyz` (ready to take
-//! traffic: a gate sharing its limit knows how many replicas share it) for anyone
+//! traffic: the gate knows its limit and, sharing it, how many replicas share it) for anyone
 //! (scrapers, probes), and `GET/PUT /admin/limit` for holders of the bearer token. It lives on its own listener
 //! because the proxy listener forwards every path to the upstream.
 
@@ -22,9 +22,9 @@ pub struct AdminState {
     pub token: Option<String>,
     /// Whether PUT may change the limit.
     pub writes: bool,
-    /// False until the gate knows its share (a gate with a peer source that has not
-    /// reported yet would enforce the whole limit).
-    pub ready: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the gate shares its limit with peers: then it is ready only once it knows
+    /// how many (before that it would enforce the whole limit).
+    pub needs_peers: bool,
 }
 
 pub fn router(state: Arc<AdminState>) -> Router {
@@ -40,19 +40,24 @@ pub fn router(state: Arc<AdminState>) -> Router {
     shaped_and_counted(routes, count)
 }
 
+/// Ready only when the gate knows both its limit and (sharing it) its peers: a gate that
+/// knows neither refuses everything and must not be sent traffic.
 async fn readyz(State(s): State<Arc<AdminState>>) -> Response {
-    if s.ready.load(std::sync::atomic::Ordering::SeqCst) {
-        "ok\n".into_response()
-    } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "waiting for the number of gate replicas sharing the limit\n",
-        )
-            .into_response()
+    match s.control.readiness(s.needs_peers) {
+        Ok(()) => "ok\n".into_response(),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
 }
 
 async fn metrics(State(s): State<Arc<AdminState>>, headers: HeaderMap) -> Response {
+    let (limit, peers) = s.control.ages();
+    // Without a peer source there is no count to grow old.
+    let peers = if s.needs_peers {
+        peers
+    } else {
+        Some(std::time::Duration::ZERO)
+    };
+    s.metrics.set_ages(limit, peers);
     crate::util::text_format::respond(&headers, &s.metrics.render())
 }
 

@@ -6,17 +6,24 @@
 //! The limit a source sends is the total for every gate replica behind the same Service;
 //! a [`super::limit_source::PeerSource`] says how many replicas share it, and a change of
 //! peers changes the share at once without a new version.
+//!
+//! Fail static, never open: a gate that follows a limit source and has no limit from it
+//! (nor from its state file) refuses everything ([`LimitControl::await_source`]) until the
+//! source answers, and is not ready; the state file keeps the limit, its version and the
+//! peers it was shared with, so a restarted gate enforces the share it last enforced. How
+//! long ago the source last confirmed the limit and the peer count is kept for `/metrics`.
 
 use super::admission::Admission;
 use super::limit::Limit;
 use super::limit_source::VersionedLimit;
 use super::share::{share, Peers};
-use super::state;
+use super::state::{self, Stored};
 use super::telemetry::GateMetrics;
 use super::validate::{self, InvalidLimit};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A limit in force and its version: the admin API's answer to GET and PUT.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,6 +60,25 @@ struct Current {
     applied: AppliedLimit,
     peers: Peers,
     seq: u64,
+    /// When a source (or the admin API, or the flags) last gave or confirmed the limit;
+    /// `None` while no limit is known.
+    limit_at: Option<Instant>,
+    /// When the peer source last reported; `None` before its first report.
+    peers_at: Option<Instant>,
+}
+
+/// The version shown while no limit is known.
+pub const UNKNOWN_VERSION: &str = "unknown";
+
+/// What a gate with no known limit enforces: it refuses every request with the usual
+/// refusal (429 and Retry-After), never admits everything.
+pub fn refuse_all() -> Limit {
+    Limit {
+        rate_per_s: Some(0.0),
+        burst: 1,
+        max_in_flight: Some(0),
+        note: Some("no limit known yet: waiting for the limit source; refusing all".into()),
+    }
 }
 
 pub struct LimitControl {
@@ -85,8 +111,88 @@ impl LimitControl {
                 applied,
                 peers: Peers::ALONE,
                 seq: 0,
+                limit_at: Some(Instant::now()),
+                peers_at: None,
             }),
         }
+    }
+
+    /// The state file's limit, with the version and the share it had: enforced as it was
+    /// until the sources say otherwise.
+    pub fn restore(&self, stored: &Stored) {
+        let mut cur = self.lock();
+        let peers = stored.peers.unwrap_or(cur.peers);
+        cur.peers = peers;
+        let version = stored
+            .version
+            .clone()
+            .unwrap_or_else(|| cur.applied.version.clone());
+        cur.applied = self.enforce(stored.limit.clone(), version, peers);
+    }
+
+    /// No limit is known until a source gives one: refuse everything meanwhile.
+    pub fn await_source(&self) {
+        let mut cur = self.lock();
+        let peers = cur.peers;
+        cur.applied = self.enforce(refuse_all(), UNKNOWN_VERSION.to_string(), peers);
+        cur.limit_at = None;
+    }
+
+    /// Ready to take traffic: a limit is known and, when `needs_peers`, so is the number
+    /// of replicas sharing it; otherwise why not.
+    pub fn readiness(&self, needs_peers: bool) -> Result<(), &'static str> {
+        let cur = self.lock();
+        if cur.limit_at.is_none() {
+            return Err("no limit known yet (the limit source has not answered and there is no state file); refusing all traffic");
+        }
+        if needs_peers && cur.peers_at.is_none() {
+            return Err("waiting for the number of gate replicas sharing the limit");
+        }
+        Ok(())
+    }
+
+    /// How long ago the limit and the peer count were last given or confirmed (`None`:
+    /// never).
+    pub fn ages(&self) -> (Option<Duration>, Option<Duration>) {
+        let cur = self.lock();
+        (
+            cur.limit_at.map(|t| t.elapsed()),
+            cur.peers_at.map(|t| t.elapsed()),
+        )
+    }
+
+    /// A source says the limit at `version` still stands.
+    pub fn confirm(&self, version: &str) {
+        let mut cur = self.lock();
+        if cur.limit_at.is_some() && cur.applied.version == version {
+            cur.limit_at = Some(Instant::now());
+        }
+    }
+
+    /// A source holds no limit (`fallback` is what that means, e.g. unlimited): put it in
+    /// force only if no limit is known, else confirm the one in force.
+    pub fn fallback(&self, update: VersionedLimit) -> Result<Option<AppliedLimit>, ApplyError> {
+        if self.lock().limit_at.is_some() {
+            let mut cur = self.lock();
+            cur.limit_at = Some(Instant::now());
+            return Ok(None);
+        }
+        self.apply_versioned(update).map(Some)
+    }
+
+    fn save(&self, cur: &Current) -> Result<(), ApplyError> {
+        if let (Some(path), Some(_)) = (&self.state_file, cur.limit_at) {
+            let stored = Stored {
+                limit: cur.applied.limit.clone(),
+                version: Some(cur.applied.version.clone()),
+                peers: Some(cur.peers),
+            };
+            state::save(path, &stored).map_err(|source| ApplyError::Persist {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        Ok(())
     }
 
     pub fn current(&self) -> AppliedLimit {
@@ -110,16 +216,22 @@ impl LimitControl {
     ) -> Result<AppliedLimit, ApplyError> {
         validate::check(&limit)?;
         let mut cur = self.lock();
+        let version = version.unwrap_or_else(|| (cur.seq + 1).to_string());
+        let peers = cur.peers;
         if let Some(path) = &self.state_file {
-            state::save(path, &limit).map_err(|source| ApplyError::Persist {
+            let stored = Stored {
+                limit: limit.clone(),
+                version: Some(version.clone()),
+                peers: Some(peers),
+            };
+            state::save(path, &stored).map_err(|source| ApplyError::Persist {
                 path: path.clone(),
                 source,
             })?;
         }
         cur.seq += 1;
-        let version = version.unwrap_or_else(|| cur.seq.to_string());
-        let peers = cur.peers;
         cur.applied = self.enforce(limit, version, peers);
+        cur.limit_at = Some(Instant::now());
         Ok(cur.applied.clone())
     }
 
@@ -127,10 +239,14 @@ impl LimitControl {
     /// total, same version. Returns the limit now in force.
     pub fn set_peers(&self, peers: Peers) -> AppliedLimit {
         let mut cur = self.lock();
+        cur.peers_at = Some(Instant::now());
         if cur.peers != peers {
             cur.peers = peers;
             let AppliedLimit { limit, version, .. } = cur.applied.clone();
             cur.applied = self.enforce(limit, version, peers);
+            if let Err(e) = self.save(&cur) {
+                tracing::error!("{e}; the new share is in force, the state file keeps the old one");
+            }
         }
         cur.applied.clone()
     }

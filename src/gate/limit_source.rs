@@ -14,11 +14,36 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// A limit together with the version of the source it came from (a ConfigMap's
-/// resourceVersion, an admin API sequence number).
+/// resourceVersion, an admin API sequence number), and what the source means by it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VersionedLimit {
     pub limit: Limit,
     pub version: String,
+    pub meaning: Meaning,
+}
+
+impl VersionedLimit {
+    /// A new limit to put in force.
+    pub fn new(limit: Limit, version: impl Into<String>) -> Self {
+        VersionedLimit {
+            limit,
+            version: version.into(),
+            meaning: Meaning::New,
+        }
+    }
+}
+
+/// What a source's update says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Meaning {
+    /// Put this limit in force.
+    #[default]
+    New,
+    /// The limit at this version still stands (the source read it again): its age is now.
+    Confirm,
+    /// The source holds no limit at all (a ConfigMap without the key): this limit
+    /// (unlimited) is what that means, put in force only by a gate that knows no limit.
+    Fallback,
 }
 
 /// Why a limit source stopped or could not read a limit.

@@ -10,7 +10,7 @@ use super::config::{parse_upstream, GateConfig};
 use super::connection::{self, Timeouts};
 use super::control::LimitControl;
 use super::error::GateError;
-use super::limit_source::{LimitSource, PeerSource};
+use super::limit_source::{LimitSource, Meaning, PeerSource};
 use super::limits::{self, ClientLimits, ConnectionTable, Slot};
 use super::proxy::Proxy;
 use super::state::{self, Origin};
@@ -18,7 +18,7 @@ use super::telemetry::GateMetrics;
 use super::validate;
 use crate::util::http_server;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
@@ -65,7 +65,8 @@ impl BoundGate {
             })?,
             None => None,
         };
-        let (limit, origin) = state::resolve(cfg.limit.clone(), stored);
+        let (limit, origin) =
+            state::resolve(cfg.limit.clone(), stored.as_ref().map(|s| s.limit.clone()));
         if origin == Origin::StateFile {
             if let Some(p) = &cfg.state_file {
                 tracing::warn!(
@@ -92,6 +93,9 @@ impl BoundGate {
             metrics.clone(),
             cfg.state_file.clone(),
         ));
+        if let Some(st) = &stored {
+            control.restore(st);
+        }
         Ok(BoundGate {
             proxy_listener,
             admin_listener,
@@ -150,23 +154,22 @@ impl BoundGate {
         );
         // Our own child token: a failed worker stops this gate, never the caller's token.
         let shutdown = shutdown.child_token();
+        // Fail static: a gate that follows a source and has no state file knows no limit
+        // until the source answers, and refuses everything meanwhile.
+        if !extra_sources.is_empty() && self.origin == Origin::Flags {
+            self.control.await_source();
+        }
         let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
-        let ready = Arc::new(AtomicBool::new(self.peers.is_none()));
+        let needs_peers = self.peers.is_some();
         if let Some(peers) = self.peers {
-            spawn_peers(
-                &mut sources,
-                peers,
-                self.control.clone(),
-                ready.clone(),
-                &shutdown,
-            );
+            spawn_peers(&mut sources, peers, self.control.clone(), &shutdown);
         }
         let admin_state = Arc::new(AdminState {
             control: self.control.clone(),
             metrics: self.metrics.clone(),
             token: self.token,
             writes: self.admin_writes,
-            ready,
+            needs_peers,
         });
         let admin_timeouts = http_server::Timeouts {
             header_read: self.client_timeouts.head,
@@ -253,7 +256,19 @@ fn spawn_sources(
     tasks.spawn(async move {
         while let Some(update) = rx.recv().await {
             let version = update.version.clone();
-            match control.apply_versioned(update) {
+            let applied = match update.meaning {
+                Meaning::Confirm => {
+                    control.confirm(&version);
+                    continue;
+                }
+                Meaning::Fallback => match control.fallback(update) {
+                    Ok(None) => continue,
+                    Ok(Some(a)) => Ok(a),
+                    Err(e) => Err(e),
+                },
+                Meaning::New => control.apply_versioned(update),
+            };
+            match applied {
                 Ok(applied) => tracing::info!(
                     %version,
                     limit = %serde_json::to_string(&applied.limit).unwrap_or_default(),
@@ -267,12 +282,11 @@ fn spawn_sources(
 }
 
 /// The peer source pushes counts into a channel; one task puts each new share in force.
-/// The gate is ready (`/readyz`) once it has its first count.
+/// The gate is ready (`/readyz`) once it has its first count and a limit.
 fn spawn_peers(
     tasks: &mut JoinSet<()>,
     source: Box<dyn PeerSource>,
     control: Arc<LimitControl>,
-    ready: Arc<AtomicBool>,
     shutdown: &CancellationToken,
 ) {
     let (tx, mut rx) = mpsc::channel(16);
@@ -289,8 +303,11 @@ fn spawn_peers(
     });
     tasks.spawn(async move {
         while let Some(peers) = rx.recv().await {
+            let before = control.current().peers;
             let applied = control.set_peers(peers);
-            ready.store(true, Ordering::SeqCst);
+            if before == peers.count {
+                continue;
+            }
             tracing::info!(
                 peers = peers.count,
                 rank = peers.rank,

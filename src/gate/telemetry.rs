@@ -60,6 +60,8 @@ pub struct GateMetrics {
     limit_review_deadline: Gauge<f64, AtomicU64>,
     limit_info: Family<InfoLabels, Gauge>,
     limit_peers: Gauge,
+    limit_age: Gauge<f64, AtomicU64>,
+    peers_age: Gauge<f64, AtomicU64>,
     upstream_latency: LatencyHistogram,
     upstream_ejected: Family<InfoLabels, Gauge>,
     upstream_ejections: Family<InfoLabels, Counter>,
@@ -196,6 +198,18 @@ impl GateMetrics {
                 "recover_gate_limit_peers",
                 "Gate replicas sharing the limit (this one included); the limit gauges show this replica's share",
                 Gauge::default(),
+            ),
+            limit_age: register(
+                r,
+                "recover_gate_limit_age_seconds",
+                "Seconds since the limit source last gave or confirmed the limit in force (+Inf: no limit known, all traffic refused)",
+                gauge(),
+            ),
+            peers_age: register(
+                r,
+                "recover_gate_limit_peers_age_seconds",
+                "Seconds since the peer source last reported the replicas sharing the limit (+Inf: never; 0 without a peer source)",
+                gauge(),
             ),
             upstream_latency: register(
                 r,
@@ -345,6 +359,14 @@ impl GateMetrics {
         self.limit_info
             .get_or_create(&[("version", version.to_string())])
             .set(1);
+    }
+
+    /// How old the limit and the peer count are (`None`: never known), set before each
+    /// render.
+    pub fn set_ages(&self, limit: Option<std::time::Duration>, peers: Option<std::time::Duration>) {
+        let secs = |d: Option<std::time::Duration>| d.map_or(f64::INFINITY, |d| d.as_secs_f64());
+        self.limit_age.set(secs(limit));
+        self.peers_age.set(secs(peers));
     }
 
     /// Prometheus text exposition.

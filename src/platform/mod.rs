@@ -27,6 +27,10 @@ pub struct Replica {
     pub started_at: Option<SystemTime>,
 }
 
+/// The phase of the one step event a run publishes after losing its lock: what was left
+/// where. A platform that fences its writes lets exactly this one through.
+pub const LOCK_LOST_PHASE: &str = "lock-lost";
+
 /// A step boundary the platform may publish (Kubernetes Events; a log line locally).
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct StepEvent {
@@ -34,6 +38,13 @@ pub struct StepEvent {
     pub step: String,
     pub phase: String,
     pub message: String,
+}
+
+/// Something that makes acting on the target unsafe now, and how to clear it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Hazard {
+    pub what: String,
+    pub fix: String,
 }
 
 /// Who holds (or wants) the per-target lock.
@@ -61,6 +72,10 @@ pub enum PlatformError {
     NoSuchReplica(String),
     #[error("timed out after {after:?} waiting for {what}")]
     Timeout { what: String, after: Duration },
+    /// The lock on the target was lost (a Kubernetes Lease taken over or not renewed in
+    /// time): another controller may be acting, so nothing more is done.
+    #[error("not done: {what}: the lock on the target was lost ({why})")]
+    LockLost { what: String, why: String },
     /// A call to the platform (HTTP, the Kubernetes API) failed; `source` is why.
     #[error("{what}: {source}")]
     Call { what: String, source: CallCause },
@@ -104,6 +119,12 @@ pub trait Platform: Send + Sync {
     /// first action. Default: yes (Kubernetes replaces any pod of its workload).
     async fn restartable(&self, _replica: &str) -> Result<(), PlatformError> {
         Ok(())
+    }
+    /// What would make a restart unsafe now (a rollout in progress, an autoscaler that
+    /// would fight it, pods that are not Running), each with how to clear it. Checked
+    /// before a run's first action. Default: nothing.
+    async fn hazards(&self) -> Result<Vec<Hazard>, PlatformError> {
+        Ok(Vec::new())
     }
     /// Wait until the replacements for `replicas` (same ids locally, new pods on
     /// Kubernetes) are ready.

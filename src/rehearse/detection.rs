@@ -2,14 +2,17 @@
 //! says Stuck, measuring when.
 //!
 //! Why it exists: the rehearsal must show that detection works on the real system, with
-//! the runbook's own signal definitions read through the shared scrape source (the same
-//! path the engine and `recover detect` take), and how long after the trigger ended it
-//! took. The feed starts before the trigger so the detector sees the healthy baseline.
+//! the runbook's own signal definitions read through the shared scrape source and judged
+//! by [`crate::detect::watch`] (the path the engine, serve and `recover detect` take), and
+//! how long after the trigger ended it took. The feed starts before the trigger so the
+//! detector sees the healthy baseline; it is a metric source whose history is what it has
+//! recorded, so each judgement reads its window out of it at once.
 
 use super::recorder::Clock;
-use crate::detect::{detect_at, DetectorConfig, Verdict, VerdictKind};
+use crate::detect::windows::Fields;
+use crate::detect::{watch, DetectorConfig, Verdict, VerdictKind, Watch};
 use crate::metrics::signal::{SignalSpec, Snapshot};
-use crate::metrics::source::MetricSource;
+use crate::metrics::source::{MetricError, MetricSource};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -18,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 /// Snapshots of the runbook's signals, taken every interval in the background.
 pub struct SignalFeed {
     snaps: Arc<Mutex<Vec<Snapshot>>>,
+    signals: BTreeMap<String, SignalSpec>,
+    interval: Duration,
     cancel: CancellationToken,
 }
 
@@ -29,7 +34,7 @@ impl SignalFeed {
     ) -> Self {
         let snaps = Arc::new(Mutex::new(Vec::new()));
         let cancel = CancellationToken::new();
-        let (s, c) = (snaps.clone(), cancel.clone());
+        let (s, c, read) = (snaps.clone(), cancel.clone(), signals.clone());
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(interval);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -38,25 +43,27 @@ impl SignalFeed {
                     _ = c.cancelled() => return,
                     _ = tick.tick() => {}
                 }
-                match source.snapshot(&signals).await {
+                match source.snapshot(&read).await {
                     Ok(snap) => s.lock().unwrap_or_else(|e| e.into_inner()).push(snap),
                     Err(e) => tracing::warn!("signal feed: {e}"),
                 }
             }
         });
-        SignalFeed { snaps, cancel }
+        SignalFeed {
+            snaps,
+            signals,
+            interval,
+            cancel,
+        }
     }
 
-    /// Snapshots no older than `span`, oldest first.
-    pub fn window(&self, span: Duration) -> Vec<Snapshot> {
-        let cutoff = SystemTime::now()
-            .checked_sub(span)
-            .unwrap_or(SystemTime::UNIX_EPOCH);
+    /// The snapshots taken from `start` to `end`, oldest first.
+    fn between(&self, start: SystemTime, end: SystemTime) -> Vec<Snapshot> {
         self.snaps
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
-            .filter(|s| s.at >= cutoff)
+            .filter(|s| s.at >= start && s.at <= end)
             .cloned()
             .collect()
     }
@@ -67,6 +74,38 @@ impl SignalFeed {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// The feed as a source: its history is what it has recorded; a live read is the latest
+/// snapshot it took (it reads for itself every interval).
+#[async_trait::async_trait]
+impl MetricSource for SignalFeed {
+    fn kind(&self) -> &'static str {
+        "rehearsal feed"
+    }
+
+    async fn snapshot(&self, _: &BTreeMap<String, SignalSpec>) -> Result<Snapshot, MetricError> {
+        let latest = self
+            .snaps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .last()
+            .cloned();
+        latest.ok_or_else(|| MetricError::Fetch {
+            target: self.kind().into(),
+            message: "no snapshot taken yet".into(),
+        })
+    }
+
+    async fn history(
+        &self,
+        _: &BTreeMap<String, SignalSpec>,
+        start: SystemTime,
+        end: SystemTime,
+        _: Duration,
+    ) -> Result<Option<Vec<Snapshot>>, MetricError> {
+        Ok(Some(self.between(start, end)))
     }
 }
 
@@ -116,6 +155,18 @@ pub async fn wait_for(
     timeout: Duration,
     want: VerdictKind,
 ) -> Result<Detection, NotDetected> {
+    let fields = Fields::runbook();
+    // The feed's window ending now, out of what it recorded (never waited for).
+    let now = || Watch {
+        signals: &feed.signals,
+        config: cfg,
+        fields: &fields,
+        interval: feed.interval,
+        span: Some(WINDOW),
+        at: Some(SystemTime::now()),
+        scrape: None,
+        look_back: false,
+    };
     let start = clock.now_s();
     let mut seen = feed.len();
     let mut last: Option<Verdict> = None;
@@ -125,7 +176,13 @@ pub async fn wait_for(
             continue;
         }
         seen = feed.len();
-        let v = detect_at(&feed.window(WINDOW), cfg, SystemTime::now());
+        let v = match watch(feed, &now(), |_| {}).await {
+            Ok(watched) => watched.verdict,
+            Err(e) => {
+                tracing::warn!("rehearsal detection: {e}");
+                continue;
+            }
+        };
         if v.verdict == want {
             return Ok(Detection {
                 at_s: clock.now_s(),

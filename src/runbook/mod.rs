@@ -5,6 +5,7 @@
 //! runbooks built into the binary, so `recover --runbook stuck-overload` works anywhere.
 
 pub mod action;
+mod detection;
 pub mod expr;
 mod find;
 mod limits;
@@ -13,6 +14,7 @@ mod roles;
 pub mod schema;
 mod validate;
 
+pub use detection::{detection, Detection, DetectionError};
 pub use find::{embedded, find, find_with_roles, list, ListedRunbook};
 pub use load::{load_file, parse_str, parse_str_with_roles, Diagnostic, RunbookError};
 

@@ -6,13 +6,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use super::config::ServeConfig;
 use super::launcher::{
     CheckRequest, LaunchError, LaunchRequest, RunLauncher, RunOutcome, RunSummary,
 };
-use crate::detect::{Verdict, VerdictKind};
+use crate::detect::windows::Fields;
+use crate::detect::{watch, Verdict, VerdictKind, Watch};
 use crate::engine::{self, Outcome, RunOptions, RunRequest};
 use crate::metrics::source::MetricSource;
 use crate::plan::{Overrides, PlanInputs};
@@ -54,29 +54,22 @@ impl EngineLauncher {
 impl RunLauncher for EngineLauncher {
     async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
         let (loaded, _platform, metrics) = self.prepare(&req.runbook, &req.target).await?;
-        // On Prometheus data the windows follow its scrape interval, as the engine's do.
-        let rb = &loaded.runbook.at_resolution(metrics.resolution().await?)?;
-        // The same window the engine observes before it decides.
-        let interval = rb.observe.interval;
-        let span = rb.observe_span();
-        let window = crate::detect::observe::recent_window(
-            metrics.as_ref(),
-            &rb.signals,
-            span,
-            interval,
-            |_| {},
-        )
-        .await?;
-        // A service stuck for longer than the window shows no healthy moment in it: the
+        let rb = &loaded.runbook;
+        // The same window the engine observes before it decides, judged the same way: a
+        // service stuck for longer than the window shows no healthy moment in it, so the
         // judgement looks back over the metrics history for what the window lacks.
-        Ok(crate::detect::observe::judge(
-            metrics.as_ref(),
-            &rb.signals,
-            &rb.detect,
-            &window,
-            SystemTime::now(),
-        )
-        .await)
+        let fields = Fields::runbook();
+        let w = Watch {
+            signals: &rb.signals,
+            config: &rb.detect,
+            fields: &fields,
+            interval: rb.observe.interval,
+            span: rb.observe.span,
+            at: None,
+            scrape: None,
+            look_back: true,
+        };
+        Ok(watch(metrics.as_ref(), &w, |_| {}).await?.verdict)
     }
 
     fn cancel_all(&self) {

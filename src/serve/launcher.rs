@@ -86,6 +86,15 @@ pub enum LaunchError {
     Windows(#[from] crate::detect::windows::WindowError),
 }
 
+impl From<crate::detect::WatchError> for LaunchError {
+    fn from(e: crate::detect::WatchError) -> Self {
+        match e {
+            crate::detect::WatchError::Window(e) => LaunchError::Windows(e),
+            crate::detect::WatchError::Metrics(e) => LaunchError::Metrics(e),
+        }
+    }
+}
+
 /// Starts real things; the receiver only decides.
 #[async_trait::async_trait]
 pub trait RunLauncher: Send + Sync {

@@ -93,10 +93,13 @@ async fn put_answers_the_applied_limit_and_version_and_persists_it() {
     .await;
     assert_eq!(r.json()["version"], "2");
 
+    // The state file keeps the limit with its version and the share it had.
     let stored: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
-    assert_eq!(stored["rate_per_s"], 40.0);
-    assert_eq!(stored["max_in_flight"], serde_json::Value::Null);
+    assert_eq!(stored["limit"]["rate_per_s"], 40.0);
+    assert_eq!(stored["limit"]["max_in_flight"], serde_json::Value::Null);
+    assert_eq!(stored["version"], "2");
+    assert_eq!(stored["peers"]["count"], 1);
 
     let m = metrics(gate.admin).await;
     assert_eq!(

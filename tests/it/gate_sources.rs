@@ -72,24 +72,24 @@ async fn an_extra_source_sets_the_limit_with_its_version_and_cannot_break_it() {
     let stop = CancellationToken::new();
     let task = tokio::spawn(bound.run(vec![Box::new(fed)], stop.clone()));
     let c = client();
+    // Fail static: until the source gives a limit, none is known and everything is refused.
+    assert_eq!(c.get(&format!("http://{proxy}/")).await.status, 429);
+    feed.send(VersionedLimit::new(limit(None, 1, None), "rv-41"))
+        .await
+        .unwrap();
+    wait_for_metric(admin, r#"recover_gate_limit_applied_info{version="rv-41"}"#).await;
     assert_eq!(c.get(&format!("http://{proxy}/")).await.status, 200);
 
-    let block = VersionedLimit {
-        limit: limit(Some(0.0), 0, None),
-        version: "rv-42".into(),
-    };
+    let block = VersionedLimit::new(limit(Some(0.0), 0, None), "rv-42");
     feed.send(block).await.unwrap();
     wait_for_metric(admin, r#"recover_gate_limit_applied_info{version="rv-42"}"#).await;
     assert_eq!(c.get(&format!("http://{proxy}/")).await.status, 429);
 
     // A typo in the ConfigMap: refused, the gate stays blocked, the version stays.
-    let typo = VersionedLimit {
-        limit: limit(Some(-3.0), 1, None),
-        version: "rv-43".into(),
-    };
+    let typo = VersionedLimit::new(limit(Some(-3.0), 1, None), "rv-43");
     feed.send(typo).await.unwrap();
     let seen = eventually(Duration::from_secs(5), || async {
-        taken.load(Ordering::SeqCst) == 2
+        taken.load(Ordering::SeqCst) == 3
     })
     .await;
     assert!(seen, "the gate never took the bad limit");

@@ -9,7 +9,7 @@ use crate::support::kube::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use recover::gate::limit::Limit;
-use recover::gate::limit_source::{LimitSource, VersionedLimit};
+use recover::gate::limit_source::{LimitSource, Meaning, VersionedLimit};
 use recover::platform::kube::{ConfigMapLimitSource, KubeOptions, KubePlatform, Reach, Workload};
 use recover::platform::{Platform, PlatformError};
 use std::time::Duration;
@@ -123,10 +123,13 @@ async fn the_configmap_source_follows_each_version_and_keeps_the_last_good_limit
     let source = ConfigMapLimitSource::new(c.client_as(GATE_SA), NS, "recover-gate-limit")
         .with_backstop(Duration::from_secs(30));
     let task = tokio::spawn(Box::new(source).run(tx, stop.clone()));
-    // No key yet: nothing is pushed (the gate keeps its starting limit).
-    assert!(tokio::time::timeout(Duration::from_millis(400), rx.recv())
-        .await
-        .is_err());
+    // No key yet: nobody set a limit. Pushed as a fallback (unlimited), which a gate
+    // puts in force only if it knows no limit (a state file's stays).
+    let got = next(&mut rx).await.expect("pushed").unwrap();
+    assert_eq!(
+        (got.meaning, got.limit),
+        (Meaning::Fallback, Limit::unlimited())
+    );
 
     let cms: Api<ConfigMap> = Api::namespaced(c.fake.clone(), NS);
     let set = |text: String| {
@@ -146,16 +149,18 @@ async fn the_configmap_source_follows_each_version_and_keeps_the_last_good_limit
         }
     };
     let v2 = set(serde_json::to_string(&limit(25.0)).unwrap()).await;
-    let got = next(&mut rx).await.expect("pushed").unwrap();
+    let got = next_new(&mut rx).await.expect("pushed").unwrap();
     assert_eq!((got.version, got.limit), (v2, limit(25.0)));
 
     // A typo is not pushed: the gate keeps 25/s rather than falling open.
     set(r#"{"rate_per_s": 10, "burst": 1, "max_inflight": 3}"#.to_string()).await;
-    assert!(tokio::time::timeout(Duration::from_millis(600), rx.recv())
-        .await
-        .is_err());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(600), next_new(&mut rx))
+            .await
+            .is_err()
+    );
     let v4 = set(serde_json::to_string(&limit(10.0)).unwrap()).await;
-    let got = next(&mut rx).await.expect("pushed").unwrap();
+    let got = next_new(&mut rx).await.expect("pushed").unwrap();
     assert_eq!((got.version, got.limit), (v4, limit(10.0)));
     stop.cancel();
     task.await.unwrap().unwrap();
@@ -224,6 +229,18 @@ async fn next(
     rx: &mut mpsc::Receiver<VersionedLimit>,
 ) -> Result<Option<VersionedLimit>, tokio::time::error::Elapsed> {
     tokio::time::timeout(Duration::from_secs(5), rx.recv()).await
+}
+
+/// The next new limit, past confirmations of the one in force.
+async fn next_new(
+    rx: &mut mpsc::Receiver<VersionedLimit>,
+) -> Result<Option<VersionedLimit>, tokio::time::error::Elapsed> {
+    loop {
+        match next(rx).await? {
+            Some(v) if v.meaning != Meaning::New => continue,
+            other => return Ok(other),
+        }
+    }
 }
 
 #[test]

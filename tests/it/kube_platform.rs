@@ -6,7 +6,7 @@
 use crate::support::kube::*;
 use k8s_openapi::api::core::v1::Event;
 use kube::api::{Api, ListParams, PostParams};
-use recover::platform::kube::decide::{EvictOutcome, PodView};
+use recover::platform::kube::decide::{EvictOutcome, PodRef, PodView};
 use recover::platform::kube::disrupt::{ApiDisruptor, Disruptor};
 use recover::platform::kube::{KubeOptions, KubePlatform, Reach, Workload};
 use recover::platform::{LockHolder, Platform, PlatformError};
@@ -51,7 +51,9 @@ fn evictions_posted(c: &FakeCluster) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_restart_honours_batch_size_budget_and_waits_for_new_pods() {
-    let c = FakeCluster::start(4, Duration::from_millis(300)).await;
+    // Replacements get ready after the evicted pods are gone: the budget must refuse the
+    // second eviction of a batch until the first replacement is ready.
+    let c = FakeCluster::start(4, Duration::from_millis(900)).await;
     c.set_grace(Duration::from_millis(400)); // evicted pods linger, terminating
     let p = KubePlatform::new(c.client.clone(), options("alice"));
     let _guard = p.lock(&holder("run-batch", "alice")).await.expect("lock");
@@ -129,7 +131,7 @@ async fn a_blocked_eviction_is_retried_on_our_schedule_and_names_the_budget_and_
 
     // The fallback is opt-in twice: the option, and a Role rule the manifests do not ship.
     o.allow_delete_fallback = true;
-    c.grant(CONTROLLER, "", "pods", "delete");
+    c.grant(OPERATOR, "", "pods", "delete");
     let p = KubePlatform::new(c.client.clone(), o);
     p.restart(&pod)
         .await
@@ -299,11 +301,11 @@ struct Counting {
 
 #[async_trait::async_trait]
 impl Disruptor for Counting {
-    async fn evict(&self, pod: &str) -> Result<EvictOutcome, PlatformError> {
-        self.asked.lock().unwrap().push(pod.to_string());
+    async fn evict(&self, pod: &PodRef) -> Result<EvictOutcome, PlatformError> {
+        self.asked.lock().unwrap().push(pod.name.clone());
         self.inner.evict(pod).await
     }
-    async fn delete(&self, pod: &str) -> Result<(), PlatformError> {
+    async fn delete(&self, pod: &PodRef) -> Result<(), PlatformError> {
         self.inner.delete(pod).await
     }
 }

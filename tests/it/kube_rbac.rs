@@ -78,6 +78,7 @@ async fn statefulset_event(c: &FakeCluster) {
     })
     .await
     .unwrap();
+    assert!(p.flush_events(Duration::from_secs(10)).await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -101,6 +102,7 @@ async fn every_call_is_allowed_by_the_manifests_roles_and_every_rule_is_used() {
     o.gate_apply_timeout = Duration::from_secs(10);
     let p = KubePlatform::new(c.client.clone(), o);
     let guard = p.lock(&holder("run-rbac", "ci")).await.unwrap();
+    assert_eq!(p.hazards().await.unwrap(), vec![], "a steady target");
     let first = p.replicas().await.unwrap().remove(0).id;
     assert_eq!(
         p.admin(&first, AdminOp::Drain).await.unwrap().drained(),
@@ -125,6 +127,7 @@ async fn every_call_is_allowed_by_the_manifests_roles_and_every_rule_is_used() {
     })
     .await
     .unwrap();
+    assert!(p.flush_events(Duration::from_secs(10)).await);
     p.mirror_journal("run-rbac", "{}\n").await.unwrap();
     p.fetch_journal("run-rbac").await.unwrap();
     guard.release().await.unwrap();
@@ -143,7 +146,8 @@ async fn every_call_is_allowed_by_the_manifests_roles_and_every_rule_is_used() {
         "denied by the manifests' Roles: {denied:#?}"
     );
     let used = used(&c);
-    for account in [CONTROLLER, GATE_SA, SERVE_SA] {
+    // The in-cluster accounts and the laptop operator: every rule used by some call.
+    for account in [CONTROLLER, OPERATOR, GATE_SA, SERVE_SA] {
         let unused: Vec<Grant> = grants_of(&c, account)
             .into_iter()
             .filter(|g| !used.contains(g))
@@ -179,7 +183,7 @@ async fn the_delete_fallback_needs_a_grant_the_shipped_role_does_not_give() {
         e.contains("delete pods"),
         "the 403 names the missing rule: {e}"
     );
-    c.grant(CONTROLLER, "", "pods", "delete");
+    c.grant(OPERATOR, "", "pods", "delete");
     let p = KubePlatform::new(c.client.clone(), o);
     p.restart(&pod).await.expect("deleted once granted");
 }

@@ -203,8 +203,8 @@ async fn windows_the_data_cannot_measure_and_missing_roles_are_refused_by_name()
 /// scrapes. A persist the data cannot measure is refused, naming the field.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval() {
-    use recover::detect::observe::recent_window;
-    use recover::detect::VerdictKind;
+    use recover::detect::windows::Fields;
+    use recover::detect::{watch, VerdictKind, Watch};
     use recover::engine::planning::plan_run;
     use recover::metrics::promql::PromqlSource;
     use recover::metrics::source::MetricSource;
@@ -254,17 +254,28 @@ async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval
     assert!(span >= 8 * scrape + 4 * scrape, "span {span:?}");
 
     let asked = SystemTime::now();
-    let window = recent_window(&src, &at.signals, span, at.observe.interval, |_| {})
-        .await
-        .unwrap();
+    let fields = Fields::runbook();
+    let w = Watch {
+        signals: &at.signals,
+        config: &at.detect,
+        fields: &fields,
+        interval: at.observe.interval,
+        span: Some(span),
+        at: None,
+        scrape: None,
+        look_back: true,
+    };
+    let watched = watch(&src, &w, |_| {}).await.unwrap();
+    assert_eq!(watched.windows.scrape_interval_s, scrape.as_secs_f64());
+    assert_eq!(watched.config.persist, 8 * scrape);
     // Out of the history: its first snapshot is a span before the call (a live
     // observation would start at the call and wait the span out).
-    let first = window.first().unwrap().at;
+    let first = watched.window.first().unwrap().at;
     assert!(
         first + span <= asked + at.observe.interval,
         "the window starts at {first:?}, not {span:?} before {asked:?}"
     );
-    let planned = plan_run(&at, &window, None, &Overrides::default(), None)
+    let planned = plan_run(&at, &watched.verdict, &Overrides::default(), None)
         .unwrap_or_else(|e| panic!("the engine refused 15 s data: {e}"));
     assert_eq!(planned.verdict.verdict, VerdictKind::Stuck, "{planned:#?}");
 

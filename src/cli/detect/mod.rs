@@ -1,18 +1,16 @@
 //! `recover detect`: read the signals, judge them, exit 0 healthy, 10 stuck, 11 triggered,
 //! 12 unknown, 13 slow replica, so hooks can branch on the exit code.
 
-mod history;
 mod show;
 
 use super::{runtime, CliResult, Failure, Output};
-use history::{from_prometheus, report};
-use recover::detect::windows::{self, Fields, Windows};
-use recover::detect::{default_signals, observe, DetectorConfig, Verdict};
-use recover::metrics::promql::interval::ScrapeInterval;
-use recover::metrics::promql::roles;
+use recover::detect::windows::Windows;
+use recover::detect::{self, Verdict, WatchError, Watched};
+use recover::metrics::promql::{roles, PromqlSource};
 use recover::metrics::scrape::{parse_target, ScrapeSource};
-use recover::metrics::signal::{SignalSpec, Snapshot};
 use recover::metrics::source::MetricError;
+use recover::runbook::{Detection, DetectionError};
+use recover::util::duration::format as fmt;
 pub use show::print_verdict;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -119,55 +117,8 @@ fn parse_instant(s: &str) -> Result<SystemTime, String> {
     })
 }
 
-/// What a detection reads: the signals, the settings, the roles, and how to name the
-/// settings in messages.
-pub struct Setup {
-    pub signals: BTreeMap<String, SignalSpec>,
-    pub config: DetectorConfig,
-    pub roles: BTreeMap<String, String>,
-    pub fields: Fields,
-}
-
-/// The signals and detection settings: the runbook's, or the built-in demo set; `roles`
-/// (from --role) replace the declared ones.
-pub fn signals_and_config(
-    runbook: Option<&str>,
-    dirs: &[std::path::PathBuf],
-    roles: &BTreeMap<String, String>,
-) -> Result<Setup, Failure> {
-    match runbook {
-        Some(name) => {
-            let loaded = recover::runbook::find_with_roles(name, dirs, roles)
-                .map_err(|e| Failure::usage(anyhow::anyhow!(e)))?;
-            Ok(Setup {
-                signals: loaded.runbook.signals,
-                config: loaded.runbook.detect,
-                roles: loaded.runbook.roles,
-                fields: Fields::runbook(),
-            })
-        }
-        None => {
-            let mut all = roles::default_roles();
-            all.extend(roles.clone());
-            let signals = default_signals::demo_signals_with_roles(&all)
-                .map_err(|e| Failure::usage(anyhow::anyhow!("--role: {e}")))?;
-            Ok(Setup {
-                signals,
-                config: default_signals::detector_config(),
-                roles: all,
-                fields: Fields {
-                    grace: "the built-in grace".into(),
-                    grace_scrapes: "a runbook's spec.detect.grace_scrapes".into(),
-                    persist: "the built-in persist".into(),
-                    persist_scrapes: "a runbook's spec.detect.persist_scrapes".into(),
-                },
-            })
-        }
-    }
-}
-
 /// Apply the flags; a flag replaces the runbook's time and its scrape count alike.
-fn config(args: &Tuning, setup: &mut Setup) -> Result<(), Failure> {
+fn config(args: &Tuning, setup: &mut Detection) -> Result<(), Failure> {
     let cfg = &mut setup.config;
     if let Some(g) = args.grace {
         cfg.grace = g;
@@ -218,112 +169,71 @@ pub fn judge_with_windows(
     args: &Watch,
     tuning: &Tuning,
 ) -> Result<(Verdict, Option<Windows>), Failure> {
+    let usage = |m: &str| Err(Failure::usage(anyhow::anyhow!("{m}")));
     if args.metrics_urls.is_empty() && args.prometheus.is_none() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "say where the metrics are: --metrics-url ROLE=URL (repeatable) or --prometheus URL"
-        )));
+        return usage(
+            "say where the metrics are: --metrics-url ROLE=URL (repeatable) or --prometheus URL",
+        );
     }
     if args.interval.is_zero() {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "--interval must be above zero"
-        )));
+        return usage("--interval must be above zero");
     }
-    let overrides: BTreeMap<String, String> = args.prom.roles.iter().cloned().collect();
-    let mut setup = signals_and_config(args.runbook.as_deref(), &args.runbook_dir, &overrides)?;
+    if args.prom.scrape_interval.is_some_and(|s| s.is_zero()) {
+        return usage("--scrape-interval must be above zero");
+    }
+    let roles: BTreeMap<String, String> = args.prom.roles.iter().cloned().collect();
+    let mut setup = recover::runbook::detection(args.runbook.as_deref(), &args.runbook_dir, &roles)
+        .map_err(|e| match e {
+            DetectionError::Role(e) => Failure::usage(anyhow::anyhow!("--role: {e}")),
+            e => Failure::usage(anyhow::anyhow!(e)),
+        })?;
+    setup.fields.interval = "--interval".into();
     config(tuning, &mut setup)?;
-    let rt = runtime()?;
-    let judged = match &args.prometheus {
-        Some(url) => rt.block_on(from_prometheus(args, url, &setup)),
-        None => rt.block_on(from_scrapes(args, &setup)),
-    };
-    match judged {
-        Ok((v, w)) => Ok((v, Some(w))),
-        Err(Judge::Usage(e)) => Err(Failure::usage(e)),
-        Err(Judge::Metrics(
-            e @ (MetricError::BadExpression { .. }
-            | MetricError::NoExpression { .. }
-            | MetricError::RoleMissing { .. }
-            | MetricError::NoScrapeInterval { .. }),
-        )) => Err(Failure::usage(anyhow::anyhow!(e))),
+    match runtime()?.block_on(watch_source(args, &setup)) {
+        Ok(w) => Ok((w.verdict, Some(w.windows))),
+        Err(e) if e.is_setting() => Err(Failure::usage(anyhow::anyhow!(e))),
         // The source as a whole is unusable: no data, so no verdict (never a guess).
-        Err(Judge::Metrics(e)) => Ok((unknown(format!("no data: {e}")), None)),
+        Err(e) => Ok((unknown(format!("no data: {e}")), None)),
     }
 }
 
-/// Why a detection gave no verdict.
-enum Judge {
-    /// A setting that cannot work (a window the data cannot measure).
-    Usage(anyhow::Error),
-    Metrics(MetricError),
-}
-
-impl From<MetricError> for Judge {
-    fn from(e: MetricError) -> Self {
-        Judge::Metrics(e)
-    }
-}
-
-impl From<windows::WindowError> for Judge {
-    fn from(e: windows::WindowError) -> Self {
-        Judge::Usage(anyhow::anyhow!(e))
-    }
-}
-
-/// Observe the targets directly, one scrape per snapshot.
-async fn from_scrapes(args: &Watch, setup: &Setup) -> Result<(Verdict, Windows), Judge> {
-    let scrape = ScrapeInterval {
-        value: args.interval,
-        from: "--interval: each snapshot is one scrape of every target".into(),
+/// The source the flags name, watched.
+async fn watch_source(args: &Watch, setup: &Detection) -> Result<Watched, WatchError> {
+    let watch_with = |scrape| detect::Watch {
+        signals: &setup.signals,
+        config: &setup.config,
+        fields: &setup.fields,
+        interval: args.interval,
+        span: args.observe,
+        at: args.prom.at,
+        scrape,
+        look_back: true,
     };
-    let (cfg, grace, persist) = windows::at_resolution(&setup.config, scrape.value, &setup.fields)?;
-    let rate_window = scrape_rate_window(&setup.signals);
-    let span = args
-        .observe
-        .unwrap_or_else(|| observe::span_needed(&cfg, rate_window, args.interval));
-    let src = ScrapeSource::from_urls(args.metrics_urls.clone(), args.timeout)?;
-    tracing::info!(
-        "observing for {} every {}",
-        recover::util::duration::format(span),
-        recover::util::duration::format(args.interval)
-    );
-    let w: Vec<Snapshot> = observe::observe(&src, &setup.signals, span, args.interval, |s| {
-        let missing = s.readings.values().filter(|r| r.value().is_none()).count();
-        tracing::debug!(
-            "snapshot: {} signals, {missing} without a value",
-            s.readings.len()
-        );
-    })
-    .await?;
-    let now = SystemTime::now();
-    let windows = report(
-        &scrape,
-        rate_window,
-        "the longest range written in the signals' scrape expressions".into(),
-        args.interval,
-        grace,
-        persist,
-        span,
-        now,
-    );
-    Ok((
-        observe::judge(&src, &setup.signals, &cfg, &w, now).await,
-        windows,
-    ))
-}
-
-/// The longest rate window the scrape expressions use (the first rates need that much
-/// history).
-fn scrape_rate_window(signals: &BTreeMap<String, SignalSpec>) -> Duration {
-    let fallback = recover::util::duration::parse(default_signals::RATE_WINDOW)
-        .unwrap_or(Duration::from_secs(5));
-    signals
-        .values()
-        .filter_map(|s| s.scrape.as_deref())
-        .filter_map(|src| recover::metrics::scrape::expr::parse(src).ok())
-        .map(|e| e.max_window())
-        .max()
-        .filter(|w| !w.is_zero())
-        .unwrap_or(fallback)
+    let Some(url) = &args.prometheus else {
+        let src = ScrapeSource::from_urls(args.metrics_urls.clone(), args.timeout)?;
+        return detect::watch(&src, &watch_with(None), |s| {
+            if s.n == 1 {
+                tracing::info!(
+                    "observing {} snapshots, one every {}",
+                    s.of,
+                    fmt(args.interval)
+                );
+            }
+        })
+        .await;
+    };
+    let mut src = PromqlSource::new(url, args.timeout)
+        .map_err(|e| MetricError::Fetch {
+            target: url.to_string(),
+            message: e.to_string(),
+        })?
+        .with_roles(setup.roles.clone());
+    if let Some(s) = args.prom.scrape_interval {
+        src = src.with_scrape_interval(s, "--scrape-interval");
+    }
+    src.check_roles(args.prom.at).await?;
+    let scrape = src.scrape_interval(args.prom.at).await?;
+    detect::watch(&src, &watch_with(Some(scrape)), |_| {}).await
 }
 
 fn unknown(summary: String) -> Verdict {

@@ -21,6 +21,17 @@ pub fn is_conflict(e: &kube::Error) -> bool {
     status_code(e) == Some(409)
 }
 
+/// Whether a [`PlatformError`] from [`super::call::call`] is the API server's 409: the
+/// object changed since it was read (a resourceVersion precondition failed).
+pub fn is_conflict_error(e: &PlatformError) -> bool {
+    match e {
+        PlatformError::Call { source, .. } => source
+            .downcast_ref::<kube::Error>()
+            .is_some_and(is_conflict),
+        _ => false,
+    }
+}
+
 /// A call the Role does not allow, with the permission it needs.
 #[derive(Debug, thiserror::Error)]
 #[error("{source}; the Role needs {needs} (see manifests/controller-rbac.yaml)")]

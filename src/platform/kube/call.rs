@@ -6,7 +6,9 @@
 //! platform's client runs with that layer off ([`client_config`]); what is retried, how
 //! often and after how long is decided here, per call, by [`next_try`], a pure function.
 //! A retry is logged with what was being done and why; the server's Retry-After wins over
-//! our own backoff; a call that is not idempotent is never sent twice.
+//! our own backoff; a call that is not idempotent is never sent twice; and a call has an
+//! overall deadline across its retries (`total`): three attempts of 10 s each plus their
+//! waits would hold a step for half a minute.
 
 use super::api::call_error;
 use super::rbac::Permission;
@@ -24,6 +26,9 @@ pub struct CallPolicy {
     /// Wait before the second attempt; doubled each time up to `max_backoff`.
     pub backoff: Duration,
     pub max_backoff: Duration,
+    /// The deadline of the whole call, every attempt and wait included (at least one
+    /// attempt's `timeout`).
+    pub total: Duration,
     /// Whether sending it twice is harmless. A call that is not is never retried after it
     /// may have reached the server (a timeout, a broken connection, a 5xx); a 429 is
     /// retried, because the server says it did not process the request.
@@ -33,6 +38,7 @@ pub struct CallPolicy {
 /// Reads: `get`, `list`.
 pub const READ: CallPolicy = CallPolicy {
     timeout: Duration::from_secs(10),
+    total: Duration::from_secs(15),
     attempts: 3,
     backoff: Duration::from_millis(200),
     max_backoff: Duration::from_secs(2),
@@ -43,6 +49,7 @@ pub const READ: CallPolicy = CallPolicy {
 /// creates of a named object (a repeat answers 409, never a second object).
 pub const WRITE: CallPolicy = CallPolicy {
     timeout: Duration::from_secs(10),
+    total: Duration::from_secs(15),
     attempts: 3,
     backoff: Duration::from_millis(200),
     max_backoff: Duration::from_secs(2),
@@ -53,6 +60,7 @@ pub const WRITE: CallPolicy = CallPolicy {
 /// deadline, and names the budget that blocks it.
 pub const EVICT: CallPolicy = CallPolicy {
     timeout: Duration::from_secs(10),
+    total: Duration::from_secs(10),
     attempts: 1,
     backoff: Duration::ZERO,
     max_backoff: Duration::ZERO,
@@ -63,6 +71,7 @@ pub const EVICT: CallPolicy = CallPolicy {
 /// missing data for this round, not a stalled run.
 pub const PROXY_GET: CallPolicy = CallPolicy {
     timeout: Duration::from_secs(5),
+    total: Duration::from_secs(5),
     attempts: 1,
     backoff: Duration::ZERO,
     max_backoff: Duration::ZERO,
@@ -72,6 +81,7 @@ pub const PROXY_GET: CallPolicy = CallPolicy {
 /// `POST /admin/drain` and `/admin/warm`: drain drops queued work, so it is sent once.
 pub const PROXY_POST: CallPolicy = CallPolicy {
     timeout: Duration::from_secs(10),
+    total: Duration::from_secs(10),
     attempts: 1,
     backoff: Duration::ZERO,
     max_backoff: Duration::ZERO,
@@ -81,8 +91,10 @@ pub const PROXY_POST: CallPolicy = CallPolicy {
 /// The lease renewal: short enough that a stalled renewal is noticed well inside a third
 /// of the lease (see [`super::lease`]).
 pub fn lease_policy(lease: Duration) -> CallPolicy {
+    let timeout = (lease / 5).max(Duration::from_millis(200));
     CallPolicy {
-        timeout: (lease / 5).max(Duration::from_millis(200)),
+        timeout,
+        total: timeout,
         attempts: 1,
         backoff: Duration::ZERO,
         max_backoff: Duration::ZERO,
@@ -183,23 +195,37 @@ where
     Fut: Future<Output = Result<T, kube::Error>>,
 {
     let started = Instant::now();
+    let deadline = started + policy.total.max(policy.timeout);
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let failure = match tokio::time::timeout(policy.timeout, attempt_once()).await {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let this_try = policy.timeout.min(left).max(Duration::from_millis(1));
+        let failure = match tokio::time::timeout(this_try, attempt_once()).await {
             Ok(Ok(v)) => return Ok(v),
             Ok(Err(e)) => {
                 let f = Failure::of(&e);
-                match next_try(policy, attempt, f, None) {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match next_try(policy, attempt, f, Some(left)) {
                     Some(wait) => (f, wait, e.to_string()),
                     None => return Err(call_error(perm, what(), e)),
                 }
             }
-            Err(_) => match next_try(policy, attempt, Failure::TimedOut, None) {
+            Err(_) => match next_try(
+                policy,
+                attempt,
+                Failure::TimedOut,
+                Some(deadline.saturating_duration_since(Instant::now())),
+            ) {
                 Some(wait) => (Failure::TimedOut, wait, "no answer".to_string()),
                 None => {
                     return Err(PlatformError::Timeout {
-                        what: format!("{} (each attempt {:?})", what(), policy.timeout),
+                        what: format!(
+                            "{} (each attempt {:?}, {:?} in all)",
+                            what(),
+                            policy.timeout,
+                            policy.total.max(policy.timeout)
+                        ),
                         after: started.elapsed(),
                     })
                 }
@@ -291,6 +317,33 @@ mod tests {
             Some(Duration::from_secs(2))
         );
         assert_eq!(next_try(&PROXY_POST, 1, status(429, Some(2)), None), None);
+    }
+
+    #[tokio::test]
+    async fn a_call_never_outlasts_its_overall_deadline_across_retries() {
+        let policy = CallPolicy {
+            timeout: Duration::from_millis(300),
+            total: Duration::from_millis(500),
+            ..READ
+        };
+        let started = Instant::now();
+        let r: Result<(), PlatformError> = call(
+            &policy,
+            &crate::platform::kube::rbac::PODS_GET,
+            || "a read that never answers".into(),
+            || async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(())
+            },
+        )
+        .await;
+        assert!(matches!(r, Err(PlatformError::Timeout { .. })), "{r:?}");
+        // Three attempts of 300 ms would take 900 ms and more; the call gives up at 500.
+        assert!(
+            started.elapsed() < Duration::from_millis(850),
+            "{:?}",
+            started.elapsed()
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@
 
 use super::call::{self, WRITE};
 use super::decide::{applied_version, reported_peers, PodView};
+use super::fence::{Fence, Token, FENCE_ANNOTATION};
 use super::limit_source::parse_limit;
 use super::proxy::{Locator, PodReach};
 use super::rbac::{self, FIELD_MANAGER, LIMIT_KEY};
@@ -57,6 +58,7 @@ pub struct KubeGate {
     pub(crate) metrics_port: u16,
     pub(crate) apply_timeout: Duration,
     pub(crate) poll: Duration,
+    pub(crate) fence: Arc<Fence>,
 }
 
 impl KubeGate {
@@ -124,25 +126,8 @@ impl GateControl for KubeGate {
 
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
         let json = serde_json::to_string(limit).map_err(|e| PlatformError::Other(e.to_string()))?;
-        let patch = Patch::Merge(serde_json::json!({ "data": { LIMIT_KEY: json } }));
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        };
-        let cm = call::call(
-            &WRITE,
-            &rbac::CONFIGMAPS_PATCH,
-            || format!("patching ConfigMap {}", self.configmap),
-            || self.configmaps.patch(&self.configmap, &pp, &patch),
-        )
-        .await
-        .map_err(|e| match e {
-            PlatformError::Call { what, source } => PlatformError::Call {
-                what: format!("{what} (apply manifests/: it creates this ConfigMap)"),
-                source,
-            },
-            other => other,
-        })?;
+        let what = format!("writing the limit into ConfigMap {}", self.configmap);
+        let cm = self.fence.guard(&what, self.write_limit(&json)).await?;
         let want = cm.metadata.resource_version.unwrap_or_default();
         let started = Instant::now();
         loop {
@@ -160,7 +145,77 @@ impl GateControl for KubeGate {
                     after: started.elapsed(),
                 });
             }
-            tokio::time::sleep(self.poll).await;
+            self.fence
+                .sleep("waiting for the gates to apply the limit", self.poll)
+                .await?;
+        }
+    }
+}
+
+impl KubeGate {
+    /// Write `json` as the limit, fenced: read the ConfigMap, refuse if a later holder of
+    /// the lease wrote it, and write with the resourceVersion read and our [`Token`], so
+    /// the API server refuses (409) a write that raced with anyone else's; a conflict reads
+    /// again and decides again, a few times.
+    async fn write_limit(&self, json: &str) -> Result<ConfigMap, PlatformError> {
+        let name = &self.configmap;
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let mut conflicts = 0;
+        loop {
+            let cm = call::call(
+                &call::READ,
+                &rbac::CONFIGMAPS_GET,
+                || {
+                    format!(
+                        "reading ConfigMap {name} (apply manifests/: it creates this ConfigMap)"
+                    )
+                },
+                || self.configmaps.get(name),
+            )
+            .await?;
+            let found = cm
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(FENCE_ANNOTATION))
+                .and_then(|t| Token::parse(t));
+            let mine = self.fence.token();
+            if let Some(t) = &mine {
+                if !t.may_overwrite(found.as_ref()) {
+                    return Err(PlatformError::LockLost {
+                        what: format!("writing the limit into ConfigMap {name}"),
+                        why: format!(
+                            "it was last written under a later holding of the lease ({})",
+                            found.map(|f| f.render()).unwrap_or_default()
+                        ),
+                    });
+                }
+            }
+            let patch = Patch::Merge(serde_json::json!({
+                "metadata": {
+                    "resourceVersion": cm.metadata.resource_version,
+                    "annotations": { FENCE_ANNOTATION: mine.map(|t| t.render()) },
+                },
+                "data": { LIMIT_KEY: json },
+            }));
+            match call::call(
+                &WRITE,
+                &rbac::CONFIGMAPS_PATCH,
+                || format!("patching ConfigMap {name}"),
+                || self.configmaps.patch(name, &pp, &patch),
+            )
+            .await
+            {
+                Ok(cm) => return Ok(cm),
+                Err(e) if super::api::is_conflict_error(&e) && conflicts < 5 => {
+                    conflicts += 1;
+                    tracing::info!(configmap = %name, conflicts, "the limit ConfigMap changed under our write; reading it again");
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 }

@@ -5,14 +5,20 @@
 //! `<run>.jsonl`, `<run>.rollout.json`, `<run>.summary.json`.
 //!
 //! The object must stay under the API server's 1 MiB limit: every write drops the oldest
-//! runs first ([`super::decide::keys::prune`]). Writes go through [`Mirror`], a background
+//! runs first ([`super::decide::keys::prune`]), decided on the same read the write is
+//! conditioned on (a resourceVersion precondition: a concurrent writer makes it 409, and
+//! it is read and decided again). A value over [`MAX_RUN_BYTES`] is cut to its first and
+//! last lines and marked (`<key>.cut`), never refused: one huge journal must not wedge the
+//! rollout's progress behind it. A journal marked cut is not resumed from (its middle is
+//! missing); the local journal is complete. Writes go through [`Mirror`], a background
 //! writer that coalesces them (the latest value of a key wins), so a slow or failing
-//! ConfigMap write never sits on the restart path: a failed mirror write is logged and
-//! retried, never a failed restart.
+//! ConfigMap write never sits on the restart path. Every write is fenced by the lease.
 
+use super::api::is_conflict_error;
 use super::call::{self, READ, WRITE};
-use super::decide::keys::prune;
+use super::decide::keys::{cut_to, prune};
 use super::decide::{configmap_key, RolloutState};
+use super::fence::Fence;
 use super::rbac::{self, FIELD_MANAGER};
 use crate::platform::PlatformError;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -43,13 +49,45 @@ pub fn summary_key(run_id: &str) -> String {
 pub struct JournalStore {
     api: Api<ConfigMap>,
     name: String,
+    fence: Arc<Fence>,
+}
+
+/// The marker key saying `key`'s value was cut to fit.
+pub fn cut_key(key: &str) -> String {
+    format!("{key}.cut")
+}
+
+/// `values` with every value over [`MAX_RUN_BYTES`] cut to fit, and a marker for each.
+/// Pure.
+pub fn fit(values: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (key, value) in values {
+        match cut_to(value, MAX_RUN_BYTES) {
+            None => {
+                out.insert(key.clone(), value.clone());
+            }
+            Some(cut) => {
+                out.insert(
+                    cut_key(key),
+                    format!(
+                        "{{\"bytes\":{},\"kept\":{},\"why\":\"over the {MAX_RUN_BYTES} bytes a value may take; the local journal is complete\"}}",
+                        value.len(),
+                        cut.len()
+                    ),
+                );
+                out.insert(key.clone(), cut);
+            }
+        }
+    }
+    out
 }
 
 impl JournalStore {
-    pub fn new(client: kube::Client, namespace: &str, name: &str) -> Self {
+    pub fn new(client: kube::Client, namespace: &str, name: &str, fence: Arc<Fence>) -> Self {
         JournalStore {
             api: Api::namespaced(client, namespace),
             name: name.to_string(),
+            fence,
         }
     }
 
@@ -63,29 +101,34 @@ impl JournalStore {
         .await
     }
 
-    /// Write `values`, dropping the oldest runs' keys as needed to stay in budget.
+    /// Write `values` (cut to fit), dropping the oldest runs' keys as needed to stay in
+    /// budget, conditioned on the resourceVersion the pruning was decided on.
     pub async fn write(&self, values: &BTreeMap<String, String>) -> Result<(), PlatformError> {
-        for (key, value) in values {
-            if value.len() > MAX_RUN_BYTES {
-                return Err(PlatformError::Other(format!(
-                    "{key} is {} bytes, more than the {MAX_RUN_BYTES} the ConfigMap {} keeps per run; the local journal is complete",
-                    value.len(),
-                    self.name
-                )));
+        let values = fit(values);
+        let mut conflicts = 0;
+        loop {
+            let what = format!("writing to ConfigMap {}", self.name);
+            match self.fence.guard(&what, self.write_once(&values)).await {
+                Err(e) if is_conflict_error(&e) && conflicts < 5 => {
+                    conflicts += 1;
+                    tracing::info!(configmap = %self.name, conflicts, "the journal ConfigMap changed under our write; reading it again");
+                }
+                other => return other,
             }
         }
+    }
+
+    async fn write_once(&self, values: &BTreeMap<String, String>) -> Result<(), PlatformError> {
         let cm = self.read().await?.ok_or_else(|| {
             PlatformError::Other(format!(
                 "ConfigMap {} does not exist; apply manifests/: it creates it",
                 self.name
             ))
         })?;
-        let sizes: BTreeMap<String, usize> = cm
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.len()))
-            .collect();
+        let version = cm.metadata.resource_version.clone();
+        let current = cm.data.unwrap_or_default();
+        let sizes: BTreeMap<String, usize> =
+            current.iter().map(|(k, v)| (k.clone(), v.len())).collect();
         let writes: BTreeMap<String, usize> =
             values.iter().map(|(k, v)| (k.clone(), v.len())).collect();
         let dropped = prune(&sizes, &writes, BUDGET_BYTES);
@@ -98,8 +141,16 @@ impl JournalStore {
         }
         for (k, v) in values {
             data.insert(k.clone(), serde_json::Value::String(v.clone()));
+            // A value that fits now clears an older cut marker.
+            let marker = cut_key(k);
+            if !values.contains_key(&marker) && current.contains_key(&marker) {
+                data.insert(marker, serde_json::Value::Null);
+            }
         }
-        let patch = Patch::Merge(serde_json::json!({ "data": data }));
+        let patch = Patch::Merge(serde_json::json!({
+            "metadata": { "resourceVersion": version },
+            "data": data,
+        }));
         let pp = PatchParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..PatchParams::default()
@@ -112,6 +163,24 @@ impl JournalStore {
         )
         .await
         .map(|_| ())
+    }
+
+    /// The mirrored journal of `run_id`; an error if it was cut to fit (resuming from it
+    /// would redo what its missing middle recorded as done).
+    pub async fn journal(&self, run_id: &str) -> Result<Option<String>, PlatformError> {
+        let key = journal_key(run_id);
+        let data = self
+            .read()
+            .await?
+            .and_then(|cm| cm.data)
+            .unwrap_or_default();
+        if let Some(cut) = data.get(&cut_key(&key)) {
+            return Err(PlatformError::Other(format!(
+                "the journal of run {run_id} in ConfigMap {} was cut to fit ({cut}); resume it where its full journal is (recover resume --journal-dir DIR)",
+                self.name
+            )));
+        }
+        Ok(data.get(&key).cloned())
     }
 
     pub async fn get(&self, key: &str) -> Result<Option<String>, PlatformError> {
@@ -225,6 +294,10 @@ impl Mirror {
                             Ok(()) => {
                                 failures = 0;
                                 let _ = tx.send(generation);
+                            }
+                            Err(e @ PlatformError::LockLost { .. }) => {
+                                tracing::warn!(error = %e, keys = ?batch.keys().collect::<Vec<_>>(), "not mirroring to the journal ConfigMap: the lease is lost");
+                                pending.lock().unwrap_or_else(|e| e.into_inner()).values.clear();
                             }
                             Err(e) => {
                                 failures += 1;

@@ -9,6 +9,7 @@ use super::api::{call_error, is_conflict, is_not_found};
 use super::call::{self, CallPolicy};
 use super::decide::lease::{renew_deadline, renew_every};
 use super::decide::{lease_decision, LeaseDecision, LeaseView, Observed};
+use super::fence::{Fence, Token};
 use super::rbac;
 use crate::platform::{LockGuard, LockHolder, PlatformError};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -16,6 +17,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, PostParams};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -52,6 +54,14 @@ pub fn lease_name(target: &str) -> String {
     s.trim_end_matches('-').to_string()
 }
 
+/// A lease just taken: its holding's number (the Lease's `leaseTransitions`, the fencing
+/// token) and when the write that took it was sent (its renew deadline runs from there).
+#[derive(Debug, Clone, Copy)]
+pub struct Acquired {
+    pub transitions: i32,
+    pub at: tokio::time::Instant,
+}
+
 /// Take the lease or fail with [`PlatformError::LockHeld`]. A lease held by someone else
 /// is watched: if it changes (its holder renews it) the lock is held; if it stays
 /// unchanged for its whole duration, as our own clock measures it, the holder is gone and
@@ -62,7 +72,7 @@ pub async fn acquire(
     target_id: &str,
     holder: &LockHolder,
     duration: Duration,
-) -> Result<(), PlatformError> {
+) -> Result<Acquired, PlatformError> {
     let secs = duration.as_secs().max(1) as i32;
     let policy = call::lease_policy(duration);
     let mut observed: Option<Observed> = None;
@@ -91,6 +101,7 @@ pub async fn acquire(
             field_manager: Some(rbac::FIELD_MANAGER.to_string()),
             ..PostParams::default()
         };
+        let at = tokio::time::Instant::now();
         let (written, perm, doing) = match (decision, existing) {
             (
                 LeaseDecision::Held {
@@ -128,7 +139,10 @@ pub async fn acquire(
             }
         };
         match written {
-            Ok(Ok(_)) => return Ok(()),
+            Ok(Ok(lease)) => {
+                let transitions = lease.spec.and_then(|s| s.lease_transitions).unwrap_or(0);
+                return Ok(Acquired { transitions, at });
+            }
             // Lost a race: someone created or updated it between our read and our write.
             // Read again and decide again (it may be held now), a few times at most.
             Ok(Err(e)) if is_conflict(&e) && conflicts < 5 => conflicts += 1,
@@ -247,61 +261,105 @@ pub async fn renew(
         })
 }
 
-/// A held Lease, renewed in the background every third of its duration. If it is taken
-/// by someone else, or cannot be renewed for two thirds of its duration, [`LockGuard::lost`]
-/// is cancelled: the run stops as on Ctrl-C.
+/// A held Lease, renewed in the background every third of its duration. The platform's
+/// [`Fence`] holds it until the renew deadline of the last successful renewal, on a timer
+/// of its own; taken by someone else or past that deadline, the fence is lost and
+/// [`LockGuard::lost`] cancelled: the run stops as on Ctrl-C, and no more writes are made.
 pub struct LeaseGuard {
     leases: Api<Lease>,
     name: String,
     holder: LockHolder,
     stop: CancellationToken,
-    lost: CancellationToken,
+    fence: Arc<Fence>,
 }
 
 impl LeaseGuard {
-    pub fn start(leases: Api<Lease>, name: String, holder: LockHolder, duration: Duration) -> Self {
+    pub fn start(
+        leases: Api<Lease>,
+        name: String,
+        holder: LockHolder,
+        duration: Duration,
+        acquired: Acquired,
+        fence: Arc<Fence>,
+    ) -> Self {
         let stop = CancellationToken::new();
-        let lost = CancellationToken::new();
-        let (l, n, h, s, lo) = (
+        fence.hold(
+            acquired.at + renew_deadline(duration),
+            Token {
+                lease: name.clone(),
+                holder: holder.identity.clone(),
+                transitions: acquired.transitions,
+            },
+        );
+        tokio::spawn(renew_loop(
             leases.clone(),
             name.clone(),
             holder.clone(),
+            duration,
             stop.clone(),
-            lost.clone(),
-        );
-        tokio::spawn(async move {
-            let policy = call::lease_policy(duration);
-            let mut last_renewed = Instant::now();
-            loop {
-                tokio::select! {
-                    _ = s.cancelled() => return,
-                    _ = tokio::time::sleep(renew_every(duration)) => {}
-                }
-                match renew(&l, &n, &h, &policy).await {
-                    Ok(Renewal::Renewed) => last_renewed = Instant::now(),
-                    Ok(Renewal::Conflict) => {}
-                    Ok(Renewal::Lost) => {
-                        tracing::error!(lease = %n, run_id = %h.run_id, "lost the lease to another holder; stopping this run");
-                        lo.cancel();
-                        return;
-                    }
-                    Err(e) => {
-                        tracing::warn!(lease = %n, error = %e, since_renewed = ?last_renewed.elapsed(), "renewing the lease failed; retrying")
-                    }
-                }
-                if last_renewed.elapsed() >= renew_deadline(duration) {
-                    tracing::error!(lease = %n, run_id = %h.run_id, since_renewed = ?last_renewed.elapsed(), "could not renew the lease in time; another controller may take over: stopping this run");
-                    lo.cancel();
-                    return;
-                }
-            }
-        });
+            fence.clone(),
+        ));
+        tokio::spawn(watch_deadline(name.clone(), stop.clone(), fence.clone()));
         LeaseGuard {
             leases,
             name,
             holder,
             stop,
-            lost,
+            fence,
+        }
+    }
+}
+
+/// Renew every third of the lease; a renewal extends the fence from when it was sent.
+async fn renew_loop(
+    l: Api<Lease>,
+    n: String,
+    h: LockHolder,
+    duration: Duration,
+    stop: CancellationToken,
+    fence: Arc<Fence>,
+) {
+    let policy = call::lease_policy(duration);
+    let lost = fence.lost();
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = lost.cancelled() => return,
+            _ = tokio::time::sleep(renew_every(duration)) => {}
+        }
+        let sent = tokio::time::Instant::now();
+        let renewal = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = renew(&l, &n, &h, &policy) => r,
+        };
+        match renewal {
+            Ok(Renewal::Renewed) => fence.renewed(sent, renew_deadline(duration)),
+            Ok(Renewal::Conflict) => {}
+            Ok(Renewal::Lost) => {
+                tracing::error!(lease = %n, run_id = %h.run_id, "lost the lease to another holder; stopping this run");
+                fence.lose(format!("lease {n} is held by another controller now"));
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(lease = %n, error = %e, deadline = ?fence.deadline(), "renewing the lease failed; retrying")
+            }
+        }
+    }
+}
+
+/// The renew deadline on a timer of its own: it fires even while a renewal is stuck.
+async fn watch_deadline(n: String, stop: CancellationToken, fence: Arc<Fence>) {
+    loop {
+        let Some(until) = fence.deadline() else {
+            return;
+        };
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            _ = tokio::time::sleep_until(until) => {}
+        }
+        if fence.check("holding the lease").is_err() {
+            tracing::error!(lease = %n, "could not renew the lease within its renew deadline; another controller may take over: stopping this run");
+            return;
         }
     }
 }
@@ -309,11 +367,16 @@ impl LeaseGuard {
 #[async_trait::async_trait]
 impl LockGuard for LeaseGuard {
     fn lost(&self) -> CancellationToken {
-        self.lost.clone()
+        self.fence.lost()
     }
 
     async fn release(self: Box<Self>) -> Result<(), PlatformError> {
         self.stop.cancel();
+        if self.fence.is_lost() {
+            // Lost: not ours to write any more; it expires on its own.
+            return Ok(());
+        }
+        self.fence.release();
         let name = &self.name;
         let policy = call::READ;
         let lease = match call::call(
@@ -357,7 +420,10 @@ impl LockGuard for LeaseGuard {
 
 impl Drop for LeaseGuard {
     fn drop(&mut self) {
-        // Dropped without release (a crash path): stop renewing so the lease expires.
+        // Dropped without release (a crash path): stop renewing so the lease expires, and
+        // act no more under it.
         self.stop.cancel();
+        self.fence
+            .lose("the lock was dropped without being released");
     }
 }

@@ -6,13 +6,16 @@
 //! `/metrics`; an unparsable limit is reported and the last good one stays in force.
 //!
 //! The key is absent until the controller first sets a limit: the manifests do not carry
-//! it, so `kubectl apply -k` never resets a limit set mid-incident, and a gate that finds
-//! no key keeps the limit it started with (pass-through, or its state file's).
+//! it, so `kubectl apply -k` never resets a limit set mid-incident. A gate that finds no
+//! key and knows no limit passes everything through (nobody set one); a gate that knows a
+//! limit (its state file's) keeps it. Every read that finds the version in force confirms
+//! it, so the gate can say how old its limit is; a ConfigMap that cannot be read confirms
+//! nothing, and a gate that never read one refuses everything.
 
 use super::follow::{follow, Follow, Seen};
 use super::rbac::{self, LIMIT_CONFIGMAP, LIMIT_KEY};
 use crate::gate::limit::Limit;
-use crate::gate::limit_source::{LimitSource, LimitSourceError, VersionedLimit};
+use crate::gate::limit_source::{LimitSource, LimitSourceError, Meaning, VersionedLimit};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 use std::time::Duration;
@@ -32,8 +35,12 @@ pub enum LimitUpdate {
         version: String,
         message: String,
     },
-    /// The ConfigMap or its key is absent.
+    /// The ConfigMap is absent.
     Missing,
+    /// The ConfigMap has no limit key: nobody set a limit.
+    NoKey {
+        version: String,
+    },
 }
 
 /// Parse and check a `limit.json` value with the gate's own rules (the same as its admin
@@ -48,14 +55,14 @@ pub fn limit_update(last_seen: Option<&str>, cm: Option<&ConfigMap>) -> LimitUpd
         return LimitUpdate::Missing;
     };
     let version = cm.metadata.resource_version.clone().unwrap_or_default();
+    let Some(text) = cm.data.as_ref().and_then(|d| d.get(LIMIT_KEY)) else {
+        return LimitUpdate::NoKey { version };
+    };
     if last_seen == Some(version.as_str()) {
         return LimitUpdate::Unchanged;
     }
-    let Some(text) = cm.data.as_ref().and_then(|d| d.get(LIMIT_KEY)) else {
-        return LimitUpdate::Missing;
-    };
     match parse_limit(text) {
-        Ok(limit) => LimitUpdate::New(VersionedLimit { limit, version }),
+        Ok(limit) => LimitUpdate::New(VersionedLimit::new(limit, version)),
         Err(message) => LimitUpdate::Invalid { version, message },
     }
 }
@@ -140,7 +147,11 @@ impl Tracking {
     /// The update to push for this state, if any, logging what the gate should know.
     fn take(&mut self, whom: &str, cm: Option<&ConfigMap>) -> Option<VersionedLimit> {
         match limit_update(self.last_seen.as_deref(), cm) {
-            LimitUpdate::Unchanged => None,
+            LimitUpdate::Unchanged => self.last_seen.clone().map(|version| VersionedLimit {
+                limit: Limit::unlimited(),
+                version,
+                meaning: Meaning::Confirm,
+            }),
             LimitUpdate::New(v) => {
                 tracing::info!(configmap = %whom, version = %v.version, "new limit from ConfigMap");
                 self.last_seen = Some(v.version.clone());
@@ -154,10 +165,21 @@ impl Tracking {
             }
             LimitUpdate::Missing => {
                 if !self.missing_reported {
-                    tracing::warn!(configmap = %whom, key = LIMIT_KEY, "no limit in the ConfigMap yet; keeping the current limit");
+                    tracing::error!(configmap = %whom, "the limit ConfigMap does not exist (apply manifests/); keeping the current limit, and refusing all traffic if there is none");
                     self.missing_reported = true;
                 }
                 None
+            }
+            LimitUpdate::NoKey { version } => {
+                if !self.missing_reported {
+                    tracing::warn!(configmap = %whom, key = LIMIT_KEY, "no limit in the ConfigMap yet: nobody set one; a gate that knows no limit passes everything through");
+                    self.missing_reported = true;
+                }
+                Some(VersionedLimit {
+                    limit: Limit::unlimited(),
+                    version,
+                    meaning: Meaning::Fallback,
+                })
             }
         }
     }

@@ -15,16 +15,21 @@ pub mod api;
 pub mod call;
 pub mod decide;
 pub mod disrupt;
+pub mod event_writer;
 pub mod events;
+pub mod fence;
 pub mod follow;
 pub mod gate;
+mod hazards;
 pub mod journal;
 pub mod lease;
 pub mod limit_source;
 pub mod peers;
 mod platform_impl;
+pub mod pod_cache;
 pub mod proxy;
 pub mod rbac;
+pub mod throttle;
 pub mod workload;
 
 pub use limit_source::ConfigMapLimitSource;
@@ -166,14 +171,20 @@ pub struct KubePlatform {
     reach: Arc<dyn PodReach>,
     mirror: Mirror,
     resolved: tokio::sync::OnceCell<workload::Resolved>,
-    involved_cache: Mutex<Option<events::Involved>>,
+    /// The namespace's pods, watched, for scrape rounds (started on the first one).
+    pod_cache: std::sync::OnceLock<pod_cache::PodCache>,
+    events_out: event_writer::EventWriter,
     memory: Mutex<RunMemory>,
+    /// Holds while this platform's lease does; every mutating call goes through it.
+    fence: Arc<fence::Fence>,
 }
 
 impl KubePlatform {
     /// A platform on an existing client (tests pass a kube-fake-client here).
     pub fn new(client: kube::Client, opts: KubeOptions) -> Self {
+        let client = throttle::keep_retry_after(client);
         let ns = opts.namespace.clone();
+        let fence = Arc::new(fence::Fence::default());
         let reach: Arc<dyn PodReach> = match opts.reach {
             Reach::ApiProxy => Arc::new(ApiProxy::new(client.clone(), &ns, opts.pod_deadlines)),
             Reach::PodIp => Arc::new(Direct::new(opts.pod_deadlines)),
@@ -186,13 +197,29 @@ impl KubePlatform {
                 client.clone(),
                 &ns,
                 &opts.journal_configmap,
+                fence.clone(),
             )),
             resolved: tokio::sync::OnceCell::new(),
-            involved_cache: Mutex::new(None),
+            pod_cache: std::sync::OnceLock::new(),
+            events_out: event_writer::EventWriter::new(
+                event_writer::EventTarget {
+                    client: client.clone(),
+                    namespace: ns.clone(),
+                    workload: opts.workload.clone(),
+                    identity: opts.identity.clone(),
+                },
+                fence.clone(),
+            ),
             client,
             opts,
             memory: Mutex::new(RunMemory::default()),
+            fence,
         }
+    }
+
+    /// The fence of this platform's lease (tests: see when it is lost).
+    pub fn fence(&self) -> Arc<fence::Fence> {
+        self.fence.clone()
     }
 
     /// Connect with the kubeconfig (`context`, or its current context) or, with no
@@ -239,6 +266,7 @@ impl KubePlatform {
             metrics_port: self.opts.gate_metrics_port,
             apply_timeout: self.opts.gate_apply_timeout,
             poll: self.opts.poll.min(Duration::from_millis(500)),
+            fence: self.fence.clone(),
         }
     }
 
@@ -335,7 +363,41 @@ impl KubePlatform {
             .rollout = None;
     }
 
-    /// Wait until every mirror write queued so far is done (tests, end of a run).
+    /// Wait until every Event queued so far is written (tests, end of a run).
+    pub async fn flush_events(&self, timeout: Duration) -> bool {
+        self.events_out.flush(timeout).await
+    }
+
+    /// What this platform left where, for the Event after a lost lease: the batched
+    /// restart's progress and the objects it writes.
+    fn left_where(&self) -> String {
+        let mut out = Vec::new();
+        if let Some(r) = self.rollout_state() {
+            let evicted: Vec<&str> = r.evicted.iter().map(|p| p.name.as_str()).collect();
+            let left: Vec<&str> = r
+                .snapshot
+                .iter()
+                .filter(|p| !r.was_evicted(&p.uid))
+                .map(|p| p.name.as_str())
+                .collect();
+            out.push(format!(
+                "batched restart: evicted [{}], not restarted [{}]",
+                evicted.join(", "),
+                left.join(", ")
+            ));
+        }
+        out.push(format!(
+            "the gate's limit stays as last written in ConfigMap {}/{} (key {})",
+            self.opts.namespace,
+            self.opts.limit_configmap,
+            rbac::LIMIT_KEY
+        ));
+        out.push(format!(
+            "the journal mirror in ConfigMap {}/{} stopped at the loss; the local journal is complete",
+            self.opts.namespace, self.opts.journal_configmap
+        ));
+        out.join("; ")
+    }
     pub async fn flush_mirror(&self, timeout: Duration) -> bool {
         let generation = self.mirror.queued();
         self.mirror.flush(generation, timeout).await

@@ -105,14 +105,12 @@ impl PeerSource for EndpointSlicePeers {
                 ));
             },
         );
+        // Every state seen is sent, changed or not: each is a fresh confirmation of the
+        // count (the gate shows its age), and the gate acts only on a change.
         let forward = async {
-            let mut last = None;
             while let Some(peers) = rx.recv().await {
-                if last != Some(peers) {
-                    last = Some(peers);
-                    if updates.send(peers).await.is_err() {
-                        return; // the gate is gone
-                    }
+                if updates.send(peers).await.is_err() {
+                    return; // the gate is gone
                 }
             }
         };

@@ -1,20 +1,18 @@
 //! [`Platform`] for [`KubePlatform`]: each method is one short sequence of API calls
 //! around a decision from [`super::decide`].
 
-use super::call::{self, READ, WRITE};
+use super::call::{self, READ};
 use super::decide::{batch_progress, PodRef, PodView};
 use super::disrupt::{take_down, TakenDown};
-use super::events::{self, Involved};
 use super::journal::{self, add_summary_line, SummaryLine};
 use super::proxy::{parse_address, Locator};
-use super::{lease, rbac, workload, KubePlatform};
+use super::{lease, rbac, KubePlatform};
 use crate::platform::{
     AdminOp, AdminReply, GateControl, LockGuard, LockHolder, Platform, PlatformError, Replica,
     ScrapeEndpoint, StepEvent,
 };
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,14 +29,16 @@ impl KubePlatform {
         .map(PodView::of))
     }
 
-    /// Wait until the pod with `uid` is gone, terminating or terminal (out of service,
-    /// replacement on its way); a new pod under the same name (a StatefulSet) is another pod.
+    /// Wait until the pod with `uid` is gone from the API (its containers stopped, its
+    /// grace period over), not merely marked for deletion: a terminating pod may still be
+    /// serving, and the budget still counts it. A new pod under the same name (a
+    /// StatefulSet) is another pod.
     async fn wait_gone(&self, pod: &PodRef) -> Result<(), PlatformError> {
         let started = Instant::now();
         loop {
             match self.get_pod(&pod.name).await? {
                 None => return Ok(()),
-                Some(p) if p.uid != pod.uid || p.terminating || p.terminal() => return Ok(()),
+                Some(p) if p.uid != pod.uid => return Ok(()),
                 Some(_) => {}
             }
             if started.elapsed() > self.opts.evict_timeout {
@@ -51,8 +51,18 @@ impl KubePlatform {
         }
     }
 
-    /// Pods matching `selector` that can be scraped (Running with an IP).
+    /// The pod cache, started on first use.
+    fn cache(&self) -> &super::pod_cache::PodCache {
+        self.pod_cache
+            .get_or_init(|| super::pod_cache::PodCache::start(self.pods.clone()))
+    }
+
+    /// Pods matching `selector` that can be scraped (Running with an IP): from the pod
+    /// cache once it has its first list, else listed.
     async fn reachable(&self, selector: &str) -> Result<Vec<PodView>, PlatformError> {
+        if let Some(pods) = self.cache().matching(selector) {
+            return Ok(pods.into_iter().filter(PodView::reachable).collect());
+        }
         let lp = ListParams::default().labels(selector);
         let list = call::call(
             &READ,
@@ -67,38 +77,6 @@ impl KubePlatform {
             .map(PodView::of)
             .filter(PodView::reachable)
             .collect())
-    }
-
-    /// The object Events go on (the Deployment or StatefulSet, with its UID), found once.
-    async fn involved(&self) -> Result<Involved, PlatformError> {
-        if let Some(i) = self.resolved().await?.involved.clone() {
-            return Ok(i);
-        }
-        if let Some(i) = self
-            .involved_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-        {
-            return Ok(i);
-        }
-        let owner = self
-            .target_pods()
-            .await?
-            .into_iter()
-            .find_map(|p| p.owner)
-            .ok_or_else(|| {
-                PlatformError::Other(format!(
-                    "no Deployment or StatefulSet owns the pods of {}",
-                    self.target_id()
-                ))
-            })?;
-        let i = workload::involved_of(&self.client, &self.opts.namespace, &owner).await?;
-        *self
-            .involved_cache
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(i.clone());
-        Ok(i)
     }
 
     /// Keep the step in the run's summary, mirrored beside its journal.
@@ -148,7 +126,12 @@ impl Platform for KubePlatform {
             .collect())
     }
 
+    async fn hazards(&self) -> Result<Vec<crate::platform::Hazard>, PlatformError> {
+        super::hazards::read(self).await
+    }
+
     async fn restart(&self, replica: &str) -> Result<(), PlatformError> {
+        self.fence.check(&format!("restarting pod {replica}"))?;
         let state = self.rollout().await?;
         let current = self.get_pod(replica).await?;
         let original = state.original(replica).cloned();
@@ -174,8 +157,9 @@ impl Platform for KubePlatform {
         };
         let how = take_down(
             self.disruptor.as_ref(),
+            &self.fence,
             &self.opts.namespace,
-            replica,
+            &pod,
             self.opts.evict_timeout,
             self.opts.allow_delete_fallback,
             self.opts.evict_retry,
@@ -244,9 +228,14 @@ impl Platform for KubePlatform {
                 pod.describe()
             )));
         }
+        let what = format!("{} on pod {replica}", op.path());
         let text = self
-            .reach
-            .post(&Locator::of(&pod, self.opts.service_port, op.path()))
+            .fence
+            .guard(
+                &what,
+                self.reach
+                    .post(&Locator::of(&pod, self.opts.service_port, op.path())),
+            )
             .await?;
         Ok(AdminReply::read(op, &text))
     }
@@ -264,7 +253,15 @@ impl Platform for KubePlatform {
                 instance: p.name.clone(),
             })
         };
-        for p in self.target_pods().await?.iter().filter(|p| p.reachable()) {
+        let resolved = self.resolved().await?;
+        let targets = match self.cache().matching(&resolved.selector) {
+            Some(pods) => pods
+                .into_iter()
+                .filter(|p| resolved.owner.is_none() || p.owner == resolved.owner)
+                .collect(),
+            None => self.target_pods().await?,
+        };
+        for p in targets.iter().filter(|p| p.reachable()) {
             add("service", p, self.opts.service_port);
         }
         for p in self.reachable(&self.opts.gate_selector).await? {
@@ -292,38 +289,44 @@ impl Platform for KubePlatform {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), &self.opts.namespace);
         let target = self.target_id();
         let name = lease::lease_name(target.trim_start_matches("kube:"));
-        lease::acquire(&leases, &name, &target, holder, self.opts.lease_duration).await?;
-        self.adopt_run(&holder.run_id).await?;
-        Ok(Box::new(lease::LeaseGuard::start(
+        let acquired =
+            lease::acquire(&leases, &name, &target, holder, self.opts.lease_duration).await?;
+        let guard = lease::LeaseGuard::start(
             leases,
             name,
             holder.clone(),
             self.opts.lease_duration,
-        )))
+            acquired,
+            self.fence.clone(),
+        );
+        self.adopt_run(&holder.run_id).await?;
+        Ok(Box::new(guard))
     }
 
+    /// Queued, written in the background ([`super::event_writer`]); the Event after a lost
+    /// lease is written at once, with what this platform left where.
     async fn record_event(&self, event: &StepEvent) -> Result<(), PlatformError> {
+        if event.phase == crate::platform::LOCK_LOST_PHASE {
+            if !self.fence.last_word() {
+                return Err(PlatformError::LockLost {
+                    what: "recording a second event after the loss".into(),
+                    why: "only one is written".into(),
+                });
+            }
+            let mut e = event.clone();
+            e.message = format!("{}; {}", e.message, self.left_where());
+            return self.events_out.write_now(&e).await;
+        }
+        self.fence.check("recording an event")?;
         self.summarise(event);
-        let on = self.involved().await?;
-        let ev = events::build(&self.opts.namespace, &on, &self.opts.identity, event);
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.opts.namespace);
-        let pp = PostParams {
-            field_manager: Some(rbac::FIELD_MANAGER.to_string()),
-            ..PostParams::default()
-        };
-        call::call(
-            &WRITE,
-            &rbac::EVENTS_CREATE,
-            || format!("recording event on {} {}", on.kind, on.name),
-            || api.create(&pp, &ev),
-        )
-        .await
-        .map(|_| ())
+        self.events_out.send(event.clone())
     }
 
     /// Queued for the background writer and awaited (the engine calls this off the
     /// critical path): a slow API server delays the mirror, never a step.
     async fn mirror_journal(&self, run_id: &str, jsonl: &str) -> Result<(), PlatformError> {
+        self.fence
+            .check(&format!("mirroring the journal of run {run_id}"))?;
         let generation = self
             .mirror
             .put(journal::journal_key(run_id), jsonl.to_string());
@@ -338,6 +341,6 @@ impl Platform for KubePlatform {
     }
 
     async fn fetch_journal(&self, run_id: &str) -> Result<Option<String>, PlatformError> {
-        self.mirror.store().get(&journal::journal_key(run_id)).await
+        self.mirror.store().journal(run_id).await
     }
 }

@@ -55,6 +55,8 @@ const fn p(
 pub const PODS_LIST: Permission = p("", "pods", "list", &[]);
 /// Read one pod (is the evicted pod gone yet).
 pub const PODS_GET: Permission = p("", "pods", "get", &[]);
+/// The pod cache's watch (scrape targets without a LIST per round).
+pub const PODS_WATCH: Permission = p("", "pods", "watch", &[]);
 /// Fallback when the caller allows it and eviction stays blocked: delete the pod.
 pub const PODS_DELETE: Permission = p("", "pods", "delete", &[]);
 /// Evict a pod through the Eviction API (honours PodDisruptionBudgets).
@@ -72,6 +74,8 @@ pub const EVENTS_CREATE: Permission = p("", "events", "create", &[]);
 /// The target's owner, for its UID: an Event without it is not shown by `kubectl describe`.
 pub const DEPLOYMENTS_GET: Permission = p("apps", "deployments", "get", &[]);
 pub const STATEFULSETS_GET: Permission = p("apps", "statefulsets", "get", &[]);
+/// Autoscalers that would fight a restart (preflight).
+pub const HPAS_LIST: Permission = p("autoscaling", "horizontalpodautoscalers", "list", &[]);
 /// The per-target lock.
 pub const LEASES_GET: Permission = p("coordination.k8s.io", "leases", "get", &[]);
 pub const LEASES_CREATE: Permission = p("coordination.k8s.io", "leases", "create", &[]);

@@ -4,6 +4,14 @@
 //! controller catches up), 403 when the budget's list of disrupted pods is full, and 500
 //! for a pod covered by two budgets. Each is read from the Status here, so the retry loop
 //! can honour the server's wait and the operator gets the budget's name and the fix.
+//!
+//! A 429 is not always a budget: API Priority and Fairness (and the max-in-flight filter)
+//! answers 429 too, as plain text "Too many requests, please try again later." with a
+//! Retry-After header and no Status causes (k8s.io/apiserver, server/filters
+//! `tooManyRequests`). The budget's 429 carries a cause of type `DisruptionBudget`
+//! (pkg/registry/core/pod/storage/eviction.go). Only that one is blamed on a budget; a
+//! throttled or unanswered eviction is simply sent again after the server's wait, since
+//! repeating an eviction is safe (it carries the pod's UID as a precondition).
 
 use kube::core::Status;
 use std::time::Duration;
@@ -78,8 +86,11 @@ pub fn blocked(status: &Status) -> Option<Blocked> {
     if !causes.is_empty() {
         message = format!("{message} ({})", causes.join("; "));
     }
+    let from_budget = details
+        .is_some_and(|d| d.causes.iter().any(|c| c.reason == "DisruptionBudget"))
+        || status.message.contains("disruption budget");
     let kind = match status.code {
-        429 => BlockKind::Budget,
+        429 if from_budget => BlockKind::Budget,
         403 if status.message.contains("DisruptedPods") => BlockKind::Congested,
         500 if status.message.contains("more than one PodDisruptionBudget") => {
             BlockKind::TwoBudgets
@@ -106,9 +117,16 @@ fn budget_name(message: &str) -> Option<String> {
 pub enum EvictOutcome {
     /// Accepted: the pod is terminating.
     Evicted,
-    /// The pod does not exist (any more): nothing left to do.
+    /// The pod does not exist (any more), or a new pod has its name (the UID
+    /// precondition failed): nothing left to do.
     Gone,
     Blocked(Blocked),
+    /// Not processed, or not known to be: throttled by the API server, no answer in
+    /// time, a 5xx. Sent again after `after` (the server's Retry-After) or our own wait.
+    Retry {
+        why: String,
+        after: Option<Duration>,
+    },
 }
 
 /// What to do after an eviction attempt.
@@ -133,6 +151,14 @@ pub fn after_evict(
     let b = match outcome {
         EvictOutcome::Evicted | EvictOutcome::Gone => return EvictNext::Done,
         EvictOutcome::Blocked(b) => b,
+        EvictOutcome::Retry { after, .. } => {
+            let wait = after.unwrap_or(retry_every);
+            return if elapsed + wait < timeout {
+                EvictNext::RetryAfter(wait)
+            } else {
+                EvictNext::GiveUp
+            };
+        }
     };
     let wait = b.retry_after.unwrap_or(retry_every);
     if b.retryable() && elapsed + wait < timeout {
@@ -248,5 +274,30 @@ mod tests {
             after_evict(&EvictOutcome::Gone, s(0), s(10), false, s(2)),
             EvictNext::Done
         );
+        // Throttled or unanswered: sent again after the server's wait, never deleted.
+        let throttled = EvictOutcome::Retry {
+            why: "throttled".into(),
+            after: Some(s(3)),
+        };
+        assert_eq!(
+            after_evict(&throttled, s(1), s(10), true, s(2)),
+            EvictNext::RetryAfter(s(3))
+        );
+        assert_eq!(
+            after_evict(&throttled, s(8), s(10), true, s(2)),
+            EvictNext::GiveUp
+        );
+    }
+
+    #[test]
+    fn a_throttled_429_is_not_blamed_on_a_budget() {
+        // API Priority and Fairness: plain text, no causes (kube-rs makes a Status of it).
+        let apf: Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "code": 429, "reason": "TooManyRequests",
+            "message": "Too many requests, please try again later.",
+            "details": {"retryAfterSeconds": 1}
+        }))
+        .unwrap();
+        assert_eq!(blocked(&apf), None);
     }
 }

@@ -59,6 +59,35 @@ pub fn prune(
     drop
 }
 
+/// A value cut to fit `cap` bytes: its first line (a journal's `run_started`) and as many
+/// of its last lines as fit, whole lines only; `None` when it fits already. A journal cut
+/// so is marked by the caller and never resumed from. Pure.
+pub fn cut_to(value: &str, cap: usize) -> Option<String> {
+    if value.len() <= cap {
+        return None;
+    }
+    let mut lines = value.split_inclusive('\n');
+    let head = lines.next().unwrap_or_default();
+    let head = if head.len() > cap { "" } else { head };
+    let mut tail: Vec<&str> = Vec::new();
+    let mut used = head.len();
+    for line in value
+        .split_inclusive('\n')
+        .skip(1)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+    {
+        if used + line.len() > cap {
+            break;
+        }
+        used += line.len();
+        tail.push(line);
+    }
+    tail.reverse();
+    Some(format!("{head}{}", tail.concat()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,5 +119,15 @@ mod tests {
         assert_eq!(prune(&now, &writes, budget), vec!["r2.jsonl"]);
         assert_eq!(prune(&now, &writes, 600), vec!["r2.jsonl", "r3.jsonl"]);
         assert!(prune(&now, &map(&[]), 10_000).is_empty());
+    }
+
+    #[test]
+    fn a_value_over_the_cap_keeps_its_first_line_and_its_last_lines() {
+        let v = "start\na\nbb\nccc\n";
+        assert_eq!(cut_to(v, 100), None);
+        assert_eq!(cut_to(v, 10).as_deref(), Some("start\nccc\n"));
+        assert!(cut_to(v, 10).unwrap().len() <= 10);
+        // One line longer than the cap: nothing of it, never a value over the cap.
+        assert_eq!(cut_to(&"x".repeat(600), 512).as_deref(), Some(""));
     }
 }

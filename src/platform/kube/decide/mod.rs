@@ -5,6 +5,7 @@
 //! the I/O modules stay thin.
 
 pub mod evict;
+pub mod hazards;
 pub mod keys;
 pub mod lease;
 pub mod metrics;

@@ -28,9 +28,20 @@ impl Drop for RealGate {
 
 /// Start a gate for pod `pod` in front of `upstream` (`http://host:port`).
 pub async fn real_gate(c: &FakeCluster, pod: &str, upstream: &str) -> RealGate {
+    real_gate_with(c, pod, upstream, None).await
+}
+
+/// The same, keeping its last limit in `state` (the pod's emptyDir in the manifests).
+pub async fn real_gate_with(
+    c: &FakeCluster,
+    pod: &str,
+    upstream: &str,
+    state: Option<&std::path::Path>,
+) -> RealGate {
     let mut cfg = GateConfig::loopback(vec![upstream.to_string()]);
     cfg.admin_token = Some(TOKEN.to_string());
     cfg.admin_writes = false;
+    cfg.state_file = state.map(std::path::Path::to_path_buf);
     let client = c.client_as(GATE_SA);
     let bound = BoundGate::bind(cfg)
         .await

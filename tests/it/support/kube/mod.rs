@@ -12,7 +12,15 @@
 //! - a ReplicaSet controller whose replacements go Pending -> Running -> Ready, or stay
 //!   Pending, or crash-loop; an EndpointSlice controller for the gate Service ([`controllers`]);
 //! - the pod proxy, to real HTTP servers on 127.0.0.1, or hanging, or refusing ([`proxy`]);
-//! - watches, for any list ([`watch`]).
+//! - watches, for any list ([`watch`]);
+//! - optimistic concurrency: a merge patch carrying `metadata.resourceVersion` that is not
+//!   the object's answers 409 Conflict (the apiserver's patch handler applies the patch to
+//!   the stored object and its update checks the resourceVersion precondition:
+//!   k8s.io/apiserver endpoints/handlers/patch.go, registry/generic/registry/store.go);
+//! - API Priority and Fairness: on demand, requests answered 429 as plain text with a
+//!   Retry-After header, no Status (k8s.io/apiserver server/filters `tooManyRequests`);
+//! - a stalled API server for one account's Lease calls (they never answer), to show the
+//!   renew deadline is kept on a timer of its own.
 //!
 //! Every request is recorded with who sent it and which Role rules allowed it.
 
@@ -54,6 +62,9 @@ pub const GATE_HASH: &str = "55aa";
 pub const CONTROLLER: &str = "recover-controller";
 pub const GATE_SA: &str = "recover-gate";
 pub const SERVE_SA: &str = "recover-serve";
+/// Someone running recover from a laptop, bound to the recover-controller and
+/// recover-laptop Roles (laptop-rbac.yaml): the pod proxy is theirs, not the accounts'.
+pub const OPERATOR: &str = "operator";
 
 /// One recorded API request.
 #[derive(Debug, Clone)]
@@ -94,10 +105,17 @@ pub struct Shared {
     pub replacement: Mutex<Replacement>,
     pub desired: usize,
     pub stop: CancellationToken,
+    /// Calls of non-admin clients to a path containing one of these never answer.
+    pub stalled: Mutex<Vec<String>>,
+    /// Accounts whose every call is answered 503, as an API server that is down.
+    pub refused: Mutex<Vec<String>>,
+    /// The next this many evictions are refused by API Priority and Fairness.
+    pub apf_evictions: Mutex<u32>,
 }
 
 pub struct FakeCluster {
-    /// The controller's client (RBAC: the recover-controller Role).
+    /// The client of a run from a laptop (RBAC: the recover-controller and recover-laptop
+    /// Roles), reaching pods through the API server's pod proxy.
     pub client: kube::Client,
     /// Routed, unrestricted: the test's own reads see what a client sees (terminating pods).
     pub admin: kube::Client,
@@ -157,11 +175,14 @@ impl FakeCluster {
             replacement: Mutex::new(Replacement::Ready(ready_after)),
             desired: replicas,
             stop: stop.clone(),
+            stalled: Mutex::default(),
+            refused: Mutex::default(),
+            apf_evictions: Mutex::new(0),
         });
         let admin = routed(&shared, None);
         tokio::spawn(controllers::run(shared.clone(), admin.clone()));
         FakeCluster {
-            client: routed(&shared, Some(CONTROLLER)),
+            client: routed(&shared, Some(OPERATOR)),
             admin,
             fake,
             shared,
@@ -242,6 +263,51 @@ impl FakeCluster {
 
     pub fn refusals(&self) -> usize {
         *self.shared.refusals.lock().unwrap()
+    }
+
+    /// From now on, every Lease call of a non-admin client hangs (never answers).
+    pub fn stall_leases(&self) {
+        self.stall("/leases");
+    }
+
+    /// From now on, every call `account` makes is answered 503 (the API server is
+    /// unavailable to it).
+    pub fn refuse(&self, account: &str) {
+        self.shared
+            .refused
+            .lock()
+            .unwrap()
+            .push(account.to_string());
+    }
+
+    /// From now on, every call of a non-admin client to a path containing `part` hangs.
+    pub fn stall(&self, part: &str) {
+        self.shared.stalled.lock().unwrap().push(part.to_string());
+    }
+
+    /// The stuck overload as the kubelet shows it: every target pod still Running, its
+    /// readiness probe timing out, so Ready=False (the kubelet's prober sets the Ready
+    /// condition from the readiness probe: docs, "Pod Lifecycle", container probes).
+    pub async fn overload(&self) {
+        let api: Api<Pod> = Api::namespaced(self.fake.clone(), NS);
+        for mut p in self.target_pods().await {
+            let name = p.metadata.name.clone().unwrap();
+            let status = p.status.get_or_insert_with(Default::default);
+            status.conditions = Some(vec![serde_json::from_value(
+                serde_json::json!({"type": "Ready", "status": "False", "reason": "ReadinessProbeFailed"}),
+            )
+            .unwrap()]);
+            p.metadata.resource_version = None;
+            api.replace_status(&name, &Default::default(), &p)
+                .await
+                .expect("pod status");
+        }
+    }
+
+    /// The next `n` evictions are refused by API Priority and Fairness (429, plain text,
+    /// Retry-After: 1).
+    pub fn throttle_evictions(&self, n: u32) {
+        *self.shared.apf_evictions.lock().unwrap() = n;
     }
 
     /// Replace the config-service budget.
@@ -358,8 +424,52 @@ async fn route(State((s, who)): State<(Arc<Shared>, Option<String>)>, req: Reque
     let watching = query
         .split('&')
         .any(|kv| kv == "watch=true" || kv == "watch=1");
+    if who
+        .as_ref()
+        .is_some_and(|w| s.refused.lock().unwrap().contains(w))
+    {
+        return status(
+            503,
+            "ServiceUnavailable",
+            "the server is currently unable to handle the request",
+        );
+    }
+    let stalled = s
+        .stalled
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|p| path.contains(p.as_str()));
+    if who.is_some() && stalled {
+        std::future::pending::<()>().await;
+    }
     if method == "POST" && path.ends_with("/eviction") {
-        return pods::evict(&s, &path).await;
+        {
+            let mut apf = s.apf_evictions.lock().unwrap();
+            if *apf > 0 {
+                *apf -= 1;
+                return too_many_requests(1);
+            }
+        }
+        let body = req
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        return pods::evict(&s, &path, &body).await;
+    }
+    if method == "PATCH" {
+        let (parts, body) = req.into_parts();
+        let bytes = body
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        if let Some(conflict) = stale_patch(&s.fake, &path, &bytes).await {
+            return conflict;
+        }
+        return forward(&s.fake, Request::from_parts(parts, AxumBody::from(bytes))).await;
     }
     if path.contains("/proxy/") || path.ends_with("/proxy") {
         return proxy::proxy(&s, req).await;
@@ -375,6 +485,43 @@ async fn route(State((s, who)): State<(Arc<Shared>, Option<String>)>, req: Reque
         return pods::overlay(&s, response).await;
     }
     response
+}
+
+/// API Priority and Fairness's refusal: plain text, not a Status, the wait in a header
+/// (k8s.io/apiserver/pkg/server/filters, `tooManyRequests`).
+pub fn too_many_requests(retry_after_s: u32) -> Response {
+    Response::builder()
+        .status(429)
+        .header("content-type", "text/plain; charset=utf-8")
+        .header("retry-after", retry_after_s.to_string())
+        .body(AxumBody::from(
+            "Too many requests, please try again later.\n",
+        ))
+        .expect("response")
+}
+
+/// 409 for a patch whose `metadata.resourceVersion` is not the stored object's, as the
+/// apiserver answers it (`the object has been modified`); `None` to go ahead.
+async fn stale_patch(fake: &kube::Client, path: &str, body: &[u8]) -> Option<Response> {
+    let patch: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let want = patch["metadata"]["resourceVersion"].as_str()?.to_string();
+    let req = http::Request::get(path)
+        .body(kube::client::Body::from(Vec::new()))
+        .ok()?;
+    let res = fake.send(req).await.ok()?;
+    let bytes = res.into_body().collect().await.ok()?.to_bytes();
+    let current: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let have = current["metadata"]["resourceVersion"].as_str()?;
+    if have == want {
+        return None;
+    }
+    let parts: Vec<&str> = path.split('/').collect();
+    let (resource, name) = (parts[parts.len() - 2], parts[parts.len() - 1]);
+    Some(status(
+        409,
+        "Conflict",
+        &format!("Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"),
+    ))
 }
 
 pub async fn forward(fake: &kube::Client, req: Request) -> Response {

@@ -43,14 +43,18 @@ pub fn with_phase(mut p: Pod, phase: &str) -> Pod {
     p
 }
 
+/// A Deployment at rest: its controller has observed its spec and every pod is updated
+/// (the status a rollout in progress differs from).
 pub fn deployment(name: &str, replicas: usize) -> k8s_openapi::api::apps::v1::Deployment {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name, "namespace": NS},
+        "metadata": {"name": name, "namespace": NS, "generation": 1},
         "spec": {"replicas": replicas,
             "selector": {"matchLabels": {"app.kubernetes.io/name": name}},
             "template": {"metadata": {"labels": {"app.kubernetes.io/name": name}},
-                "spec": {"containers": [{"name": "c", "image": "recover:dev"}]}}}
+                "spec": {"containers": [{"name": "c", "image": "recover:dev"}]}}},
+        "status": {"observedGeneration": 1, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": replicas, "availableReplicas": replicas}
     }))
     .expect("static deployment json")
 }

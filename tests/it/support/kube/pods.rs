@@ -64,14 +64,26 @@ impl Shared {
     }
 }
 
-/// `POST pods/NAME/eviction`, as the API server's eviction subresource answers it.
-pub async fn evict(s: &Shared, path: &str) -> Response {
+/// `POST pods/NAME/eviction`, as the API server's eviction subresource answers it
+/// (pkg/registry/core/pod/storage/eviction.go): a UID precondition that is not the pod's
+/// is 409 (the storage's `Precondition failed: UID in precondition`).
+pub async fn evict(s: &Shared, path: &str, body: &[u8]) -> Response {
     let name = name_of(path, 2);
     let pods: Api<Pod> = Api::namespaced(s.fake.clone(), NS);
     let Ok(Some(pod)) = pods.get_opt(&name).await else {
         return status(404, "NotFound", &format!("pods \"{name}\" not found"));
     };
     let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let eviction: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    if let Some(want) = eviction["deleteOptions"]["preconditions"]["uid"].as_str() {
+        if want != uid {
+            return status(
+                409,
+                "Conflict",
+                &format!("Operation cannot be fulfilled on pods \"{name}\": Precondition failed: UID in precondition: {want}, UID in object meta: {uid}"),
+            );
+        }
+    }
     let accept = |s: &Shared| {
         s.terminate(&pod);
         s.evictions

@@ -1,5 +1,5 @@
-//! The fake API server's authorizer: the Roles and RoleBindings of `manifests/`, read from
-//! the files, decide every request a service account makes, the way the API server's RBAC
+//! The fake API server's authorizer: the Roles and RoleBindings of `manifests/`, as
+//! `kubectl kustomize` renders them, decide every request a service account makes, the way the API server's RBAC
 //! authorizer does (verb from method and `watch=true`, subresource after the name, a
 //! `metadata.name=` field selector counting as the name of a list or watch). Independent
 //! of the crate's own permission table on purpose: the Roles are checked against what the
@@ -114,18 +114,24 @@ fn rule_allows(rule: &PolicyRule, a: &Attrs) -> bool {
 }
 
 impl Roles {
-    /// Every Role and RoleBinding in `manifests/*.yaml`.
+    /// Every Role and RoleBinding of the manifests as `kubectl kustomize` renders them
+    /// (what `kubectl apply -k` sends), plus the per-run Job's file.
     pub fn from_manifests(dir: &Path) -> Roles {
         let mut roles: BTreeMap<String, Vec<PolicyRule>> = BTreeMap::new();
         let mut bindings: Vec<RoleBinding> = Vec::new();
-        let mut files: Vec<_> = std::fs::read_dir(dir)
-            .expect("manifests/")
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
-            .collect();
-        files.sort();
-        for f in files {
-            let text = std::fs::read_to_string(&f).unwrap();
+        let out = std::process::Command::new("kubectl")
+            .arg("kustomize")
+            .arg(dir)
+            .output()
+            .expect("kubectl (scripts/test.sh installs it) renders the manifests");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mut texts = vec![String::from_utf8(out.stdout).unwrap()];
+        texts.push(std::fs::read_to_string(dir.join("job-runbook.yaml")).unwrap_or_default());
+        for text in texts {
             for de in serde_yaml::Deserializer::from_str(&text) {
                 let doc = serde_yaml::Value::deserialize(de).unwrap();
                 match doc["kind"].as_str() {
@@ -139,6 +145,23 @@ impl Roles {
             }
         }
         let mut out = Roles::default();
+        // The person running recover from a laptop, bound to the two Roles as
+        // laptop-rbac.yaml tells them to.
+        for role in ["recover-controller", "recover-laptop"] {
+            let entry = out
+                .by_account
+                .entry(super::OPERATOR.to_string())
+                .or_default();
+            for (i, r) in roles
+                .get(role)
+                .cloned()
+                .unwrap_or_default()
+                .iter()
+                .enumerate()
+            {
+                entry.push(((role.to_string(), i), r.clone()));
+            }
+        }
         for b in bindings {
             let rules = roles.get(&b.role_ref.name).cloned().unwrap_or_default();
             for s in b.subjects.unwrap_or_default() {
