@@ -12,19 +12,44 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 
+/// A scenario's parameters: the defaults are the scenario as specified; a file or `--set`
+/// changes any subset, by the names they serialise under.
+pub trait Params:
+    Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned + 'static
+{
+    /// Refuse values the model cannot run, naming the key.
+    fn validate(&self) -> Result<(), SimError>;
+}
+
+/// What a run produced: its words, its chart, and (as JSON) itself.
+pub trait Outcome: Debug + Serialize + 'static {
+    fn text(&self) -> String;
+    fn plot(&self, root: &Area) -> PlotResult;
+    /// Time to recover, for scenarios that measure one.
+    fn time_to_recover_s(&self) -> Option<f64> {
+        None
+    }
+    /// For `--bench-runs`: attempts simulated in the run.
+    fn attempts(&self) -> Option<u64> {
+        None
+    }
+}
+
 pub trait Model: 'static {
     /// The scenario name (`--scenario NAME`, `model: NAME` in files).
     const NAME: &'static str;
-    /// Defaults are the scenario as specified; a file or `--set` changes any subset.
-    type Params: Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned + 'static;
-    type Report: Debug + Serialize + 'static;
+    type Params: Params;
+    type Report: Outcome;
 
-    /// Refuse values the model cannot run, naming the key.
-    fn validate(p: &Self::Params) -> Result<(), SimError>;
     /// Same parameters and seed, same report, byte for byte.
     fn run(p: &Self::Params, seed: u64) -> Self::Report;
-    fn text(r: &Self::Report) -> String;
-    fn plot(r: &Self::Report, root: &Area) -> PlotResult;
+
+    /// What `--compare` sets side by side, in table order.
+    fn alternatives(p: &Self::Params) -> Vec<Alternative<Self::Params>>;
+    /// The line above the comparison table: what is compared, and how.
+    fn compare_heading(p: &Self::Params) -> String;
+    /// The figures one alternative shows for one seed; `base` is the scenario as given.
+    fn figures(base: &Self::Params, alt: &Self::Params, seed: u64) -> Vec<Figure>;
 
     /// `--policy KIND`: set the scenario's retry policy; an error for one without.
     fn set_retry(_p: &mut Self::Params, _kind: RetryKind) -> Result<(), SimError> {
@@ -37,13 +62,6 @@ pub trait Model: 'static {
         ))
     }
 
-    /// What `--compare` sets side by side, in table order.
-    fn alternatives(p: &Self::Params) -> Vec<Alternative<Self::Params>>;
-    /// The line above the comparison table: what is compared, and how.
-    fn compare_heading(p: &Self::Params) -> String;
-    /// The figures one alternative shows for one seed; `base` is the scenario as given.
-    fn figures(base: &Self::Params, alt: &Self::Params, seed: u64) -> Vec<Figure>;
-
     /// A scenario file's `plan:`; the reason it is refused for a model that runs none.
     fn take_plan(_p: &mut Self::Params, _plan: crate::plan::Plan) -> Result<(), String> {
         Err(format!("{} runs no plan", Self::NAME))
@@ -51,14 +69,6 @@ pub trait Model: 'static {
 
     /// For `--bench-runs`: simulated client-seconds of one run (none: not a benchmark).
     fn client_seconds(_p: &Self::Params) -> Option<f64> {
-        None
-    }
-    /// For `--bench-runs`: attempts simulated in a run.
-    fn attempts(_r: &Self::Report) -> Option<u64> {
-        None
-    }
-    /// Time to recover, for scenarios that measure one.
-    fn time_to_recover_s(_r: &Self::Report) -> Option<f64> {
         None
     }
 }

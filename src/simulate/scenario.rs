@@ -6,7 +6,7 @@
 use super::compare::{self, Comparison, Seeds};
 use super::error::SimError;
 use super::file;
-use super::model::Model;
+use super::model::{Model, Outcome, Params};
 use super::overrides;
 use super::plot::{self, Area, PlotResult};
 use crate::retry::RetryKind;
@@ -48,7 +48,7 @@ impl<M: Model> Erased for Typed<M> {
     }
 
     fn validate(&self) -> Result<(), SimError> {
-        M::validate(&self.params)
+        self.params.validate()
     }
 
     fn run(&self, seed: u64) -> Report {
@@ -119,7 +119,7 @@ fn new<M: Model>() -> Box<dyn Erased> {
 
 fn read<M: Model>(path: &Path, text: &str) -> Read {
     let with = file::Reader {
-        validate: M::validate,
+        validate: M::Params::validate,
         plan: M::take_plan,
     };
     let (params, head) = file::read::<M::Params>(path, text, with)?;
@@ -249,19 +249,19 @@ struct Ran<M: Model> {
 
 impl<M: Model> ErasedReport for Ran<M> {
     fn text(&self) -> String {
-        M::text(&self.report)
+        self.report.text()
     }
     fn plot(&self, root: &Area) -> PlotResult {
-        M::plot(&self.report, root)
+        self.report.plot(root)
     }
     fn json(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(&self.report)
     }
     fn attempts(&self) -> Option<u64> {
-        M::attempts(&self.report)
+        self.report.attempts()
     }
     fn time_to_recover_s(&self) -> Option<f64> {
-        M::time_to_recover_s(&self.report)
+        self.report.time_to_recover_s()
     }
     fn any(&self) -> &dyn Any {
         &self.report

@@ -7,6 +7,7 @@
 //! latency: 12 of posts' 40), recommendations' 75% (45 of 60).
 
 use crate::simulate::error::SimError;
+use crate::simulate::model::Params;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -158,8 +159,10 @@ impl BulkheadParams {
             d(self.search_latency, self.search_timeout, self.search_pool),
         ]
     }
+}
 
-    pub fn validate(&self) -> Result<(), SimError> {
+impl Params for BulkheadParams {
+    fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         for (k, r) in [
             ("home_rate_per_s", self.home_rate_per_s),

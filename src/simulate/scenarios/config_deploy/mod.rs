@@ -21,7 +21,7 @@ pub mod server;
 use crate::plan::Plan;
 use crate::retry::RetryKind;
 use crate::simulate::error::SimError;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text;
 use crate::util::duration;
@@ -42,25 +42,154 @@ pub fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// A condensed table of the run (one row per window so 300 s fit on a screen) and the
+/// summary lines; the chart: arrivals, goodput, wasted work, rejections and capacity per
+/// second, the queue on the right axis. A stuck overload is easiest to see as a picture:
+/// arrivals staying high while goodput stays near zero.
+impl Outcome for SystemReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "scenario {} (seed {})", self.scenario, self.seed);
+        let window = text::window(self.series.len());
+        let rows: Vec<Vec<String>> = self
+            .series
+            .chunks(window)
+            .map(|chunk| {
+                let n = chunk.len() as f64;
+                let avg = |f: fn(&Second) -> u64| {
+                    format!("{:.0}", chunk.iter().map(f).sum::<u64>() as f64 / n)
+                };
+                let last = &chunk[chunk.len() - 1];
+                vec![
+                    chunk[0].t.to_string(),
+                    avg(|s| s.arriving),
+                    avg(|s| s.retries),
+                    avg(|s| s.useful),
+                    avg(|s| s.abandoned),
+                    avg(|s| s.timeouts),
+                    avg(|s| s.rejected),
+                    last.queue.to_string(),
+                    last.in_retry.to_string(),
+                    format!("{:.0}", last.capacity),
+                    last.gate_rate
+                        .map_or("open".to_string(), |g| format!("{g:.0}")),
+                ]
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "t(s)",
+                "arrive/s",
+                "retry/s",
+                "useful/s",
+                "wasted/s",
+                "timeout/s",
+                "reject/s",
+                "queue",
+                "in retry",
+                "capacity",
+                "gate",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(
+            o,
+            "(rows average {window} s; queue, in retry, capacity and gate at the row's end)"
+        );
+        let _ = writeln!(o, "peak calls in a second: {}", self.peak_calls);
+        let t = &self.totals;
+        let _ = writeln!(
+        o,
+        "polls: {} started, {} served, {} given up, {} pending; {} attempts, {} served after the client left",
+        t.calls, t.served, t.given_up, t.pending, t.attempts, t.abandoned_work
+    );
+        let reference = self.reference.replace('_', " ");
+        let _ = writeln!(
+            o,
+            "settled (first clean second) after {reference}: {}",
+            text::opt_s(self.settled_s)
+        );
+        if self.recovered {
+            let _ = writeln!(
+                o,
+                "recovered: yes, {} after {reference}",
+                text::opt_s(self.time_to_recover_s)
+            );
+        } else {
+            let _ = writeln!(o, "recovered: no (still failing at the end of the run)");
+        }
+        if self.reference == "plan_start" {
+            let _ = writeln!(o, "relapses during the ramp: {}", self.relapses);
+        }
+        o
+    }
+
+    fn plot(&self, root: &Area) -> PlotResult {
+        let pts = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
+            self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
+        };
+        let title = match (self.recovered, self.time_to_recover_s) {
+            (true, Some(t)) => format!(
+                "{}: recovers {t} s after {}",
+                self.scenario,
+                self.reference.replace('_', " ")
+            ),
+            _ => format!("{}: stays stuck", self.scenario),
+        };
+        // Drawn back to front: the wide grey capacity line stays visible under the wasted
+        // work that, in a stuck state, uses all of it.
+        let left = [
+            Series::new(
+                "capacity (useful/s)",
+                RGBColor(170, 170, 170),
+                pts(|s| s.capacity),
+            )
+            .width(5),
+            Series::new(
+                "arriving/s (retries come in waves)",
+                RGBColor(90, 120, 230),
+                pts(|s| s.arriving as f64),
+            )
+            .width(1),
+            Series::new("rejected/s", MAGENTA, pts(|s| s.rejected as f64)),
+            Series::new(
+                "wasted/s (served after timeout)",
+                RED,
+                pts(|s| s.abandoned as f64),
+            ),
+            Series::new("useful/s", GREEN, pts(|s| s.useful as f64)),
+        ];
+        let right = [Series::new(
+            "queue depth (right axis)",
+            RGBColor(230, 140, 0),
+            pts(|s| s.queue as f64),
+        )
+        .width(1)];
+        let axes = Axes {
+            title,
+            x_desc: "time (s)",
+            y_desc: "requests per second",
+            right: Some("queue depth"),
+        };
+        plot::lines(root, &axes, &left, &right)
+    }
+
+    fn time_to_recover_s(&self) -> Option<f64> {
+        self.time_to_recover_s
+    }
+
+    fn attempts(&self) -> Option<u64> {
+        Some(self.totals.attempts)
+    }
+}
+
 impl Model for ConfigDeploy {
     const NAME: &'static str = params::NAME;
     type Params = SystemParams;
     type Report = SystemReport;
 
-    fn validate(p: &SystemParams) -> Result<(), SimError> {
-        p.validate()
-    }
-
     fn run(p: &SystemParams, seed: u64) -> SystemReport {
         engine::run(p, seed)
-    }
-
-    fn text(r: &SystemReport) -> String {
-        render(r)
-    }
-
-    fn plot(r: &SystemReport, root: &Area) -> PlotResult {
-        chart(r, root)
     }
 
     fn set_retry(p: &mut SystemParams, kind: RetryKind) -> Result<(), SimError> {
@@ -146,144 +275,4 @@ impl Model for ConfigDeploy {
     fn client_seconds(p: &SystemParams) -> Option<f64> {
         Some(f64::from(p.clients) * p.duration.as_secs_f64())
     }
-
-    fn attempts(r: &SystemReport) -> Option<u64> {
-        Some(r.totals.attempts)
-    }
-
-    fn time_to_recover_s(r: &SystemReport) -> Option<f64> {
-        r.time_to_recover_s
-    }
-}
-
-/// A condensed table of the run (one row per window so 300 s fit on a screen) and the
-/// summary lines.
-fn render(r: &SystemReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "scenario {} (seed {})", r.scenario, r.seed);
-    let window = text::window(r.series.len());
-    let rows: Vec<Vec<String>> = r
-        .series
-        .chunks(window)
-        .map(|chunk| {
-            let n = chunk.len() as f64;
-            let avg = |f: fn(&Second) -> u64| {
-                format!("{:.0}", chunk.iter().map(f).sum::<u64>() as f64 / n)
-            };
-            let last = &chunk[chunk.len() - 1];
-            vec![
-                chunk[0].t.to_string(),
-                avg(|s| s.arriving),
-                avg(|s| s.retries),
-                avg(|s| s.useful),
-                avg(|s| s.abandoned),
-                avg(|s| s.timeouts),
-                avg(|s| s.rejected),
-                last.queue.to_string(),
-                last.in_retry.to_string(),
-                format!("{:.0}", last.capacity),
-                last.gate_rate
-                    .map_or("open".to_string(), |g| format!("{g:.0}")),
-            ]
-        })
-        .collect();
-    o.push_str(&text::table(
-        &[
-            "t(s)",
-            "arrive/s",
-            "retry/s",
-            "useful/s",
-            "wasted/s",
-            "timeout/s",
-            "reject/s",
-            "queue",
-            "in retry",
-            "capacity",
-            "gate",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(
-        o,
-        "(rows average {window} s; queue, in retry, capacity and gate at the row's end)"
-    );
-    let _ = writeln!(o, "peak calls in a second: {}", r.peak_calls);
-    let t = &r.totals;
-    let _ = writeln!(
-        o,
-        "polls: {} started, {} served, {} given up, {} pending; {} attempts, {} served after the client left",
-        t.calls, t.served, t.given_up, t.pending, t.attempts, t.abandoned_work
-    );
-    let reference = r.reference.replace('_', " ");
-    let _ = writeln!(
-        o,
-        "settled (first clean second) after {reference}: {}",
-        text::opt_s(r.settled_s)
-    );
-    if r.recovered {
-        let _ = writeln!(
-            o,
-            "recovered: yes, {} after {reference}",
-            text::opt_s(r.time_to_recover_s)
-        );
-    } else {
-        let _ = writeln!(o, "recovered: no (still failing at the end of the run)");
-    }
-    if r.reference == "plan_start" {
-        let _ = writeln!(o, "relapses during the ramp: {}", r.relapses);
-    }
-    o
-}
-
-/// Arrivals, goodput, wasted work, rejections and capacity per second; the queue on the
-/// right axis. A stuck overload is easiest to see as a picture: arrivals staying high
-/// while goodput stays near zero.
-fn chart(r: &SystemReport, root: &Area) -> PlotResult {
-    let pts = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
-        r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
-    };
-    let title = match (r.recovered, r.time_to_recover_s) {
-        (true, Some(t)) => format!(
-            "{}: recovers {t} s after {}",
-            r.scenario,
-            r.reference.replace('_', " ")
-        ),
-        _ => format!("{}: stays stuck", r.scenario),
-    };
-    // Drawn back to front: the wide grey capacity line stays visible under the wasted
-    // work that, in a stuck state, uses all of it.
-    let left = [
-        Series::new(
-            "capacity (useful/s)",
-            RGBColor(170, 170, 170),
-            pts(|s| s.capacity),
-        )
-        .width(5),
-        Series::new(
-            "arriving/s (retries come in waves)",
-            RGBColor(90, 120, 230),
-            pts(|s| s.arriving as f64),
-        )
-        .width(1),
-        Series::new("rejected/s", MAGENTA, pts(|s| s.rejected as f64)),
-        Series::new(
-            "wasted/s (served after timeout)",
-            RED,
-            pts(|s| s.abandoned as f64),
-        ),
-        Series::new("useful/s", GREEN, pts(|s| s.useful as f64)),
-    ];
-    let right = [Series::new(
-        "queue depth (right axis)",
-        RGBColor(230, 140, 0),
-        pts(|s| s.queue as f64),
-    )
-    .width(1)];
-    let axes = Axes {
-        title,
-        x_desc: "time (s)",
-        y_desc: "requests per second",
-        right: Some("queue depth"),
-    };
-    plot::lines(root, &axes, &left, &right)
 }

@@ -13,10 +13,7 @@ pub use params::SlowReplicaParams;
 pub use report::SlowReplicaReport;
 
 use crate::gate::balance::policy::BalancePolicy;
-use crate::simulate::error::SimError;
 use crate::simulate::model::{Alternative, Figure, Model, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
-use plotters::style::RGBColor;
 use std::time::Duration;
 
 /// The per-call timeout and the hedging delay the drill compares.
@@ -24,10 +21,6 @@ pub const COMPARE_TIMEOUT: Duration = Duration::from_millis(250);
 pub const COMPARE_HEDGE_AFTER: Duration = Duration::from_millis(150);
 
 pub struct SlowReplica;
-
-pub fn run(p: &SlowReplicaParams, seed: u64) -> SlowReplicaReport {
-    report::build(p, seed, &model::run(p, seed))
-}
 
 /// The balancers compared: (label, policy, outlier ejection).
 fn balancers() -> [(&'static str, BalancePolicy, bool); 4] {
@@ -67,16 +60,8 @@ impl Model for SlowReplica {
     type Params = SlowReplicaParams;
     type Report = SlowReplicaReport;
 
-    fn validate(p: &SlowReplicaParams) -> Result<(), SimError> {
-        p.validate()
-    }
-
     fn run(p: &SlowReplicaParams, seed: u64) -> SlowReplicaReport {
-        run(p, seed)
-    }
-
-    fn text(r: &SlowReplicaReport) -> String {
-        report::text(r)
+        report::build(p, seed, &model::run(p, seed))
     }
 
     /// Every balancer, plain and with each caller-side variant.
@@ -113,7 +98,7 @@ impl Model for SlowReplica {
     }
 
     fn figures(_base: &SlowReplicaParams, alt: &SlowReplicaParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
+        let r = Self::run(alt, seed);
         let b = &r.slow_replica;
         let ms = |key, header: &str, v| Figure::new(key, header, Unit::Millis, Some(v));
         vec![
@@ -133,37 +118,5 @@ impl Model for SlowReplica {
             ),
             Figure::share("hedged_share", "hedged", r.hedged_share),
         ]
-    }
-
-    fn plot(r: &SlowReplicaReport, root: &Area) -> PlotResult {
-        let pts = |f: fn(&report::SecondRow) -> f64| -> Vec<(f64, f64)> {
-            r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
-        };
-        let b = &r.slow_replica;
-        let left = [
-            Series::new(
-                "p99 (ms) of the calls arriving that second",
-                RGBColor(200, 30, 30),
-                pts(|s| s.p99_ms),
-            ),
-            Series::new("p50 (ms)", RGBColor(30, 140, 30), pts(|s| s.p50_ms)),
-        ];
-        let right = [Series::new(
-            format!("{b}'s queue (right axis)"),
-            RGBColor(230, 140, 0),
-            pts(|s| s.slow_max_backlog as f64),
-        )];
-        let axes = Axes {
-            title: format!(
-                "slow-replica: {b} {}x slower from {} s, {}",
-                r.slow_factor,
-                r.slow_at_s,
-                report::describe_setup(r)
-            ),
-            x_desc: "arrival time (s)",
-            y_desc: "latency (ms)",
-            right: Some("requests at B"),
-        };
-        plot::lines(root, &axes, &left, &right)
     }
 }

@@ -75,7 +75,7 @@ pub struct Ejection {
 }
 
 /// Everything the report is computed from.
-pub struct Outcome {
+pub struct Run {
     pub calls: Vec<Call>,
     /// Per second: attempts sent to each replica.
     pub sent: Vec<Vec<u64>>,
@@ -98,7 +98,7 @@ struct Sim<'a> {
     start: usize,
     hedges: u64,
     health: Vec<Health>,
-    out: Outcome,
+    out: Run,
     end_us: u64,
     slow_max: u64,
 }
@@ -116,7 +116,7 @@ fn horizon(p: &SlowReplicaParams) -> u64 {
     (work as u64).max(longest)
 }
 
-pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
+pub fn run(p: &SlowReplicaParams, seed: u64) -> Run {
     let n = p.replicas as usize;
     let seconds = p.duration.as_secs_f64().ceil() as usize;
     let mut sim = Sim {
@@ -131,7 +131,7 @@ pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
         start: 0,
         hedges: 0,
         health: vec![Health::default(); n],
-        out: Outcome {
+        out: Run {
             calls: Vec::new(),
             sent: vec![vec![0; n]; seconds],
             samples: Vec::with_capacity(seconds),
