@@ -17,14 +17,19 @@ use std::fmt::Debug;
 pub trait Params:
     Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned + 'static
 {
+    /// The scenario name (`--scenario NAME`, `model: NAME` in files).
+    const NAME: &'static str;
     /// Refuse values the model cannot run, naming the key.
     fn validate(&self) -> Result<(), SimError>;
 }
 
-/// What a run produced: its words, its chart, and (as JSON) itself.
+/// What a run produced: its words, its chart, the figures `--compare` reads off it, and
+/// (as JSON) itself.
 pub trait Outcome: Debug + Serialize + 'static {
     fn text(&self) -> String;
     fn plot(&self, root: &Area) -> PlotResult;
+    /// The figures of one row of `--compare`, in column order.
+    fn figures(&self) -> Vec<Figure>;
     /// Time to recover, for scenarios that measure one.
     fn time_to_recover_s(&self) -> Option<f64> {
         None
@@ -35,24 +40,25 @@ pub trait Outcome: Debug + Serialize + 'static {
     }
 }
 
-pub trait Model: 'static {
-    /// The scenario name (`--scenario NAME`, `model: NAME` in files).
-    const NAME: &'static str;
-    type Params: Params;
+/// A scenario, implemented by its parameters: a deterministic run, and what `--compare`
+/// sets side by side.
+pub trait Model: Params {
     type Report: Outcome;
 
     /// Same parameters and seed, same report, byte for byte.
-    fn run(p: &Self::Params, seed: u64) -> Self::Report;
+    fn run(&self, seed: u64) -> Self::Report;
 
     /// What `--compare` sets side by side, in table order.
-    fn alternatives(p: &Self::Params) -> Vec<Alternative<Self::Params>>;
+    fn alternatives(&self) -> Vec<Alternative<Self>>;
     /// The line above the comparison table: what is compared, and how.
-    fn compare_heading(p: &Self::Params) -> String;
-    /// The figures one alternative shows for one seed; `base` is the scenario as given.
-    fn figures(base: &Self::Params, alt: &Self::Params, seed: u64) -> Vec<Figure>;
+    fn compare_heading(&self) -> String;
+    /// The figures `alt` shows for one seed, where `self` is the scenario as given.
+    fn figures(&self, alt: &Self, seed: u64) -> Vec<Figure> {
+        alt.run(seed).figures()
+    }
 
     /// `--policy KIND`: set the scenario's retry policy; an error for one without.
-    fn set_retry(_p: &mut Self::Params, _kind: RetryKind) -> Result<(), SimError> {
+    fn set_retry(&mut self, _kind: RetryKind) -> Result<(), SimError> {
         Err(SimError::invalid(
             "policy",
             format!(
@@ -63,12 +69,12 @@ pub trait Model: 'static {
     }
 
     /// A scenario file's `plan:`; the reason it is refused for a model that runs none.
-    fn take_plan(_p: &mut Self::Params, _plan: crate::plan::Plan) -> Result<(), String> {
+    fn take_plan(&mut self, _plan: crate::plan::Plan) -> Result<(), String> {
         Err(format!("{} runs no plan", Self::NAME))
     }
 
     /// For `--bench-runs`: simulated client-seconds of one run (none: not a benchmark).
-    fn client_seconds(_p: &Self::Params) -> Option<f64> {
+    fn client_seconds(&self) -> Option<f64> {
         None
     }
 }

@@ -6,11 +6,11 @@ use recover::gate::balance::policy::BalancePolicy;
 use recover::retry::RetryKind;
 use recover::simulate::model::Model;
 use recover::simulate::resolve;
-use recover::simulate::scenarios::breaker::{self, Breaker, BreakerKind, BreakerParams, ErrorMode};
-use recover::simulate::scenarios::bulkhead::{self, Bulkhead, BulkheadParams, Design};
-use recover::simulate::scenarios::provider_outage::{self, ProviderOutage, ProviderOutageParams};
-use recover::simulate::scenarios::retry_layers::{self, RetryLayers, RetryLayersParams};
-use recover::simulate::scenarios::slow_replica::{SlowReplica, SlowReplicaParams};
+use recover::simulate::scenarios::breaker::{self, BreakerKind, BreakerParams, ErrorMode};
+use recover::simulate::scenarios::bulkhead::{self, BulkheadParams, Design};
+use recover::simulate::scenarios::provider_outage::{self, ProviderOutageParams};
+use recover::simulate::scenarios::retry_layers::{self, RetryLayersParams};
+use recover::simulate::scenarios::slow_replica::SlowReplicaParams;
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -40,7 +40,7 @@ fn slow_replica_healthy_is_p50_90_p99_100_and_25_per_s_per_replica() {
         ..slow(BalancePolicy::RoundRobin)
     };
     assert!(near(p.capacity_per_replica(), 25.0, 1e-9)); // 2 workers / 80 ms
-    let r = SlowReplica::run(&p, 1);
+    let r = Model::run(&p, 1);
     let all = r.slowed;
     assert!(near(all.p50_ms, 90.0, 1.0), "{all:?}");
     assert!(near(all.p99_ms, 97.8, 0.5), "{all:?}");
@@ -55,12 +55,12 @@ fn slow_replica_healthy_is_p50_90_p99_100_and_25_per_s_per_replica() {
         balancer: BalancePolicy::LeastOutstanding,
         ..p.clone()
     };
-    assert!(SlowReplica::run(&lor, 1).slowed.p99_ms <= 98.0);
+    assert!(Model::run(&lor, 1).slowed.p99_ms <= 98.0);
     let p2c = SlowReplicaParams {
         balancer: BalancePolicy::P2c,
         ..p.clone()
     };
-    let r = SlowReplica::run(&p2c, 1).slowed;
+    let r = Model::run(&p2c, 1).slowed;
     assert!(r.p99_ms > 98.0 && r.max_ms <= 2.0 * 98.0, "{r:?}");
 }
 
@@ -73,7 +73,7 @@ fn slow_replica_each_replica_finishes_25_per_s() {
         rate_per_s: 140.0,
         ..slow(BalancePolicy::RoundRobin)
     };
-    let r = SlowReplica::run(&p, 1);
+    let r = Model::run(&p, 1);
     assert!(
         near(r.slow_backlog_at_end as f64, 600.0, 20.0),
         "{}",
@@ -86,7 +86,7 @@ fn slow_replica_each_replica_finishes_25_per_s() {
 /// there waits 590 / 5 = 118 s. Three quarters of the calls never see B: p50 stays fine.
 #[test]
 fn slow_replica_round_robin_queue_and_p99_grow_without_bound() {
-    let r = SlowReplica::run(&slow(BalancePolicy::RoundRobin), 1);
+    let r = Model::run(&slow(BalancePolicy::RoundRobin), 1);
     assert!(near(r.slow_capacity, 5.0, 1e-9));
     assert!(near(r.slow_share, 0.25, 0.005), "{}", r.slow_share);
     assert!(
@@ -109,7 +109,7 @@ fn slow_replica_round_robin_queue_and_p99_grow_without_bound() {
 #[test]
 fn slow_replica_load_aware_balancers_keep_b_to_what_it_finishes() {
     for b in [BalancePolicy::LeastOutstanding, BalancePolicy::P2c] {
-        let r = SlowReplica::run(&slow(b), 1);
+        let r = Model::run(&slow(b), 1);
         assert!(r.slow_share < 0.10, "{b}: share {}", r.slow_share);
         assert!(
             r.slow_max_backlog <= 6,
@@ -131,7 +131,7 @@ fn slow_replica_the_gate_ejects_b_for_growing_times_and_keeps_p99_healthy() {
         outlier_ejection: true,
         ..slow(BalancePolicy::LeastOutstanding)
     };
-    let r = SlowReplica::run(&p, 1);
+    let r = Model::run(&p, 1);
     let times: Vec<f64> = r.ejections.iter().map(|e| e.for_s).collect();
     assert_eq!(times, vec![10.0, 20.0, 30.0], "{:?}", r.ejections);
     assert!(r.ejections.iter().all(|e| e.replica == "B"));
@@ -158,7 +158,7 @@ fn slow_replica_timeout_fails_b_s_share_and_hedging_stays_under_its_cap() {
         timeout: Some(Duration::from_millis(250)),
         ..slow(BalancePolicy::RoundRobin)
     };
-    let r = SlowReplica::run(&p, 1);
+    let r = Model::run(&p, 1);
     let failed = r.slowed.failed as f64 / r.slowed.calls as f64;
     assert!(near(failed, 0.25, 0.005), "{failed}");
     assert!(r.slowed.max_ms <= 250.0 + 1e-9, "{:?}", r.slowed);
@@ -167,7 +167,7 @@ fn slow_replica_timeout_fails_b_s_share_and_hedging_stays_under_its_cap() {
             hedge_after: Some(Duration::from_millis(150)),
             ..slow(b)
         };
-        let r = SlowReplica::run(&p, 1);
+        let r = Model::run(&p, 1);
         assert!(
             r.hedges > 0 && r.hedged_share <= 0.10,
             "{b}: {}",
@@ -185,7 +185,7 @@ fn outage(policy: RetryKind, seed: u64) -> provider_outage::ProviderOutageReport
         policy,
         ..ProviderOutageParams::default()
     };
-    ProviderOutage::run(&p, seed)
+    Model::run(&p, seed)
 }
 
 /// Fixed 1 s retries, by hand (ticks of 100 ms): all 40 clients call at 2.0 s (tick 20),
@@ -253,7 +253,7 @@ fn provider_outage_shedding_does_not_break_up_synchronised_retries() {
         overload_served: 8,
         ..ProviderOutageParams::default()
     };
-    let r = ProviderOutage::run(&p, 1);
+    let r = Model::run(&p, 1);
     assert_eq!(r.recovered_after_s, None);
     assert_eq!(r.peak_after_back, 40);
     assert_eq!(r.served, 8 * 18);
@@ -320,12 +320,12 @@ fn retry_layers_retries_do_not_fit_a_400_ms_deadline() {
     assert_eq!(starts, vec![0.0, 350.0, 700.0]);
     assert_eq!(a[1].left_ms, 50.0);
     assert!(!a[1].fits && !a[2].fits);
-    assert!(!RetryLayers::run(&p, 1).retries_fit);
+    assert!(!Model::run(&p, 1).retries_fit);
     let fast = RetryLayersParams {
         answer_latency: Duration::from_millis(40),
         ..p
     };
-    assert!(RetryLayers::run(&fast, 1).retries_fit);
+    assert!(Model::run(&fast, 1).retries_fit);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -338,7 +338,7 @@ fn breaker_run(errors: ErrorMode, kind: BreakerKind, seed: u64) -> breaker::Brea
         breaker: kind,
         ..BreakerParams::default()
     };
-    Breaker::run(&p, seed)
+    Model::run(&p, seed)
 }
 
 /// Without a breaker: random errors fail about half; a fixed half of the 100 callers
@@ -434,7 +434,7 @@ fn breaker_probes_of_a_deterministic_half_end_stuck_open() {
 // ---------------------------------------------------------------------------------------
 
 fn bulk(design: Design) -> bulkhead::BulkheadReport {
-    Bulkhead::run(
+    Model::run(
         &BulkheadParams {
             design,
             ..BulkheadParams::default()
@@ -470,7 +470,7 @@ fn bulkhead_healthy_serves_everything() {
                 design: Design::Separate,
                 ..BulkheadParams::default()
             };
-            Bulkhead::run(&p, seed).before.recommendations_refused
+            Model::run(&p, seed).before.recommendations_refused
         })
         .collect();
     let mean = refused.iter().sum::<f64>() / refused.len() as f64;

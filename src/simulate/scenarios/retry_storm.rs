@@ -195,32 +195,46 @@ impl Outcome for StormReport {
     fn time_to_recover_s(&self) -> Option<f64> {
         self.time_to_recover_s
     }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::flag("recovered", "settles", ("settles", "never"), self.recovered),
+            Figure::new(
+                "settled_ticks",
+                "settled after",
+                Unit::Ticks,
+                self.settled_ticks.map(f64::from),
+            ),
+            Figure::count("peak_calls", "peak", u64::from(self.peak_calls)),
+            Figure::count("given_up", "given up", u64::from(self.given_up)),
+        ]
+    }
 }
 
-pub struct RetryStorm;
-
-impl Model for RetryStorm {
-    const NAME: &'static str = "retry-storm";
-    type Params = StormParams;
+impl Model for StormParams {
     type Report = StormReport;
 
-    fn run(p: &StormParams, seed: u64) -> StormReport {
+    fn run(&self, seed: u64) -> StormReport {
         let mut rng = SplitMix64::new(seed);
-        let policy = p.retry_policy();
-        let mut clock: Clock<u32> = Clock::new(u64::from(p.max_delay));
+        let policy = self.retry_policy();
+        let mut clock: Clock<u32> = Clock::new(u64::from(self.max_delay));
         // Tries so far, per call; a call's id is its place in the order first sent.
         let mut tries: Vec<u32> = Vec::new();
         let mut pending = 0u32;
         let mut series = Vec::new();
         let (mut served_total, mut given_up_total) = (0u32, 0u32);
-        let back_at = if p.down_from > 0 { p.down_to + 1 } else { 1 };
+        let back_at = if self.down_from > 0 {
+            self.down_to + 1
+        } else {
+            1
+        };
         clock.take(0);
-        for t in 1..=p.ticks {
-            if t > p.new_until.max(back_at) && pending == 0 {
+        for t in 1..=self.ticks {
+            if t > self.new_until.max(back_at) && pending == 0 {
                 break;
             }
-            if t <= p.new_until {
-                for _ in 0..p.clients {
+            if t <= self.new_until {
+                for _ in 0..self.clients {
                     clock.schedule(u64::from(t), tries.len() as u32);
                     tries.push(0);
                     pending += 1;
@@ -229,12 +243,12 @@ impl Model for RetryStorm {
             let mut arriving = clock.take(u64::from(t));
             arriving.sort_unstable();
             let n = arriving.len() as u32;
-            let serve = if p.down(t) {
+            let serve = if self.down(t) {
                 0
-            } else if n <= p.room {
+            } else if n <= self.room {
                 n
             } else {
-                p.overload_served.min(n)
+                self.overload_served.min(n)
             };
             let mut row = StormTick {
                 tick: t,
@@ -250,7 +264,7 @@ impl Model for RetryStorm {
                 *tried += 1;
                 if (k as u32) < serve {
                     pending -= 1;
-                } else if *tried >= p.max_tries {
+                } else if *tried >= self.max_tries {
                     pending -= 1;
                     row.given_up += 1;
                 } else {
@@ -269,7 +283,7 @@ impl Model for RetryStorm {
             .map(|r| r.tick - back_at);
         StormReport {
             scenario: "retry-storm",
-            policy: p.policy,
+            policy: self.policy,
             seed,
             peak_calls: series.iter().map(|r| r.arriving).max().unwrap_or(0),
             given_up: given_up_total,
@@ -283,67 +297,54 @@ impl Model for RetryStorm {
         }
     }
 
-    fn set_retry(p: &mut StormParams, kind: RetryKind) -> Result<(), SimError> {
-        p.policy = kind;
+    fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
+        self.policy = kind;
         Ok(())
     }
 
-    fn alternatives(p: &StormParams) -> Vec<Alternative<StormParams>> {
-        let mut out = vec![Alternative::new("baseline", "", p.clone())];
-        for kind in RetryKind::ALL.into_iter().filter(|k| *k != p.policy) {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
+        let mut out = vec![Alternative::new("baseline", "", self.clone())];
+        for kind in RetryKind::ALL.into_iter().filter(|k| *k != self.policy) {
             out.push(Alternative::new(
                 format!("policy {kind}"),
                 format!("policy={kind}"),
                 StormParams {
                     policy: kind,
-                    ..p.clone()
+                    ..self.clone()
                 },
             ));
         }
-        let fewer = (p.max_tries / 2).max(1);
+        let fewer = (self.max_tries / 2).max(1);
         out.push(Alternative::new(
             "fewer tries",
             format!("max_tries={fewer}"),
             StormParams {
                 max_tries: fewer,
-                ..p.clone()
+                ..self.clone()
             },
         ));
         out.push(Alternative::new(
             "shed instead of collapse",
-            format!("overload_served={}", p.room),
+            format!("overload_served={}", self.room),
             StormParams {
-                overload_served: p.room,
-                ..p.clone()
+                overload_served: self.room,
+                ..self.clone()
             },
         ));
         out
     }
 
-    fn compare_heading(p: &StormParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario retry-storm (policy {}): one change at a time; settled: ticks from the server's return until a tick serves every call",
-            p.policy
+            self.policy
         )
-    }
-
-    fn figures(_base: &StormParams, alt: &StormParams, seed: u64) -> Vec<Figure> {
-        let r = Self::run(alt, seed);
-        vec![
-            Figure::flag("recovered", "settles", ("settles", "never"), r.recovered),
-            Figure::new(
-                "settled_ticks",
-                "settled after",
-                Unit::Ticks,
-                r.settled_ticks.map(f64::from),
-            ),
-            Figure::count("peak_calls", "peak", u64::from(r.peak_calls)),
-            Figure::count("given_up", "given up", u64::from(r.given_up)),
-        ]
     }
 }
 
 impl Params for StormParams {
+    const NAME: &'static str = "retry-storm";
+
     fn validate(&self) -> Result<(), SimError> {
         if self.max_tries == 0 {
             return Err(SimError::invalid("max_tries", "must be at least 1"));

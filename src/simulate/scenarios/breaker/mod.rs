@@ -205,27 +205,45 @@ impl Outcome for BreakerReport {
         };
         plot::lines(root, &axes, &left, &right)
     }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::count("opens", "opens", u64::from(self.trips + self.reopens)),
+            Figure::count("closes", "closes", u64::from(self.closes)),
+            Figure::count("flaps", "flaps", u64::from(self.flaps)),
+            Figure::share("open_share", "not closed", self.open_share),
+            Figure::share("success_rate", "succeeded", self.success_rate),
+            Figure::new(
+                "good_callers_success_rate",
+                "good callers",
+                Unit::Percent,
+                self.good_callers_success_rate,
+            ),
+            Figure::new(
+                "dependency_recovered",
+                "dependency",
+                Unit::Flag("recovered", "overloaded"),
+                self.dependency_recovered.map(|b| if b { 1.0 } else { 0.0 }),
+            ),
+        ]
+    }
 }
 
-pub struct Breaker;
-
-impl Model for Breaker {
-    const NAME: &'static str = params::NAME;
-    type Params = BreakerParams;
+impl Model for BreakerParams {
     type Report = BreakerReport;
 
-    fn run(p: &BreakerParams, seed: u64) -> BreakerReport {
+    fn run(&self, seed: u64) -> BreakerReport {
         let mut rng = SplitMix64::new(seed);
-        let callers = p.callers as usize;
+        let callers = self.callers as usize;
         let mut order: Vec<usize> = (0..callers).collect();
         rng.shuffle(&mut order);
-        let mut dep = Dependency::new(p, &mut rng);
-        let mut br = Machine::new(p.breaker, p);
-        let n = (p.calls_per_s * p.duration.as_secs_f64()).round() as u64;
-        let secs = p.duration.as_secs_f64().ceil() as usize;
+        let mut dep = Dependency::new(self, &mut rng);
+        let mut br = Machine::new(self.breaker, self);
+        let n = (self.calls_per_s * self.duration.as_secs_f64()).round() as u64;
+        let secs = self.duration.as_secs_f64().ceil() as usize;
         let mut rows: Rows<BreakerSecond> = Rows::new(1_000_000, secs);
         let mut per_second_calls: Rows<u64> = Rows::new(1_000_000, secs);
-        let mut arrivals = Stream::new(Arrivals::Paced, p.calls_per_s);
+        let mut arrivals = Stream::new(Arrivals::Paced, self.calls_per_s);
         let (mut not_closed, mut good_calls, mut good_ok) = (0u64, 0u64, 0u64);
         let mut first_open = None;
         for i in 0..n {
@@ -254,7 +272,7 @@ impl Model for Breaker {
                 first_open = Some(now as f64 / 1e6);
             }
             row.degraded = dep.degraded();
-            if p.errors == ErrorMode::DeterministicHalf && !dep.caller_fails(caller) {
+            if self.errors == ErrorMode::DeterministicHalf && !dep.caller_fails(caller) {
                 good_calls += 1;
                 good_ok += u64::from(ok);
             }
@@ -272,8 +290,8 @@ impl Model for Breaker {
         BreakerReport {
             scenario: params::NAME,
             seed,
-            errors: p.errors,
-            breaker: p.breaker,
+            errors: self.errors,
+            breaker: self.breaker,
             calls: n,
             trips: br.trips,
             reopens: br.reopens,
@@ -285,15 +303,15 @@ impl Model for Breaker {
             failed,
             rejected,
             success_rate: (passed - failed) as f64 / n.max(1) as f64,
-            good_callers_success_rate: (p.errors == ErrorMode::DeterministicHalf)
+            good_callers_success_rate: (self.errors == ErrorMode::DeterministicHalf)
                 .then(|| good_ok as f64 / good_calls.max(1) as f64),
-            dependency_recovered: (p.errors == ErrorMode::Overload).then(|| !dep.degraded()),
+            dependency_recovered: (self.errors == ErrorMode::Overload).then(|| !dep.degraded()),
             series,
         }
     }
 
     /// Each kind of error, behind each breaker.
-    fn alternatives(p: &BreakerParams) -> Vec<Alternative<BreakerParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         let mut out = Vec::new();
         for errors in ErrorMode::ALL {
             for breaker in BreakerKind::ALL {
@@ -303,7 +321,7 @@ impl Model for Breaker {
                     BreakerParams {
                         errors,
                         breaker,
-                        ..p.clone()
+                        ..self.clone()
                     },
                 ));
             }
@@ -311,40 +329,17 @@ impl Model for Breaker {
         out
     }
 
-    fn compare_heading(p: &BreakerParams) -> String {
+    fn compare_heading(&self) -> String {
         let mut o = format!(
             "scenario breaker: {} calls/s for {}, {:.0}% errors",
-            p.calls_per_s,
-            crate::util::duration::format(p.duration),
-            p.error_rate * 100.0
+            self.calls_per_s,
+            crate::util::duration::format(self.duration),
+            self.error_rate * 100.0
         );
         for kind in [BreakerKind::Consecutive, BreakerKind::Rate] {
-            let _ = write!(o, "\n{}: {}", kind.name(), describe(kind, p));
+            let _ = write!(o, "\n{}: {}", kind.name(), describe(kind, self));
         }
         o.push_str("\nopens: trips from closed + re-opens after a failed probe; flaps: trips after the first, each one after a close");
         o
-    }
-
-    fn figures(_base: &BreakerParams, alt: &BreakerParams, seed: u64) -> Vec<Figure> {
-        let r = Self::run(alt, seed);
-        vec![
-            Figure::count("opens", "opens", u64::from(r.trips + r.reopens)),
-            Figure::count("closes", "closes", u64::from(r.closes)),
-            Figure::count("flaps", "flaps", u64::from(r.flaps)),
-            Figure::share("open_share", "not closed", r.open_share),
-            Figure::share("success_rate", "succeeded", r.success_rate),
-            Figure::new(
-                "good_callers_success_rate",
-                "good callers",
-                Unit::Percent,
-                r.good_callers_success_rate,
-            ),
-            Figure::new(
-                "dependency_recovered",
-                "dependency",
-                Unit::Flag("recovered", "overloaded"),
-                r.dependency_recovered.map(|b| if b { 1.0 } else { 0.0 }),
-            ),
-        ]
     }
 }

@@ -126,6 +126,8 @@ impl Default for BreakerParams {
 }
 
 impl Params for BreakerParams {
+    const NAME: &'static str = NAME;
+
     fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if !(self.calls_per_s > 0.0 && self.calls_per_s <= 10_000.0) {

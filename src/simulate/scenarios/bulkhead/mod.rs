@@ -239,20 +239,34 @@ impl Outcome for BulkheadReport {
         };
         plot::lines(root, &axes, &left, &right)
     }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::share("core", "core", self.after.core),
+            Figure::share("search", "search", self.after.search),
+            Figure::share(
+                "recommendations",
+                "recommendations",
+                self.after.per_downstream[RECOMMENDATIONS],
+            ),
+            Figure::share(
+                "recommendations_refused",
+                "refused at once",
+                self.after.recommendations_refused,
+            ),
+            Figure::count("max_waiting", "max waiting", self.max_waiting),
+        ]
+    }
 }
 
-pub struct Bulkhead;
-
-impl Model for Bulkhead {
-    const NAME: &'static str = params::NAME;
-    type Params = BulkheadParams;
+impl Model for BulkheadParams {
     type Report = BulkheadReport;
 
-    fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
-        let o = model::run(p, seed);
-        let slow = p.slow_at.as_micros() as u64;
-        let end = p.duration.as_micros() as u64;
-        let secs = p.duration.as_secs_f64().ceil() as u64;
+    fn run(&self, seed: u64) -> BulkheadReport {
+        let o = model::run(self, seed);
+        let slow = self.slow_at.as_micros() as u64;
+        let end = self.duration.as_micros() as u64;
+        let secs = self.duration.as_secs_f64().ceil() as u64;
         let series = (0..secs)
             .map(|t| {
                 let r = rates(&o, t * 1_000_000, (t + 1) * 1_000_000);
@@ -270,9 +284,9 @@ impl Model for Bulkhead {
         BulkheadReport {
             scenario: params::NAME,
             seed,
-            design: p.design,
-            pools: describe_pools(p),
-            slow_at_s: p.slow_at.as_secs_f64(),
+            design: self.design,
+            pools: describe_pools(self),
+            slow_at_s: self.slow_at.as_secs_f64(),
             before: rates(&o, 0, slow),
             after: rates(&o, slow, end),
             max_in_use: o.samples.iter().map(|s| s.0).max().unwrap_or(0),
@@ -283,9 +297,9 @@ impl Model for Bulkhead {
 
     /// The shared pool, and separate pools with recommendations refusing or waiting when
     /// its own is full.
-    fn alternatives(p: &BulkheadParams) -> Vec<Alternative<BulkheadParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         [
-            (Design::Shared, p.recommendations_reject_when_full),
+            (Design::Shared, self.recommendations_reject_when_full),
             (Design::Separate, true),
             (Design::Separate, false),
         ]
@@ -294,7 +308,7 @@ impl Model for Bulkhead {
             let q = BulkheadParams {
                 design,
                 recommendations_reject_when_full: reject,
-                ..p.clone()
+                ..self.clone()
             };
             let change = format!(
                 "design={} recommendations_reject_when_full={reject}",
@@ -308,36 +322,17 @@ impl Model for Bulkhead {
         .collect()
     }
 
-    fn compare_heading(p: &BulkheadParams) -> String {
+    fn compare_heading(&self) -> String {
         let separate = BulkheadParams {
             design: Design::Separate,
-            ..p.clone()
+            ..self.clone()
         };
         format!(
             "scenario bulkhead: {} home loads/s + {} searches/s; success after recommendations slows at {} s\n{}",
-            p.home_rate_per_s,
-            p.search_rate_per_s,
-            p.slow_at.as_secs_f64(),
+            self.home_rate_per_s,
+            self.search_rate_per_s,
+            self.slow_at.as_secs_f64(),
             describe_pools(&separate)
         )
-    }
-
-    fn figures(_base: &BulkheadParams, alt: &BulkheadParams, seed: u64) -> Vec<Figure> {
-        let r = Self::run(alt, seed);
-        vec![
-            Figure::share("core", "core", r.after.core),
-            Figure::share("search", "search", r.after.search),
-            Figure::share(
-                "recommendations",
-                "recommendations",
-                r.after.per_downstream[RECOMMENDATIONS],
-            ),
-            Figure::share(
-                "recommendations_refused",
-                "refused at once",
-                r.after.recommendations_refused,
-            ),
-            Figure::count("max_waiting", "max waiting", r.max_waiting),
-        ]
     }
 }

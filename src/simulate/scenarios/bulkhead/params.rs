@@ -162,6 +162,8 @@ impl BulkheadParams {
 }
 
 impl Params for BulkheadParams {
+    const NAME: &'static str = NAME;
+
     fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         for (k, r) in [

@@ -30,7 +30,8 @@ use plotters::style::{RGBColor, GREEN, MAGENTA, RED};
 use report::{Second, SystemReport};
 use std::fmt::Write;
 
-pub struct ConfigDeploy;
+/// How a recovery reads in the comparison.
+const RECOVERS: (&str, &str) = ("recovers", "stuck");
 
 /// A file's `plan:`: its rates must be numbers the gate can hold.
 pub fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
@@ -181,85 +182,89 @@ impl Outcome for SystemReport {
     fn attempts(&self) -> Option<u64> {
         Some(self.totals.attempts)
     }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::flag("recovered", "from start", RECOVERS, self.recovered),
+            Figure::new(
+                "time_to_recover_s",
+                "recovery",
+                Unit::Seconds,
+                self.time_to_recover_s,
+            ),
+            Figure::count("peak_calls", "peak", self.peak_calls),
+            Figure::count("given_up", "given up", self.given_up),
+            Figure::count("wasted", "wasted", self.totals.abandoned_work),
+        ]
+    }
 }
 
-impl Model for ConfigDeploy {
-    const NAME: &'static str = params::NAME;
-    type Params = SystemParams;
+impl Model for SystemParams {
     type Report = SystemReport;
 
-    fn run(p: &SystemParams, seed: u64) -> SystemReport {
-        engine::run(p, seed)
+    fn run(&self, seed: u64) -> SystemReport {
+        engine::run(self, seed)
     }
 
-    fn set_retry(p: &mut SystemParams, kind: RetryKind) -> Result<(), SimError> {
-        p.set_retry(kind);
+    fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
+        self.set_retry(kind);
         Ok(())
     }
 
-    fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
-        take_plan(p, plan)
+    fn take_plan(&mut self, plan: Plan) -> Result<(), String> {
+        take_plan(self, plan)
     }
 
     /// The baseline and each change on its own: client timeout, retry delay, jitter,
     /// backoff, a retry budget, load shedding, a cheaper overload.
-    fn alternatives(p: &SystemParams) -> Vec<Alternative<SystemParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         let changes = [
             (
                 "client timeout x4",
                 "timeout",
-                duration::format(p.timeout * 4),
+                duration::format(self.timeout * 4),
             ),
             (
                 "retry delay x10",
                 "retry_delay",
-                duration::format(p.retry_delay * 10),
+                duration::format(self.retry_delay * 10),
             ),
-            ("jitter", "jitter", (!p.jitter).to_string()),
-            ("exponential backoff", "backoff", (!p.backoff).to_string()),
+            ("jitter", "jitter", (!self.jitter).to_string()),
+            (
+                "exponential backoff",
+                "backoff",
+                (!self.backoff).to_string(),
+            ),
             ("retry budget 10%", "retry_budget", "0.1".into()),
-            ("load shedding", "shedding", (!p.shedding).to_string()),
+            ("load shedding", "shedding", (!self.shedding).to_string()),
             ("overload factor 1", "overload_factor", "1".into()),
         ];
-        let mut out = vec![Alternative::new("baseline", "", p.clone())];
+        let mut out = vec![Alternative::new("baseline", "", self.clone())];
         for (label, key, value) in changes {
-            if let Ok(q) = crate::simulate::overrides::apply(p, params::NAME, key, &value) {
+            if let Ok(q) = crate::simulate::overrides::apply(self, params::NAME, key, &value) {
                 out.push(Alternative::new(label, format!("{key}={value}"), q));
             }
         }
         out
     }
 
-    fn compare_heading(p: &SystemParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario config-deploy: one change at a time; \"from start\": the change is in place before the trigger; \"once stuck\": made at {} (plan_at)",
-            duration::format(p.plan_at)
+            duration::format(self.plan_at)
         )
     }
 
     /// From the start, and made only at `plan_at` once the system is stuck (without a
     /// plan): does it get out, and how long after the change?
-    fn figures(base: &SystemParams, alt: &SystemParams, seed: u64) -> Vec<Figure> {
-        let r = engine::run(alt, seed);
-        let late = (base.plan.is_none()).then(|| engine::run_with(base, Some(alt), seed));
-        let recovers = ("recovers", "stuck");
-        let mut f = vec![
-            Figure::flag("recovered", "from start", recovers, r.recovered),
-            Figure::new(
-                "time_to_recover_s",
-                "recovery",
-                Unit::Seconds,
-                r.time_to_recover_s,
-            ),
-            Figure::count("peak_calls", "peak", r.peak_calls),
-            Figure::count("given_up", "given up", r.given_up),
-            Figure::count("wasted", "wasted", r.totals.abandoned_work),
-        ];
-        if let Some(late) = late {
+    fn figures(&self, alt: &Self, seed: u64) -> Vec<Figure> {
+        let mut f = engine::run(alt, seed).figures();
+        if self.plan.is_none() {
+            let late = engine::run_with(self, Some(alt), seed);
             f.push(Figure::flag(
                 "recovers_if_changed_when_stuck",
                 "once stuck",
-                recovers,
+                RECOVERS,
                 late.recovered,
             ));
             f.push(Figure::new(
@@ -272,7 +277,7 @@ impl Model for ConfigDeploy {
         f
     }
 
-    fn client_seconds(p: &SystemParams) -> Option<f64> {
-        Some(f64::from(p.clients) * p.duration.as_secs_f64())
+    fn client_seconds(&self) -> Option<f64> {
+        Some(f64::from(self.clients) * self.duration.as_secs_f64())
     }
 }

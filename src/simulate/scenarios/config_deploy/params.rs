@@ -207,6 +207,8 @@ fn positive(key: &'static str, v: f64) -> Result<(), SimError> {
 }
 
 impl Params for SystemParams {
+    const NAME: &'static str = NAME;
+
     /// Refuse values the model cannot run, naming the key.
     fn validate(&self) -> Result<(), SimError> {
         let tick = self.tick;

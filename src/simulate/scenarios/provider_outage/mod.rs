@@ -149,69 +149,68 @@ impl Outcome for ProviderOutageReport {
     fn time_to_recover_s(&self) -> Option<f64> {
         self.recovered_after_s
     }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::count(
+                "peak_after_back",
+                "peak tick after back",
+                self.peak_after_back,
+            ),
+            Figure::count("requests", "requests", self.requests),
+            Figure::count("retries", "retries", self.retries),
+            Figure::flag(
+                "recovered",
+                "recovers",
+                ("recovers", "never"),
+                self.recovered_after_s.is_some(),
+            ),
+            Figure::new(
+                "recovered_after_s",
+                "recovered after",
+                Unit::Seconds,
+                self.recovered_after_s,
+            ),
+        ]
+    }
 }
 
-pub struct ProviderOutage;
-
-impl Model for ProviderOutage {
-    const NAME: &'static str = params::NAME;
-    type Params = ProviderOutageParams;
+impl Model for ProviderOutageParams {
     type Report = ProviderOutageReport;
 
-    fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
-        model::run(p, seed)
+    fn run(&self, seed: u64) -> ProviderOutageReport {
+        model::run(self, seed)
     }
 
-    fn set_retry(p: &mut ProviderOutageParams, kind: RetryKind) -> Result<(), SimError> {
-        p.policy = kind;
+    fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
+        self.policy = kind;
         Ok(())
     }
 
     /// The three policies, each with the drill's numbers.
-    fn alternatives(p: &ProviderOutageParams) -> Vec<Alternative<ProviderOutageParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         RetryKind::ALL
             .into_iter()
             .map(|policy| {
                 let q = ProviderOutageParams {
                     policy,
-                    ..p.clone()
+                    ..self.clone()
                 };
                 Alternative::new(q.retry_policy().describe(), format!("policy={policy}"), q)
             })
             .collect()
     }
 
-    fn compare_heading(p: &ProviderOutageParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario provider-outage: {} clients calling together at {} s, provider {} per tick and {}, down {} s..{} s, window {} s",
-            p.clients,
-            p.first_call.as_secs_f64(),
-            p.capacity_per_tick,
-            overload(p.overload_served),
-            p.down_from.as_secs_f64(),
-            p.down_to.as_secs_f64(),
-            p.duration.as_secs_f64()
+            self.clients,
+            self.first_call.as_secs_f64(),
+            self.capacity_per_tick,
+            overload(self.overload_served),
+            self.down_from.as_secs_f64(),
+            self.down_to.as_secs_f64(),
+            self.duration.as_secs_f64()
         )
-    }
-
-    fn figures(_base: &ProviderOutageParams, alt: &ProviderOutageParams, seed: u64) -> Vec<Figure> {
-        let r = model::run(alt, seed);
-        vec![
-            Figure::count("peak_after_back", "peak tick after back", r.peak_after_back),
-            Figure::count("requests", "requests", r.requests),
-            Figure::count("retries", "retries", r.retries),
-            Figure::flag(
-                "recovered",
-                "recovers",
-                ("recovers", "never"),
-                r.recovered_after_s.is_some(),
-            ),
-            Figure::new(
-                "recovered_after_s",
-                "recovered after",
-                Unit::Seconds,
-                r.recovered_after_s,
-            ),
-        ]
     }
 }

@@ -80,6 +80,8 @@ impl ProviderOutageParams {
 }
 
 impl Params for ProviderOutageParams {
+    const NAME: &'static str = NAME;
+
     fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if self.tick < Duration::from_millis(1) || self.tick > Duration::from_secs(10) {

@@ -214,32 +214,66 @@ impl Outcome for RetryLayersReport {
         };
         plot::lines(root, &axes, &left, &[])
     }
+
+    fn figures(&self) -> Vec<Figure> {
+        let mut f: Vec<Figure> = LAYERS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                Figure::new(
+                    ["app", "api", "downstream", "store"][i],
+                    *name,
+                    Unit::Count,
+                    Some(self.loads.per_s[i]),
+                )
+            })
+            .collect();
+        f.push(Figure::new(
+            "store_per_request",
+            "store/request",
+            Unit::Ratio,
+            Some(self.loads.amplification),
+        ));
+        f.push(Figure::share("succeed", "succeed", self.loads.success));
+        f.push(Figure::share(
+            "store_failing_at_end",
+            "store failing at the end",
+            self.store_failing_at_end,
+        ));
+        let over = Figure::new(
+            "storm_over_after_s",
+            "storm over after",
+            Unit::Seconds,
+            self.storm_over_after_s,
+        );
+        f.push(match self.failures {
+            Failures::Load => over,
+            Failures::Fixed => over.none_reads("-"),
+        });
+        f
+    }
 }
 
-pub struct RetryLayers;
-
-impl Model for RetryLayers {
-    const NAME: &'static str = params::NAME;
-    type Params = RetryLayersParams;
+impl Model for RetryLayersParams {
     type Report = RetryLayersReport;
 
-    fn run(p: &RetryLayersParams, seed: u64) -> RetryLayersReport {
-        let series = model::seconds(p, seed);
+    fn run(&self, seed: u64) -> RetryLayersReport {
+        let series = model::seconds(self, seed);
         let tries = [
-            p.app_retries + 1,
-            p.api_retries + 1,
-            p.downstream_retries + 1,
+            self.app_retries + 1,
+            self.api_retries + 1,
+            self.downstream_retries + 1,
         ]
         .map(f64::from);
-        let attempts = deadline(p);
+        let attempts = deadline(self);
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         let last = series.last().cloned().unwrap_or_default();
-        let storm_over_after_s = (p.failures == Failures::Load)
+        let storm_over_after_s = (self.failures == Failures::Load)
             .then(|| {
                 let bad = series.iter().rposition(|s| s.store_failed > 0);
                 match bad {
                     Some(i) if i + 1 == series.len() => None,
-                    Some(i) => Some((i as f64 + 1.0 - p.trigger_to.as_secs_f64()).max(0.0)),
+                    Some(i) => Some((i as f64 + 1.0 - self.trigger_to.as_secs_f64()).max(0.0)),
                     None => Some(0.0),
                 }
             })
@@ -247,25 +281,25 @@ impl Model for RetryLayers {
         RetryLayersReport {
             scenario: params::NAME,
             seed,
-            rate_per_s: p.rate_per_s,
-            retries: [p.app_retries, p.api_retries, p.downstream_retries],
-            condition: condition(p),
-            failures: p.failures,
-            failure_rate: p.failure_rate,
-            retry_budget: p.retry_budget,
-            loads: model::loads_of(p, &series),
+            rate_per_s: self.rate_per_s,
+            retries: [self.app_retries, self.api_retries, self.downstream_retries],
+            condition: condition(self),
+            failures: self.failures,
+            failure_rate: self.failure_rate,
+            retry_budget: self.retry_budget,
+            loads: model::loads_of(self, &series),
             worst_case_per_s: [
-                p.rate_per_s,
-                p.rate_per_s * tries[0],
-                p.rate_per_s * tries[0] * tries[1],
-                p.rate_per_s * tries[0] * tries[1] * tries[2],
+                self.rate_per_s,
+                self.rate_per_s * tries[0],
+                self.rate_per_s * tries[0] * tries[1],
+                self.rate_per_s * tries[0] * tries[1] * tries[2],
             ],
             store_failing_at_end: share(last.store_failed, last.received[3]),
             storm_over_after_s,
-            deadline_ms: ms(p.deadline),
-            attempt_timeout_ms: ms(p.attempt_timeout),
-            retry_wait_ms: ms(p.retry_wait),
-            answer_latency_ms: ms(p.answer_latency),
+            deadline_ms: ms(self.deadline),
+            attempt_timeout_ms: ms(self.attempt_timeout),
+            retry_wait_ms: ms(self.retry_wait),
+            answer_latency_ms: ms(self.answer_latency),
             retries_fit: attempts.iter().skip(1).any(|a| a.fits),
             attempts,
             series,
@@ -274,10 +308,10 @@ impl Model for RetryLayers {
 
     /// Nothing, everything and half failing, an overloaded store; the failing ones again
     /// with a retry budget per layer.
-    fn alternatives(p: &RetryLayersParams) -> Vec<Alternative<RetryLayersParams>> {
-        let budget = Some(p.retry_budget.unwrap_or(0.1));
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
+        let budget = Some(self.retry_budget.unwrap_or(0.1));
         let fixed = |rate: f64| (Failures::Fixed, rate);
-        let load = (Failures::Load, p.failure_rate);
+        let load = (Failures::Load, self.failure_rate);
         [
             (fixed(0.0), None),
             (fixed(1.0), None),
@@ -293,7 +327,7 @@ impl Model for RetryLayers {
                 failures,
                 failure_rate,
                 retry_budget,
-                ..p.clone()
+                ..self.clone()
             };
             let b = retry_budget.map_or("null".into(), |b| b.to_string());
             let change = match failures {
@@ -305,49 +339,10 @@ impl Model for RetryLayers {
         .collect()
     }
 
-    fn compare_heading(p: &RetryLayersParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario retry-layers: calls per second received by each layer, {} req/s into the app",
-            p.rate_per_s
+            self.rate_per_s
         )
-    }
-
-    fn figures(_base: &RetryLayersParams, alt: &RetryLayersParams, seed: u64) -> Vec<Figure> {
-        let r = Self::run(alt, seed);
-        let mut f: Vec<Figure> = LAYERS
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                Figure::new(
-                    ["app", "api", "downstream", "store"][i],
-                    *name,
-                    Unit::Count,
-                    Some(r.loads.per_s[i]),
-                )
-            })
-            .collect();
-        f.push(Figure::new(
-            "store_per_request",
-            "store/request",
-            Unit::Ratio,
-            Some(r.loads.amplification),
-        ));
-        f.push(Figure::share("succeed", "succeed", r.loads.success));
-        f.push(Figure::share(
-            "store_failing_at_end",
-            "store failing at the end",
-            r.store_failing_at_end,
-        ));
-        let over = Figure::new(
-            "storm_over_after_s",
-            "storm over after",
-            Unit::Seconds,
-            r.storm_over_after_s,
-        );
-        f.push(match alt.failures {
-            Failures::Load => over,
-            Failures::Fixed => over.none_reads("-"),
-        });
-        f
     }
 }

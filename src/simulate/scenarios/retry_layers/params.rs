@@ -98,6 +98,8 @@ impl Default for RetryLayersParams {
 }
 
 impl Params for RetryLayersParams {
+    const NAME: &'static str = NAME;
+
     fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if !(self.rate_per_s >= 1.0 && self.rate_per_s <= 1e6) {

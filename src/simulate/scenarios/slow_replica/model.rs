@@ -284,15 +284,23 @@ impl Sim<'_> {
         self.reps[at.replica as usize].outstanding -= 1;
     }
 
-    fn response(&mut self, a: u32) {
+    /// The caller stops waiting for attempt `a`, answered or timed out: its latency so far
+    /// counts toward its replica's outlier window (a timeout is a latency of at least the
+    /// timeout). None if the caller had stopped waiting already.
+    fn settle(&mut self, a: u32) -> Option<Attempt> {
         let at = self.attempts[a as usize];
         if !at.live {
-            return;
+            return None;
         }
         self.release(a);
         self.reps[at.replica as usize]
             .window
             .push(self.now - at.sent_us);
+        Some(at)
+    }
+
+    fn response(&mut self, a: u32) {
+        let Some(at) = self.settle(a) else { return };
         let c = at.call as usize;
         if self.calls[c].end_us.is_none() {
             self.calls[c].end_us = Some(self.now);
@@ -308,15 +316,7 @@ impl Sim<'_> {
     }
 
     fn timeout(&mut self, a: u32) {
-        let at = self.attempts[a as usize];
-        if !at.live {
-            return;
-        }
-        self.release(a);
-        // A timeout is a latency of at least the timeout: it counts toward the window.
-        self.reps[at.replica as usize]
-            .window
-            .push(self.now - at.sent_us);
+        let Some(at) = self.settle(a) else { return };
         let c = at.call as usize;
         let waiting = self.calls[c]
             .attempts

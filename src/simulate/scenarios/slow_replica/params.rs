@@ -125,6 +125,8 @@ impl SlowReplicaParams {
 }
 
 impl Params for SlowReplicaParams {
+    const NAME: &'static str = NAME;
+
     fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if !(2..=26).contains(&self.replicas) {

@@ -4,7 +4,7 @@
 use super::model::Run;
 use super::params::SlowReplicaParams;
 use crate::simulate::kernel::record::Latency;
-use crate::simulate::model::Outcome;
+use crate::simulate::model::{Figure, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text::{self, fmt_ms, pct};
 use plotters::style::RGBColor;
@@ -331,5 +331,27 @@ impl Outcome for SlowReplicaReport {
             right: Some("requests at B"),
         };
         plot::lines(root, &axes, &left, &right)
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        let b = &self.slow_replica;
+        let ms = |key, header: &str, v| Figure::new(key, header, Unit::Millis, Some(v));
+        vec![
+            ms("p50_ms", "p50", self.slowed.p50_ms),
+            ms("p99_ms", "p99", self.slowed.p99_ms),
+            ms("last_10s_p99_ms", "p99 last 10 s", self.last_10s.p99_ms),
+            Figure::share(
+                "failed_share",
+                "failed",
+                self.slowed.failed as f64 / self.slowed.calls.max(1) as f64,
+            ),
+            Figure::share("slow_share", &format!("{b} share"), self.slow_share),
+            Figure::count(
+                "slow_max_backlog",
+                &format!("{b} queue max"),
+                self.slow_max_backlog,
+            ),
+            Figure::share("hedged_share", "hedged", self.hedged_share),
+        ]
     }
 }
