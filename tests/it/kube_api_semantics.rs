@@ -174,3 +174,23 @@ async fn an_autoscaler_that_would_fight_the_restart_refuses_it_saying_how_to_pin
         "{e}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrape_rounds_read_the_pods_from_a_watch_not_three_lists_each() {
+    let c = FakeCluster::start(2, Duration::from_millis(100)).await;
+    let p = KubePlatform::new(c.client.clone(), options("alice"));
+    for _ in 0..6 {
+        p.scrape_endpoints().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // The run's own requests (the fake's controllers list pods too).
+    let lists = c
+        .recorded()
+        .iter()
+        .filter(|r| r.who == OPERATOR && r.method == "GET")
+        .filter(|r| r.path.ends_with("/pods") && !r.query.contains("watch="))
+        .count();
+    // The first round lists (target, gates, clients) while the watch starts; after that
+    // the rounds read the watched pods.
+    assert!(lists <= 4, "{lists} pod LISTs for 6 scrape rounds");
+}

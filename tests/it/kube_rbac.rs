@@ -187,3 +187,31 @@ async fn the_delete_fallback_needs_a_grant_the_shipped_role_does_not_give() {
     let p = KubePlatform::new(c.client.clone(), o);
     p.restart(&pod).await.expect("deleted once granted");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_service_account_has_the_pod_proxy_and_the_lease_is_granted_by_name() {
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    let roles = c.shared.roles.lock().unwrap().clone();
+    for account in [CONTROLLER, SERVE_SA, GATE_SA] {
+        for (_, rule) in roles.by_account.get(account).into_iter().flatten() {
+            let resources = rule.resources.clone().unwrap_or_default();
+            assert!(
+                !resources.iter().any(|r| r == "pods/proxy"),
+                "{account} may go around the NetworkPolicies through the pod proxy"
+            );
+            if resources.iter().any(|r| r == "leases") {
+                let by_name = rule.resource_names.as_ref().is_some_and(|n| !n.is_empty());
+                assert!(
+                    by_name || rule.verbs == ["create"],
+                    "{account}: leases {:?} not limited by name",
+                    rule.verbs
+                );
+            }
+        }
+    }
+    // The laptop path has it, from its own Role.
+    assert!(roles.by_account[OPERATOR]
+        .iter()
+        .any(|(id, r)| id.0 == "recover-laptop"
+            && r.resources.clone().unwrap_or_default() == ["pods/proxy"]));
+}

@@ -292,16 +292,28 @@ impl KubePlatform {
     }
 
     /// The rollout's progress, starting one from the current pods if none is underway.
-    /// A new rollout's snapshot is mirrored before the first eviction (best effort: a
-    /// resumed run without it starts a new snapshot, evicting no pod twice either way).
+    /// A new rollout's snapshot (the pods it may evict, by UID) is mirrored before the
+    /// first eviction, or nothing is evicted: a resumed run without it would take a new
+    /// snapshot, the replacements in it, and restart them a second time.
     async fn rollout(&self) -> Result<RolloutState, PlatformError> {
         if let Some(r) = self.rollout_state() {
             return Ok(r);
         }
         let state = RolloutState::begin(&self.target_pods().await?);
         let generation = self.store_rollout(state.clone());
-        if !self.mirror.flush(generation, Duration::from_secs(5)).await {
-            tracing::warn!("the rollout's snapshot is not mirrored yet; going on (a resumed run would start a new one)");
+        let wait = Duration::from_secs(15);
+        if !self.mirror.flush(generation, wait).await {
+            self.memory
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .rollout = None;
+            return Err(PlatformError::Timeout {
+                what: format!(
+                    "mirroring the batched restart's snapshot to ConfigMap {} before the first eviction (nothing was evicted: a resumed run could not tell the replacements from the pods to restart)",
+                    self.opts.journal_configmap
+                ),
+                after: wait,
+            });
         }
         Ok(state)
     }
