@@ -163,6 +163,7 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
     let t = topology(o, &dir)?;
     write_secret(&t.token_file())?;
     write_secret(&dir.join(files::SERVE_TOKEN))?;
+    write_secret(&t.service_token_file())?;
     let inventory = t
         .write_inventory(
             "demo",

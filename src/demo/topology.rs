@@ -17,6 +17,9 @@ use std::time::Duration;
 pub mod files {
     pub const INVENTORY: &str = "inventory.yaml";
     pub const GATE_TOKEN: &str = "gate-token";
+    /// The token the config service's `/admin/*` requires (the gate forwards every path,
+    /// so the service guards its own admin endpoints).
+    pub const SERVICE_ADMIN_TOKEN: &str = "service-admin-token";
     /// Pid files and logs of the processes, the gate's state file.
     pub const STATE: &str = "state";
     pub const GATE_STATE: &str = "gate-state.json";
@@ -176,6 +179,11 @@ impl Topology {
         self.dir.join(files::GATE_TOKEN)
     }
 
+    /// The replicas' admin token.
+    pub fn service_token_file(&self) -> PathBuf {
+        self.dir.join(files::SERVICE_ADMIN_TOKEN)
+    }
+
     pub fn state_dir(&self) -> PathBuf {
         self.dir.join(files::STATE)
     }
@@ -234,6 +242,8 @@ impl Topology {
             fmt(s.warm_duration),
             "--client-timeout".into(),
             fmt(self.workers.timeout),
+            "--admin-token-file".into(),
+            self.service_token_file().display().to_string(),
         ];
         argv.extend(startup_delay(delay));
         argv
@@ -283,6 +293,7 @@ impl Topology {
                     command: self.replica_command(i, Duration::ZERO),
                     env: Default::default(),
                     admin_url: format!("http://{a}"),
+                    admin_token_file: Some(PathBuf::from(files::SERVICE_ADMIN_TOKEN)),
                     metrics_url: format!("http://{a}/metrics"),
                     readiness_url: format!("http://{a}/readyz"),
                     adopt: None,
@@ -393,7 +404,10 @@ mod tests {
         );
         let replica = t.replica_command(1, Duration::ZERO);
         assert!(
-            !replica.contains(&"--startup-delay".to_string()),
+            !replica.contains(&"--startup-delay".to_string())
+                && replica
+                    .join(" ")
+                    .contains("--admin-token-file /d/service-admin-token"),
             "{replica:?}"
         );
         let delayed = t.replica_command(1, Duration::from_secs(5)).join(" ");
@@ -411,6 +425,11 @@ mod tests {
             "http://127.0.0.1:18091/readyz"
         );
         assert_eq!(back.gates[0].token_file, Path::new(files::GATE_TOKEN));
+        // The inventory names the replicas' admin token, so the platform can send it.
+        assert_eq!(
+            back.replicas[1].admin_token_file.as_deref(),
+            Some(Path::new(files::SERVICE_ADMIN_TOKEN))
+        );
         assert!(t.markers().contains(&"127.0.0.1:18091".to_string()));
     }
 }

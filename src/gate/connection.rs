@@ -8,8 +8,10 @@
 
 use super::exchange;
 use super::http1::{head, parse_request, BodyCursor, Framing, HeadError};
+use super::presence::Presence;
 use super::proxy::{Dispatch, Proxy};
 use super::session::{Connection, Request};
+use super::telemetry::Closed;
 use super::upstream::{Links, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
@@ -29,19 +31,22 @@ enum Step<'p> {
     Handle(Request, Dispatch<'p>),
 }
 
-/// How long a client connection may wait: for its next request, and for a request head
-/// once begun.
+/// How long a client connection may wait: for its first byte, for its next request, and
+/// for a request head once begun.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
+    pub first_byte: Duration,
     pub idle: Duration,
     pub head: Duration,
 }
 
-/// Serve one client connection until it closes, fails, or the gate drains.
+/// Serve one client connection until it closes, fails, the gate drains, or the connection
+/// table claims it while it waits (`presence`).
 pub async fn serve(
     client: TcpStream,
     proxy: &Proxy,
     timeouts: Timeouts,
+    presence: &Presence,
     draining: &CancellationToken,
 ) {
     let peer = client.peer_addr().ok().map(|a| a.ip());
@@ -54,14 +59,21 @@ pub async fn serve(
         idle_timeout: timeouts.idle,
         head_timeout: timeouts.head,
         head_deadline: None,
+        first_byte_by: Some(Instant::now() + timeouts.first_byte),
+        closed_for: None,
     };
-    if let Err(e) = conn.run(proxy, draining).await {
+    if let Err(e) = conn.run(proxy, presence, draining).await {
         tracing::debug!("client connection ended: {e}");
     }
 }
 
 impl Connection {
-    async fn run(&mut self, proxy: &Proxy, draining: &CancellationToken) -> io::Result<()> {
+    async fn run(
+        &mut self,
+        proxy: &Proxy,
+        presence: &Presence,
+        draining: &CancellationToken,
+    ) -> io::Result<()> {
         loop {
             self.out.clear();
             let step = {
@@ -82,7 +94,13 @@ impl Connection {
                 _ => None,
             };
             let keep_going = match step {
-                Step::NeedMore => self.read_more(draining).await?,
+                Step::NeedMore => {
+                    let more = self.read_more(presence, draining).await;
+                    if let Some(why) = self.closed_for.take() {
+                        proxy.metrics.connection_closed(why);
+                    }
+                    more?
+                }
                 Step::Refuse(e) => {
                     tracing::debug!("refused a request: {e}");
                     self.answer(refusal_status(&e), None, &refusal_body(&e), true)
@@ -108,27 +126,53 @@ impl Connection {
     }
 
     /// Wait for more of the next request; false when the client closed, stayed quiet
-    /// too long, missed its head deadline, or the gate is draining and no request has
-    /// begun.
-    async fn read_more(&mut self, draining: &CancellationToken) -> io::Result<bool> {
+    /// too long, missed its first-byte or head deadline, or the gate is draining or needs
+    /// the slot for a new connection and no request has begun.
+    async fn read_more(
+        &mut self,
+        presence: &Presence,
+        draining: &CancellationToken,
+    ) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
         let idle = self.rbuf.is_empty();
+        if idle && !presence.idle() {
+            self.closed_for = Some(Closed::MadeRoom);
+            return Ok(false);
+        }
         // Silence is cut at the idle timeout, inside a head too; a head also has its
-        // deadline, which no amount of trickling moves.
+        // deadline, which no amount of trickling moves, and a new connection its first
+        // byte's.
         let quiet = Instant::now() + self.idle_timeout;
-        let give_up = self.head_deadline.map_or(quiet, |d| d.min(quiet));
+        let give_up = [self.head_deadline, self.first_byte_by]
+            .into_iter()
+            .flatten()
+            .fold(quiet, Instant::min);
         let n = tokio::select! {
             biased;
             n = self.client.read_buf(&mut self.rbuf) => n?,
             () = draining.cancelled(), if idle => return Ok(false),
+            () = presence.evicted(), if idle => {
+                self.closed_for = Some(Closed::MadeRoom);
+                return Ok(false);
+            }
             () = tokio::time::sleep_until(give_up) => {
                 if !idle {
+                    self.closed_for = Some(Closed::HeadTimeout);
                     self.answer("408 Request Timeout", None, "the request head did not arrive in time\n", true)
                         .await?;
+                } else if self.first_byte_by.is_some() {
+                    self.closed_for = Some(Closed::NoFirstByte);
                 }
                 return Ok(false);
             }
         };
+        if n > 0 {
+            self.first_byte_by = None;
+            if idle && !presence.busy() {
+                self.closed_for = Some(Closed::MadeRoom);
+                return Ok(false); // claimed just before these bytes came
+            }
+        }
         Ok(n > 0)
     }
 

@@ -4,6 +4,7 @@
 //! the other to speak to the client.
 
 use super::http1::{head, Framing, RequestHead};
+use super::telemetry::Closed;
 use super::upstream::Links;
 use bytes::BytesMut;
 use std::io;
@@ -28,6 +29,10 @@ pub(super) struct Connection {
     /// When the head being read must be complete: set by its first byte, cleared when it
     /// parses. A deadline, so a client sending a byte now and then cannot extend it.
     pub head_deadline: Option<Instant>,
+    /// When a new connection must have sent its first byte; cleared by that byte.
+    pub first_byte_by: Option<Instant>,
+    /// Why the gate closed the connection, when it did so on a limit.
+    pub closed_for: Option<Closed>,
     /// The client's address, to recognise its retries.
     pub peer: Option<std::net::IpAddr>,
 }

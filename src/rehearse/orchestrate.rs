@@ -47,6 +47,8 @@ pub struct System {
     /// log and, once handed over, the local platform's inventory and pid files.
     pub topology: Topology,
     pub token: String,
+    /// The token the replicas' `/admin/*` requires (the gate forwards every path).
+    service_token: String,
     gate: Option<ChildGuard>,
     replicas: Vec<Option<ChildGuard>>,
     workers: Option<ChildGuard>,
@@ -83,6 +85,9 @@ impl System {
         std::fs::create_dir_all(&state).map_err(io(format!("creating {}", state.display())))?;
         let token = uuid::Uuid::now_v7().simple().to_string();
         std::fs::write(t.token_file(), &token).map_err(io("writing the gate token"))?;
+        let service_token = uuid::Uuid::now_v7().simple().to_string();
+        std::fs::write(t.service_token_file(), &service_token)
+            .map_err(io("writing the service's admin token"))?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
             .build()
@@ -91,6 +96,7 @@ impl System {
             replicas: (0..scenario.replicas).map(|_| None).collect(),
             topology: t,
             token,
+            service_token,
             gate: None,
             workers: None,
             http,
@@ -233,6 +239,7 @@ impl System {
         let resp = self
             .http
             .post(&url)
+            .bearer_auth(&self.service_token)
             .json(&serde_json::json!({ "factor": factor }))
             .send()
             .await

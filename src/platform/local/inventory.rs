@@ -43,6 +43,9 @@ pub struct ReplicaSpec {
     pub env: BTreeMap<String, String>,
     /// Base URL of the admin endpoints (`POST /admin/drain`, `/admin/warm`).
     pub admin_url: String,
+    /// File holding the bearer token the admin endpoints require, if they require one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token_file: Option<PathBuf>,
     pub metrics_url: String,
     pub readiness_url: String,
     /// A replica already running that `recover` did not start: `{pid: N}` or
@@ -126,6 +129,9 @@ impl Inventory {
         ));
         for g in &mut inv.gates {
             g.token_file = resolve(&g.token_file);
+        }
+        for r in &mut inv.replicas {
+            r.admin_token_file = r.admin_token_file.as_deref().map(resolve);
         }
         Ok(inv)
     }
