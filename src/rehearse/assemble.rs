@@ -6,6 +6,7 @@
 
 use super::detection::Detection;
 use super::recorder::Recording;
+use super::recovery::RunbookOutcome;
 use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
@@ -23,7 +24,7 @@ pub struct Facts<'a> {
     pub detection: Option<&'a Detection>,
     pub detector: &'a crate::detect::DetectorConfig,
     pub plan: Option<&'a Plan>,
-    pub runbook: &'a super::recovery::RunbookOutcome,
+    pub runbook: &'a RunbookOutcome,
     /// When the held steady state after the runbook began.
     pub steady_at_s: Option<f64>,
     pub end_s: f64,
@@ -47,7 +48,6 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
     let at = |t: f64| t - zero;
     let demand = sc.demand_per_s();
     let workers = sc.workers.count;
-    let crit = SteadyCriteria::default();
     let ran = f.runbook.error.is_none() || !f.runbook.steps.is_empty();
     let rb_start = f
         .runbook
@@ -57,14 +57,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         .unwrap_or(f.runbook.started_s);
     let recovered = f.steady_at_s.is_some() && f.failure.is_none();
 
-    let samples: Vec<Sample> = rec
-        .samples
-        .iter()
-        .map(|s| Sample {
-            t_s: at(s.t_s),
-            ..s.clone()
-        })
-        .collect();
+    let samples = rebased(rec, zero);
 
     let mut phases = vec![
         phase(
@@ -124,35 +117,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         }
     }
 
-    let timeout_s = sc.workers.timeout.as_secs_f64();
     let (dropped, lb, relapse_count, over_s) = if f.detection.is_some() && ran {
-        let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
-            .iter()
-            .map(|o| {
-                total_increase(
-                    &rec.raws,
-                    Role::Gate,
-                    "recover_gate_requests_total",
-                    &[("outcome", o)],
-                    rb_start,
-                    f.end_s,
-                )
-            })
-            .sum();
-        let drained_metric = total_increase(
-            &rec.raws,
-            Role::Service,
-            "recover_demo_service_drained_total",
-            &[],
-            rb_start,
-            f.end_s,
-        );
-        let drained = f
-            .runbook
-            .drained
-            .map(|d| d as f64)
-            .unwrap_or(0.0)
-            .max(drained_metric);
         let backlog = rec
             .samples
             .iter()
@@ -177,23 +142,8 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             demand,
             sc.retry_delay().as_secs_f64(),
         );
-        let after: Vec<Sample> = rec
-            .samples
-            .iter()
-            .filter(|s| s.t_s >= rb_start)
-            .cloned()
-            .collect();
-        let rel = relapses(&after, demand, workers, &crit, 2, timeout_s);
-        let over = over_timeout_s(&after, timeout_s);
-        (
-            Dropped {
-                drained: drained.round() as u64,
-                rejected_at_gate: gate_rej.round() as u64,
-            },
-            lb,
-            rel,
-            over,
-        )
+        let (rel, over) = after_runbook(rec, sc, rb_start);
+        (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {
         (Dropped::default(), None, 0, 0.0)
     };
@@ -234,24 +184,76 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),
         dropped_requests: dropped.drained + dropped.rejected_at_gate,
         dropped,
-        steps: f
-            .runbook
-            .steps
-            .iter()
-            .map(|s| StepRecord {
-                start_s: at(s.start_s),
-                end_s: at(s.end_s),
-                ..s.clone()
-            })
-            .collect(),
+        steps: rebased_steps(f.runbook, zero),
         phases,
         baselines: f.baselines,
         predicted_time_to_recover_s: f.predicted,
         wall_time_s: f.wall_time_s,
         files: Files::default(),
         endpoints: f.endpoints.clone(),
+        slow_replica: None,
     };
     (report, samples)
+}
+
+/// Work dropped on purpose from `from_s` to `to_s` (rehearsal clock): what the runbook's
+/// drain reported, or the service's own count when larger or not reported, and the gate's
+/// rejections.
+pub fn dropped(rec: &Recording, runbook: &RunbookOutcome, from_s: f64, to_s: f64) -> Dropped {
+    let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
+        .iter()
+        .map(|o| {
+            total_increase(
+                &rec.raws,
+                Role::Gate,
+                "recover_gate_requests_total",
+                &[("outcome", o)],
+                from_s,
+                to_s,
+            )
+        })
+        .sum();
+    let drained_metric = total_increase(
+        &rec.raws,
+        Role::Service,
+        "recover_demo_service_drained_total",
+        &[],
+        from_s,
+        to_s,
+    );
+    let drained = runbook
+        .drained
+        .map(|d| d as f64)
+        .unwrap_or(0.0)
+        .max(drained_metric);
+    Dropped {
+        drained: drained.round() as u64,
+        rejected_at_gate: gate_rej.round() as u64,
+    }
+}
+
+/// Relapses and the seconds client p99 spent over the timeout, measured from the runbook's
+/// start (`from_s`, rehearsal clock) on.
+pub fn after_runbook(rec: &Recording, sc: &Scenario, from_s: f64) -> (u32, f64) {
+    let timeout_s = sc.workers.timeout.as_secs_f64();
+    let after: Vec<Sample> = rec
+        .samples
+        .iter()
+        .filter(|s| s.t_s >= from_s)
+        .cloned()
+        .collect();
+    let crit = SteadyCriteria::default();
+    (
+        relapses(
+            &after,
+            sc.demand_per_s(),
+            sc.workers.count,
+            &crit,
+            2,
+            timeout_s,
+        ),
+        over_timeout_s(&after, timeout_s),
+    )
 }
 
 /// Pure: the detector's timing facts from its Stuck verdict.
@@ -291,7 +293,31 @@ pub fn detection_facts(
     }
 }
 
-fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
+/// The recorded series with `zero` (rehearsal clock) as 0.
+pub fn rebased(rec: &Recording, zero: f64) -> Vec<Sample> {
+    rec.samples
+        .iter()
+        .map(|s| Sample {
+            t_s: s.t_s - zero,
+            ..s.clone()
+        })
+        .collect()
+}
+
+/// The runbook's steps with `zero` (rehearsal clock) as 0.
+pub fn rebased_steps(runbook: &RunbookOutcome, zero: f64) -> Vec<StepRecord> {
+    runbook
+        .steps
+        .iter()
+        .map(|s| StepRecord {
+            start_s: s.start_s - zero,
+            end_s: s.end_s - zero,
+            ..s.clone()
+        })
+        .collect()
+}
+
+pub fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
     PhaseRecord {
         name: name.into(),
         start_s,
