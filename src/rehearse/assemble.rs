@@ -4,13 +4,14 @@
 //! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
 //! apart from the processes that produced the numbers.
 
+use super::bound::{least, BoundStart, BoundSystem};
 use super::detection::Detection;
 use super::recorder::Recording;
 use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
 use super::trigger::TriggerTimes;
-use super::verify::{lower_bound, over_timeout_s, relapses, SteadyCriteria};
+use super::verify::{over_timeout_s, relapses, SteadyCriteria};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
@@ -38,6 +39,8 @@ pub struct Facts<'a> {
     pub inputs: Option<crate::plan::SourcedInputs>,
     /// The trigger left the system healthy: what to make harsher.
     pub not_stuck: Option<super::harsher::NotStuck>,
+    /// A replica's own start-to-ready time, measured when the system started.
+    pub start_to_ready_s: Option<f64>,
 }
 
 /// Build the report and the rebased series.
@@ -160,23 +163,13 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter_map(|s| s.workers_retrying)
             .next_back()
             .unwrap_or(workers as f64);
-        let restart_s = if f.runbook.steps.iter().any(|s| s.name.contains("restart")) {
-            f.runbook
-                .steps
-                .iter()
-                .filter(|s| s.name.contains("restart"))
-                .map(|s| s.end_s - s.start_s)
-                .fold(f64::INFINITY, f64::min)
-        } else {
-            0.0
-        };
-        let lb = lower_bound(
-            restart_s,
-            backlog,
-            sc.capacity_cold_per_s(),
-            demand,
-            sc.retry_delay().as_secs_f64(),
-        );
+        let warm_fraction = rec
+            .raws
+            .iter()
+            .filter(|r| r.t_s <= rb_start)
+            .filter_map(|r| r.mean(Role::Service, "recover_demo_service_warm_fraction"))
+            .next_back();
+        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, warm_fraction, &crit);
         let after: Vec<Sample> = rec
             .samples
             .iter()
@@ -198,6 +191,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         (Dropped::default(), None, 0, 0.0)
     };
 
+    let time_to_recover = f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start);
     let report = Report {
         schema_version: SCHEMA_VERSION,
         runbook: f.runbook_name.to_string(),
@@ -221,8 +215,9 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         detection: f
             .detection
             .map(|d| detection_facts(d, f.detector, sc, d.at_s - f.trigger.ended_s)),
-        time_to_recover_s: f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start),
+        time_to_recover_s: time_to_recover,
         lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
+        under_lower_bound: under_bound(time_to_recover, lb.as_ref()),
         lower_bound: lb,
         relapses: relapse_count,
         ramp_step_backs: f.runbook.relapses,
@@ -252,6 +247,66 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         endpoints: f.endpoints.clone(),
     };
     (report, samples)
+}
+
+/// The true lower bound for the scenario's system from the state the runbook found
+/// (`rehearse::bound`). The demo service's overload lives in its queue
+/// (`CostModel::overloaded` reads the queue depth alone), so a drain clears it and the
+/// no-restart path counts.
+pub fn true_lower_bound(
+    sc: &Scenario,
+    retrying: f64,
+    start_to_ready_s: Option<f64>,
+    warm_fraction: Option<f64>,
+    crit: &SteadyCriteria,
+) -> Option<LowerBound> {
+    let sys = BoundSystem {
+        replicas: sc.replicas,
+        capacity_warm_per_s: sc.capacity_per_s(),
+        cold_factor: sc.service.cold_factor,
+        warm_after: sc.service.warm_after,
+        warm_s: sc.service.warm_duration.as_secs_f64(),
+        workers: sc.workers.count,
+        retrying_allowed: crit.retrying_fraction_max,
+        drain_clears_overload: true,
+    };
+    let paths = sys.paths(BoundStart {
+        retrying,
+        restart_s: start_to_ready_s,
+        warm_fraction,
+    });
+    let (best, t) = least(&paths)?;
+    let (lowest, what) = (best.name.clone(), best.what.clone());
+    Some(LowerBound {
+        restart_s: start_to_ready_s.unwrap_or(0.0),
+        restart_from: match start_to_ready_s {
+            Some(_) => "a replica's start-to-ready when the rehearsal started the system, less the readiness poll's interval (5 ms)".into(),
+            None => "unknown (not measured): taken as 0".into(),
+        },
+        backlog: sys.backlog(retrying),
+        capacity_cold_per_s: sc.capacity_cold_per_s(),
+        capacity_warm_per_s: sc.capacity_per_s(),
+        demand_per_s: sc.demand_per_s(),
+        retry_delay_s: sc.retry_delay().as_secs_f64(),
+        warm_s: sys.warm_s,
+        warm_fraction_at_start: warm_fraction,
+        lower_bound_s: t,
+        lowest,
+        paths,
+        capacity_used: what,
+    })
+}
+
+/// No run can recover faster than the bound: one that did says the bound or the clock is
+/// wrong.
+pub fn under_bound(time_to_recover_s: Option<f64>, lb: Option<&LowerBound>) -> Option<String> {
+    let (t, lb) = (time_to_recover_s?, lb?);
+    (t < lb.lower_bound_s).then(|| {
+        format!(
+            "time to recover {t:.2} s is under the true lower bound {:.2} s ({}): a bug in the bound or the clock",
+            lb.lower_bound_s, lb.lowest
+        )
+    })
 }
 
 /// Pure: the detector's timing facts from its Stuck verdict.
@@ -334,4 +389,41 @@ pub fn series_csv(samples: &[Sample]) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
+        let sc = Scenario::default();
+        let crit = SteadyCriteria::default();
+        let lb = true_lower_bound(&sc, 160.0, Some(0.08), Some(0.6), &crit).unwrap();
+        let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "readmit_cold",
+                "warm_first",
+                "readmit_cold_while_warming",
+                "drain_no_restart"
+            ]
+        );
+        let min = lb
+            .paths
+            .iter()
+            .filter_map(|p| p.time_s)
+            .fold(f64::INFINITY, f64::min);
+        assert_eq!(lb.lower_bound_s, min);
+        assert!(lb.paths.iter().any(|p| p.name == lb.lowest));
+        assert!((lb.backlog - (160.0 - 1.6)).abs() < 1e-9);
+        assert_eq!(under_bound(Some(lb.lower_bound_s + 0.1), Some(&lb)), None);
+        let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
+        assert!(msg.contains("bug in the bound or the clock"), "{msg}");
+        // Unmeasured restart and warmth: the favourable values (0 s, warm).
+        let open = true_lower_bound(&sc, 160.0, None, None, &crit).unwrap();
+        assert!(open.lower_bound_s <= lb.lower_bound_s);
+        assert!(open.restart_from.starts_with("unknown"));
+    }
 }
