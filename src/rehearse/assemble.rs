@@ -4,9 +4,10 @@
 //! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
 //! apart from the processes that produced the numbers.
 
-use super::bound::{least, BoundStart, BoundSystem};
+use super::bound::{true_lower_bound, under_bound};
 use super::detection::Detection;
 use super::recorder::Recording;
+use super::recovery::RunbookOutcome;
 use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
@@ -24,7 +25,7 @@ pub struct Facts<'a> {
     pub detection: Option<&'a Detection>,
     pub detector: &'a crate::detect::DetectorConfig,
     pub plan: Option<&'a Plan>,
-    pub runbook: &'a super::recovery::RunbookOutcome,
+    pub runbook: &'a RunbookOutcome,
     /// When the held steady state after the runbook began.
     pub steady_at_s: Option<f64>,
     pub end_s: f64,
@@ -50,7 +51,6 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
     let at = |t: f64| t - zero;
     let demand = sc.demand_per_s();
     let workers = sc.workers.count;
-    let crit = SteadyCriteria::default();
     let ran = f.runbook.error.is_none() || !f.runbook.steps.is_empty();
     let rb_start = f
         .runbook
@@ -60,14 +60,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         .unwrap_or(f.runbook.started_s);
     let recovered = f.steady_at_s.is_some() && f.failure.is_none();
 
-    let samples: Vec<Sample> = rec
-        .samples
-        .iter()
-        .map(|s| Sample {
-            t_s: at(s.t_s),
-            ..s.clone()
-        })
-        .collect();
+    let samples = rebased(rec, zero);
 
     let mut phases = vec![
         phase(
@@ -127,35 +120,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         }
     }
 
-    let timeout_s = sc.workers.timeout.as_secs_f64();
     let (dropped, lb, relapse_count, over_s) = if f.detection.is_some() && ran {
-        let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
-            .iter()
-            .map(|o| {
-                total_increase(
-                    &rec.raws,
-                    Role::Gate,
-                    "recover_gate_requests_total",
-                    &[("outcome", o)],
-                    rb_start,
-                    f.end_s,
-                )
-            })
-            .sum();
-        let drained_metric = total_increase(
-            &rec.raws,
-            Role::Service,
-            "recover_demo_service_drained_total",
-            &[],
-            rb_start,
-            f.end_s,
-        );
-        let drained = f
-            .runbook
-            .drained
-            .map(|d| d as f64)
-            .unwrap_or(0.0)
-            .max(drained_metric);
         let backlog = rec
             .samples
             .iter()
@@ -169,24 +134,10 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter(|r| r.t_s <= rb_start)
             .filter_map(|r| r.mean(Role::Service, "recover_demo_service_warm_fraction"))
             .next_back();
+        let crit = SteadyCriteria::default();
         let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, warm_fraction, &crit);
-        let after: Vec<Sample> = rec
-            .samples
-            .iter()
-            .filter(|s| s.t_s >= rb_start)
-            .cloned()
-            .collect();
-        let rel = relapses(&after, demand, workers, &crit, 2, timeout_s);
-        let over = over_timeout_s(&after, timeout_s);
-        (
-            Dropped {
-                drained: drained.round() as u64,
-                rejected_at_gate: gate_rej.round() as u64,
-            },
-            lb,
-            rel,
-            over,
-        )
+        let (rel, over) = after_runbook(rec, sc, rb_start);
+        (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {
         (Dropped::default(), None, 0, 0.0)
     };
@@ -229,84 +180,76 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),
         dropped_requests: dropped.drained + dropped.rejected_at_gate,
         dropped,
-        steps: f
-            .runbook
-            .steps
-            .iter()
-            .map(|s| StepRecord {
-                start_s: at(s.start_s),
-                end_s: at(s.end_s),
-                ..s.clone()
-            })
-            .collect(),
+        steps: rebased_steps(f.runbook, zero),
         phases,
         baselines: f.baselines,
         predicted_time_to_recover_s: f.predicted,
         wall_time_s: f.wall_time_s,
         files: Files::default(),
         endpoints: f.endpoints.clone(),
+        slow_replica: None,
     };
     (report, samples)
 }
 
-/// The true lower bound for the scenario's system from the state the runbook found
-/// (`rehearse::bound`). The demo service's overload lives in its queue
-/// (`CostModel::overloaded` reads the queue depth alone), so a drain clears it and the
-/// no-restart path counts.
-pub fn true_lower_bound(
-    sc: &Scenario,
-    retrying: f64,
-    start_to_ready_s: Option<f64>,
-    warm_fraction: Option<f64>,
-    crit: &SteadyCriteria,
-) -> Option<LowerBound> {
-    let sys = BoundSystem {
-        replicas: sc.replicas,
-        capacity_warm_per_s: sc.capacity_per_s(),
-        cold_factor: sc.service.cold_factor,
-        warm_after: sc.service.warm_after,
-        warm_s: sc.service.warm_duration.as_secs_f64(),
-        workers: sc.workers.count,
-        retrying_allowed: crit.retrying_fraction_max,
-        drain_clears_overload: true,
-    };
-    let paths = sys.paths(BoundStart {
-        retrying,
-        restart_s: start_to_ready_s,
-        warm_fraction,
-    });
-    let (best, t) = least(&paths)?;
-    let (lowest, what) = (best.name.clone(), best.what.clone());
-    Some(LowerBound {
-        restart_s: start_to_ready_s.unwrap_or(0.0),
-        restart_from: match start_to_ready_s {
-            Some(_) => "a replica's start-to-ready when the rehearsal started the system, less the readiness poll's interval (5 ms)".into(),
-            None => "unknown (not measured): taken as 0".into(),
-        },
-        backlog: sys.backlog(retrying),
-        capacity_cold_per_s: sc.capacity_cold_per_s(),
-        capacity_warm_per_s: sc.capacity_per_s(),
-        demand_per_s: sc.demand_per_s(),
-        retry_delay_s: sc.retry_delay().as_secs_f64(),
-        warm_s: sys.warm_s,
-        warm_fraction_at_start: warm_fraction,
-        lower_bound_s: t,
-        lowest,
-        paths,
-        capacity_used: what,
-    })
+/// Work dropped on purpose from `from_s` to `to_s` (rehearsal clock): what the runbook's
+/// drain reported, or the service's own count when larger or not reported, and the gate's
+/// rejections.
+pub fn dropped(rec: &Recording, runbook: &RunbookOutcome, from_s: f64, to_s: f64) -> Dropped {
+    let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
+        .iter()
+        .map(|o| {
+            total_increase(
+                &rec.raws,
+                Role::Gate,
+                "recover_gate_requests_total",
+                &[("outcome", o)],
+                from_s,
+                to_s,
+            )
+        })
+        .sum();
+    let drained_metric = total_increase(
+        &rec.raws,
+        Role::Service,
+        "recover_demo_service_drained_total",
+        &[],
+        from_s,
+        to_s,
+    );
+    let drained = runbook
+        .drained
+        .map(|d| d as f64)
+        .unwrap_or(0.0)
+        .max(drained_metric);
+    Dropped {
+        drained: drained.round() as u64,
+        rejected_at_gate: gate_rej.round() as u64,
+    }
 }
 
-/// No run can recover faster than the bound: one that did says the bound or the clock is
-/// wrong.
-pub fn under_bound(time_to_recover_s: Option<f64>, lb: Option<&LowerBound>) -> Option<String> {
-    let (t, lb) = (time_to_recover_s?, lb?);
-    (t < lb.lower_bound_s).then(|| {
-        format!(
-            "time to recover {t:.2} s is under the true lower bound {:.2} s ({}): a bug in the bound or the clock",
-            lb.lower_bound_s, lb.lowest
-        )
-    })
+/// Relapses and the seconds client p99 spent over the timeout, measured from the runbook's
+/// start (`from_s`, rehearsal clock) on.
+pub fn after_runbook(rec: &Recording, sc: &Scenario, from_s: f64) -> (u32, f64) {
+    let timeout_s = sc.workers.timeout.as_secs_f64();
+    let after: Vec<Sample> = rec
+        .samples
+        .iter()
+        .filter(|s| s.t_s >= from_s)
+        .cloned()
+        .collect();
+    let crit = SteadyCriteria::default();
+    (
+        relapses(
+            &after,
+            sc.demand_per_s(),
+            sc.workers.count,
+            &crit,
+            2,
+            timeout_s,
+        ),
+        over_timeout_s(&after, timeout_s),
+    )
 }
 
 /// Pure: the detector's timing facts from its Stuck verdict.
@@ -346,7 +289,31 @@ pub fn detection_facts(
     }
 }
 
-fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
+/// The recorded series with `zero` (rehearsal clock) as 0.
+pub fn rebased(rec: &Recording, zero: f64) -> Vec<Sample> {
+    rec.samples
+        .iter()
+        .map(|s| Sample {
+            t_s: s.t_s - zero,
+            ..s.clone()
+        })
+        .collect()
+}
+
+/// The runbook's steps with `zero` (rehearsal clock) as 0.
+pub fn rebased_steps(runbook: &RunbookOutcome, zero: f64) -> Vec<StepRecord> {
+    runbook
+        .steps
+        .iter()
+        .map(|s| StepRecord {
+            start_s: s.start_s - zero,
+            end_s: s.end_s - zero,
+            ..s.clone()
+        })
+        .collect()
+}
+
+pub fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
     PhaseRecord {
         name: name.into(),
         start_s,
@@ -389,41 +356,4 @@ pub fn series_csv(samples: &[Sample]) -> String {
         ));
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
-        let sc = Scenario::default();
-        let crit = SteadyCriteria::default();
-        let lb = true_lower_bound(&sc, 160.0, Some(0.08), Some(0.6), &crit).unwrap();
-        let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "readmit_cold",
-                "warm_first",
-                "readmit_cold_while_warming",
-                "drain_no_restart"
-            ]
-        );
-        let min = lb
-            .paths
-            .iter()
-            .filter_map(|p| p.time_s)
-            .fold(f64::INFINITY, f64::min);
-        assert_eq!(lb.lower_bound_s, min);
-        assert!(lb.paths.iter().any(|p| p.name == lb.lowest));
-        assert!((lb.backlog - (160.0 - 1.6)).abs() < 1e-9);
-        assert_eq!(under_bound(Some(lb.lower_bound_s + 0.1), Some(&lb)), None);
-        let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
-        assert!(msg.contains("bug in the bound or the clock"), "{msg}");
-        // Unmeasured restart and warmth: the favourable values (0 s, warm).
-        let open = true_lower_bound(&sc, 160.0, None, None, &crit).unwrap();
-        assert!(open.lower_bound_s <= lb.lower_bound_s);
-        assert!(open.restart_from.starts_with("unknown"));
-    }
 }

@@ -25,6 +25,9 @@
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
 
+use super::report::LowerBound;
+use super::scenario::Scenario;
+use super::verify::SteadyCriteria;
 use serde::{Deserialize, Serialize};
 
 /// The system's numbers the bound needs (all from the scenario the rehearsal built).
@@ -194,6 +197,66 @@ pub fn least(paths: &[BoundPath]) -> Option<(&BoundPath, f64)> {
         .iter()
         .filter_map(|p| p.time_s.map(|t| (p, t)))
         .min_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The true lower bound for the scenario's system from the state the runbook found
+/// (`rehearse::bound`). The demo service's overload lives in its queue
+/// (`CostModel::overloaded` reads the queue depth alone), so a drain clears it and the
+/// no-restart path counts.
+pub fn true_lower_bound(
+    sc: &Scenario,
+    retrying: f64,
+    start_to_ready_s: Option<f64>,
+    warm_fraction: Option<f64>,
+    crit: &SteadyCriteria,
+) -> Option<LowerBound> {
+    let sys = BoundSystem {
+        replicas: sc.replicas,
+        capacity_warm_per_s: sc.capacity_per_s(),
+        cold_factor: sc.service.cold_factor,
+        warm_after: sc.service.warm_after,
+        warm_s: sc.service.warm_duration.as_secs_f64(),
+        workers: sc.workers.count,
+        retrying_allowed: crit.retrying_fraction_max,
+        drain_clears_overload: true,
+    };
+    let paths = sys.paths(BoundStart {
+        retrying,
+        restart_s: start_to_ready_s,
+        warm_fraction,
+    });
+    let (best, t) = least(&paths)?;
+    let (lowest, what) = (best.name.clone(), best.what.clone());
+    Some(LowerBound {
+        restart_s: start_to_ready_s.unwrap_or(0.0),
+        restart_from: match start_to_ready_s {
+            Some(_) => "a replica's start-to-ready when the rehearsal started the system, less the readiness poll's interval (5 ms)".into(),
+            None => "unknown (not measured): taken as 0".into(),
+        },
+        backlog: sys.backlog(retrying),
+        capacity_cold_per_s: sc.capacity_cold_per_s(),
+        capacity_warm_per_s: sc.capacity_per_s(),
+        demand_per_s: sc.demand_per_s(),
+        retry_delay_s: sc.retry_delay().as_secs_f64(),
+        warm_s: sys.warm_s,
+        warm_fraction_at_start: warm_fraction,
+        lower_bound_s: t,
+        lowest,
+        paths,
+        capacity_used: what,
+    })
+}
+
+/// No run can recover faster than the bound: one that did says the bound or the clock is
+/// wrong.
+pub fn under_bound(time_to_recover_s: Option<f64>, lb: Option<&LowerBound>) -> Option<String> {
+    let (t, lb) = (time_to_recover_s?, lb?);
+    (t < lb.lower_bound_s).then(|| {
+        format!(
+            "time to recover {t:.2} s is under the true lower bound {:.2} s ({}): a bug in the bound or the clock",
+            lb.lower_bound_s, lb.lowest
+        )
+    })
 }
 
 #[cfg(test)]

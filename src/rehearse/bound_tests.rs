@@ -277,3 +277,35 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
     sys.capacity_warm_per_s = 0.0;
     assert_eq!(sys.earliest(50.0, s), None);
 }
+
+#[test]
+fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
+    let sc = Scenario::default();
+    let crit = SteadyCriteria::default();
+    let lb = true_lower_bound(&sc, 160.0, Some(0.08), Some(0.6), &crit).unwrap();
+    let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "readmit_cold",
+            "warm_first",
+            "readmit_cold_while_warming",
+            "drain_no_restart"
+        ]
+    );
+    let min = lb
+        .paths
+        .iter()
+        .filter_map(|p| p.time_s)
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(lb.lower_bound_s, min);
+    assert!(lb.paths.iter().any(|p| p.name == lb.lowest));
+    assert!((lb.backlog - (160.0 - 1.6)).abs() < 1e-9);
+    assert_eq!(under_bound(Some(lb.lower_bound_s + 0.1), Some(&lb)), None);
+    let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
+    assert!(msg.contains("bug in the bound or the clock"), "{msg}");
+    // Unmeasured restart and warmth: the favourable values (0 s, warm).
+    let open = true_lower_bound(&sc, 160.0, None, None, &crit).unwrap();
+    assert!(open.lower_bound_s <= lb.lower_bound_s);
+    assert!(open.restart_from.starts_with("unknown"));
+}

@@ -47,6 +47,9 @@ pub struct Rehearsed {
 /// Run the whole rehearsal. An `Err` means no incident could even be staged; a failed
 /// recovery is an `Ok` report with `recovered: false`.
 pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
+    if let Some(spec) = &opts.scenario.slow_replica {
+        return super::slow_replica::rehearse_slow(opts, spec).await;
+    }
     let wall = Instant::now();
     // reqwest clients below (ours, the scrape source's, the local platform's) need it.
     crate::util::http::ensure_tls_provider();

@@ -98,6 +98,34 @@ pub struct Report {
     /// Where the main system's processes listened (component -> address), so a run can
     /// be matched with its logs and checked for leftovers.
     pub endpoints: BTreeMap<String, String>,
+    /// The slow-replica rehearsal's own figures (a scenario with a `slow_replica:`
+    /// section, whose trigger is one replica made slower); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_replica: Option<SlowReplicaFacts>,
+}
+
+/// What the slow-replica rehearsal measured. Every p99 is the median of the recorder's
+/// windowed p99 of the clients' attempts over a phase, in seconds; null when that phase
+/// had no sample.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlowReplicaFacts {
+    /// The replica made slow (`replica-1`), and how many times slower.
+    pub slowed: String,
+    pub factor: f64,
+    /// The replica the detector named (should be `slowed`); null if it never did.
+    pub detected: Option<String>,
+    /// Seconds from the slowdown (t = 0) to the detector's `slow_replica`.
+    pub detected_after_s: Option<f64>,
+    /// Seconds the runbook took.
+    pub runbook_s: Option<f64>,
+    /// Healthy, before the slowdown.
+    pub healthy_p99_s: Option<f64>,
+    /// Slowed, with the gate's balancing, before the runbook.
+    pub slowed_p99_s: Option<f64>,
+    /// After the runbook.
+    pub after_p99_s: Option<f64>,
+    /// Slowed behind round robin with no runbook (the baseline).
+    pub baseline_p99_s: Option<f64>,
 }
 
 /// The scenario numbers a reader needs to interpret the report.

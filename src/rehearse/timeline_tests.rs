@@ -127,6 +127,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         wall_time_s: 70.0,
         files: Files::default(),
         endpoints: BTreeMap::new(),
+        slow_replica: None,
     };
     (report, samples)
 }

@@ -1,8 +1,8 @@
 //! `recover history` counts steps, not step events: a run killed inside its fourth step
 //! and resumed starts that step twice, and a seven-step run must still read 7/7.
 
-use recover::engine::journal::{Event, Figures, Journal};
-use recover::engine::{Outcome, Phase, StepOutcome};
+use recover::engine::journal::{Event, Journal};
+use recover::engine::{Figures, Outcome, Phase, StepOutcome};
 use std::process::Command;
 
 const STEPS: [&str; 7] = [

@@ -94,8 +94,11 @@ async fn start(cfg: &Path, log: &Path) -> Serve {
 
 async fn post(s: &Serve, body: Vec<u8>) -> serde_json::Value {
     let auth = format!("Bearer {TOKEN}");
+    // Bounded against a hung serve, not timed: the 23 MB case is 4 s alone and over 10 s
+    // beside the rest of the suite.
     let r = Http::default()
-        .send(
+        .send_within(
+            Duration::from_secs(60),
             "POST",
             &format!("{}/alerts", s.base),
             &[("authorization", &auth)],
