@@ -16,6 +16,7 @@ pub mod net;
 pub mod pipe;
 pub mod rlimit;
 pub mod secret;
+pub mod shell;
 pub mod table;
 pub mod text_format;
 pub mod time;
