@@ -22,6 +22,7 @@ mod detect_windows;
 mod docs_links;
 mod engine_abort_e2e;
 mod engine_exit_codes;
+mod engine_handback;
 mod engine_live_e2e;
 mod engine_local_e2e;
 mod engine_preflight;
