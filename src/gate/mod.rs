@@ -37,6 +37,7 @@ pub mod presence;
 pub mod proxy;
 pub mod resend;
 pub mod server;
+mod session;
 pub mod share;
 pub mod state;
 pub mod telemetry;
