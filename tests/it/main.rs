@@ -85,6 +85,7 @@ mod serve_hardening;
 mod serve_http;
 mod serve_webhook_signature;
 mod simulate_cli;
+mod simulate_drill_seeds;
 mod simulate_drills;
 mod simulate_model;
 mod simulate_storm;
