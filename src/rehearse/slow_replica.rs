@@ -249,6 +249,7 @@ fn assemble(
         time_to_recover_s: None,
         lower_bound_s: None,
         lower_bound: None,
+        under_lower_bound: None,
         relapses,
         p99_over_timeout_s: over_s,
         ramp_step_backs: step_backs,
