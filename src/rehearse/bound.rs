@@ -25,54 +25,9 @@
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
 
+use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
 use super::verify::SteadyCriteria;
-use serde::{Deserialize, Serialize};
-
-/// The true lower bound (docs/design/arithmetic.md, "The lower bound"): the least, over
-/// every way of recovering the system allows, of the time from the runbook's start to
-/// steady state at best (computed here).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LowerBound {
-    /// A replica's own start-to-ready time (measured when the rehearsal started the system,
-    /// never a runbook step), seconds; 0 when it could not be measured.
-    pub restart_s: f64,
-    /// Where `restart_s` came from.
-    #[serde(default)]
-    pub restart_from: String,
-    /// Clients in a retry loop when the runbook starts, less those steady state lets stay
-    /// in it: each needs one useful answer. Queued requests are not counted: draining them
-    /// is instant.
-    pub backlog: f64,
-    /// Capacity right after a restart, requests/s.
-    pub capacity_cold_per_s: f64,
-    /// Warm capacity, requests/s.
-    #[serde(default)]
-    pub capacity_warm_per_s: f64,
-    /// Normal demand, requests/s (for reading; the bound leaves polls from clients outside
-    /// the loop out, see [`true_lower_bound`]).
-    pub demand_per_s: f64,
-    /// The clients' retry delay (for reading; not a floor of the bound: clients in the loop
-    /// are spread over their waits when recovery starts).
-    pub retry_delay_s: f64,
-    /// How long a warm call takes, seconds.
-    #[serde(default)]
-    pub warm_s: f64,
-    /// The replicas' mean warm fraction when the runbook started (null: not measured; the
-    /// bound then takes them as warm).
-    #[serde(default)]
-    pub warm_fraction_at_start: Option<f64>,
-    pub lower_bound_s: f64,
-    /// The name of the path the bound is (`paths[].name`).
-    #[serde(default)]
-    pub lowest: String,
-    /// Every path with its best time.
-    #[serde(default)]
-    pub paths: Vec<BoundPath>,
-    /// The lowest path, in words.
-    #[serde(default)]
-    pub capacity_used: String,
-}
 
 /// The system's numbers the bound needs (all from the scenario the rehearsal built).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -102,18 +57,6 @@ pub struct BoundStart {
     pub restart_s: Option<f64>,
     /// Mean warm fraction of the replicas, if measured.
     pub warm_fraction: Option<f64>,
-}
-
-/// One way of recovering and how long it would take at best.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BoundPath {
-    /// `readmit_cold`, `warm_first`, `readmit_cold_while_warming`, `drain_no_restart`.
-    pub name: String,
-    /// What it does.
-    pub what: String,
-    /// Seconds from the runbook's start to steady state at best; null if it never gets
-    /// there (capacity below demand).
-    pub time_s: Option<f64>,
 }
 
 /// One schedule of the model: when serving starts, when the caches become warm by a warm

@@ -10,7 +10,6 @@
 //! duration say after what: `detected_stuck_s` is seconds after `trigger_end_s`;
 //! `time_to_recover_s` is seconds from the first runbook action to steady state.
 
-use super::bound::LowerBound;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -151,6 +150,51 @@ pub struct ScenarioFacts {
     pub attempt_header: String,
 }
 
+/// The true lower bound (docs/design/arithmetic.md, "The lower bound"): the least, over
+/// every way of recovering the system allows, of the time from the runbook's start to
+/// steady state at best (`rehearse::bound`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LowerBound {
+    /// A replica's own start-to-ready time (measured when the rehearsal started the system,
+    /// never a runbook step), seconds; 0 when it could not be measured.
+    pub restart_s: f64,
+    /// Where `restart_s` came from.
+    #[serde(default)]
+    pub restart_from: String,
+    /// Clients in a retry loop when the runbook starts, less those steady state lets stay
+    /// in it: each needs one useful answer. Queued requests are not counted: draining them
+    /// is instant.
+    pub backlog: f64,
+    /// Capacity right after a restart, requests/s.
+    pub capacity_cold_per_s: f64,
+    /// Warm capacity, requests/s.
+    #[serde(default)]
+    pub capacity_warm_per_s: f64,
+    /// Normal demand, requests/s (for reading; the bound leaves polls from clients outside
+    /// the loop out, see `rehearse::bound`).
+    pub demand_per_s: f64,
+    /// The clients' retry delay (for reading; not a floor of the bound: clients in the loop
+    /// are spread over their waits when recovery starts).
+    pub retry_delay_s: f64,
+    /// How long a warm call takes, seconds.
+    #[serde(default)]
+    pub warm_s: f64,
+    /// The replicas' mean warm fraction when the runbook started (null: not measured; the
+    /// bound then takes them as warm).
+    #[serde(default)]
+    pub warm_fraction_at_start: Option<f64>,
+    pub lower_bound_s: f64,
+    /// The name of the path the bound is (`paths[].name`).
+    #[serde(default)]
+    pub lowest: String,
+    /// Every path with its best time.
+    #[serde(default)]
+    pub paths: Vec<BoundPath>,
+    /// The lowest path, in words.
+    #[serde(default)]
+    pub capacity_used: String,
+}
+
 /// The detector's view when it said Stuck. It says Stuck once the failure has lasted
 /// `persist_s` and the trigger has been gone `grace_s` (as it perceives them, through the
 /// signals' rate windows); `after_window_s` is how long after the later of the two it
@@ -243,4 +287,16 @@ impl Report {
     pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
         self.phases.iter().find(|p| p.name == name)
     }
+}
+
+/// One way of recovering and how long it would take at best.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundPath {
+    /// `readmit_cold`, `warm_first`, `readmit_cold_while_warming`, `drain_no_restart`.
+    pub name: String,
+    /// What it does.
+    pub what: String,
+    /// Seconds from the runbook's start to steady state at best; null if it never gets
+    /// there (capacity below demand).
+    pub time_s: Option<f64>,
 }
