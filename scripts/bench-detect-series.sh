@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `recover detect` against one /metrics page with many series, served by a real HTTP
 # server on 127.0.0.1 (python3 http.server), with the built-in signals and their default
-# window. Two pages, each under the 16 MiB body cap:
+# window. Three pages, each under the 16 MiB body cap (the script stops if one is not):
 #   unread: SERIES series of a metric no signal reads, beside the gate's own metrics
+#   mixed:  45,000 of them of recover_gate_requests_total (under the 50,000 series cap on
+#           what the signals read), the rest of the unread metric
 #   read:   SERIES series of recover_gate_requests_total, a metric the signals read
 # For each: wall and CPU seconds, peak memory, the exit code, and the verdict's summary.
 # With --before BIN the same runs with an older build side by side (each bounded by
@@ -46,12 +48,27 @@ mkdir -p "$WORK/www"
 awk -v n="$SERIES" -v head="$GATE_LINES" 'BEGIN {
   print head
   print "# TYPE http_server_requests_total counter"
-  for (i = 0; i < n; i++) printf "http_server_requests_total{route=\"/api/v1/r%d\",code=\"200\"} %d\n", i, i
+  for (i = 0; i < n; i++) printf "http_server_requests_total{route=\"/r%d\"} %d\n", i, i
 }' >"$WORK/www/unread"
 awk -v n="$SERIES" -v head="$GATE_LINES" 'BEGIN {
   print head
-  for (i = 0; i < n; i++) printf "recover_gate_requests_total{outcome=\"admitted\",route=\"/api/v1/r%d\"} %d\n", i, i
+  for (i = 0; i < n; i++) printf "recover_gate_requests_total{route=\"/r%d\"} %d\n", i, i
 }' >"$WORK/www/read"
+awk -v n="$SERIES" -v head="$GATE_LINES" 'BEGIN {
+  print head
+  for (i = 0; i < n; i++) {
+    if (i < 45000) printf "recover_gate_requests_total{route=\"/r%d\"} %d\n", i, i
+    else printf "http_server_requests_total{route=\"/r%d\"} %d\n", i, i
+  }
+}' >"$WORK/www/mixed"
+
+for f in unread mixed read; do
+  size=$(wc -c <"$WORK/www/$f")
+  if [ "$size" -ge $((16 * 1024 * 1024)) ]; then
+    echo "the $f page is $size bytes, over the 16 MiB body cap: use fewer --series" >&2
+    exit 2
+  fi
+done
 
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 python3 -m http.server "$PORT" --bind 127.0.0.1 --directory "$WORK/www" >/dev/null 2>&1 &
@@ -72,19 +89,26 @@ run() { # run BIN NAME PAGE
   if [ "$code" = 137 ]; then
     echo "killed at ${LIMIT}s" >"$WORK/$2.summary"
   else
-    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["summary"][-170:])' "$out" \
+    python3 -c 'import json,re,sys
+s = json.load(open(sys.argv[1]))["summary"]
+m = re.search(r"\S+ target \S+ is down: [^;(]*", s)
+print(m.group(0) if m else s[:150])' "$out" \
       >"$WORK/$2.summary" 2>/dev/null || head -c 170 "$WORK/$2.err" >"$WORK/$2.summary"
     window=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["windows"]["span_s"])' \
       "$out" 2>/dev/null || echo -)
   fi
-  awk -v c="$code" -v w="$window" '{ printf "%.1f %.1f %.0f %s %s", $1, $2 + $3, $4 / 1024, c, w }' "$t"
+  # GNU time puts "Command exited with non-zero status N" first: the figures are last.
+  # A killed run's CPU and memory are not accounted to anyone: shown as -.
+  tail -n1 "$t" | awk -v c="$code" -v w="$window" '{
+    if (c == 137) printf "%.1f - - killed %s", $1, w
+    else printf "%.1f %.1f %.0f %s %s", $1, $2 + $3, $4 / 1024, c, w }'
 }
 
-printf 'pages of %s series (unread: %s bytes, read: %s bytes) as the gate, service and clients\n' \
-  "$SERIES" "$(wc -c <"$WORK/www/unread")" "$(wc -c <"$WORK/www/read")"
-printf 'targets; built-in signals, default window; %s cores\n' "$(nproc)"
+printf 'pages of %s series (unread: %s bytes, mixed: %s, read: %s) as the gate, service and\n' \
+  "$SERIES" "$(wc -c <"$WORK/www/unread")" "$(wc -c <"$WORK/www/mixed")" "$(wc -c <"$WORK/www/read")"
+printf 'clients targets; built-in signals, default window; %s cores\n' "$(nproc)"
 printf '%-7s %-7s %7s %7s %8s %5s %8s  %s\n' page build wall_s cpu_s peak_MiB exit window_s summary
-for page in unread read; do
+for page in unread mixed read; do
   builds=(after)
   [ -n "$BEFORE" ] && builds=(before after)
   for b in "${builds[@]}"; do

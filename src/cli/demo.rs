@@ -66,6 +66,10 @@ pub struct ConfigServiceArgs {
     /// When --slow-factor starts to apply, counted from the service's start.
     #[arg(long, value_parser = duration::parse, default_value = "0s", requires = "slow_factor")]
     pub slow_after: Duration,
+    /// File holding the token /admin/* requires (Authorization: Bearer); without it the
+    /// admin API is open to anyone who reaches the port, through the gate too.
+    #[arg(long, value_name = "FILE")]
+    pub admin_token_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -141,6 +145,7 @@ fn service_config(a: ConfigServiceArgs) -> ServiceConfig {
         honour_deadline: a.honour_deadline,
         slow_factor: a.slow_factor,
         slow_after: a.slow_after,
+        admin_token_file: a.admin_token_file,
     }
 }
 

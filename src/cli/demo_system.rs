@@ -71,7 +71,7 @@ pub fn up(a: UpArgs) -> CliResult {
     let up = super::runtime()?
         .block_on(system::up(&opts))
         .map_err(failure)?;
-    let p = &up.ports;
+    let p = &up.addrs;
     let replicas: Vec<String> = p.replicas.iter().map(|r| r.to_string()).collect();
     println!("demo system up (detached), files in {}:", up.dir.display());
     println!(
@@ -81,7 +81,7 @@ pub fn up(a: UpArgs) -> CliResult {
     println!("  config service  {}", replicas.join(", "));
     println!(
         "  workers         {} polling through the gate (/metrics on {})",
-        a.workers, p.workers
+        a.workers, p.workers_metrics
     );
     println!("  inventory       {}", up.inventory.display());
     println!("next: recover demo trigger   (a deploy: the service goes down, comes back and stays stuck)");

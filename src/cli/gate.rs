@@ -78,15 +78,22 @@ pub struct GateArgs {
 /// What one client connection may hold (slow or many clients must not lock out the rest).
 #[derive(Debug, clap::Args)]
 pub struct ConnectionArgs {
+    /// A new connection must send its first byte this soon, or it is closed (it held a
+    /// connection slot for the whole idle timeout otherwise).
+    #[arg(long, default_value = "5s", value_parser = parse_timeout)]
+    pub first_byte_timeout: Duration,
     /// Total time a request head may take from its first byte (then 408 and close); a
     /// client sending a byte now and then does not extend it.
     #[arg(long, default_value = "10s", value_parser = parse_timeout)]
     pub request_head_timeout: Duration,
-    /// Open client connections in all; past it a new connection gets 503 and is closed at
-    /// once. Lowered to what the open file limit allows.
+    /// Open client connections in all; past it a connection waiting with no request begun
+    /// is closed to make room (from the address holding the most), else the new one gets
+    /// 503 and is closed at once. Lowered to what the open file limit allows.
     #[arg(long, default_value_t = recover::gate::limits::DEFAULT_MAX_CONNECTIONS, value_parser = at_least_one)]
     pub max_connections: usize,
-    /// Open client connections from one address (a load balancer in front counts as one).
+    /// Open client connections from one address; past it one of that address's waiting
+    /// connections makes room, else 503. A load balancer in front is one address: set this
+    /// to --max-connections there.
     #[arg(long, default_value_t = recover::gate::limits::DEFAULT_MAX_CONNECTIONS_PER_ADDRESS, value_parser = at_least_one)]
     pub max_connections_per_address: usize,
 }
@@ -94,6 +101,7 @@ pub struct ConnectionArgs {
 impl ConnectionArgs {
     fn limits(&self) -> recover::gate::limits::ClientLimits {
         recover::gate::limits::ClientLimits {
+            first_byte_timeout: self.first_byte_timeout,
             request_head_timeout: self.request_head_timeout,
             max_connections: self.max_connections,
             max_connections_per_address: self.max_connections_per_address,
@@ -231,6 +239,14 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         max_in_flight: args.max_in_flight,
         note: None,
     };
+    recover::gate::validate::check(&limit).map_err(|e| {
+        let flag = match e.field.as_str() {
+            "burst" => "--burst",
+            "max_in_flight" => "--max-in-flight",
+            _ => "--rate",
+        };
+        Failure::usage(anyhow!("{flag}: {}", e.message))
+    })?;
     let balance = BalanceConfig {
         policy: args.balance,
         outlier: args.outlier.config()?,

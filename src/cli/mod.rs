@@ -140,7 +140,6 @@ impl From<anyhow::Error> for Failure {
 pub type CliResult = Result<Exit, Failure>;
 
 /// Build the async runtime the long-running commands share.
-#[allow(dead_code)] // the long-running commands call it as they land
 pub fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()

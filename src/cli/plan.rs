@@ -204,8 +204,7 @@ fn sim_check(
             .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set {kv:?}: {e}")))?;
     }
     let system = recover::simulate::from_plan::system_for(inputs, &base);
-    system
-        .validate()
+    recover::simulate::model::Params::validate(&system)
         .map_err(|e| Failure::usage(anyhow::anyhow!("--sim-set: {e}")))?;
     Ok(recover::simulate::check_plan(
         &system,

@@ -60,9 +60,6 @@ pub fn run(args: RehearseArgs) -> CliResult {
         exe,
         observer: Some(args.output.progress_observer()),
     };
-    if let Some(spec) = opts.scenario.slow_replica.clone() {
-        return run_slow(&opts, &spec, &report_dir, args.output);
-    }
     let rt = super::runtime()?;
     let result = rt.block_on(async {
         // Dropping the rehearsal future tears every process down (guards and a sweep).
@@ -84,12 +81,6 @@ pub fn run(args: RehearseArgs) -> CliResult {
     };
     output::write(&report_dir, &outcome)
         .with_context(|| format!("writing the report into {}", report_dir.display()))?;
-    if !outcome.engine_summary.is_empty() {
-        let path = report_dir.join("engine-summary.txt");
-        if let Err(e) = std::fs::write(&path, &outcome.engine_summary) {
-            tracing::warn!("could not write {}: {e}", path.display());
-        }
-    }
     match args.output {
         Output::Text => {
             print!("{}", summary::render(&outcome.report));
@@ -112,57 +103,15 @@ pub fn run(args: RehearseArgs) -> CliResult {
             println!("{json}");
         }
     }
-    Ok(if outcome.report.recovered {
-        Exit::Done
-    } else if outcome.report.not_stuck.is_some() {
-        Exit::NotStuck
-    } else {
-        Exit::Failed
-    })
-}
-
-/// The slow-replica rehearsal: report.json in the report directory, the report in words
-/// (or JSON) on stdout; exit 0 if it recovered, 1 if not.
-fn run_slow(
-    opts: &Options,
-    spec: &recover::rehearse::scenario::SlowReplicaSpec,
-    report_dir: &std::path::Path,
-    out: Output,
-) -> CliResult {
-    use recover::rehearse::slow_replica::{rehearse_slow, render};
-    let rt = super::runtime()?;
-    let result = rt.block_on(async {
-        tokio::select! {
-            r = rehearse_slow(opts, spec) => Some(r),
-            _ = interrupted() => None,
-        }
-    });
-    rt.shutdown_timeout(std::time::Duration::from_millis(500));
-    let report = match result {
-        None => {
-            return Err(Failure::new(
-                Exit::Failed,
-                anyhow::anyhow!("interrupted; every process the rehearsal started was stopped"),
-            ))
-        }
-        Some(Err(e)) => return Err(Failure::new(Exit::Failed, e)),
-        Some(Ok(r)) => r,
-    };
-    let json = serde_json::to_string_pretty(&report).context("encoding the report")?;
-    let path = report_dir.join("report.json");
-    std::fs::write(&path, &json).with_context(|| format!("writing {}", path.display()))?;
-    match out {
-        Output::Text => {
-            print!("{}", render(&report));
-            println!("  files: {}", path.display());
-        }
-        Output::Json => println!("{json}"),
-    }
-    Ok(if report.recovered {
-        Exit::Done
-    } else {
-        Exit::Failed
-    })
+    Ok(
+        if outcome.report.recovered && outcome.report.under_lower_bound.is_none() {
+            Exit::Done
+        } else if outcome.report.not_stuck.is_some() {
+            Exit::NotStuck
+        } else {
+            Exit::Failed
+        },
+    )
 }
 
 fn default_report_dir() -> PathBuf {

@@ -9,11 +9,12 @@
 //! Ports, from `base_port` (default 18080): gate +0, gate admin API and metrics +1,
 //! workers' metrics +2, webhook receiver (if started) +5, replica i at +10+i.
 
+use super::topology::{self, files as layout, Addrs, Topology, WorkersSpec};
 use crate::demo::workers::AttemptHeader;
-use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
+use crate::platform::local::inventory::Inventory;
 use crate::platform::local::{process, LocalPlatform};
 use crate::util::net::wait_http_ok;
-use std::net::{SocketAddr, TcpListener};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -23,42 +24,8 @@ pub const BASE_PORT: u16 = 18080;
 pub const DIR: &str = "recover-demo";
 /// How long a component gets to answer after it starts.
 const READY: Duration = Duration::from_secs(20);
-
-/// Where each component listens.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Ports {
-    pub gate: SocketAddr,
-    pub gate_admin: SocketAddr,
-    pub workers: SocketAddr,
-    pub serve: SocketAddr,
-    pub replicas: Vec<SocketAddr>,
-}
-
-impl Ports {
-    pub fn from_base(base: u16, replicas: u32) -> Result<Ports, DemoError> {
-        let last = u32::from(base) + 10 + replicas;
-        if base == 0 || last > u32::from(u16::MAX) {
-            return Err(DemoError::Ports(format!(
-                "--base-port {base}: the demo needs ports {base}..{last}"
-            )));
-        }
-        let at =
-            |offset: u32| SocketAddr::from(([127, 0, 0, 1], (u32::from(base) + offset) as u16));
-        Ok(Ports {
-            gate: at(0),
-            gate_admin: at(1),
-            workers: at(2),
-            serve: at(5),
-            replicas: (0..replicas).map(|i| at(10 + i)).collect(),
-        })
-    }
-
-    fn listened(&self) -> Vec<SocketAddr> {
-        let mut v = vec![self.gate, self.gate_admin, self.workers];
-        v.extend(&self.replicas);
-        v
-    }
-}
+/// How long a component gets to stop before it is killed.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// What `up` starts.
 #[derive(Debug, Clone)]
@@ -96,61 +63,35 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> DemoError {
     move |source| DemoError::Io { what, source }
 }
 
-/// The files `up` writes, relative to the demo directory.
+/// The files `up` writes besides the system's own ([`topology::files`]), relative to the
+/// demo directory.
 pub mod files {
-    pub const INVENTORY: &str = "inventory.yaml";
-    pub const GATE_TOKEN: &str = "gate-token";
+    pub use super::layout::*;
     pub const PROMETHEUS: &str = "prometheus.yml";
     pub const SERVE: &str = "serve.yaml";
     pub const SERVE_TOKEN: &str = "serve-token";
-    pub const STATE: &str = "state";
 }
 
-fn exe_str(o: &UpOptions) -> String {
-    o.exe.display().to_string()
-}
-
-/// The inventory describing the demo system (relative paths: it moves with its directory).
-pub fn inventory(o: &UpOptions, p: &Ports) -> Inventory {
-    Inventory {
-        name: "demo".into(),
-        state_dir: Some(PathBuf::from(files::STATE)),
-        replicas: p
-            .replicas
-            .iter()
-            .enumerate()
-            .map(|(i, a)| ReplicaSpec {
-                name: format!("replica-{i}"),
-                command: vec![
-                    exe_str(o),
-                    "demo".into(),
-                    "config-service".into(),
-                    "--listen".into(),
-                    a.to_string(),
-                ],
-                env: Default::default(),
-                admin_url: format!("http://{a}"),
-                metrics_url: format!("http://{a}/metrics"),
-                readiness_url: format!("http://{a}/readyz"),
-                adopt: None,
-            })
-            .collect(),
-        gates: vec![GateSpec {
-            admin_url: format!("http://{}", p.gate_admin),
-            token_file: PathBuf::from(files::GATE_TOKEN),
-            metrics_url: Some(format!("http://{}/metrics", p.gate_admin)),
-        }],
-        clients: vec![ClientSpec {
-            name: "workers".into(),
-            metrics_url: format!("http://{}/metrics", p.workers),
-        }],
-        stop_grace: Duration::from_secs(2),
-    }
+/// The demo system `o` describes, in `dir`.
+pub fn topology(o: &UpOptions, dir: &Path) -> Result<Topology, DemoError> {
+    Ok(Topology {
+        exe: o.exe.clone(),
+        dir: dir.to_path_buf(),
+        addrs: Addrs::from_base(o.base_port, o.replicas).map_err(DemoError::Ports)?,
+        service: Default::default(),
+        workers: WorkersSpec {
+            count: o.workers,
+            attempt_header: o.attempt_header,
+            idempotency_key: o.idempotency_key,
+            ..WorkersSpec::default()
+        },
+        gate_args: vec![],
+    })
 }
 
 /// A Prometheus scrape config for the demo, labelling targets by role as the built-in
 /// runbooks' `promql` expressions expect.
-pub fn prometheus_config(p: &Ports) -> String {
+pub fn prometheus_config(p: &Addrs) -> String {
     let replicas: Vec<String> = p.replicas.iter().map(|a| format!("'{a}'")).collect();
     format!(
         "# Scrapes the demo system started by `recover demo up` (roles as the runbooks' promql\n\
@@ -162,7 +103,7 @@ pub fn prometheus_config(p: &Ports) -> String {
          \x20 - job_name: recover-demo-workers\n    static_configs:\n      - targets: ['{}']\n        labels: {{app_kubernetes_io_name: workers}}\n",
         p.gate_admin,
         replicas.join(", "),
-        p.workers
+        p.workers_metrics
     )
 }
 
@@ -201,14 +142,14 @@ fn write_secret(path: &Path) -> Result<(), DemoError> {
 #[derive(Debug, Clone)]
 pub struct Up {
     pub dir: PathBuf,
-    pub ports: Ports,
+    pub addrs: Addrs,
     pub inventory: PathBuf,
 }
 
 /// Start the demo system detached; refuses when a port it needs is taken.
 pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
-    let ports = Ports::from_base(o.base_port, o.replicas)?;
-    for a in ports.listened() {
+    let addrs = Addrs::from_base(o.base_port, o.replicas).map_err(DemoError::Ports)?;
+    for a in addrs.all() {
         if TcpListener::bind(a).is_err() {
             return Err(DemoError::Ports(format!(
                 "{a} is in use (a demo already up? `recover demo down --dir {}`; or choose --base-port)",
@@ -216,31 +157,27 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
             )));
         }
     }
-    let dir = &o.dir;
-    let state = dir.join(files::STATE);
+    let state = o.dir.join(files::STATE);
     std::fs::create_dir_all(&state).map_err(io(format!("creating {}", state.display())))?;
-    let dir = std::fs::canonicalize(dir).map_err(io(format!("{}", dir.display())))?;
-    write_secret(&dir.join(files::GATE_TOKEN))?;
+    let dir = std::fs::canonicalize(&o.dir).map_err(io(format!("{}", o.dir.display())))?;
+    let t = topology(o, &dir)?;
+    write_secret(&t.token_file())?;
     write_secret(&dir.join(files::SERVE_TOKEN))?;
-    let inv = inventory(o, &ports);
-    let inv_path = dir.join(files::INVENTORY);
+    write_secret(&t.service_token_file())?;
+    let inventory = t
+        .write_inventory(
+            "demo",
+            STOP_GRACE,
+            "Written by `recover demo up`: the demo system for `recover --target local`.",
+        )
+        .map_err(io(format!("writing {}", t.inventory_file().display())))?;
     let write = |name: &str, text: &str| {
         crate::util::atomic_file::write_atomic(&dir.join(name), text.as_bytes())
             .map_err(io(format!("writing {}", dir.join(name).display())))
     };
-    let yaml = serde_yaml::to_string(&inv).map_err(|e| DemoError::Io {
-        what: "encoding the inventory".into(),
-        source: std::io::Error::other(e),
-    })?;
-    write(
-        files::INVENTORY,
-        &format!(
-            "# Written by `recover demo up`: the demo system for `recover --target local`.\n{yaml}"
-        ),
-    )?;
-    write(files::PROMETHEUS, &prometheus_config(&ports))?;
+    write(files::PROMETHEUS, &prometheus_config(&t.addrs))?;
     write(files::SERVE, &serve_config(&dir))?;
-    let started = start_all(o, &dir, &inv, &ports).await;
+    let started = start_all(&t).await;
     if started.is_err() {
         // Half a demo is no use to anyone: stop what did start.
         let _ = down(&dir);
@@ -248,70 +185,31 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
     started?;
     Ok(Up {
         dir,
-        ports,
-        inventory: inv_path,
+        addrs: t.addrs,
+        inventory,
     })
 }
 
-/// Start replicas, gate and workers detached, each once the one before answers.
-async fn start_all(
-    o: &UpOptions,
-    dir: &Path,
-    inv: &Inventory,
-    ports: &Ports,
-) -> Result<(), DemoError> {
-    let platform = LocalPlatform::from_file(&dir.join(files::INVENTORY))?;
+/// Start replicas (through the local platform, so a run owns them), gate and workers
+/// detached, each once the one before answers.
+async fn start_all(t: &Topology) -> Result<(), DemoError> {
+    let platform = LocalPlatform::from_file(&t.inventory_file())?;
     platform.start_missing()?;
-    let mut gate = vec![
-        exe_str(o),
-        "gate".into(),
-        "--listen".into(),
-        ports.gate.to_string(),
-        "--admin-listen".into(),
-        ports.gate_admin.to_string(),
-        "--admin-token-file".into(),
-        dir.join(files::GATE_TOKEN).display().to_string(),
-        "--state-file".into(),
-        dir.join(files::STATE)
-            .join("gate-state.json")
-            .display()
-            .to_string(),
-        "--upstream-timeout".into(),
-        crate::util::duration::format(super::defaults::CLIENT_TIMEOUT),
-    ];
-    for r in &ports.replicas {
-        gate.extend(["--upstream".into(), format!("http://{r}")]);
-    }
-    let state = dir.join(files::STATE);
-    process::spawn_detached(&state, "gate", &gate, &Default::default())
+    let state = t.state_dir();
+    let none = Default::default();
+    process::spawn_detached(&state, topology::GATE, &t.gate_command(), &none)
         .map_err(io("starting the gate"))?;
-    for r in &inv.replicas {
+    for r in &platform.inventory().replicas {
         wait_http_ok(&r.readiness_url, READY)
             .await
             .map_err(DemoError::NotReady)?;
     }
-    wait_http_ok(&format!("http://{}/healthz", ports.gate_admin), READY)
+    wait_http_ok(&format!("http://{}/healthz", t.addrs.gate_admin), READY)
         .await
         .map_err(DemoError::NotReady)?;
-    let mut workers = vec![
-        exe_str(o),
-        "demo".into(),
-        "workers".into(),
-        "--target".into(),
-        format!("http://{}/config", ports.gate),
-        "--count".into(),
-        o.workers.to_string(),
-        "--metrics-listen".into(),
-        ports.workers.to_string(),
-        "--attempt-header".into(),
-        o.attempt_header.as_str().into(),
-    ];
-    if o.idempotency_key {
-        workers.push("--idempotency-key".into());
-    }
-    process::spawn_detached(&state, "workers", &workers, &Default::default())
+    process::spawn_detached(&state, topology::WORKERS, &t.workers_command(), &none)
         .map_err(io("starting the workers"))?;
-    wait_http_ok(&format!("http://{}/metrics", ports.workers), READY)
+    wait_http_ok(&t.workers_metrics_url(), READY)
         .await
         .map_err(DemoError::NotReady)
 }
@@ -324,10 +222,7 @@ pub async fn trigger(dir: &Path, outage: Duration) -> Result<(), DemoError> {
     for r in &inv.replicas {
         process::stop(&state, &r.name, inv.stop_grace);
         let mut argv = r.command.clone();
-        argv.extend([
-            "--startup-delay".into(),
-            crate::util::duration::format(outage),
-        ]);
+        argv.extend(topology::startup_delay(outage));
         process::spawn_detached(&state, &r.name, &argv, &r.env)
             .map_err(io(format!("restarting {}", r.name)))?;
     }
@@ -344,7 +239,7 @@ pub async fn trigger(dir: &Path, outage: Duration) -> Result<(), DemoError> {
 pub fn down(dir: &Path) -> Result<Vec<String>, DemoError> {
     let inv = Inventory::load(&dir.join(files::INVENTORY))?;
     let state = inv.state_dir();
-    let mut names = vec!["workers".to_string(), "gate".to_string()];
+    let mut names = vec![topology::WORKERS.to_string(), topology::GATE.to_string()];
     names.extend(inv.replicas.iter().map(|r| r.name.clone()));
     Ok(names
         .into_iter()
@@ -354,16 +249,11 @@ pub fn down(dir: &Path) -> Result<Vec<String>, DemoError> {
 
 #[cfg(test)]
 mod tests {
+    use super::topology::replica_name;
     use super::*;
 
     #[test]
-    fn ports_follow_the_base_and_files_agree_on_them() {
-        let p = Ports::from_base(18080, 2).unwrap();
-        assert_eq!(p.gate.port(), 18080);
-        assert_eq!(p.gate_admin.port(), 18081);
-        assert_eq!(p.workers.port(), 18082);
-        assert_eq!(p.replicas[1].port(), 18091);
-        assert!(Ports::from_base(65530, 1).is_err());
+    fn the_files_up_writes_agree_with_the_topology() {
         let o = UpOptions {
             dir: "d".into(),
             base_port: 18080,
@@ -373,14 +263,12 @@ mod tests {
             idempotency_key: false,
             exe: "/bin/recover".into(),
         };
-        let inv = inventory(&o, &p);
-        let text = serde_yaml::to_string(&inv).unwrap();
-        let back = Inventory::parse("inventory.yaml", &text).unwrap();
+        let t = topology(&o, Path::new("/x/d")).unwrap();
         assert_eq!(
-            back.replicas[1].readiness_url,
-            "http://127.0.0.1:18091/readyz"
+            replica_name(1),
+            t.inventory("demo", STOP_GRACE).replicas[1].name
         );
-        let prom = prometheus_config(&p);
+        let prom = prometheus_config(&t.addrs);
         let doc: serde_yaml::Value = serde_yaml::from_str(&prom).unwrap();
         assert_eq!(
             doc["scrape_configs"][1]["static_configs"][0]["targets"][1],
@@ -389,5 +277,10 @@ mod tests {
         let serve =
             crate::serve::config::parse(&serve_config(Path::new("/x/d")), "serve.yaml").unwrap();
         assert_eq!(serve.routes[0].target.id(), "local:demo");
+        let workers = t.workers_command().join(" ");
+        assert!(
+            workers.contains("--count 160 ") && workers.contains("--attempt-header none"),
+            "{workers}"
+        );
     }
 }

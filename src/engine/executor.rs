@@ -23,10 +23,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 fn identity() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into());
-    format!("{host}:{}", std::process::id())
+    format!("{}:{}", crate::util::procfs::hostname(), std::process::id())
 }
 
 /// Run `body` holding the target's lock (when `lock`), and release it after. `body` gets

@@ -23,12 +23,14 @@ pub mod prior;
 pub mod progress;
 pub mod ramp;
 pub mod report;
+pub mod status;
 mod steps;
 pub mod vars;
 
 pub use executor::{resume, run};
 pub use progress::{Observer, ProgressEvent};
-pub use report::{Outcome, Phase, RunReport, StepOutcome, StepRecord};
+pub use report::{RunReport, StepRecord};
+pub use status::{Figures, Outcome, Phase, StepOutcome};
 
 use crate::detect::VerdictKind;
 use crate::metrics::source::{MetricError, MetricSource};

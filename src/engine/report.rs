@@ -2,73 +2,12 @@
 //! return value (the rehearsal and the webhook receiver read it in-process), the final
 //! summary table, and the `--output json` document.
 
-use super::journal::Figures;
+pub use super::status::{Figures, Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::util::table::Table;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write;
-
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Succeeded,
-    Failed,
-    Aborted,
-    /// A dry run: nothing was done.
-    Planned,
-}
-
-/// Which list a step came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Phase {
-    Main,
-    OnFailure,
-}
-
-/// How a step ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StepOutcome {
-    Succeeded,
-    Failed,
-    Aborted,
-    TimedOut,
-    /// Done by an earlier attempt of this run (resume).
-    AlreadyDone,
-    /// Dry run: what would happen.
-    Planned,
-    Skipped,
-}
-
-impl Outcome {
-    /// How a person says it.
-    pub fn words(&self) -> &'static str {
-        match self {
-            Outcome::Succeeded => "succeeded",
-            Outcome::Failed => "failed",
-            Outcome::Aborted => "aborted",
-            Outcome::Planned => "planned (dry run)",
-        }
-    }
-}
-
-impl StepOutcome {
-    /// How a person says it.
-    pub fn words(&self) -> &'static str {
-        match self {
-            StepOutcome::Succeeded => "succeeded",
-            StepOutcome::Failed => "failed",
-            StepOutcome::Aborted => "aborted",
-            StepOutcome::TimedOut => "timed out",
-            StepOutcome::AlreadyDone => "already done",
-            StepOutcome::Planned => "planned",
-            StepOutcome::Skipped => "skipped",
-        }
-    }
-}
 
 /// One step's record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

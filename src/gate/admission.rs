@@ -20,7 +20,9 @@ use std::time::Duration;
 enum Rate {
     Unlimited,
     BlockAll,
-    Limited(DefaultDirectRateLimiter),
+    /// The limiter and its burst: asking it for more cells than that overflows governor's
+    /// arithmetic before it can say no.
+    Limited(DefaultDirectRateLimiter, u32),
 }
 
 struct Policy {
@@ -80,7 +82,7 @@ impl Admission {
         let rejected = match &policy.rate {
             Rate::Unlimited => None,
             Rate::BlockAll => Some(1),
-            Rate::Limited(limiter) => match limiter.check() {
+            Rate::Limited(limiter, _) => match limiter.check() {
                 Ok(()) => None,
                 Err(not_until) => Some(retry_after_secs(
                     not_until.wait_time_from(limiter.clock().now()),
@@ -103,9 +105,9 @@ impl Admission {
     pub fn apply(&self, limit: &Limit) {
         let mut policy = self.policy.write().unwrap_or_else(|p| p.into_inner());
         let available = match &policy.rate {
-            Rate::Limited(old) => {
-                take_available(limit.burst, |n| matches!(old.check_n(n), Ok(Ok(()))))
-            }
+            Rate::Limited(old, old_burst) => take_available(limit.burst.min(*old_burst), |n| {
+                matches!(old.check_n(n), Ok(Ok(())))
+            }),
             // Unlimited: we cannot know how much just went through; start empty.
             Rate::Unlimited | Rate::BlockAll => 0,
         };
@@ -129,15 +131,28 @@ fn build_rate(limit: &Limit, available: u32) -> Rate {
         return Rate::BlockAll;
     }
     let burst = NonZeroU32::new(limit.burst).unwrap_or(NonZeroU32::MIN);
-    let period = Duration::from_secs_f64(1.0 / rate).max(Duration::from_nanos(1));
-    let Some(quota) = Quota::with_period(period) else {
+    let Some(quota) = Quota::with_period(period(rate, burst)) else {
         return Rate::Unlimited;
     };
     let limiter = DefaultDirectRateLimiter::direct(quota.allow_burst(burst));
     if let Some(drain) = NonZeroU32::new(burst.get().saturating_sub(available)) {
         let _ = limiter.check_n(drain);
     }
-    Rate::Limited(limiter)
+    Rate::Limited(limiter, burst.get())
+}
+
+/// The longest a full bucket may take to refill, in nanoseconds. governor adds that span
+/// (and up to twice it while draining) to its clock in unchecked u64 nanoseconds (584
+/// years); a quarter of the range leaves the rest for the process's uptime.
+const MAX_SPAN_NS: f64 = (u64::MAX / 4) as f64;
+
+/// One cell's period for `rate` (> 0): at least a nanosecond, and never so long that the
+/// whole burst's refill leaves [`MAX_SPAN_NS`]. Validation refuses rates anywhere near
+/// that ([`super::validate`]); a replica's share of a valid limit over very many peers can
+/// come closer, and is then enforced at the slowest representable rate, a block in effect.
+fn period(rate: f64, burst: NonZeroU32) -> Duration {
+    let ns = (1e9 / rate).clamp(1.0, MAX_SPAN_NS / f64::from(burst.get()));
+    Duration::from_nanos(ns as u64)
 }
 
 /// How many cells (up to `cap`) `try_take` hands out right now, taking them all. Takes
@@ -146,7 +161,7 @@ pub fn take_available(cap: u32, mut try_take: impl FnMut(NonZeroU32) -> bool) ->
     let mut total = 0u32;
     let mut chunk = cap;
     while let Some(n) = NonZeroU32::new(chunk) {
-        if total.saturating_add(chunk) <= cap && try_take(n) {
+        if matches!(total.checked_add(chunk), Some(t) if t <= cap) && try_take(n) {
             total += chunk;
         } else {
             chunk /= 2;
@@ -248,6 +263,24 @@ mod tests {
         drop(second);
         assert_eq!(a.in_flight(), 0);
         assert!(matches!(a.try_admit(), Admit::Admitted(_)));
+    }
+
+    #[test]
+    fn any_rate_and_burst_builds_a_limiter_that_admits_without_panicking() {
+        for rate in [5e-324, 1e-300, 1e-12, 3.2e-8, 1e-3, 1.0, 1e9, f64::MAX] {
+            for burst in [0, 1, 2, 1000, u32::MAX] {
+                let a = Admission::new(&limit(Some(rate), burst, None), Gauge::default());
+                admitted_now(&a, 3);
+                a.apply(&limit(Some(rate), burst, Some(u32::MAX)));
+                admitted_now(&a, 3);
+                a.apply(&limit(Some(1.0), 5, None));
+                a.apply(&limit(Some(rate), burst, None));
+            }
+        }
+        let slowest = period(1e-300, NonZeroU32::MIN);
+        assert!(slowest > Duration::from_secs(100 * 365 * 24 * 3600));
+        assert_eq!(period(1e12, NonZeroU32::MIN), Duration::from_nanos(1));
+        assert_eq!(period(2.0, NonZeroU32::MIN), Duration::from_millis(500));
     }
 
     #[test]

@@ -7,8 +7,13 @@
 //! upstream closing. A client can always tell where each response ends.
 
 use super::exchange;
-use super::http1::{head, parse_request, BodyCursor, Framing, HeadError, RequestHead};
+use super::http1::{
+    head, leading_empty_lines, parse_request_scanned, BodyCursor, Framing, HeadError, HeadScan,
+};
+use super::presence::Presence;
 use super::proxy::{Dispatch, Proxy};
+use super::session::{Connection, Request};
+use super::telemetry::Closed;
 use super::upstream::{Links, READ_ROOM};
 use bytes::{Buf, BytesMut};
 use std::io;
@@ -22,70 +27,28 @@ use tokio_util::sync::CancellationToken;
 /// this it closes instead.
 const MAX_SKIP: u64 = 1024 * 1024;
 
-/// The state of one client connection, reused from request to request.
-pub(super) struct Connection {
-    pub client: TcpStream,
-    /// Bytes read from the client and not yet handled: the current request, maybe more.
-    pub rbuf: BytesMut,
-    /// The head (and small body) being written, upstream or back to the client.
-    pub out: Vec<u8>,
-    pub links: Links,
-    /// How long to wait for the next request, or for a client that stopped reading or
-    /// sending (inside a head too).
-    pub idle_timeout: Duration,
-    /// How long a request head may take from its first byte to its end.
-    pub head_timeout: Duration,
-    /// When the head being read must be complete: set by its first byte, cleared when it
-    /// parses. A deadline, so a client sending a byte now and then cannot extend it.
-    pub head_deadline: Option<Instant>,
-    /// The client's address, to recognise its retries.
-    pub peer: Option<std::net::IpAddr>,
-}
-
-/// What the connection loop needs to know about a request once its head is parsed.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Request {
-    pub head_len: usize,
-    pub framing: Framing,
-    pub expect_continue: bool,
-    pub keep_alive: bool,
-    pub is_head: bool,
-    /// The method may be sent again without a second effect (RFC 9110 §9.2.2).
-    pub idempotent: bool,
-}
-
-impl Request {
-    fn of(head: &RequestHead<'_, '_>) -> Request {
-        Request {
-            head_len: head.len,
-            framing: head.framing,
-            expect_continue: head.expect_continue,
-            keep_alive: head.keep_alive(),
-            is_head: head.is_head(),
-            idempotent: super::resend::is_idempotent(head.method()),
-        }
-    }
-}
-
 enum Step<'p> {
     NeedMore,
     Refuse(HeadError),
     Handle(Request, Dispatch<'p>),
 }
 
-/// How long a client connection may wait: for its next request, and for a request head
-/// once begun.
+/// How long a client connection may wait: for its first byte, for its next request, and
+/// for a request head once begun.
 #[derive(Debug, Clone, Copy)]
 pub struct Timeouts {
+    pub first_byte: Duration,
     pub idle: Duration,
     pub head: Duration,
 }
 
-/// Serve one client connection until it closes, fails, or the gate drains.
+/// Serve one client connection until it closes, fails, the gate drains, or the connection
+/// table claims it while it waits (`presence`).
 pub async fn serve(
     client: TcpStream,
     proxy: &Proxy,
     timeouts: Timeouts,
+    presence: &Presence,
     draining: &CancellationToken,
 ) {
     let peer = client.peer_addr().ok().map(|a| a.ip());
@@ -98,19 +61,36 @@ pub async fn serve(
         idle_timeout: timeouts.idle,
         head_timeout: timeouts.head,
         head_deadline: None,
+        first_byte_by: Some(Instant::now() + timeouts.first_byte),
+        closed_for: None,
+        scan: HeadScan::default(),
     };
-    if let Err(e) = conn.run(proxy, draining).await {
+    if let Err(e) = conn.run(proxy, presence, draining).await {
         tracing::debug!("client connection ended: {e}");
     }
 }
 
 impl Connection {
-    async fn run(&mut self, proxy: &Proxy, draining: &CancellationToken) -> io::Result<()> {
+    async fn run(
+        &mut self,
+        proxy: &Proxy,
+        presence: &Presence,
+        draining: &CancellationToken,
+    ) -> io::Result<()> {
         loop {
             self.out.clear();
+            // Empty lines before a request line are dropped as they come, but they begin
+            // a head: its deadline runs, so they cannot keep a connection alive forever.
+            let blank = leading_empty_lines(&self.rbuf);
+            if blank > 0 {
+                self.rbuf.advance(blank);
+                self.scan.reset();
+                self.head_deadline
+                    .get_or_insert_with(|| Instant::now() + self.head_timeout);
+            }
             let step = {
                 let mut headers = head::empty_headers();
-                match parse_request(&self.rbuf, &mut headers) {
+                match parse_request_scanned(&self.rbuf, &mut headers, &mut self.scan) {
                     Ok(Some(h)) => Step::Handle(
                         Request::of(&h),
                         proxy.dispatch(&h, self.peer, &mut self.out),
@@ -123,10 +103,17 @@ impl Connection {
                 Step::NeedMore if !self.rbuf.is_empty() => self
                     .head_deadline
                     .or_else(|| Some(Instant::now() + self.head_timeout)),
+                Step::NeedMore => self.head_deadline,
                 _ => None,
             };
             let keep_going = match step {
-                Step::NeedMore => self.read_more(draining).await?,
+                Step::NeedMore => {
+                    let more = self.read_more(presence, draining).await;
+                    if let Some(why) = self.closed_for.take() {
+                        proxy.metrics.connection_closed(why);
+                    }
+                    more?
+                }
                 Step::Refuse(e) => {
                     tracing::debug!("refused a request: {e}");
                     self.answer(refusal_status(&e), None, &refusal_body(&e), true)
@@ -152,27 +139,53 @@ impl Connection {
     }
 
     /// Wait for more of the next request; false when the client closed, stayed quiet
-    /// too long, missed its head deadline, or the gate is draining and no request has
-    /// begun.
-    async fn read_more(&mut self, draining: &CancellationToken) -> io::Result<bool> {
+    /// too long, missed its first-byte or head deadline, or the gate is draining or needs
+    /// the slot for a new connection and no request has begun.
+    async fn read_more(
+        &mut self,
+        presence: &Presence,
+        draining: &CancellationToken,
+    ) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
-        let idle = self.rbuf.is_empty();
+        let idle = self.rbuf.is_empty() && self.head_deadline.is_none();
+        if idle && !presence.idle() {
+            self.closed_for = Some(Closed::MadeRoom);
+            return Ok(false);
+        }
         // Silence is cut at the idle timeout, inside a head too; a head also has its
-        // deadline, which no amount of trickling moves.
+        // deadline, which no amount of trickling moves, and a new connection its first
+        // byte's.
         let quiet = Instant::now() + self.idle_timeout;
-        let give_up = self.head_deadline.map_or(quiet, |d| d.min(quiet));
+        let give_up = [self.head_deadline, self.first_byte_by]
+            .into_iter()
+            .flatten()
+            .fold(quiet, Instant::min);
         let n = tokio::select! {
             biased;
             n = self.client.read_buf(&mut self.rbuf) => n?,
             () = draining.cancelled(), if idle => return Ok(false),
+            () = presence.evicted(), if idle => {
+                self.closed_for = Some(Closed::MadeRoom);
+                return Ok(false);
+            }
             () = tokio::time::sleep_until(give_up) => {
                 if !idle {
+                    self.closed_for = Some(Closed::HeadTimeout);
                     self.answer("408 Request Timeout", None, "the request head did not arrive in time\n", true)
                         .await?;
+                } else if self.first_byte_by.is_some() {
+                    self.closed_for = Some(Closed::NoFirstByte);
                 }
                 return Ok(false);
             }
         };
+        if n > 0 {
+            self.first_byte_by = None;
+            if idle && !presence.busy() {
+                self.closed_for = Some(Closed::MadeRoom);
+                return Ok(false); // claimed just before these bytes came
+            }
+        }
         Ok(n > 0)
     }
 
@@ -218,36 +231,6 @@ impl Connection {
             skipped += n as u64;
         }
         Ok(true)
-    }
-
-    /// Write a response the gate made up itself.
-    pub(super) async fn answer(
-        &mut self,
-        status: &str,
-        retry_after_s: Option<u64>,
-        body: &str,
-        close: bool,
-    ) -> io::Result<()> {
-        self.out.clear();
-        head::write_own(&mut self.out, status, retry_after_s, body, close);
-        write_client(&mut self.client, &self.out, self.idle_timeout).await
-    }
-}
-
-/// Write all of `bytes` to the client, giving up when it has not taken them within
-/// `limit`: a client that stops reading must not hold its connection, and the service
-/// connection behind it, forever. A write that goes straight through costs one clock read.
-pub(super) async fn write_client(
-    client: &mut TcpStream,
-    bytes: &[u8],
-    limit: Duration,
-) -> io::Result<()> {
-    match tokio::time::timeout(limit, client.write_all(bytes)).await {
-        Ok(written) => written,
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "the client stopped reading",
-        )),
     }
 }
 

@@ -3,7 +3,6 @@
 
 use super::validate::InvalidLimit;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GateError {
@@ -13,8 +12,6 @@ pub enum GateError {
     NoUpstream,
     #[error("invalid limit from the flags: --{0}")]
     Limit(InvalidLimit),
-    #[error("state file {path}: {message}")]
-    StateFile { path: PathBuf, message: String },
     #[error("{flag} {addr}: cannot listen: {source}")]
     Bind {
         flag: &'static str,

@@ -8,9 +8,9 @@
 //! request whose very first write failed may go out again, under [`super::resend`]'s
 //! rule.
 
-use super::connection::{write_client, Connection, Request};
 use super::http1::{head, parse_response, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
+use super::session::{write_client, Connection, Request};
 use super::telemetry::{GateMetrics, RequestOutcome};
 use super::upstream::{self, Link, READ_ROOM};
 use bytes::{Buf, BytesMut};

@@ -1,7 +1,8 @@
 //! The gate's limit: the one value every other part of `recover` reads or writes.
 //!
 //! Its JSON form is the admin API's wire format and the state file's content:
-//! `{"rate_per_s": number|null, "burst": integer, "max_in_flight": integer|null, "note": string|null}`.
+//! `{"rate_per_s": number|null, "burst": integer, "max_in_flight": integer|null, "note": string|null}`
+//! (read by [`super::validate::parse_json`], where `burst` may be left out).
 
 use serde::{Deserialize, Serialize};
 

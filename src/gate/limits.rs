@@ -1,18 +1,24 @@
 //! What a client connection may hold, so slow or many clients cannot lock the others out
-//! (slowloris): a total deadline for each request head, a cap on open connections per
-//! client address and in all, and accept failures logged at most once a second.
+//! (slowloris): a deadline for a new connection's first byte, a total deadline for each
+//! request head, a cap on open connections per client address and in all, and accept
+//! failures logged at most once a second. The table of open connections, and which one
+//! makes room for a newcomer at a cap, is [`super::conn_table`].
 //!
-//! A connection over a cap is refused the moment it is accepted: a fixed 503 written
-//! without waiting, then closed. It never gets a task, a buffer or upstream connections.
+//! A connection over a cap with no room to be made is refused the moment it is accepted:
+//! a fixed 503 written without waiting, then closed. It never gets a task, a buffer or
+//! upstream connections.
 
-use std::collections::HashMap;
-use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The default total time for a request head, from its first byte (nginx's
 /// client_header_timeout is 60 s per read; a total of 10 s serves any real client).
 pub const DEFAULT_REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default time a new connection has to send its first byte. A client opens a
+/// connection to send a request and sends it at once; one that says nothing held its slot
+/// for the whole idle timeout (60 s), so 170 new silent connections a second kept 10,000
+/// slots full. At 5 s that takes 2,000 a second, and a full table closes silent
+/// connections first anyway ([`super::conn_table`]).
+pub const DEFAULT_FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The default cap on open client connections.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 10_000;
 /// The default cap on open connections from one address. High, because a load balancer
@@ -22,10 +28,13 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_ADDRESS: usize = 1_000;
 /// state file, logs.
 const RESERVED_FDS: u64 = 64;
 
-/// The limits on client connections (flags `--request-head-timeout`, `--max-connections`,
-/// `--max-connections-per-address`).
+/// The limits on client connections (flags `--first-byte-timeout`,
+/// `--request-head-timeout`, `--max-connections`, `--max-connections-per-address`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientLimits {
+    /// A new connection must send its first byte this soon after it was accepted (closed
+    /// without an answer otherwise: there is nothing to answer).
+    pub first_byte_timeout: Duration,
     /// A request head must be complete this long after its first byte arrived (408 and
     /// close otherwise). A deadline, not an idle timer: one byte a second does not extend it.
     pub request_head_timeout: Duration,
@@ -36,6 +45,7 @@ pub struct ClientLimits {
 impl Default for ClientLimits {
     fn default() -> Self {
         ClientLimits {
+            first_byte_timeout: DEFAULT_FIRST_BYTE_TIMEOUT,
             request_head_timeout: DEFAULT_REQUEST_HEAD_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_address: DEFAULT_MAX_CONNECTIONS_PER_ADDRESS,
@@ -80,110 +90,6 @@ pub fn admit(total: usize, from_addr: usize, limits: &ClientLimits) -> Result<()
 /// The answer to a refused connection, written without waiting: the socket's send buffer
 /// is empty, so it goes out whole or not at all.
 pub const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 25\r\nconnection: close\r\ncontent-type: text/plain\r\n\r\ntoo many open connections";
-
-#[derive(Default)]
-struct Open {
-    total: usize,
-    by_addr: HashMap<IpAddr, usize>,
-}
-
-/// Open client connections, shared by every proxy worker.
-pub struct ConnectionTable {
-    limits: ClientLimits,
-    open: Mutex<Open>,
-    refusals: Mutex<RateLimitedLog>,
-    accept_errors: Mutex<RateLimitedLog>,
-}
-
-/// One open connection's place in the table, given back when it drops.
-pub struct Slot {
-    table: Arc<ConnectionTable>,
-    addr: IpAddr,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self.table.lock_open();
-        open.total = open.total.saturating_sub(1);
-        if let Some(n) = open.by_addr.get_mut(&self.addr) {
-            *n -= 1;
-            if *n == 0 {
-                open.by_addr.remove(&self.addr);
-            }
-        }
-    }
-}
-
-impl ConnectionTable {
-    pub fn new(limits: ClientLimits) -> Arc<Self> {
-        Arc::new(ConnectionTable {
-            limits,
-            open: Mutex::new(Open::default()),
-            refusals: Mutex::new(RateLimitedLog::new(Duration::from_secs(1))),
-            accept_errors: Mutex::new(RateLimitedLog::new(Duration::from_secs(1))),
-        })
-    }
-
-    pub fn limits(&self) -> &ClientLimits {
-        &self.limits
-    }
-
-    fn lock_open(&self) -> std::sync::MutexGuard<'_, Open> {
-        // The counts stay consistent even if a holder panicked: each update is one step.
-        self.open.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Take a slot for a connection from `addr`, or say which cap refuses it.
-    pub fn open(self: &Arc<Self>, addr: IpAddr) -> Result<Slot, Refused> {
-        let mut open = self.lock_open();
-        let from_addr = open.by_addr.get(&addr).copied().unwrap_or(0);
-        admit(open.total, from_addr, &self.limits)?;
-        open.total += 1;
-        *open.by_addr.entry(addr).or_insert(0) += 1;
-        Ok(Slot {
-            table: self.clone(),
-            addr,
-        })
-    }
-
-    /// Open connections now (all addresses).
-    pub fn open_count(&self) -> usize {
-        self.lock_open().total
-    }
-
-    /// Log a refusal, at most once a second with how many there were.
-    pub fn log_refusal(&self, why: Refused, addr: IpAddr) {
-        let due = self
-            .refusals
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .record(Instant::now());
-        if let Some(count) = due {
-            let limits = &self.limits;
-            tracing::warn!(
-                count,
-                last_address = %addr,
-                cap = why.as_str(),
-                max_connections = limits.max_connections,
-                max_connections_per_address = limits.max_connections_per_address,
-                "refused client connections over a connection cap"
-            );
-        }
-    }
-
-    /// Log a failed accept (out of file descriptors and the like), at most once a second
-    /// with how many failed: a full table fails every accept, thousands of times a second.
-    pub fn log_accept_error(&self, e: &std::io::Error) {
-        let due = self
-            .accept_errors
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .record(Instant::now());
-        if let Some(count) = due {
-            tracing::warn!(count, "accept failed: {e}");
-        }
-    }
-}
 
 /// Counts events and says when to log them: the first at once, then at most one line per
 /// `every`, carrying how many happened since the last line.
@@ -236,22 +142,6 @@ mod tests {
         assert_eq!(admit(2, 1, &l), Ok(()));
         assert_eq!(admit(2, 2, &l), Err(Refused::PerAddress));
         assert_eq!(admit(3, 0, &l), Err(Refused::Total));
-    }
-
-    #[test]
-    fn slots_are_given_back_when_dropped() {
-        let t = ConnectionTable::new(limits(3, 2));
-        let a: IpAddr = "127.0.0.2".parse().unwrap();
-        let b: IpAddr = "127.0.0.3".parse().unwrap();
-        let s1 = t.open(a).unwrap();
-        let _s2 = t.open(a).unwrap();
-        assert_eq!(t.open(a).err(), Some(Refused::PerAddress));
-        let _s3 = t.open(b).unwrap();
-        assert_eq!(t.open(b).err(), Some(Refused::Total));
-        drop(s1);
-        assert_eq!(t.open_count(), 2);
-        let _s4 = t.open(a).unwrap();
-        assert_eq!(t.open_count(), 3);
     }
 
     #[test]

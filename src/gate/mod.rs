@@ -13,14 +13,16 @@
 //! connections), with [`telemetry`] counting every outcome. [`control`] owns the current
 //! limit and its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it;
 //! [`state`] persists it so a restarted gate comes back with the last limit, not wide
-//! open. The limit is a total for every replica behind one Service: [`share`] divides it by the
-//! replicas a [`limit_source::PeerSource`] reports.
+//! open. [`limits`] and [`conn_table`] (with [`presence`]) keep slow or many clients from
+//! locking the others out. The limit is a total for every replica behind one Service:
+//! [`share`] divides it by the replicas a [`limit_source::PeerSource`] reports.
 
 pub mod admin;
 pub mod admission;
 pub mod attempts;
 pub mod balance;
 pub mod config;
+pub mod conn_table;
 pub mod connection;
 pub mod control;
 pub mod deadline;
@@ -31,9 +33,11 @@ pub mod latency;
 pub mod limit;
 pub mod limit_source;
 pub mod limits;
+pub mod presence;
 pub mod proxy;
 pub mod resend;
 pub mod server;
+mod session;
 pub mod share;
 pub mod state;
 pub mod telemetry;

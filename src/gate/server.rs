@@ -7,11 +7,12 @@ use super::admission::Admission;
 use super::attempts::Attempts;
 use super::balance::Replicas;
 use super::config::{parse_upstream, GateConfig};
+use super::conn_table::{ConnectionTable, Slot};
 use super::connection::{self, Timeouts};
 use super::control::LimitControl;
 use super::error::GateError;
 use super::limit_source::{LimitSource, Meaning, PeerSource};
-use super::limits::{self, ClientLimits, ConnectionTable, Slot};
+use super::limits::{self, ClientLimits};
 use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
@@ -47,7 +48,8 @@ pub struct BoundGate {
 }
 
 impl BoundGate {
-    /// Check the config, resolve the starting limit (state file wins), bind both listeners.
+    /// Check the config, resolve the starting limit (state file wins; one that cannot be
+    /// applied is set aside, see [`state`]), bind both listeners.
     pub async fn bind(cfg: GateConfig) -> Result<BoundGate, GateError> {
         if cfg.upstreams.is_empty() {
             return Err(GateError::NoUpstream);
@@ -58,15 +60,20 @@ impl BoundGate {
             .map(|u| parse_upstream(u))
             .collect::<Result<Vec<_>, _>>()?;
         validate::check(&cfg.limit).map_err(GateError::Limit)?;
+        let metrics = Arc::new(GateMetrics::new());
         let stored = match &cfg.state_file {
-            Some(p) => state::load(p).map_err(|message| GateError::StateFile {
-                path: p.clone(),
-                message,
-            })?,
-            None => None,
+            Some(p) => state::load(p).map_err(|reason| state::reject(p, reason)),
+            None => Ok(None),
         };
-        let (limit, origin) =
-            state::resolve(cfg.limit.clone(), stored.as_ref().map(|s| s.limit.clone()));
+        if let Err(rejected) = &stored {
+            metrics.state_file_rejected();
+            tracing::error!(
+                state_file = %rejected.path.display(),
+                "{}",
+                rejected.note()
+            );
+        }
+        let (limit, origin) = state::resolve(cfg.limit.clone(), &stored);
         if origin == Origin::StateFile {
             if let Some(p) = &cfg.state_file {
                 tracing::warn!(
@@ -85,7 +92,6 @@ impl BoundGate {
         let proxy_listener = bind("--listen", cfg.listen).await?;
         let admin_listener = bind("--admin-listen", cfg.admin_listen).await?;
 
-        let metrics = Arc::new(GateMetrics::new());
         let admission = Arc::new(Admission::new(&limit, metrics.in_flight.clone()));
         let control = Arc::new(LimitControl::new(
             limit,
@@ -93,7 +99,7 @@ impl BoundGate {
             metrics.clone(),
             cfg.state_file.clone(),
         ));
-        if let Some(st) = &stored {
+        if let Ok(Some(st)) = &stored {
             control.restore(st);
         }
         Ok(BoundGate {
@@ -103,6 +109,7 @@ impl BoundGate {
             replicas: Arc::new(Replicas::new(&upstreams, &cfg.balance, &metrics)),
             upstream_timeout: cfg.upstream_timeout,
             client_timeouts: Timeouts {
+                first_byte: cfg.client_limits.first_byte_timeout,
                 idle: cfg.client_idle_timeout,
                 head: cfg.client_limits.request_head_timeout,
             },
@@ -154,9 +161,10 @@ impl BoundGate {
         );
         // Our own child token: a failed worker stops this gate, never the caller's token.
         let shutdown = shutdown.child_token();
-        // Fail static: a gate that follows a source and has no state file knows no limit
-        // until the source answers, and refuses everything meanwhile.
-        if !extra_sources.is_empty() && self.origin == Origin::Flags {
+        // Fail static: a gate that follows a source and has no state file (or one it set
+        // aside) knows no limit until the source answers, and refuses everything meanwhile.
+        let no_state = matches!(self.origin, Origin::Flags | Origin::FlagsAfterRejectedFile);
+        if !extra_sources.is_empty() && no_state {
             self.control.await_source();
         }
         let mut sources = spawn_sources(extra_sources, self.control.clone(), &shutdown);
@@ -435,8 +443,7 @@ async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: Canc
         let timeouts = accepting.timeouts;
         let draining = draining.clone();
         conns.spawn(async move {
-            let _slot = slot;
-            connection::serve(stream, &proxy, timeouts, &draining).await
+            connection::serve(stream, &proxy, timeouts, slot.presence(), &draining).await
         });
     }
     drop(listener);
@@ -448,11 +455,12 @@ async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: Canc
     conns.abort_all();
 }
 
-/// A slot for a new connection, or `None` after refusing it at once: a 503 written only if
-/// the socket takes it now, then closed as `stream` drops.
+/// A slot for a new connection (maybe after closing a waiting one for it), or `None`
+/// after refusing it at once: a 503 written only if the socket takes it now, then closed
+/// as `stream` drops.
 fn take_slot(accepting: &Accepting, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
     match accepting.connections.open(peer.ip()) {
-        Ok(slot) => Some(slot),
+        Ok(opened) => Some(opened.slot),
         Err(why) => {
             let _ = stream.try_write(limits::REFUSAL);
             accepting.proxy.metrics.connection_refused(why);

@@ -34,6 +34,19 @@ pub struct ReplicaMetrics {
     pub window_latency: F64Gauge,
 }
 
+/// Why the gate closed a client connection on one of its limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// A new connection sent nothing before `--first-byte-timeout`.
+    NoFirstByte = 0,
+    /// A request head did not arrive whole in time (answered 408).
+    HeadTimeout = 1,
+    /// It waited with no request begun and a new connection needed its slot.
+    MadeRoom = 2,
+}
+
+const CLOSED: [&str; 3] = ["no_first_byte", "head_timeout", "made_room"];
+
 /// What happened to one request; exactly one per request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestOutcome {
@@ -76,6 +89,9 @@ pub struct GateMetrics {
     /// Requests sent again on a new upstream connection, and those that were not.
     resends: Counter,
     resend_refusals: [Counter; 3],
+    /// State files that could not be applied at start (set aside; the flags started).
+    state_file_rejected: Counter,
+    connections_closed: [Counter; 3],
 }
 
 const OUTCOMES: [&str; 6] = [
@@ -138,6 +154,13 @@ impl GateMetrics {
             Refusal::ALL.map(|w| [("reason", w.label())]),
         );
         let resends = resends.get_or_create(&[("reason", RESENT_REASON)]).clone();
+        let closed: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_connections_closed",
+            "Client connections the gate closed on a limit: no first byte in time, a request head late (408), or waiting idle when a new connection needed the slot",
+            CLOSED.map(|c| [("reason", c)]),
+        );
+        let connections_closed = CLOSED.map(|c| closed.get_or_create(&[("reason", c)]).clone());
         let resend_refusals = Refusal::ALL.map(|w| {
             resend_refusals
                 .get_or_create(&[("reason", w.label())])
@@ -145,8 +168,15 @@ impl GateMetrics {
         });
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
+            connections_closed,
             resends,
             resend_refusals,
+            state_file_rejected: register(
+                r,
+                "recover_gate_state_file_rejected",
+                "State files that could not be applied at start: moved aside, the gate started at the limit of its flags",
+                Counter::default(),
+            ),
             connections_refused,
             accept_errors: register(
                 r,
@@ -266,6 +296,11 @@ impl GateMetrics {
         self.connections_refused[i].inc();
     }
 
+    /// One client connection closed on a limit.
+    pub fn connection_closed(&self, why: Closed) {
+        self.connections_closed[why as usize].inc();
+    }
+
     /// One request sent again on a new upstream connection.
     pub fn resent(&self) {
         self.resends.inc();
@@ -274,6 +309,11 @@ impl GateMetrics {
     /// One request a reused upstream connection failed, not sent again.
     pub fn resend_refused(&self, why: Refusal) {
         self.resend_refusals[why as usize].inc();
+    }
+
+    /// The state file could not be applied at start.
+    pub fn state_file_rejected(&self) {
+        self.state_file_rejected.inc();
     }
 
     /// One failed accept on the proxy listener.

@@ -1,11 +1,29 @@
-//! Checks a [`Limit`] before the gate puts it in force. Whoever sends a limit (an operator
-//! with curl at 3 am, a ConfigMap, a runbook) must learn which field is wrong, and a bad
-//! limit must never replace a good one: the gate keeps the last valid limit.
+//! Checks a [`Limit`] before the gate stores it or puts it in force: the one check every
+//! source goes through (admin API, state file, flags, ConfigMap, the engine's limits).
+//! Whoever sends a limit (an operator with curl at 3 am, a ConfigMap, a runbook) must learn
+//! which field is wrong, and a bad limit must never replace a good one: the gate keeps the
+//! last valid limit.
+//!
+//! The range is what admission can enforce. The GCRA counts nanoseconds in a u64 (584
+//! years) and adds a full burst's refill time to the clock, so a rate whose burst takes
+//! centuries to refill cannot be represented; far short of that, a rate of one request a
+//! year is already a block in all but name. So a rate above zero must refill its whole
+//! burst within [`MAX_REFILL_S`] (one year): at burst 1 the smallest rate is about
+//! 3.2e-8 per second. Anything below is refused, not rounded: `0` blocks everything.
 
-use super::limit::Limit;
+use super::limit::{default_burst, Limit};
+use serde::Deserialize;
 
 /// The largest rate the gate accepts: one request per nanosecond, governor's resolution.
 pub const MAX_RATE_PER_S: f64 = 1e9;
+
+/// The longest a limited rate may take to refill its whole burst: one year.
+pub const MAX_REFILL_S: f64 = 365.0 * 24.0 * 3600.0;
+
+/// The smallest rate above zero the gate enforces with `burst` (at least 1).
+pub fn min_rate_per_s(burst: u32) -> f64 {
+    f64::from(burst.max(1)) / MAX_REFILL_S
+}
 
 /// A limit that cannot be put in force, naming the offending field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -24,34 +42,92 @@ impl InvalidLimit {
     }
 }
 
-/// Check the ranges serde cannot: a rate is finite and not negative, a rate above zero
-/// comes with a burst of at least 1.
+/// Check the ranges serde cannot: a rate is finite, not negative and enforceable (see the
+/// module doc); a rate above zero comes with a burst of at least 1 that it refills within
+/// [`MAX_REFILL_S`].
 pub fn check(limit: &Limit) -> Result<(), InvalidLimit> {
-    if let Some(rate) = limit.rate_per_s {
-        if !rate.is_finite() || rate < 0.0 {
-            return Err(InvalidLimit::new(
-                "rate_per_s",
-                format!("must be a number >= 0 or null, got {rate}"),
-            ));
-        }
-        if rate > MAX_RATE_PER_S {
-            return Err(InvalidLimit::new(
-                "rate_per_s",
-                format!("must be at most {MAX_RATE_PER_S}, got {rate}; use null for unlimited"),
-            ));
-        }
-        if rate > 0.0 && limit.burst == 0 {
-            return Err(InvalidLimit::new(
-                "burst",
-                "must be at least 1 when rate_per_s is set",
-            ));
-        }
+    let Some(rate) = limit.rate_per_s else {
+        return Ok(());
+    };
+    if !rate.is_finite() || rate < 0.0 {
+        return Err(InvalidLimit::new(
+            "rate_per_s",
+            format!("must be a number >= 0 or null, got {rate}"),
+        ));
+    }
+    if rate > MAX_RATE_PER_S {
+        return Err(InvalidLimit::new(
+            "rate_per_s",
+            format!("must be at most {MAX_RATE_PER_S}, got {rate}; use null for unlimited"),
+        ));
+    }
+    if rate == 0.0 {
+        return Ok(()); // blocks everything; the burst does not matter
+    }
+    if limit.burst == 0 {
+        return Err(InvalidLimit::new(
+            "burst",
+            "must be at least 1 when rate_per_s is set",
+        ));
+    }
+    if rate < min_rate_per_s(1) {
+        return Err(InvalidLimit::new(
+            "rate_per_s",
+            format!(
+                "{rate:e} is below the smallest rate the gate can enforce, {:.2e}/s (one request a year); use 0 to block everything",
+                min_rate_per_s(1)
+            ),
+        ));
+    }
+    if f64::from(limit.burst) / rate > MAX_REFILL_S {
+        return Err(InvalidLimit::new(
+            "burst",
+            format!(
+                "{} takes longer than a year to refill at {rate} per second; at most {} with this rate",
+                limit.burst,
+                (rate * MAX_REFILL_S).floor()
+            ),
+        ));
     }
     Ok(())
 }
 
-/// Parse and check a limit from JSON, naming the field on any error (unknown fields,
-/// wrong types, missing fields, out-of-range values).
+/// A limit as written in JSON: `rate_per_s` must be present (`null` lifts the limit, so an
+/// empty object is not read as "unlimited"), `burst` may be left out (half a second of the
+/// rate, at least 1), `max_in_flight` and `note` default to none.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Written {
+    #[serde(deserialize_with = "present")]
+    rate_per_s: Option<f64>,
+    #[serde(default)]
+    burst: Option<u32>,
+    #[serde(default)]
+    max_in_flight: Option<u32>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+/// A required field that may be `null`.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    Option::<f64>::deserialize(d)
+}
+
+impl Written {
+    fn limit(self) -> Limit {
+        Limit {
+            burst: self
+                .burst
+                .unwrap_or_else(|| self.rate_per_s.map_or(1, default_burst)),
+            rate_per_s: self.rate_per_s,
+            max_in_flight: self.max_in_flight,
+            note: self.note,
+        }
+    }
+}
+
+/// Parse and check a limit from JSON ([`Written`]), naming the field on any error (unknown
+/// fields, wrong types, a missing `rate_per_s`, out-of-range values).
 pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
     // serde fills a struct from an array too, by position: `[1, 2, 3]` would read as rate
     // 1, burst 2, max_in_flight 3. A limit is only ever written as an object.
@@ -66,7 +142,7 @@ pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
         Some(_) => {}
     }
     let de = &mut serde_json::Deserializer::from_slice(body);
-    let limit: Limit = serde_path_to_error::deserialize(de).map_err(|e| {
+    let written: Written = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let msg = inner.to_string();
@@ -77,6 +153,7 @@ pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
         });
         InvalidLimit::new(&field, msg)
     })?;
+    let limit = written.limit();
     check(&limit)?;
     Ok(limit)
 }
@@ -108,7 +185,8 @@ mod tests {
             field_of(r#"{"rate_per_s": 5, "burst": 1, "rat": 3}"#),
             "rat"
         );
-        assert_eq!(field_of(r#"{"rate_per_s": 5}"#), "burst");
+        assert_eq!(field_of(r#"{"burst": 5}"#), "rate_per_s");
+        assert_eq!(field_of("{}"), "rate_per_s");
         assert_eq!(
             field_of(r#"{"rate_per_s": "fast", "burst": 1}"#),
             "rate_per_s"
@@ -133,5 +211,33 @@ mod tests {
             parse_json(br#"{"rate_per_s": 2.5, "burst": 3, "max_in_flight": 10, "note": "ramp"}"#)
                 .unwrap();
         assert_eq!(l.note.as_deref(), Some("ramp"));
+    }
+
+    #[test]
+    fn burst_may_be_left_out_and_null_lifts_the_limit() {
+        assert_eq!(
+            parse_json(br#"{"rate_per_s": null}"#).unwrap(),
+            Limit::unlimited()
+        );
+        let l = parse_json(br#"{"rate_per_s": 40}"#).unwrap();
+        assert_eq!((l.burst, l.max_in_flight), (default_burst(40.0), None));
+        assert_eq!(parse_json(br#"{"rate_per_s": 0.5}"#).unwrap().burst, 1);
+    }
+
+    #[test]
+    fn rates_admission_cannot_represent_are_refused_with_the_bound() {
+        for tiny in ["1e-300", "5e-324", "1e-12", "1e-11", "3e-8"] {
+            let e = parse_json(format!(r#"{{"rate_per_s": {tiny}}}"#).as_bytes()).unwrap_err();
+            assert_eq!(e.field, "rate_per_s", "{tiny}: {e}");
+            assert!(e.message.contains("3.17e-8"), "{tiny}: {e}");
+            assert!(e.message.contains("use 0"), "{tiny}: {e}");
+        }
+        assert!(parse_json(br#"{"rate_per_s": 3.2e-8}"#).is_ok());
+        let e = parse_json(br#"{"rate_per_s": 1, "burst": 4000000000}"#).unwrap_err();
+        assert_eq!(e.field, "burst", "{e}");
+        assert!(e.message.contains("31536000"), "{e}");
+        assert!(parse_json(br#"{"rate_per_s": 1, "burst": 31536000}"#).is_ok());
+        assert!(parse_json(br#"{"rate_per_s": 1e9, "burst": 4294967295}"#).is_ok());
+        assert_eq!(field_of(r#"{"rate_per_s": 1e400}"#), "rate_per_s");
     }
 }

@@ -4,13 +4,15 @@
 //! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
 //! apart from the processes that produced the numbers.
 
+use super::bound::{true_lower_bound, under_bound};
 use super::detection::Detection;
 use super::recorder::Recording;
+use super::recovery::RunbookOutcome;
 use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
 use super::trigger::TriggerTimes;
-use super::verify::{lower_bound, over_timeout_s, relapses, SteadyCriteria};
+use super::verify::{over_timeout_s, relapses, SteadyCriteria};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
@@ -23,7 +25,7 @@ pub struct Facts<'a> {
     pub detection: Option<&'a Detection>,
     pub detector: &'a crate::detect::DetectorConfig,
     pub plan: Option<&'a Plan>,
-    pub runbook: &'a super::recovery::RunbookOutcome,
+    pub runbook: &'a RunbookOutcome,
     /// When the held steady state after the runbook began.
     pub steady_at_s: Option<f64>,
     pub end_s: f64,
@@ -38,6 +40,8 @@ pub struct Facts<'a> {
     pub inputs: Option<crate::plan::SourcedInputs>,
     /// The trigger left the system healthy: what to make harsher.
     pub not_stuck: Option<super::harsher::NotStuck>,
+    /// A replica's own start-to-ready time, measured when the system started.
+    pub start_to_ready_s: Option<f64>,
 }
 
 /// Build the report and the rebased series.
@@ -47,7 +51,6 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
     let at = |t: f64| t - zero;
     let demand = sc.demand_per_s();
     let workers = sc.workers.count;
-    let crit = SteadyCriteria::default();
     let ran = f.runbook.error.is_none() || !f.runbook.steps.is_empty();
     let rb_start = f
         .runbook
@@ -57,14 +60,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         .unwrap_or(f.runbook.started_s);
     let recovered = f.steady_at_s.is_some() && f.failure.is_none();
 
-    let samples: Vec<Sample> = rec
-        .samples
-        .iter()
-        .map(|s| Sample {
-            t_s: at(s.t_s),
-            ..s.clone()
-        })
-        .collect();
+    let samples = rebased(rec, zero);
 
     let mut phases = vec![
         phase(
@@ -124,35 +120,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         }
     }
 
-    let timeout_s = sc.workers.timeout.as_secs_f64();
     let (dropped, lb, relapse_count, over_s) = if f.detection.is_some() && ran {
-        let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
-            .iter()
-            .map(|o| {
-                total_increase(
-                    &rec.raws,
-                    Role::Gate,
-                    "recover_gate_requests_total",
-                    &[("outcome", o)],
-                    rb_start,
-                    f.end_s,
-                )
-            })
-            .sum();
-        let drained_metric = total_increase(
-            &rec.raws,
-            Role::Service,
-            "recover_demo_service_drained_total",
-            &[],
-            rb_start,
-            f.end_s,
-        );
-        let drained = f
-            .runbook
-            .drained
-            .map(|d| d as f64)
-            .unwrap_or(0.0)
-            .max(drained_metric);
         let backlog = rec
             .samples
             .iter()
@@ -160,44 +128,21 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter_map(|s| s.workers_retrying)
             .next_back()
             .unwrap_or(workers as f64);
-        let restart_s = if f.runbook.steps.iter().any(|s| s.name.contains("restart")) {
-            f.runbook
-                .steps
-                .iter()
-                .filter(|s| s.name.contains("restart"))
-                .map(|s| s.end_s - s.start_s)
-                .fold(f64::INFINITY, f64::min)
-        } else {
-            0.0
-        };
-        let lb = lower_bound(
-            restart_s,
-            backlog,
-            sc.capacity_cold_per_s(),
-            demand,
-            sc.retry_delay().as_secs_f64(),
-        );
-        let after: Vec<Sample> = rec
-            .samples
+        let warm_fraction = rec
+            .raws
             .iter()
-            .filter(|s| s.t_s >= rb_start)
-            .cloned()
-            .collect();
-        let rel = relapses(&after, demand, workers, &crit, 2, timeout_s);
-        let over = over_timeout_s(&after, timeout_s);
-        (
-            Dropped {
-                drained: drained.round() as u64,
-                rejected_at_gate: gate_rej.round() as u64,
-            },
-            lb,
-            rel,
-            over,
-        )
+            .filter(|r| r.t_s <= rb_start)
+            .filter_map(|r| r.mean(Role::Service, "recover_demo_service_warm_fraction"))
+            .next_back();
+        let crit = SteadyCriteria::default();
+        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, warm_fraction, &crit);
+        let (rel, over) = after_runbook(rec, sc, rb_start);
+        (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {
         (Dropped::default(), None, 0, 0.0)
     };
 
+    let time_to_recover = f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start);
     let report = Report {
         schema_version: SCHEMA_VERSION,
         runbook: f.runbook_name.to_string(),
@@ -221,8 +166,9 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         detection: f
             .detection
             .map(|d| detection_facts(d, f.detector, sc, d.at_s - f.trigger.ended_s)),
-        time_to_recover_s: f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start),
+        time_to_recover_s: time_to_recover,
         lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
+        under_lower_bound: under_bound(time_to_recover, lb.as_ref()),
         lower_bound: lb,
         relapses: relapse_count,
         ramp_step_backs: f.runbook.relapses,
@@ -234,24 +180,76 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         admit_rate_per_s: f.plan.map(|p| p.admit_rate),
         dropped_requests: dropped.drained + dropped.rejected_at_gate,
         dropped,
-        steps: f
-            .runbook
-            .steps
-            .iter()
-            .map(|s| StepRecord {
-                start_s: at(s.start_s),
-                end_s: at(s.end_s),
-                ..s.clone()
-            })
-            .collect(),
+        steps: rebased_steps(f.runbook, zero),
         phases,
         baselines: f.baselines,
         predicted_time_to_recover_s: f.predicted,
         wall_time_s: f.wall_time_s,
         files: Files::default(),
         endpoints: f.endpoints.clone(),
+        slow_replica: None,
     };
     (report, samples)
+}
+
+/// Work dropped on purpose from `from_s` to `to_s` (rehearsal clock): what the runbook's
+/// drain reported, or the service's own count when larger or not reported, and the gate's
+/// rejections.
+pub fn dropped(rec: &Recording, runbook: &RunbookOutcome, from_s: f64, to_s: f64) -> Dropped {
+    let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
+        .iter()
+        .map(|o| {
+            total_increase(
+                &rec.raws,
+                Role::Gate,
+                "recover_gate_requests_total",
+                &[("outcome", o)],
+                from_s,
+                to_s,
+            )
+        })
+        .sum();
+    let drained_metric = total_increase(
+        &rec.raws,
+        Role::Service,
+        "recover_demo_service_drained_total",
+        &[],
+        from_s,
+        to_s,
+    );
+    let drained = runbook
+        .drained
+        .map(|d| d as f64)
+        .unwrap_or(0.0)
+        .max(drained_metric);
+    Dropped {
+        drained: drained.round() as u64,
+        rejected_at_gate: gate_rej.round() as u64,
+    }
+}
+
+/// Relapses and the seconds client p99 spent over the timeout, measured from the runbook's
+/// start (`from_s`, rehearsal clock) on.
+pub fn after_runbook(rec: &Recording, sc: &Scenario, from_s: f64) -> (u32, f64) {
+    let timeout_s = sc.workers.timeout.as_secs_f64();
+    let after: Vec<Sample> = rec
+        .samples
+        .iter()
+        .filter(|s| s.t_s >= from_s)
+        .cloned()
+        .collect();
+    let crit = SteadyCriteria::default();
+    (
+        relapses(
+            &after,
+            sc.demand_per_s(),
+            sc.workers.count,
+            &crit,
+            2,
+            timeout_s,
+        ),
+        over_timeout_s(&after, timeout_s),
+    )
 }
 
 /// Pure: the detector's timing facts from its Stuck verdict.
@@ -291,7 +289,31 @@ pub fn detection_facts(
     }
 }
 
-fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
+/// The recorded series with `zero` (rehearsal clock) as 0.
+pub fn rebased(rec: &Recording, zero: f64) -> Vec<Sample> {
+    rec.samples
+        .iter()
+        .map(|s| Sample {
+            t_s: s.t_s - zero,
+            ..s.clone()
+        })
+        .collect()
+}
+
+/// The runbook's steps with `zero` (rehearsal clock) as 0.
+pub fn rebased_steps(runbook: &RunbookOutcome, zero: f64) -> Vec<StepRecord> {
+    runbook
+        .steps
+        .iter()
+        .map(|s| StepRecord {
+            start_s: s.start_s - zero,
+            end_s: s.end_s - zero,
+            ..s.clone()
+        })
+        .collect()
+}
+
+pub fn phase(name: &str, start_s: f64, end_s: f64, note: String) -> PhaseRecord {
     PhaseRecord {
         name: name.into(),
         start_s,

@@ -8,10 +8,11 @@
 //! engine), [`verify`] (steady state, lower bound), [`baselines`], then [`assemble`] into
 //! the stable [`report`], the human [`summary`], the [`timeline`] SVG, written by
 //! [`output`]. [`rehearsal::rehearse`] runs the sequence; [`slow_replica`] is the
-//! slow-replica rehearsal, on the same stage.
+//! slow-replica rehearsal, on the same stage and the same report.
 
 pub mod assemble;
 pub mod baselines;
+pub mod bound;
 pub mod detection;
 pub mod expo;
 pub mod harsher;

@@ -1,5 +1,6 @@
-//! Starts and stops the demo system as real processes on free loopback ports: the gate,
-//! the config-service replicas and the worker fleet, each a `recover` subcommand.
+//! Starts and stops the demo system ([`crate::demo::topology`]: the gate, the
+//! config-service replicas and the worker fleet, each a `recover` subcommand) as real
+//! processes on free loopback ports.
 //!
 //! Why it exists: the rehearsal's promise is "real processes, no orphans". Every child is
 //! spawned through `util::child::spawn_guarded` (own process group, killed with its parent,
@@ -9,10 +10,12 @@
 use super::recorder::Target;
 use super::scenario::Scenario;
 use super::series::Role;
+use crate::demo::topology::{self, replica_name, Addrs, Topology};
 use crate::gate::limit::Limit;
+use crate::platform::local::process;
 use crate::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use crate::util::net::{free_loopback_addr, wait_http_ok};
-use std::net::SocketAddr;
+use crate::util::net::wait_http_ok;
+use crate::util::procfs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -38,30 +41,32 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> OrchestrateErro
     move |source| OrchestrateError::Io { what, source }
 }
 
-/// Where everything listens.
-#[derive(Debug, Clone)]
-pub struct Addrs {
-    pub gate: SocketAddr,
-    pub gate_admin: SocketAddr,
-    pub replicas: Vec<SocketAddr>,
-    pub workers_metrics: SocketAddr,
-}
-
 /// The running demo system. Dropping it stops every process it started.
 pub struct System {
-    pub addrs: Addrs,
-    /// Holds the gate's token and state file and every process's log.
-    pub run_dir: PathBuf,
+    /// What runs where; its directory holds the gate's token and state, every process's
+    /// log and, once handed over, the local platform's inventory and pid files.
+    pub topology: Topology,
     pub token: String,
-    exe: PathBuf,
-    scenario: Scenario,
+    /// The token the replicas' `/admin/*` requires (the gate forwards every path).
+    service_token: String,
     gate: Option<ChildGuard>,
     replicas: Vec<Option<ChildGuard>>,
     workers: Option<ChildGuard>,
     http: reqwest::Client,
+    /// A replica's own start-to-ready time, measured when the system started (the
+    /// quickest replica, less the readiness poll's interval: the poll sees "ready" up to
+    /// one interval late). What a restart costs at least, whoever does it.
+    pub start_to_ready: Option<Duration>,
 }
 
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a process gets to stop before it is killed.
+const STOP_GRACE: Duration = Duration::from_millis(500);
+/// The local platform's name for the system (its target id is `local:rehearsal`).
+pub const INVENTORY_NAME: &str = "rehearsal";
+/// How often a replica's readiness is asked while its start-to-ready is measured: it is
+/// seen ready up to this late, so this much is taken off the measurement.
+const START_POLL: Duration = Duration::from_millis(5);
 
 impl System {
     /// Start replicas and gate, wait until they answer, then start the workers and wait
@@ -71,145 +76,96 @@ impl System {
         scenario: &Scenario,
         run_dir: &Path,
     ) -> Result<System, OrchestrateError> {
-        std::fs::create_dir_all(run_dir.join("logs"))
-            .map_err(io(format!("creating {}", run_dir.display())))?;
-        let port = || free_loopback_addr().map_err(OrchestrateError::Port);
-        let mut replicas = Vec::new();
-        for _ in 0..scenario.replicas {
-            replicas.push(port()?);
-        }
-        let addrs = Addrs {
-            gate: port()?,
-            gate_admin: port()?,
-            replicas,
-            workers_metrics: port()?,
+        let t = Topology {
+            exe: exe.to_path_buf(),
+            dir: run_dir.to_path_buf(),
+            addrs: Addrs::free(scenario.replicas).map_err(OrchestrateError::Port)?,
+            service: scenario.service.clone(),
+            workers: scenario.workers.clone(),
+            gate_args: scenario
+                .slow_replica
+                .as_ref()
+                .map(|sr| sr.gate_args.clone())
+                .unwrap_or_default(),
         };
+        let state = t.state_dir();
+        std::fs::create_dir_all(&state).map_err(io(format!("creating {}", state.display())))?;
         let token = uuid::Uuid::now_v7().simple().to_string();
-        let token_file = run_dir.join("gate-token");
-        std::fs::write(&token_file, &token).map_err(io("writing the gate token"))?;
+        std::fs::write(t.token_file(), &token).map_err(io("writing the gate token"))?;
+        let service_token = uuid::Uuid::now_v7().simple().to_string();
+        std::fs::write(t.service_token_file(), &service_token)
+            .map_err(io("writing the service's admin token"))?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(2))
             .build()
             .map_err(|e| OrchestrateError::Gate(e.to_string()))?;
         let mut sys = System {
-            addrs,
-            run_dir: run_dir.to_path_buf(),
-            token,
-            exe: exe.to_path_buf(),
-            scenario: scenario.clone(),
-            gate: None,
             replicas: (0..scenario.replicas).map(|_| None).collect(),
+            topology: t,
+            token,
+            service_token,
+            gate: None,
             workers: None,
             http,
+            start_to_ready: None,
         };
+        let mut spawned = Vec::new();
         for i in 0..sys.replicas.len() {
             sys.spawn_replica(i, Duration::ZERO)?;
+            spawned.push(std::time::Instant::now());
         }
-        let mut gate = Command::new(exe);
-        gate.arg("gate")
-            .arg("--listen")
-            .arg(sys.addrs.gate.to_string())
-            .arg("--admin-listen")
-            .arg(sys.addrs.gate_admin.to_string())
-            .arg("--admin-token-file")
-            .arg(&token_file)
-            .arg("--state-file")
-            .arg(run_dir.join("gate-state.json"))
-            .arg("--upstream-timeout")
-            .arg(crate::util::duration::format(scenario.workers.timeout));
-        for r in &sys.addrs.replicas {
-            gate.arg("--upstream").arg(format!("http://{r}"));
+        // The replicas' start-to-ready, before anything else starts competing for the CPU.
+        for (i, at) in spawned.iter().enumerate() {
+            let url = format!("http://{}/readyz", sys.topology.addrs.replicas[i]);
+            crate::util::net::wait_http_ok_every(&url, READY_TIMEOUT, START_POLL)
+                .await
+                .map_err(OrchestrateError::NotReady)?;
+            let took = at.elapsed().saturating_sub(START_POLL);
+            sys.start_to_ready = Some(sys.start_to_ready.map_or(took, |t| t.min(took)));
         }
-        if let Some(sr) = &scenario.slow_replica {
-            gate.args(&sr.gate_args);
-        }
-        sys.gate = Some(sys.spawn("gate", gate)?);
-        for i in 0..sys.replicas.len() {
-            sys.wait_replica_ready(i, READY_TIMEOUT).await?;
-        }
-        wait_http_ok(
-            &format!("http://{}/healthz", sys.addrs.gate_admin),
-            READY_TIMEOUT,
-        )
-        .await
-        .map_err(OrchestrateError::NotReady)?;
-        let w = &scenario.workers;
-        let mut workers = Command::new(exe);
-        workers
-            .args(["demo", "workers", "--target"])
-            .arg(format!("http://{}/config", sys.addrs.gate))
-            .arg("--count")
-            .arg(w.count.to_string())
-            .arg("--interval")
-            .arg(crate::util::duration::format(w.interval))
-            .arg("--timeout")
-            .arg(crate::util::duration::format(w.timeout))
-            .arg("--retry")
-            .arg(&w.retry)
-            .arg("--metrics-listen")
-            .arg(sys.addrs.workers_metrics.to_string())
-            .arg("--attempt-header")
-            .arg(w.attempt_header.as_str());
-        if w.idempotency_key {
-            workers.arg("--idempotency-key");
-        }
-        sys.workers = Some(sys.spawn("workers", workers)?);
-        wait_http_ok(
-            &format!("http://{}/metrics", sys.addrs.workers_metrics),
-            READY_TIMEOUT,
-        )
-        .await
-        .map_err(OrchestrateError::NotReady)?;
+        sys.gate = Some(sys.spawn(topology::GATE, &sys.topology.gate_command())?);
+        let admin = sys.topology.addrs.gate_admin;
+        wait_http_ok(&format!("http://{admin}/healthz"), READY_TIMEOUT)
+            .await
+            .map_err(OrchestrateError::NotReady)?;
+        sys.workers = Some(sys.spawn(topology::WORKERS, &sys.topology.workers_command())?);
+        wait_http_ok(&sys.topology.workers_metrics_url(), READY_TIMEOUT)
+            .await
+            .map_err(OrchestrateError::NotReady)?;
         Ok(sys)
     }
 
-    /// The command that starts replica `i` (the local platform's inventory reuses it).
-    pub fn replica_command(&self, i: usize, startup_delay: Duration) -> Vec<String> {
-        let s = &self.scenario.service;
-        let fmt = crate::util::duration::format;
-        vec![
-            self.exe.display().to_string(),
-            "demo".into(),
-            "config-service".into(),
-            "--listen".into(),
-            self.addrs.replicas[i].to_string(),
-            "--concurrency".into(),
-            s.concurrency.to_string(),
-            "--service-time".into(),
-            fmt(s.service_time),
-            "--cold-factor".into(),
-            s.cold_factor.to_string(),
-            "--overload-factor".into(),
-            s.overload_factor.to_string(),
-            "--warm-after".into(),
-            s.warm_after.to_string(),
-            "--warm-duration".into(),
-            fmt(s.warm_duration),
-            "--client-timeout".into(),
-            fmt(self.scenario.workers.timeout),
-            "--startup-delay".into(),
-            fmt(startup_delay),
-        ]
+    pub fn addrs(&self) -> &Addrs {
+        &self.topology.addrs
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.topology.dir
     }
 
     fn spawn_replica(&mut self, i: usize, startup_delay: Duration) -> Result<(), OrchestrateError> {
-        let argv = self.replica_command(i, startup_delay);
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..]);
-        let guard = self.spawn(&format!("replica-{i}"), cmd)?;
+        let argv = self.topology.replica_command(i, startup_delay);
+        let guard = self.spawn(&replica_name(i), &argv)?;
         self.replicas[i] = Some(guard);
         Ok(())
     }
 
-    fn spawn(&self, name: &str, mut cmd: Command) -> Result<ChildGuard, OrchestrateError> {
-        let log = self.run_dir.join("logs").join(format!("{name}.log"));
+    /// Start `argv` under guard as `name`, its output appended to its log in the state
+    /// directory (where the local platform's processes log too).
+    fn spawn(&self, name: &str, argv: &[String]) -> Result<ChildGuard, OrchestrateError> {
+        let log = process::log_file(&self.topology.state_dir(), name);
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&log)
             .map_err(io(format!("opening {}", log.display())))?;
         let err = file.try_clone().map_err(io("log file"))?;
-        cmd.stdin(Stdio::null()).stdout(file).stderr(err);
+        let (program, args) = argv.split_first().ok_or_else(|| OrchestrateError::Io {
+            what: format!("starting {name}"),
+            source: std::io::Error::other("empty command"),
+        })?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).stdin(Stdio::null()).stdout(file).stderr(err);
         spawn_guarded(name, cmd, GuardOptions::default()).map_err(io(format!("starting {name}")))
     }
 
@@ -221,7 +177,7 @@ impl System {
         startup_delay: Duration,
     ) -> Result<(), OrchestrateError> {
         if let Some(mut old) = self.replicas[i].take() {
-            old.stop(Duration::from_millis(500));
+            old.stop(STOP_GRACE);
         }
         self.spawn_replica(i, startup_delay)
     }
@@ -231,60 +187,75 @@ impl System {
         i: usize,
         timeout: Duration,
     ) -> Result<(), OrchestrateError> {
-        wait_http_ok(
-            &format!("http://{}/readyz", self.addrs.replicas[i]),
-            timeout,
-        )
-        .await
-        .map_err(OrchestrateError::NotReady)
+        let r = self.topology.addrs.replicas[i];
+        wait_http_ok(&format!("http://{r}/readyz"), timeout)
+            .await
+            .map_err(OrchestrateError::NotReady)
     }
 
-    /// Hand replica `i`'s process over to someone else (the local platform); it is no
-    /// longer stopped with this system (the final [`sweep`] still finds it).
-    pub fn release_replica(&mut self, i: usize) -> Option<u32> {
-        self.replicas[i].take().and_then(ChildGuard::detach)
+    /// Hand the running replicas to the local platform: write the inventory and one pid
+    /// file per replica, so a run (or `recover resume`) owns them from here; they are no
+    /// longer stopped with this system's guards. Returns the inventory's path.
+    pub fn hand_over(&mut self) -> std::io::Result<PathBuf> {
+        let path = self.topology.write_inventory(
+            INVENTORY_NAME,
+            STOP_GRACE,
+            "Written by the rehearsal: its system, handed to the local platform.",
+        )?;
+        let state = self.topology.state_dir();
+        for i in 0..self.replicas.len() {
+            if let Some(pid) = self.replicas[i].take().and_then(ChildGuard::detach) {
+                crate::util::atomic_file::write_atomic(
+                    &process::pid_file(&state, &replica_name(i)),
+                    format!("{pid}\n").as_bytes(),
+                )?;
+            }
+        }
+        Ok(path)
     }
 
-    /// Stop replicas handed to the local platform (its pid files under `platform/`); they
-    /// run detached, so nothing else stops them.
-    fn stop_handed_over(&self, grace: Duration) {
-        let dir = self.run_dir.join("platform");
-        for i in 0..self.addrs.replicas.len() {
-            crate::platform::local::process::stop(&dir, &format!("replica-{i}"), grace);
+    /// Stop replicas handed to the local platform (its pid files); they run detached, so
+    /// nothing else stops them.
+    fn stop_handed_over(&self) {
+        let state = self.topology.state_dir();
+        for i in 0..self.replicas.len() {
+            process::stop(&state, &replica_name(i), STOP_GRACE);
         }
     }
 
     /// Every `/metrics` page, for the recorder. The gate is scraped on its admin listener,
     /// so scrapes are not counted as traffic.
     pub fn targets(&self) -> Vec<Target> {
-        let mut t = vec![
+        let t = &self.topology;
+        let mut out = vec![
             Target {
                 role: Role::Gate,
-                instance: "gate".into(),
-                url: format!("http://{}/metrics", self.addrs.gate_admin),
+                instance: topology::GATE.into(),
+                url: t.gate_metrics_url(),
             },
             Target {
                 role: Role::Clients,
-                instance: "workers".into(),
-                url: format!("http://{}/metrics", self.addrs.workers_metrics),
+                instance: topology::WORKERS.into(),
+                url: t.workers_metrics_url(),
             },
         ];
-        for (i, r) in self.addrs.replicas.iter().enumerate() {
-            t.push(Target {
+        for (i, r) in t.addrs.replicas.iter().enumerate() {
+            out.push(Target {
                 role: Role::Service,
-                instance: format!("replica-{i}"),
+                instance: replica_name(i),
                 url: format!("http://{r}/metrics"),
             });
         }
-        t
+        out
     }
 
     /// Make replica `i` `factor` times slower (`POST /admin/slow`); a restart undoes it.
     pub async fn slow_replica(&self, i: usize, factor: f64) -> Result<(), OrchestrateError> {
-        let url = format!("http://{}/admin/slow", self.addrs.replicas[i]);
+        let url = format!("http://{}/admin/slow", self.topology.addrs.replicas[i]);
         let resp = self
             .http
             .post(&url)
+            .bearer_auth(&self.service_token)
             .json(&serde_json::json!({ "factor": factor }))
             .send()
             .await
@@ -302,7 +273,10 @@ impl System {
     pub async fn set_gate_limit(&self, limit: &Limit) -> Result<(), OrchestrateError> {
         let resp = self
             .http
-            .put(format!("http://{}/admin/limit", self.addrs.gate_admin))
+            .put(format!(
+                "http://{}/admin/limit",
+                self.topology.addrs.gate_admin
+            ))
             .bearer_auth(&self.token)
             .json(limit)
             .send()
@@ -321,45 +295,30 @@ impl System {
 
     /// Component name -> listen address.
     pub fn endpoints(&self) -> std::collections::BTreeMap<String, String> {
-        let mut m = std::collections::BTreeMap::new();
-        m.insert("gate".to_string(), self.addrs.gate.to_string());
-        m.insert("gate-admin".to_string(), self.addrs.gate_admin.to_string());
-        m.insert(
-            "workers-metrics".to_string(),
-            self.addrs.workers_metrics.to_string(),
-        );
-        for (i, r) in self.addrs.replicas.iter().enumerate() {
-            m.insert(format!("replica-{i}"), r.to_string());
-        }
-        m
+        self.topology.endpoints()
     }
 
     /// Strings on the command line of every process this system started (ports and the
     /// run directory), for [`sweep`] and for tests that look for leftovers.
     pub fn markers(&self) -> Vec<String> {
-        let mut m: Vec<String> = self.addrs.replicas.iter().map(|a| a.to_string()).collect();
-        m.push(self.addrs.gate.to_string());
-        m.push(self.addrs.workers_metrics.to_string());
-        m.push(self.run_dir.display().to_string());
-        m
+        self.topology.markers()
     }
 
     /// Stop everything: workers first (so no retry storm hits a dying service), then the
     /// gate, then the replicas; then sweep for anything that escaped.
     pub fn stop(&mut self) {
-        let grace = Duration::from_millis(500);
         if let Some(mut w) = self.workers.take() {
-            w.stop(grace);
+            w.stop(STOP_GRACE);
         }
         if let Some(mut g) = self.gate.take() {
-            g.stop(grace);
+            g.stop(STOP_GRACE);
         }
         for r in self.replicas.iter_mut() {
             if let Some(mut r) = r.take() {
-                r.stop(grace);
+                r.stop(STOP_GRACE);
             }
         }
-        self.stop_handed_over(grace);
+        self.stop_handed_over();
         let left = sweep(&self.markers());
         if !left.is_empty() {
             tracing::warn!(
@@ -376,56 +335,28 @@ impl Drop for System {
     }
 }
 
-/// Processes (other than this one) whose command line contains any of `markers`.
+/// Processes (other than this one, and not zombies) one of whose arguments is one of
+/// `markers`: an address (`127.0.0.1:4000` as itself or in a URL, never a prefix of
+/// `127.0.0.1:40001`) or a directory (itself or a path under it).
 pub fn find_processes(markers: &[String]) -> Vec<(u32, String)> {
     let me = std::process::id();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return vec![];
-    };
-    let mut found = vec![];
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == me {
-            continue;
-        }
-        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        let cmdline = String::from_utf8_lossy(&raw).replace('\0', " ");
-        if is_zombie(pid) {
-            continue;
-        }
-        // Ports must match as whole arguments ("127.0.0.1:4000" is not "127.0.0.1:40001").
-        let hit = markers.iter().any(|m| {
-            cmdline.split(' ').any(|arg| {
-                arg == m
-                    || arg.starts_with(&format!("{m}/"))
-                    || arg.ends_with(&format!("//{m}"))
-                    || arg.contains(&format!("//{m}/"))
-            })
-        });
-        if hit {
-            found.push((pid, cmdline.trim().to_string()));
-        }
-    }
-    found
+    procfs::pids()
+        .into_iter()
+        .filter(|pid| *pid != me)
+        .filter_map(|pid| Some((pid, procfs::cmdline(pid)?)))
+        .filter(|(pid, args)| {
+            args.iter().any(|arg| markers.iter().any(|m| marks(arg, m))) && !procfs::is_zombie(*pid)
+        })
+        .map(|(pid, args)| (pid, args.join(" ")))
+        .collect()
 }
 
-fn is_zombie(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|r| r.trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
+/// Whether argument `arg` names `marker`. Pure.
+fn marks(arg: &str, m: &str) -> bool {
+    arg == m
+        || arg.starts_with(&format!("{m}/"))
+        || arg.ends_with(&format!("//{m}"))
+        || arg.contains(&format!("//{m}/"))
 }
 
 /// Kill (SIGKILL) every process matching `markers`; returns their pids.
@@ -436,4 +367,19 @@ pub fn sweep(markers: &[String]) -> Vec<u32> {
         unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
     }
     found.into_iter().map(|(p, _)| p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::marks;
+
+    #[test]
+    fn a_marker_is_a_whole_address_or_a_directory_never_a_prefix() {
+        assert!(marks("127.0.0.1:4000", "127.0.0.1:4000"));
+        assert!(marks("http://127.0.0.1:4000", "127.0.0.1:4000"));
+        assert!(marks("http://127.0.0.1:4000/config", "127.0.0.1:4000"));
+        assert!(!marks("127.0.0.1:40001", "127.0.0.1:4000"));
+        assert!(marks("/runs/1/state/gate-state.json", "/runs/1"));
+        assert!(!marks("/runs/10/gate-token", "/runs/1"));
+    }
 }

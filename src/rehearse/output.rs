@@ -1,5 +1,5 @@
-//! Writes a rehearsal's files into the report directory: `report.json`, `timeline.svg`
-//! and `series.csv`, each atomically.
+//! Writes a rehearsal's files into the report directory: `report.json`, `timeline.svg`,
+//! `series.csv` and, when the engine ran, `engine-summary.txt`, each atomically.
 //!
 //! Why it exists: a half-written report.json read by CI would be worse than none.
 
@@ -7,6 +7,9 @@ use super::rehearsal::Rehearsed;
 use super::timeline::render_svg;
 use crate::util::atomic_file::write_atomic;
 use std::path::Path;
+
+/// The engine's own summary table, beside the report.
+pub const ENGINE_SUMMARY: &str = "engine-summary.txt";
 
 /// Why the files could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -48,5 +51,8 @@ pub fn write(dir: &Path, outcome: &Rehearsed) -> Result<(), OutputError> {
         &files.series,
         super::assemble::series_csv(&outcome.samples).as_bytes(),
     )?;
+    if !outcome.engine_summary.is_empty() {
+        put(ENGINE_SUMMARY, outcome.engine_summary.as_bytes())?;
+    }
     Ok(())
 }

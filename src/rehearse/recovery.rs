@@ -10,18 +10,16 @@
 //! inputs from that verdict (`RunOptions::inputs`) and its pre-action observation is cut to two
 //! intervals instead of waiting out a second persist window.
 
-use super::orchestrate::System;
+use super::orchestrate::{System, INVENTORY_NAME};
 use super::recorder::Clock;
 use super::report::StepRecord;
 use crate::engine::{self, Observer, RunOptions, RunReport, RunRequest};
 use crate::metrics::scrape::ScrapeSource;
 use crate::plan::{Plan, SourcedInputs};
-use crate::platform::local::inventory::{ClientSpec, GateSpec, Inventory, ReplicaSpec};
 use crate::platform::local::LocalPlatform;
 use crate::platform::Target;
 use crate::runbook::LoadedRunbook;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// What the runbook did.
@@ -43,41 +41,6 @@ pub struct RunbookOutcome {
     pub summary: String,
 }
 
-/// The inventory describing `sys` to the local platform; replicas restart without the
-/// trigger's startup delay.
-pub fn inventory(sys: &System) -> Inventory {
-    let replicas = sys
-        .addrs
-        .replicas
-        .iter()
-        .enumerate()
-        .map(|(i, a)| ReplicaSpec {
-            name: format!("replica-{i}"),
-            command: sys.replica_command(i, Duration::ZERO),
-            env: Default::default(),
-            admin_url: format!("http://{a}"),
-            metrics_url: format!("http://{a}/metrics"),
-            readiness_url: format!("http://{a}/readyz"),
-            adopt: None,
-        })
-        .collect();
-    Inventory {
-        name: "rehearsal".into(),
-        state_dir: Some(sys.run_dir.join("platform")),
-        replicas,
-        gates: vec![GateSpec {
-            admin_url: format!("http://{}", sys.addrs.gate_admin),
-            token_file: sys.run_dir.join("gate-token"),
-            metrics_url: Some(format!("http://{}/metrics", sys.addrs.gate_admin)),
-        }],
-        clients: vec![ClientSpec {
-            name: "workers".into(),
-            metrics_url: format!("http://{}/metrics", sys.addrs.workers_metrics),
-        }],
-        stop_grace: Duration::from_millis(500),
-    }
-}
-
 /// Run `loaded` against `sys` with the plan inputs from the rehearsal's verdict.
 pub async fn run_runbook(
     sys: &mut System,
@@ -93,13 +56,14 @@ pub async fn run_runbook(
         error: Some(error),
         ..RunbookOutcome::default()
     };
-    let inv = inventory(sys);
-    let state_dir = sys.run_dir.join("platform");
-    if let Err(e) = handover(sys, &inv, &state_dir) {
-        return fail(format!("handing the replicas to the local platform: {e}"));
-    }
-    let inv_name = inv.name.clone();
-    let platform = Arc::new(LocalPlatform::new(inv));
+    let inventory = match sys.hand_over() {
+        Ok(path) => path,
+        Err(e) => return fail(format!("handing the replicas to the local platform: {e}")),
+    };
+    let platform = match LocalPlatform::from_file(&inventory) {
+        Ok(p) => Arc::new(p),
+        Err(e) => return fail(format!("the local platform: {e}")),
+    };
     let mut loaded = loaded.clone();
     // The rehearsal has already watched the stuck state; the engine needs only a short
     // look to confirm before it acts on the assumed inputs.
@@ -113,13 +77,13 @@ pub async fn run_runbook(
         loaded.runbook.observe.span = Some(loaded.runbook.observe.interval * 2);
     }
     let options = RunOptions {
-        journal_dir: sys.run_dir.join("journal"),
+        journal_dir: sys.run_dir().join("journal"),
         inputs: Some(inputs),
         target: Some(Target::Local {
-            name: inv_name,
-            inventory: sys.run_dir.join("inventory.yaml"),
+            name: INVENTORY_NAME.into(),
+            inventory,
         }),
-        started_by: Some(format!("rehearsal in {}", sys.run_dir.display())),
+        started_by: Some(format!("rehearsal in {}", sys.run_dir().display())),
         observer,
         ..RunOptions::default()
     };
@@ -133,21 +97,6 @@ pub async fn run_runbook(
         Ok(report) => convert(&report, clock, started_s),
         Err(e) => fail(format!("the engine refused to run: {e}")),
     }
-}
-
-/// Write the inventory (for the record and for `recover resume`) and the pid files that
-/// make the platform the owner of the running replicas.
-fn handover(sys: &mut System, inv: &Inventory, state_dir: &std::path::Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(state_dir)?;
-    let yaml = serde_yaml::to_string(inv).map_err(std::io::Error::other)?;
-    crate::util::atomic_file::write_atomic(&sys.run_dir.join("inventory.yaml"), yaml.as_bytes())?;
-    for (i, r) in inv.replicas.iter().enumerate() {
-        if let Some(pid) = sys.release_replica(i) {
-            let pid_file = crate::platform::local::process::pid_file(state_dir, &r.name);
-            crate::util::atomic_file::write_atomic(&pid_file, format!("{pid}\n").as_bytes())?;
-        }
-    }
-    Ok(())
 }
 
 /// The engine's report on the rehearsal clock.

@@ -47,6 +47,9 @@ pub struct Rehearsed {
 /// Run the whole rehearsal. An `Err` means no incident could even be staged; a failed
 /// recovery is an `Ok` report with `recovered: false`.
 pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
+    if let Some(spec) = &opts.scenario.slow_replica {
+        return super::slow_replica::rehearse_slow(opts, spec).await;
+    }
     let wall = Instant::now();
     // reqwest clients below (ours, the scrape source's, the local platform's) need it.
     crate::util::http::ensure_tls_provider();
@@ -136,6 +139,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
     }
     let end_s = stage.clock.now_s();
     let steady_before_s = stage.steady_from_s;
+    let start_to_ready = stage.sys.start_to_ready;
     let markers = stage.sys.markers();
     let endpoints = stage.sys.endpoints();
     let rec = stage.finish().await;
@@ -186,6 +190,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
         attached_s,
         inputs,
         not_stuck,
+        start_to_ready_s: start_to_ready.map(|d| d.as_secs_f64()),
     };
     let (report, samples) = assemble(facts, &rec);
     Ok(Rehearsed {

@@ -50,6 +50,10 @@ pub struct Report {
     /// be measured.
     pub lower_bound_s: Option<f64>,
     pub lower_bound: Option<LowerBound>,
+    /// Set when the run recovered faster than the lower bound: no run can, so the bound or
+    /// the clock is wrong; the rehearsal then exits 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under_lower_bound: Option<String>,
     /// Times the measured system fell back into the stuck state after it had started to
     /// recover: goodput under half of what the gate let through (capped at demand) after it
     /// had served well, or steady state lost after it was reached (each for at least two
@@ -94,6 +98,34 @@ pub struct Report {
     /// Where the main system's processes listened (component -> address), so a run can
     /// be matched with its logs and checked for leftovers.
     pub endpoints: BTreeMap<String, String>,
+    /// The slow-replica rehearsal's own figures (a scenario with a `slow_replica:`
+    /// section, whose trigger is one replica made slower); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_replica: Option<SlowReplicaFacts>,
+}
+
+/// What the slow-replica rehearsal measured. Every p99 is the median of the recorder's
+/// windowed p99 of the clients' attempts over a phase, in seconds; null when that phase
+/// had no sample.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SlowReplicaFacts {
+    /// The replica made slow (`replica-1`), and how many times slower.
+    pub slowed: String,
+    pub factor: f64,
+    /// The replica the detector named (should be `slowed`); null if it never did.
+    pub detected: Option<String>,
+    /// Seconds from the slowdown (t = 0) to the detector's `slow_replica`.
+    pub detected_after_s: Option<f64>,
+    /// Seconds the runbook took.
+    pub runbook_s: Option<f64>,
+    /// Healthy, before the slowdown.
+    pub healthy_p99_s: Option<f64>,
+    /// Slowed, with the gate's balancing, before the runbook.
+    pub slowed_p99_s: Option<f64>,
+    /// After the runbook.
+    pub after_p99_s: Option<f64>,
+    /// Slowed behind round robin with no runbook (the baseline).
+    pub baseline_p99_s: Option<f64>,
 }
 
 /// The scenario numbers a reader needs to interpret the report.
@@ -118,25 +150,47 @@ pub struct ScenarioFacts {
     pub attempt_header: String,
 }
 
-/// Inputs and result of the lower-bound formula (docs/design/arithmetic.md, "The lower
-/// bound"):
-/// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
+/// The true lower bound (docs/design/arithmetic.md, "The lower bound"): the least, over
+/// every way of recovering the system allows, of the time from the runbook's start to
+/// steady state at best (`rehearse::bound`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LowerBound {
-    /// Time for a replica to come back ready after a restart (0 if the runbook restarts
-    /// nothing), seconds.
+    /// A replica's own start-to-ready time (measured when the rehearsal started the system,
+    /// never a runbook step), seconds; 0 when it could not be measured.
     pub restart_s: f64,
-    /// Requests owed when recovery starts: clients in a retry loop (each needs one useful
-    /// response). Queued requests are not counted: draining them is instant.
+    /// Where `restart_s` came from.
+    #[serde(default)]
+    pub restart_from: String,
+    /// Clients in a retry loop when the runbook starts, less those steady state lets stay
+    /// in it: each needs one useful answer. Queued requests are not counted: draining them
+    /// is instant.
     pub backlog: f64,
     /// Capacity right after a restart, requests/s.
     pub capacity_cold_per_s: f64,
-    /// Normal demand, requests/s.
+    /// Warm capacity, requests/s.
+    #[serde(default)]
+    pub capacity_warm_per_s: f64,
+    /// Normal demand, requests/s (for reading; the bound leaves polls from clients outside
+    /// the loop out, see `rehearse::bound`).
     pub demand_per_s: f64,
-    /// A client in a retry loop cannot come back sooner than its next retry.
+    /// The clients' retry delay (for reading; not a floor of the bound: clients in the loop
+    /// are spread over their waits when recovery starts).
     pub retry_delay_s: f64,
+    /// How long a warm call takes, seconds.
+    #[serde(default)]
+    pub warm_s: f64,
+    /// The replicas' mean warm fraction when the runbook started (null: not measured; the
+    /// bound then takes them as warm).
+    #[serde(default)]
+    pub warm_fraction_at_start: Option<f64>,
     pub lower_bound_s: f64,
-    /// Which capacity the bound uses (`cold`), and why.
+    /// The name of the path the bound is (`paths[].name`).
+    #[serde(default)]
+    pub lowest: String,
+    /// Every path with its best time.
+    #[serde(default)]
+    pub paths: Vec<crate::rehearse::bound::BoundPath>,
+    /// The lowest path, in words.
     #[serde(default)]
     pub capacity_used: String,
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::demo::defaults;
+pub use crate::demo::topology::{ServiceSpec, WorkersSpec};
 use crate::util::duration::serde_human;
 
 /// Everything a rehearsal needs to know about the system it builds.
@@ -94,68 +95,6 @@ impl Default for SlowReplicaSpec {
                 "--no-outlier-ejection".into(),
             ],
             measure: Duration::from_secs(10),
-        }
-    }
-}
-
-/// `recover demo config-service` flags.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ServiceSpec {
-    pub concurrency: u32,
-    #[serde(with = "serde_human")]
-    pub service_time: Duration,
-    pub cold_factor: f64,
-    pub overload_factor: f64,
-    pub warm_after: u64,
-    #[serde(with = "serde_human")]
-    pub warm_duration: Duration,
-}
-
-/// `recover demo workers` flags.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct WorkersSpec {
-    pub count: u32,
-    #[serde(with = "serde_human")]
-    pub interval: Duration,
-    #[serde(with = "serde_human")]
-    pub timeout: Duration,
-    /// As `--retry` spells it: `fixed:1s`, `exp:base=100ms,max=10s`, ...
-    pub retry: String,
-    /// How each attempt says which attempt it is: `x-attempt` (default), `none` (like most
-    /// real clients), `x-envoy-attempt-count`, `grpc-previous-rpc-attempts`,
-    /// `amz-sdk-request`.
-    pub attempt_header: crate::demo::workers::AttemptHeader,
-    /// Send an `Idempotency-Key`, the same for a poll and its retries.
-    pub idempotency_key: bool,
-}
-
-// The laptop scenario of the demo system: `demo::defaults` (docs/design/arithmetic.md
-// explains the arithmetic), so the rehearsal follows the demo's numbers wherever they
-// change.
-impl Default for ServiceSpec {
-    fn default() -> Self {
-        ServiceSpec {
-            concurrency: defaults::SERVICE_CONCURRENCY as u32,
-            service_time: defaults::SERVICE_TIME,
-            cold_factor: defaults::COLD_FACTOR,
-            overload_factor: defaults::OVERLOAD_FACTOR,
-            warm_after: defaults::WARM_AFTER_REQUESTS,
-            warm_duration: defaults::WARM_DURATION,
-        }
-    }
-}
-
-impl Default for WorkersSpec {
-    fn default() -> Self {
-        WorkersSpec {
-            count: defaults::WORKERS as u32,
-            interval: defaults::POLL_INTERVAL,
-            timeout: defaults::CLIENT_TIMEOUT,
-            retry: defaults::RETRY_POLICY.into(),
-            attempt_header: Default::default(),
-            idempotency_key: false,
         }
     }
 }

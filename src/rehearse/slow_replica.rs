@@ -6,42 +6,23 @@
 //! no runbook, to show what the gate's balancing saves.
 //!
 //! Every p99 is the median of the recorder's windowed p99 of the clients' attempts over a
-//! phase, so one unlucky window does not decide a figure.
+//! phase, so one unlucky window does not decide a figure. The report is the rehearsal's
+//! `report.json` ([`super::report`]), its clock's 0 the slowdown, with the figures of this
+//! rehearsal in `slow_replica`.
 
+use super::assemble::{after_runbook, dropped, phase, rebased, rebased_steps};
 use super::detection::wait_for;
-use super::recovery::run_runbook;
+use super::recorder::Recording;
+use super::recovery::{run_runbook, RunbookOutcome};
+use super::report::{Files, Report, ScenarioFacts, SlowReplicaFacts, SCHEMA_VERSION};
 use super::scenario::{Scenario, SlowReplicaSpec};
+use super::series::Sample;
 use super::stage::{Stage, StageError};
-use super::Options;
+use super::{Options, Rehearsed};
 use crate::detect::VerdictKind;
 use crate::plan::{PlanInputs, Source, SourcedInputs};
-use serde::Serialize;
-use std::time::Duration;
-
-/// What the slow-replica rehearsal measured.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct SlowReport {
-    pub scenario: String,
-    pub runbook: String,
-    /// The replica made slow, and by how much.
-    pub slowed: String,
-    pub factor: f64,
-    /// The replica the detector named (should be `slowed`).
-    pub detected: Option<String>,
-    /// Seconds from the slowdown to the detector's `slow_replica`.
-    pub detected_after_s: Option<f64>,
-    /// Seconds the runbook took.
-    pub runbook_s: Option<f64>,
-    pub runbook_error: Option<String>,
-    /// p99 of the clients' attempts, seconds: healthy, slowed with the gate's balancing
-    /// (before the runbook), after the runbook, and slowed behind round robin (baseline).
-    pub healthy_p99_s: Option<f64>,
-    pub slowed_p99_s: Option<f64>,
-    pub after_p99_s: Option<f64>,
-    pub baseline_p99_s: Option<f64>,
-    /// The runbook succeeded and p99 after it is within 2x the healthy p99.
-    pub recovered: bool,
-}
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 /// The median of the windowed p99 samples in `[from_s, to_s]`.
 fn p99_between(stage: &Stage, from_s: f64, to_s: f64) -> Option<f64> {
@@ -63,34 +44,54 @@ async fn sleep_s(secs: f64) {
     tokio::time::sleep(Duration::from_secs_f64(secs.max(0.0))).await;
 }
 
+/// What the main stage saw, on the stage's clock.
+struct Seen {
+    facts: SlowReplicaFacts,
+    /// When the slowdown began, and when the healthy measurement before it began.
+    slowed_s: f64,
+    healthy_from_s: f64,
+    detected_s: Option<f64>,
+    runbook: Option<RunbookOutcome>,
+    /// When the runbook ended and when the measurement after it ended.
+    runbook_end_s: Option<f64>,
+    end_s: f64,
+}
+
 /// Run the rehearsal. An `Err` means the system could not be set up.
 pub async fn rehearse_slow(
     opts: &Options,
     spec: &SlowReplicaSpec,
-) -> Result<SlowReport, StageError> {
+) -> Result<Rehearsed, StageError> {
+    let wall = Instant::now();
     crate::util::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
     let measure = spec.measure.as_secs_f64();
-    let mut r = SlowReport {
-        scenario: sc.name.clone(),
-        runbook: rb.name.clone(),
-        slowed: format!("replica-{}", spec.replica),
-        factor: spec.factor,
-        ..SlowReport::default()
-    };
-
     let mut stage = Stage::start(&opts.exe, sc, &rb.signals, &opts.report_dir.join("main")).await?;
+    let endpoints = stage.sys.endpoints();
     sleep_s(measure).await;
-    let t_slow = stage.clock.now_s();
-    r.healthy_p99_s = p99_between(&stage, t_slow - measure, t_slow);
+    let slowed_s = stage.clock.now_s();
+    let mut seen = Seen {
+        facts: SlowReplicaFacts {
+            slowed: crate::demo::topology::replica_name(spec.replica as usize),
+            factor: spec.factor,
+            healthy_p99_s: p99_between(&stage, slowed_s - measure, slowed_s),
+            ..SlowReplicaFacts::default()
+        },
+        slowed_s,
+        healthy_from_s: slowed_s - measure,
+        detected_s: None,
+        runbook: None,
+        runbook_end_s: None,
+        end_s: slowed_s,
+    };
     stage
         .sys
         .slow_replica(spec.replica as usize, spec.factor)
         .await?;
     tracing::info!(
         "{} made {}x slower; waiting for the detector",
-        r.slowed,
+        seen.facts.slowed,
         spec.factor
     );
     let found = wait_for(
@@ -101,39 +102,174 @@ pub async fn rehearse_slow(
         VerdictKind::SlowReplica,
     )
     .await;
-    let detection = match found {
-        Ok(d) => d,
-        Err(e) => {
-            r.runbook_error = Some(e.to_string());
-            stage.finish().await;
-            return Ok(r);
+    let failure = match found {
+        Err(e) => Some(e.to_string()),
+        Ok(detection) => {
+            let f = &mut seen.facts;
+            seen.detected_s = Some(detection.at_s);
+            f.detected_after_s = Some(detection.at_s - slowed_s);
+            f.detected = detection.verdict.slow_replica.map(|s| s.replica);
+            f.slowed_p99_s = p99_between(
+                &stage,
+                slowed_s + sc.rate_window.as_secs_f64(),
+                detection.at_s,
+            );
+            let inputs = declared_inputs(sc);
+            let (clock, source) = (stage.clock, stage.source.clone());
+            let outcome =
+                run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs, None).await;
+            let end = clock.now_s();
+            f.runbook_s = Some(end - outcome.started_s);
+            sleep_s(measure).await;
+            seen.end_s = clock.now_s();
+            f.after_p99_s = p99_between(&stage, end, seen.end_s);
+            seen.runbook_end_s = Some(end);
+            let failure = outcome.error.clone();
+            seen.runbook = Some(outcome);
+            failure
         }
     };
-    r.detected_after_s = Some(detection.at_s - t_slow);
-    r.detected = detection
-        .verdict
-        .slow_replica
-        .as_ref()
-        .map(|s| s.replica.clone());
-    r.slowed_p99_s = p99_between(
-        &stage,
-        t_slow + sc.rate_window.as_secs_f64(),
-        detection.at_s,
+    if seen.runbook.is_none() {
+        seen.end_s = stage.clock.now_s();
+    }
+    let rec = stage.finish().await;
+    seen.facts.baseline_p99_s = baseline(opts, spec).await?;
+    let failure = failure.or_else(
+        || match (seen.facts.after_p99_s, seen.facts.healthy_p99_s) {
+            (Some(a), Some(h)) if a <= 2.0 * h => None,
+            (a, h) => Some(format!(
+                "p99 after the runbook {} is not within 2x the healthy p99 {}",
+                ms(a),
+                ms(h)
+            )),
+        },
     );
-    let inputs = declared_inputs(sc);
-    let (clock, source) = (stage.clock, stage.source.clone());
-    let outcome = run_runbook(&mut stage.sys, clock, source, &opts.runbook, inputs, None).await;
-    let end = clock.now_s();
-    r.runbook_s = Some(end - outcome.started_s);
-    r.runbook_error = outcome.error.clone();
-    sleep_s(measure).await;
-    r.after_p99_s = p99_between(&stage, end, clock.now_s());
-    stage.finish().await;
+    let engine_summary = seen
+        .runbook
+        .as_ref()
+        .map(|o| o.summary.clone())
+        .unwrap_or_default();
+    let (report, samples) = assemble(opts, seen, &rec, failure, endpoints, wall.elapsed());
+    Ok(Rehearsed {
+        report,
+        samples,
+        engine_summary,
+    })
+}
 
-    r.baseline_p99_s = baseline(opts, spec).await?;
-    r.recovered = r.runbook_error.is_none()
-        && matches!((r.after_p99_s, r.healthy_p99_s), (Some(a), Some(h)) if a <= 2.0 * h);
-    Ok(r)
+/// The rehearsal's report, 0 on its clock the slowdown. Pure.
+fn assemble(
+    opts: &Options,
+    seen: Seen,
+    rec: &Recording,
+    failure: Option<String>,
+    endpoints: BTreeMap<String, String>,
+    wall: Duration,
+) -> (Report, Vec<Sample>) {
+    let sc = &opts.scenario;
+    let at = |t: f64| t - seen.slowed_s;
+    let samples = rebased(rec, seen.slowed_s);
+    let f = &seen.facts;
+    let mut phases = vec![phase(
+        "steady",
+        at(seen.healthy_from_s),
+        0.0,
+        format!("healthy p99 {}", ms(f.healthy_p99_s)),
+    )];
+    // Slow until the runbook's first step (the engine watches for its own verdict first).
+    let first_step = seen
+        .runbook
+        .as_ref()
+        .map(|o| o.steps.first().map_or(o.started_s, |s| s.start_s));
+    let slow_end = first_step.or(seen.detected_s).unwrap_or(seen.end_s);
+    phases.push(phase(
+        "slow",
+        0.0,
+        at(slow_end),
+        format!(
+            "{} {}x slower, still passing its health checks; {}",
+            f.slowed,
+            f.factor,
+            match (&f.detected, f.detected_after_s) {
+                (Some(d), Some(t)) => format!("the detector said slow_replica {d} after {t:.1} s"),
+                _ => "the detector never said slow_replica".into(),
+            }
+        ),
+    ));
+    let (mut steps, mut dropped_work, mut relapses, mut over_s) =
+        (vec![], Default::default(), 0, 0.0);
+    let mut step_backs = 0;
+    let mut plan = None;
+    if let (Some(outcome), Some(end)) = (&seen.runbook, seen.runbook_end_s) {
+        let start = first_step.unwrap_or(outcome.started_s);
+        phases.push(phase(
+            "recovery",
+            at(start),
+            at(end),
+            format!(
+                "runbook {}: {} step(s)",
+                opts.runbook.runbook.name,
+                outcome.steps.len()
+            ),
+        ));
+        phases.push(phase(
+            "after",
+            at(end),
+            at(seen.end_s),
+            format!("p99 after the runbook {}", ms(f.after_p99_s)),
+        ));
+        steps = rebased_steps(outcome, seen.slowed_s);
+        dropped_work = dropped(rec, outcome, start, seen.end_s);
+        (relapses, over_s) = after_runbook(rec, sc, start);
+        step_backs = outcome.relapses;
+        plan = outcome.plan.clone();
+    }
+    let report = Report {
+        schema_version: SCHEMA_VERSION,
+        runbook: opts.runbook.runbook.name.clone(),
+        scenario: ScenarioFacts {
+            name: sc.name.clone(),
+            replicas: sc.replicas,
+            workers: sc.workers.count,
+            demand_per_s: sc.demand_per_s(),
+            capacity_per_s: sc.capacity_per_s(),
+            // A slow replica stays up: nothing was unavailable.
+            unavailable_s: 0.0,
+            client_timeout_s: sc.workers.timeout.as_secs_f64(),
+            attach_after_s: None,
+            attempt_header: sc.workers.attempt_header.as_str().to_string(),
+        },
+        recovered: failure.is_none(),
+        failure,
+        trigger_end_s: 0.0,
+        detected_stuck_s: None,
+        attached_s: None,
+        plan_inputs: seen.runbook.as_ref().map(|_| declared_inputs(sc)),
+        detection: None,
+        time_to_recover_s: None,
+        lower_bound_s: None,
+        lower_bound: None,
+        under_lower_bound: None,
+        relapses,
+        p99_over_timeout_s: over_s,
+        ramp_step_backs: step_backs,
+        k: None,
+        k_true: None,
+        not_stuck: None,
+        shed_fraction: plan.as_ref().map(|p| p.shed_fraction),
+        admit_rate_per_s: plan.as_ref().map(|p| p.admit_rate),
+        dropped_requests: dropped_work.drained + dropped_work.rejected_at_gate,
+        dropped: dropped_work,
+        steps,
+        phases,
+        baselines: BTreeMap::new(),
+        predicted_time_to_recover_s: None,
+        wall_time_s: wall.as_secs_f64(),
+        files: Files::default(),
+        endpoints,
+        slow_replica: Some(seen.facts),
+    };
+    (report, samples)
 }
 
 /// The same slowdown behind the baseline's gate (round robin, no ejection), no runbook,
@@ -173,39 +309,4 @@ fn declared_inputs(sc: &Scenario) -> SourcedInputs {
 
 fn ms(v: Option<f64>) -> String {
     v.map_or("-".into(), |s| format!("{:.0} ms", s * 1000.0))
-}
-
-/// The report in words.
-pub fn render(r: &SlowReport) -> String {
-    let mut out = format!(
-        "slow-replica rehearsal ({}, runbook {}): {} made {}x slower\n",
-        r.scenario, r.runbook, r.slowed, r.factor
-    );
-    match (&r.detected, r.detected_after_s) {
-        (Some(d), Some(t)) => {
-            out += &format!("  detected: slow_replica {d}, {t:.1} s after the slowdown\n")
-        }
-        _ => out += "  detected: no slow_replica verdict\n",
-    }
-    if let Some(t) = r.runbook_s {
-        out += &format!(
-            "  runbook: {:.1} s, {}\n",
-            t,
-            r.runbook_error.as_deref().unwrap_or("succeeded")
-        );
-    } else if let Some(e) = &r.runbook_error {
-        out += &format!("  runbook: not run: {e}\n");
-    }
-    out += &format!(
-        "  p99: healthy {}, slowed with the gate's balancing {}, after the runbook {}; slowed behind round robin (baseline, no runbook) {}\n",
-        ms(r.healthy_p99_s),
-        ms(r.slowed_p99_s),
-        ms(r.after_p99_s),
-        ms(r.baseline_p99_s)
-    );
-    out += &format!(
-        "  recovered: {} (runbook done and p99 after within 2x the healthy p99)\n",
-        if r.recovered { "yes" } else { "no" }
-    );
-    out
 }

@@ -4,7 +4,7 @@
 //! Why it exists: the person who ran `recover rehearse` reads this first; it must answer
 //! "did it work, how fast, and at what cost" in a dozen lines.
 
-use super::report::Report;
+use super::report::{Report, SlowReplicaFacts};
 use std::fmt::Write;
 
 /// Render the summary (ends with a newline).
@@ -29,7 +29,11 @@ pub fn render(r: &Report) -> String {
         "  system: {} workers ({:.1} req/s demand) -> gate -> {} config-service replica(s), {:.0} req/s warm capacity; client timeout {}",
         sc.workers, sc.demand_per_s, sc.replicas, sc.capacity_per_s, secs(sc.client_timeout_s)
     );
-    let _ = writeln!(out, "  phases (t = 0 when the trigger fired):");
+    let zero = match &r.slow_replica {
+        Some(_) => "the replica was made slow",
+        None => "the trigger fired",
+    };
+    let _ = writeln!(out, "  phases (t = 0 when {zero}):");
     for p in &r.phases {
         let _ = writeln!(
             out,
@@ -40,6 +44,10 @@ pub fn render(r: &Report) -> String {
             secs(p.end_s - p.start_s),
             p.note
         );
+    }
+    if let Some(slow) = &r.slow_replica {
+        slow_replica(&mut out, r, slow);
+        return out;
     }
     if let (Some(a), Some(after)) = (r.attached_s, r.scenario.attach_after_s) {
         let _ = writeln!(
@@ -89,19 +97,7 @@ pub fn render(r: &Report) -> String {
         "  dropped on purpose: {} requests ({} drained from queues, {} rejected at the gate)",
         r.dropped_requests, r.dropped.drained, r.dropped.rejected_at_gate
     );
-    if !r.steps.is_empty() {
-        let _ = writeln!(out, "  steps:");
-        for s in &r.steps {
-            let _ = writeln!(
-                out,
-                "    {:<24} {:>7} .. {:>7}  {}",
-                s.name,
-                secs(s.start_s),
-                secs(s.end_s),
-                s.outcome
-            );
-        }
-    }
+    steps(&mut out, r);
     let ratio = match (r.time_to_recover_s, r.lower_bound_s) {
         (Some(t), Some(lb)) if lb > 0.0 => format!(" ({:.1}x)", t / lb),
         _ => String::new(),
@@ -115,6 +111,22 @@ pub fn render(r: &Report) -> String {
         r.ramp_step_backs,
         secs(r.p99_over_timeout_s)
     );
+    if let Some(lb) = &r.lower_bound {
+        let paths: Vec<String> = lb
+            .paths
+            .iter()
+            .map(|p| format!("{} {}", p.name, opt(p.time_s, secs)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  lower bound paths (lowest: {}): {}",
+            lb.lowest,
+            paths.join(", ")
+        );
+    }
+    if let Some(u) = &r.under_lower_bound {
+        let _ = writeln!(out, "  INCONSISTENT: {u}");
+    }
     if let Some(p) = r.predicted_time_to_recover_s {
         let _ = writeln!(out, "  simulator predicted {}", secs(p));
     }
@@ -136,6 +148,58 @@ pub fn render(r: &Report) -> String {
         }
     }
     out
+}
+
+/// The slow-replica rehearsal's lines: what the detector named, the runbook, the p99s.
+fn slow_replica(out: &mut String, r: &Report, s: &SlowReplicaFacts) {
+    let _ = match (&s.detected, s.detected_after_s) {
+        (Some(d), Some(t)) => writeln!(
+            out,
+            "  detected: slow_replica {d}, {} after {} was made {}x slower",
+            secs(t),
+            s.slowed,
+            s.factor
+        ),
+        _ => writeln!(out, "  detected: no slow_replica verdict"),
+    };
+    if let Some(t) = s.runbook_s {
+        let _ = writeln!(out, "  runbook: {}", secs(t));
+    }
+    steps(out, r);
+    let _ = writeln!(
+        out,
+        "  p99: healthy {}, slowed with the gate's balancing {}, after the runbook {}; slowed behind round robin (baseline, no runbook) {}",
+        ms(s.healthy_p99_s),
+        ms(s.slowed_p99_s),
+        ms(s.after_p99_s),
+        ms(s.baseline_p99_s)
+    );
+    let _ = writeln!(
+        out,
+        "  recovered: {} (runbook done and p99 after within 2x the healthy p99)",
+        if r.recovered { "yes" } else { "no" }
+    );
+}
+
+fn steps(out: &mut String, r: &Report) {
+    if r.steps.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "  steps:");
+    for s in &r.steps {
+        let _ = writeln!(
+            out,
+            "    {:<24} {:>7} .. {:>7}  {}",
+            s.name,
+            secs(s.start_s),
+            secs(s.end_s),
+            s.outcome
+        );
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("n/a".into(), |s| format!("{:.0} ms", s * 1000.0))
 }
 
 fn secs(s: f64) -> String {

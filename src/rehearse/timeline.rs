@@ -40,9 +40,9 @@ const DETECT: RGBColor = RGBColor(200, 0, 120);
 
 fn phase_color(name: &str) -> RGBColor {
     match name {
-        "steady" | "hold" => RGBColor(120, 200, 120),
+        "steady" | "hold" | "after" => RGBColor(120, 200, 120),
         "trigger" => RGBColor(230, 80, 80),
-        "stuck" => RGBColor(250, 170, 60),
+        "stuck" | "slow" => RGBColor(250, 170, 60),
         "recovery" => RGBColor(90, 150, 230),
         _ => RGBColor(180, 180, 180),
     }

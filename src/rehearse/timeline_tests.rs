@@ -85,6 +85,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         time_to_recover_s: Some(14.0),
         lower_bound_s: Some(7.5),
         lower_bound: None,
+        under_lower_bound: None,
         relapses: 0,
         ramp_step_backs: 0,
         p99_over_timeout_s: 0.0,
@@ -126,6 +127,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         wall_time_s: 70.0,
         files: Files::default(),
         endpoints: BTreeMap::new(),
+        slow_replica: None,
     };
     (report, samples)
 }

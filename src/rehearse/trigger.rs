@@ -23,7 +23,7 @@ pub async fn restart_with_outage(
     outage: Duration,
 ) -> Result<TriggerTimes, OrchestrateError> {
     let fired_s = clock.now_s();
-    let n = sys.addrs.replicas.len();
+    let n = sys.addrs().replicas.len();
     for i in 0..n {
         sys.restart_replica(i, outage)?;
     }

@@ -2,7 +2,8 @@
 //! built into the binary, so the shipped procedures work from any directory and a team can
 //! still override them with their own copy.
 
-use super::load::{load_file, load_file_with_roles, parse_str, parse_str_with_roles, RunbookError};
+use super::error::RunbookError;
+use super::load::{load_file, load_file_with_roles, parse_str, parse_str_with_roles};
 use super::{LoadedRunbook, Origin};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

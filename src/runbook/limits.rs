@@ -5,7 +5,7 @@
 //! ones are a few KiB with under 20 steps) and are checked before parsing, on the
 //! size, and right after it, on the steps.
 
-use super::load::{Diagnostic, RunbookError};
+use super::error::{Diagnostic, RunbookError};
 use crate::util::yaml::{locate, Seg};
 use std::io::Read;
 use std::path::Path;

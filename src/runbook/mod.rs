@@ -6,6 +6,7 @@
 
 pub mod action;
 mod detection;
+mod error;
 pub mod expr;
 mod find;
 mod limits;
@@ -15,8 +16,9 @@ pub mod schema;
 mod validate;
 
 pub use detection::{detection, Detection, DetectionError};
+pub use error::{Diagnostic, RunbookError};
 pub use find::{embedded, find, find_with_roles, list, ListedRunbook};
-pub use load::{load_file, parse_str, parse_str_with_roles, Diagnostic, RunbookError};
+pub use load::{load_file, parse_str, parse_str_with_roles};
 
 use crate::detect::{DetectorConfig, VerdictKind};
 use crate::metrics::signal::SignalSpec;

@@ -4,7 +4,7 @@
 //! runbook (detect, the engine, the receiver) queries the same series, and a signal that
 //! names a role nobody declared is reported on its own line.
 
-use super::load::Reporter;
+use super::error::Reporter;
 use crate::metrics::promql::{roles, template};
 use crate::metrics::signal::SignalSpec;
 use crate::util::yaml::Seg;

@@ -3,8 +3,8 @@
 //! everything without a deadline. Runs after parsing and reports all problems at once.
 
 use super::action::{self, Action, Quantity, RateSetting};
+use super::error::Reporter;
 use super::expr::{Expr, Type};
-use super::load::Reporter;
 use super::schema::{ActionKind, RawRunbook, RawStep, API_VERSION, KIND};
 use super::{Check, Runbook, Step};
 use crate::plan::vars::{plan_var, plan_var_names};

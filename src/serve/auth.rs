@@ -77,7 +77,7 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Extract the token from an `Authorization: Bearer ...` value.
-fn bearer(value: &str) -> Option<&str> {
+pub fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme
         .eq_ignore_ascii_case("bearer")

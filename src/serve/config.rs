@@ -163,14 +163,31 @@ pub enum ConfigError {
     Invalid(#[from] Diagnostic),
 }
 
-/// Read and validate a `serve.yaml`.
+/// Read and validate a `serve.yaml`, and load every route's runbook: a route to a runbook
+/// that does not exist (or does not validate) is refused at start, not found out when
+/// the first alert arrives.
 pub fn load(path: &Path) -> Result<ServeConfig, ConfigError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
         file: file.clone(),
         source,
     })?;
-    parse(&text, &file)
+    let cfg = parse(&text, &file)?;
+    check_runbooks(&cfg, &text, &file)?;
+    Ok(cfg)
+}
+
+/// Find and load each route's runbook the way a run will (`runbook_dir`, `./runbooks`,
+/// the built-in ones); the first that fails is an error at its route's `runbook` field.
+pub fn check_runbooks(cfg: &ServeConfig, text: &str, file: &str) -> Result<(), ConfigError> {
+    let dirs: Vec<PathBuf> = cfg.runbook_dir.iter().cloned().collect();
+    for (i, r) in cfg.routes.iter().enumerate() {
+        if let Err(e) = crate::runbook::find(&r.runbook, &dirs) {
+            let at = [key("routes"), Seg::Index(i), key("runbook")];
+            return Err(Diagnostic::at(file, text, &at, e.to_string()).into());
+        }
+    }
+    Ok(())
 }
 
 /// Parse and validate `serve.yaml` text; `file` names it in errors.

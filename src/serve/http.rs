@@ -12,6 +12,7 @@ use serde_json::json;
 use std::sync::Arc;
 
 use super::alert;
+use super::answer::Answer;
 use super::auth::{self, Admitted, AuthError, Presented, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 use super::receiver::Receiver;
 use super::replay::Refusal;
@@ -119,22 +120,49 @@ async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body)
             None,
         );
     }
-    let payload = match alert::parse(&body) {
-        Ok(p) => p,
+    let checked = match alert::check(&body) {
+        Ok(c) => c,
         Err(e) => {
             rx.metrics.webhook("bad_request");
-            tracing::warn!("webhook payload refused: {e}");
+            let text = e.to_string();
+            tracing::warn!(
+                "webhook payload refused: {}",
+                super::log_lines::clean(&text)
+            );
             return refusal(StatusCode::BAD_REQUEST, e.to_string(), Some(&e.field));
         }
     };
     rx.metrics.webhook("accepted");
-    let decisions = rx.handle(&payload);
-    Json(json!({
-        "mode": rx.mode,
-        "group_key": payload.group_key,
-        "decisions": decisions,
-    }))
-    .into_response()
+    decide(&rx, &body, &checked)
+}
+
+/// Decide on each alert as it is read, writing its decision into the answer at once,
+/// so neither the alerts nor the decisions are ever all held ([`Answer`]).
+fn decide(rx: &Arc<Receiver>, body: &[u8], checked: &alert::Checked) -> Response {
+    let written = (|| {
+        let mut answer = Answer::new(rx.mode, &checked.group_key)?;
+        let mut written = Ok(());
+        let read = alert::each_alert(body, |a| {
+            let d = rx.handle(a);
+            if written.is_ok() {
+                written = answer.push(&d);
+            }
+        });
+        written?;
+        if let Err(e) = read {
+            // The body passed `check`: reading it again cannot fail.
+            tracing::error!("webhook payload read twice differently: {e}");
+        }
+        answer.finish()
+    })();
+    match written {
+        Ok(json) => ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("writing the answer: {e}"),
+            None,
+        ),
+    }
 }
 
 async fn runs(State(rx): State<Arc<Receiver>>) -> Response {

@@ -12,12 +12,14 @@
 //! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
 
 pub mod alert;
+pub mod answer;
 pub mod auth;
 pub mod budget;
 pub mod config;
 pub mod engine_launcher;
 pub mod http;
 pub mod launcher;
+pub mod log_lines;
 pub mod metrics;
 pub mod policy;
 pub mod receiver;

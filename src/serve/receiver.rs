@@ -8,11 +8,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use super::alert::{AlertStatus, WebhookPayload};
+use super::alert::{Alert, AlertStatus};
 use super::auth::{Credentials, SIGNATURE_WINDOW};
 use super::budget::BudgetBook;
 use super::config::{read_secret, ServeConfig};
 use super::launcher::RunLauncher;
+use super::log_lines::{self, clean, Emit, Level, Repeats};
 use super::metrics::ServeMetrics;
 use super::policy::{self, Activity, AlertAction, Mode};
 use super::replay::{ReplayGuard, MAX_REMEMBERED};
@@ -55,6 +56,8 @@ pub struct Receiver {
     pub metrics: ServeMetrics,
     /// Set by [`Receiver::shutdown`]: runs it aborts are not the runbook's failures.
     stopping: std::sync::atomic::AtomicBool,
+    /// Which repeated decisions were written to the log lately.
+    repeats: Mutex<Repeats>,
 }
 
 impl Receiver {
@@ -112,6 +115,7 @@ impl Receiver {
             store,
             metrics,
             stopping: Default::default(),
+            repeats: Mutex::new(Repeats::default()),
         }))
     }
 
@@ -121,21 +125,16 @@ impl Receiver {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Decide on every alert of a notification; returns the decisions, in order.
-    pub fn handle(self: &Arc<Self>, payload: &WebhookPayload) -> Vec<DecisionRecord> {
-        payload
-            .alerts
-            .iter()
-            .map(|a| {
-                self.metrics.alert(a.status.as_str());
-                let alert = AlertRef {
-                    fingerprint: a.fingerprint.clone(),
-                    alertname: a.alertname().to_string(),
-                    labels: a.labels.clone(),
-                };
-                self.handle_alert(alert, a.status, Source::Webhook)
-            })
-            .collect()
+    /// Decide on one alert of a notification (taken whole: its labels are kept, not
+    /// copied, when a detection or run remembers it).
+    pub fn handle(self: &Arc<Self>, a: Alert) -> DecisionRecord {
+        self.metrics.alert(a.status.as_str());
+        let alert = AlertRef {
+            alertname: a.alertname().to_string(),
+            fingerprint: a.fingerprint,
+            labels: a.labels,
+        };
+        self.handle_alert(alert, a.status, Source::Webhook)
     }
 
     pub(crate) fn handle_alert(
@@ -201,11 +200,6 @@ impl Receiver {
             AlertAction::Refuse(r) => {
                 rec.decision = r.kind().into();
                 rec.message = r.message(&target);
-                if matches!(r, policy::Refusal::BreakerOpen { .. }) {
-                    tracing::error!(target = %target, "{}", rec.message);
-                } else {
-                    tracing::warn!(target = %target, "{}", rec.message);
-                }
             }
             AlertAction::Check => {
                 let check_id = uuid::Uuid::now_v7().to_string();
@@ -226,13 +220,49 @@ impl Receiver {
         self.log(&mut st, rec)
     }
 
+    /// Count the decision, keep it in the decision log, and write its line (see
+    /// [`log_lines`]: alert text escaped, a flood's repeats once a period with a count).
     pub(crate) fn log(&self, st: &mut Registry, mut rec: DecisionRecord) -> DecisionRecord {
         self.metrics.decision(&rec.decision);
         if rec.message.is_empty() {
             rec.message = rec.decision.clone();
         }
-        tracing::info!(decision = %rec.decision, fingerprint = %rec.fingerprint,
-            target = rec.target.as_deref().unwrap_or("-"), "{}", rec.message);
+        let target = rec.target.as_deref().unwrap_or("-");
+        let now = std::time::Instant::now();
+        let emit = {
+            let mut repeats = self.repeats.lock().unwrap_or_else(|p| p.into_inner());
+            for s in repeats.overdue(now) {
+                tracing::info!(decision = %s.decision, target = %clean(&s.target),
+                    "{} more {} decision(s) on {} in the last {}s were logged at debug level",
+                    s.quiet, s.decision, clean(&s.target), log_lines::REPEAT_PERIOD.as_secs());
+            }
+            if log_lines::per_alert(&rec.decision) {
+                repeats.admit(&rec.decision, target, now)
+            } else {
+                Emit::Line { quiet_before: 0 }
+            }
+        };
+        let (fingerprint, message, target) =
+            (clean(&rec.fingerprint), clean(&rec.message), clean(target));
+        let more = match emit {
+            Emit::Quiet => {
+                tracing::debug!(decision = %rec.decision, fingerprint = %fingerprint,
+                    target = %target, "{message}");
+                return st.log(rec);
+            }
+            Emit::Line { quiet_before: 0 } => String::new(),
+            Emit::Line { quiet_before } => format!(
+                " ({quiet_before} more like this since the last such line, logged at debug level)"
+            ),
+        };
+        match log_lines::level(&rec.decision) {
+            Level::Error => tracing::error!(decision = %rec.decision,
+                fingerprint = %fingerprint, target = %target, "{message}{more}"),
+            Level::Warn => tracing::warn!(decision = %rec.decision,
+                fingerprint = %fingerprint, target = %target, "{message}{more}"),
+            Level::Info => tracing::info!(decision = %rec.decision,
+                fingerprint = %fingerprint, target = %target, "{message}{more}"),
+        }
         st.log(rec)
     }
 

@@ -82,8 +82,9 @@ impl Comparison {
 }
 
 /// Run every alternative of `M` for every seed.
-pub fn compare<M: Model>(scenario: &str, p: &M::Params, seeds: Seeds) -> Comparison {
-    let rows = M::alternatives(p)
+pub fn compare<M: Model>(scenario: &str, p: &M, seeds: Seeds) -> Comparison {
+    let rows = p
+        .alternatives()
         .into_iter()
         .map(
             |Alternative {
@@ -93,7 +94,7 @@ pub fn compare<M: Model>(scenario: &str, p: &M::Params, seeds: Seeds) -> Compari
              }| {
                 let mut figures: Vec<Measured> = Vec::new();
                 for seed in seeds.iter() {
-                    for (i, f) in M::figures(p, &params, seed).into_iter().enumerate() {
+                    for (i, f) in p.figures(&params, seed).into_iter().enumerate() {
                         match figures.get_mut(i) {
                             Some(m) => m.values.push(f.value),
                             None => figures.push(measured(f)),
@@ -110,7 +111,7 @@ pub fn compare<M: Model>(scenario: &str, p: &M::Params, seeds: Seeds) -> Compari
         .collect();
     Comparison {
         scenario: scenario.to_string(),
-        heading: M::compare_heading(p),
+        heading: p.compare_heading(),
         seeds,
         rows,
     }

@@ -12,22 +12,53 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::fmt::Debug;
 
-pub trait Model: 'static {
+/// A scenario's parameters: the defaults are the scenario as specified; a file or `--set`
+/// changes any subset, by the names they serialise under.
+pub trait Params:
+    Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned + 'static
+{
     /// The scenario name (`--scenario NAME`, `model: NAME` in files).
     const NAME: &'static str;
-    /// Defaults are the scenario as specified; a file or `--set` changes any subset.
-    type Params: Clone + Debug + PartialEq + Default + Serialize + DeserializeOwned + 'static;
-    type Report: Debug + Serialize + 'static;
-
     /// Refuse values the model cannot run, naming the key.
-    fn validate(p: &Self::Params) -> Result<(), SimError>;
+    fn validate(&self) -> Result<(), SimError>;
+}
+
+/// What a run produced: its words, its chart, the figures `--compare` reads off it, and
+/// (as JSON) itself.
+pub trait Outcome: Debug + Serialize + 'static {
+    fn text(&self) -> String;
+    fn plot(&self, root: &Area) -> PlotResult;
+    /// The figures of one row of `--compare`, in column order.
+    fn figures(&self) -> Vec<Figure>;
+    /// Time to recover, for scenarios that measure one.
+    fn time_to_recover_s(&self) -> Option<f64> {
+        None
+    }
+    /// For `--bench-runs`: attempts simulated in the run.
+    fn attempts(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// A scenario, implemented by its parameters: a deterministic run, and what `--compare`
+/// sets side by side.
+pub trait Model: Params {
+    type Report: Outcome;
+
     /// Same parameters and seed, same report, byte for byte.
-    fn run(p: &Self::Params, seed: u64) -> Self::Report;
-    fn text(r: &Self::Report) -> String;
-    fn plot(r: &Self::Report, root: &Area) -> PlotResult;
+    fn run(&self, seed: u64) -> Self::Report;
+
+    /// What `--compare` sets side by side, in table order.
+    fn alternatives(&self) -> Vec<Alternative<Self>>;
+    /// The line above the comparison table: what is compared, and how.
+    fn compare_heading(&self) -> String;
+    /// The figures `alt` shows for one seed, where `self` is the scenario as given.
+    fn figures(&self, alt: &Self, seed: u64) -> Vec<Figure> {
+        alt.run(seed).figures()
+    }
 
     /// `--policy KIND`: set the scenario's retry policy; an error for one without.
-    fn set_retry(_p: &mut Self::Params, _kind: RetryKind) -> Result<(), SimError> {
+    fn set_retry(&mut self, _kind: RetryKind) -> Result<(), SimError> {
         Err(SimError::invalid(
             "policy",
             format!(
@@ -37,28 +68,13 @@ pub trait Model: 'static {
         ))
     }
 
-    /// What `--compare` sets side by side, in table order.
-    fn alternatives(p: &Self::Params) -> Vec<Alternative<Self::Params>>;
-    /// The line above the comparison table: what is compared, and how.
-    fn compare_heading(p: &Self::Params) -> String;
-    /// The figures one alternative shows for one seed; `base` is the scenario as given.
-    fn figures(base: &Self::Params, alt: &Self::Params, seed: u64) -> Vec<Figure>;
-
     /// A scenario file's `plan:`; the reason it is refused for a model that runs none.
-    fn take_plan(_p: &mut Self::Params, _plan: crate::plan::Plan) -> Result<(), String> {
+    fn take_plan(&mut self, _plan: crate::plan::Plan) -> Result<(), String> {
         Err(format!("{} runs no plan", Self::NAME))
     }
 
     /// For `--bench-runs`: simulated client-seconds of one run (none: not a benchmark).
-    fn client_seconds(_p: &Self::Params) -> Option<f64> {
-        None
-    }
-    /// For `--bench-runs`: attempts simulated in a run.
-    fn attempts(_r: &Self::Report) -> Option<u64> {
-        None
-    }
-    /// Time to recover, for scenarios that measure one.
-    fn time_to_recover_s(_r: &Self::Report) -> Option<f64> {
+    fn client_seconds(&self) -> Option<f64> {
         None
     }
 }

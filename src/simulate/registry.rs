@@ -6,9 +6,9 @@ use super::error::SimError;
 use super::file;
 use super::scenario::{entry, Entry, Scenario};
 use super::scenarios::{
-    breaker::Breaker, bulkhead::Bulkhead, config_deploy::ConfigDeploy,
-    provider_outage::ProviderOutage, retry_layers::RetryLayers, retry_storm::RetryStorm,
-    slow_replica::SlowReplica,
+    breaker::BreakerParams, bulkhead::BulkheadParams, config_deploy::params::SystemParams,
+    provider_outage::ProviderOutageParams, retry_layers::RetryLayersParams,
+    retry_storm::StormParams, slow_replica::SlowReplicaParams,
 };
 use crate::util::yaml::{Diagnostic, Seg};
 use std::path::Path;
@@ -16,13 +16,13 @@ use std::path::Path;
 /// Every built-in scenario: the two models of the stuck overload, then the five home-feed
 /// drills.
 pub const MODELS: &[Entry] = &[
-    entry::<RetryStorm>(),
-    entry::<ConfigDeploy>(),
-    entry::<SlowReplica>(),
-    entry::<ProviderOutage>(),
-    entry::<RetryLayers>(),
-    entry::<Breaker>(),
-    entry::<Bulkhead>(),
+    entry::<StormParams>(),
+    entry::<SystemParams>(),
+    entry::<SlowReplicaParams>(),
+    entry::<ProviderOutageParams>(),
+    entry::<RetryLayersParams>(),
+    entry::<BreakerParams>(),
+    entry::<BulkheadParams>(),
 ];
 
 /// Every scenario name, for help and error messages.
@@ -77,7 +77,6 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, SimError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simulate::scenarios::config_deploy::params::SystemParams;
 
     fn error(text: &str) -> String {
         parse(Path::new("x.yaml"), text).unwrap_err().to_string()

@@ -6,7 +6,7 @@
 use super::compare::{self, Comparison, Seeds};
 use super::error::SimError;
 use super::file;
-use super::model::Model;
+use super::model::{Model, Outcome};
 use super::overrides;
 use super::plot::{self, Area, PlotResult};
 use crate::retry::RetryKind;
@@ -30,7 +30,7 @@ trait Erased {
 }
 
 struct Typed<M: Model> {
-    params: M::Params,
+    params: M,
 }
 
 impl<M: Model> Erased for Typed<M> {
@@ -44,16 +44,16 @@ impl<M: Model> Erased for Typed<M> {
     }
 
     fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
-        M::set_retry(&mut self.params, kind)
+        self.params.set_retry(kind)
     }
 
     fn validate(&self) -> Result<(), SimError> {
-        M::validate(&self.params)
+        self.params.validate()
     }
 
     fn run(&self, seed: u64) -> Report {
         Report(Box::new(Ran::<M> {
-            report: M::run(&self.params, seed),
+            report: self.params.run(seed),
         }))
     }
 
@@ -62,7 +62,7 @@ impl<M: Model> Erased for Typed<M> {
     }
 
     fn client_seconds(&self) -> Option<f64> {
-        M::client_seconds(&self.params)
+        self.params.client_seconds()
     }
 
     fn params(&self) -> &dyn Any {
@@ -70,7 +70,7 @@ impl<M: Model> Erased for Typed<M> {
     }
 
     fn same(&self, other: &dyn Erased) -> bool {
-        other.params().downcast_ref::<M::Params>() == Some(&self.params)
+        other.params().downcast_ref::<M>() == Some(&self.params)
     }
 
     fn clone_box(&self) -> Box<dyn Erased> {
@@ -113,7 +113,7 @@ pub const fn entry<M: Model>() -> Entry {
 
 fn new<M: Model>() -> Box<dyn Erased> {
     Box::new(Typed::<M> {
-        params: M::Params::default(),
+        params: M::default(),
     })
 }
 
@@ -122,7 +122,7 @@ fn read<M: Model>(path: &Path, text: &str) -> Read {
         validate: M::validate,
         plan: M::take_plan,
     };
-    let (params, head) = file::read::<M::Params>(path, text, with)?;
+    let (params, head) = file::read::<M>(path, text, with)?;
     Ok((Box::new(Typed::<M> { params }), head))
 }
 
@@ -249,19 +249,19 @@ struct Ran<M: Model> {
 
 impl<M: Model> ErasedReport for Ran<M> {
     fn text(&self) -> String {
-        M::text(&self.report)
+        self.report.text()
     }
     fn plot(&self, root: &Area) -> PlotResult {
-        M::plot(&self.report, root)
+        self.report.plot(root)
     }
     fn json(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(&self.report)
     }
     fn attempts(&self) -> Option<u64> {
-        M::attempts(&self.report)
+        self.report.attempts()
     }
     fn time_to_recover_s(&self) -> Option<f64> {
-        M::time_to_recover_s(&self.report)
+        self.report.time_to_recover_s()
     }
     fn any(&self) -> &dyn Any {
         &self.report

@@ -135,9 +135,10 @@ where
             max: caps.max_bytes,
         });
     }
+    let exact = body.size_hint().exact();
     let collect = async {
         let mut body = std::pin::pin!(body);
-        let mut out = Chunks::default();
+        let mut out = Chunks::sized(exact);
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| BodyError::Read(e.into()))?;
             if let Ok(data) = frame.into_data() {
@@ -150,24 +151,44 @@ where
 }
 
 /// The chunks read so far, kept as they came: one growing buffer would hold its old and
-/// new copy at once each time it doubles, half again the cap at its peak.
+/// new copy at once each time it doubles, half again the cap at its peak. When the size
+/// is known (a Content-Length within the cap) they go straight into one buffer of that
+/// size instead, so the body is never held twice (chunks and their join).
 #[derive(Default)]
 struct Chunks {
     parts: Vec<Bytes>,
     len: usize,
+    whole: Option<BytesMut>,
 }
 
 impl Chunks {
+    /// Room for `exact` bytes when known (never more than what arrives: a Content-Length
+    /// over the cap was refused before).
+    fn sized(exact: Option<u64>) -> Self {
+        Chunks {
+            whole: exact
+                .and_then(|n| usize::try_from(n).ok())
+                .map(BytesMut::with_capacity),
+            ..Chunks::default()
+        }
+    }
+
     fn push(&mut self, chunk: Bytes, max: usize) -> Result<(), BodyError> {
         if self.len + chunk.len() > max {
             return Err(BodyError::TooLarge { max });
         }
         self.len += chunk.len();
-        self.parts.push(chunk);
+        match &mut self.whole {
+            Some(w) => w.extend_from_slice(&chunk),
+            None => self.parts.push(chunk),
+        }
         Ok(())
     }
 
     fn join(mut self) -> Bytes {
+        if let Some(w) = self.whole {
+            return w.freeze();
+        }
         if self.parts.len() == 1 {
             return self.parts.pop().unwrap_or_default();
         }

@@ -40,7 +40,10 @@ async fn bad_json_is_a_400_naming_the_field_and_keeps_the_limit() {
             r#"{"rate_per_s": 10, "burst": 1, "max_in_flight": null, "rate": 3}"#,
             "rate",
         ),
-        (r#"{"rate_per_s": 10, "max_in_flight": null}"#, "burst"),
+        (r#"{"burst": 3, "max_in_flight": null}"#, "rate_per_s"),
+        (r#"{"rate_per_s": 1e-300}"#, "rate_per_s"),
+        (r#"{"rate_per_s": 1e-12, "burst": 1}"#, "rate_per_s"),
+        (r#"{"rate_per_s": 1, "burst": 4000000000}"#, "burst"),
         (
             r#"{"rate_per_s": 10, "burst": 1, "max_in_flight": "many"}"#,
             "max_in_flight",
@@ -131,4 +134,21 @@ async fn put_answers_the_applied_limit_and_version_and_persists_it() {
         sample(&m, "recover_gate_limit_review_deadline_timestamp_seconds"),
         Some(1_893_456_000.0)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn null_lifts_the_limit_and_burst_may_be_left_out() {
+    let up = upstream(Duration::ZERO).await;
+    let gate = start(config(&[&up], limit(Some(0.0), 0, None))).await;
+    assert_eq!(client().get(&gate.url("/")).await.status, 429);
+    let r = put_limit(&gate, r#"{"rate_per_s": 40}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["limit"]["burst"], 20, "half a second of the rate");
+    let r = put_limit(&gate, r#"{"rate_per_s": null}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["limit"]["rate_per_s"], serde_json::Value::Null);
+    assert_eq!(r.json()["limit"]["max_in_flight"], serde_json::Value::Null);
+    for _ in 0..50 {
+        assert_eq!(client().get(&gate.url("/")).await.status, 200);
+    }
 }

@@ -1,5 +1,6 @@
 //! `recover gate` as a real process: a restarted gate restores the last limit from its
-//! state file (over its flags), and bad flags or files exit 2 naming what is wrong.
+//! state file (over its flags), a state file it cannot apply is set aside and the gate
+//! starts at its flags (no crash loop), and bad flags or files exit 2 naming what is wrong.
 
 use crate::support::gate::*;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
@@ -9,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_recover");
+use crate::support::BIN;
 
 struct Running {
     _guard: ChildGuard,
@@ -140,16 +141,15 @@ fn bad_flags_and_files_exit_2_naming_them() {
     std::fs::write(&published, "change-me-recover-demo\n").unwrap();
     let empty = dir.path().join("empty-token");
     std::fs::write(&empty, "\n").unwrap();
-    let corrupt = dir.path().join("corrupt.json");
-    std::fs::write(
-        &corrupt,
-        r#"{"rate_per_s": 5, "burst": 0, "max_in_flight": null}"#,
-    )
-    .unwrap();
     let cases: Vec<(Vec<&str>, &str)> = vec![
         (vec!["--rate", "-1"], "--rate"),
         (vec!["--rate", "lots"], "--rate"),
         (vec!["--rate", "5", "--burst", "0"], "--burst"),
+        (
+            vec!["--rate", "1e-12"],
+            "--rate: 1e-12 is below the smallest rate",
+        ),
+        (vec!["--rate", "1", "--burst", "4000000000"], "--burst"),
         (vec!["--upstream-timeout", "2"], "--upstream-timeout"),
         (vec!["--client-idle-timeout", "0s"], "--client-idle-timeout"),
         (vec!["--listen", "nowhere"], "--listen"),
@@ -164,10 +164,6 @@ fn bad_flags_and_files_exit_2_naming_them() {
         (
             vec!["--admin-token-file", empty.to_str().unwrap()],
             "openssl rand",
-        ),
-        (
-            vec!["--state-file", corrupt.to_str().unwrap()],
-            "corrupt.json",
         ),
     ];
     for (extra, needle) in cases {
@@ -184,4 +180,93 @@ fn bad_flags_and_files_exit_2_naming_them() {
     let (code, err) = run_bad(&["--upstream", "ftp://x:1"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--upstream"), "{err}");
+}
+
+async fn admin(g: &Running, method: &str, body: &str) -> crate::support::gate::Reply {
+    let auth = format!("Bearer {TOKEN}");
+    client()
+        .send(
+            method,
+            &format!("http://{}/admin/limit", g.admin),
+            &[("authorization", &auth)],
+            body,
+        )
+        .await
+        .unwrap()
+}
+
+/// A rate admission cannot represent is refused before anything is stored: the gate keeps
+/// serving and comes back after a restart (the old gate panicked on `1e-300` after writing
+/// it to its state file, and every restart panicked again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tiny_rate_is_refused_and_the_gate_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = upstream(Duration::ZERO).await;
+    let first = spawn_gate(dir.path(), &up.url(), "first.log", &[]);
+    ready(&first).await;
+    let r = admin(&first, "PUT", r#"{"rate_per_s": 1e-300}"#).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert_eq!(r.json()["field"], "rate_per_s", "{}", r.body);
+    assert!(!dir.path().join("state.json").exists(), "nothing stored");
+    let r = admin(&first, "PUT", r#"{"rate_per_s": 5}"#).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // Serving: from unlimited, a new rate starts with an empty bucket, so maybe a 429.
+    let status = client().status(&format!("http://{}/", first.proxy)).await;
+    assert!(matches!(status, Some(200 | 429)), "{status:?}");
+    drop(first);
+    let second = spawn_gate(dir.path(), &up.url(), "second.log", &[]);
+    ready(&second).await;
+    assert_eq!(
+        admin(&second, "GET", "").await.json()["limit"]["rate_per_s"],
+        5.0
+    );
+}
+
+/// The state file the old gate left behind (a rate it could not enforce) no longer keeps
+/// the edge down: the gate says so, moves the file aside, counts it, and starts at its
+/// flags; the next start is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_file_that_cannot_be_applied_is_set_aside_and_the_flags_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state.json");
+    std::fs::write(&state, "{\n  \"rate_per_s\": 1e-300,\n  \"burst\": 1\n}\n").unwrap();
+    let up = upstream(Duration::ZERO).await;
+    let flags = ["--rate", "1000", "--burst", "1000"];
+    let first = spawn_gate(dir.path(), &up.url(), "first.log", &flags);
+    ready(&first).await;
+    let r = admin(&first, "GET", "").await;
+    assert_eq!(r.json()["limit"]["rate_per_s"], 1000.0, "{}", r.body);
+    let note = r.json()["limit"]["note"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(note.contains("could not be applied"), "{note}");
+    let m = metrics(first.admin).await;
+    assert_eq!(
+        sample(&m, "recover_gate_state_file_rejected_total"),
+        Some(1.0)
+    );
+    assert_eq!(
+        client().status(&format!("http://{}/", first.proxy)).await,
+        Some(200)
+    );
+    assert!(!state.exists(), "the bad file is still in the way");
+    let aside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("state.json.rejected-"))
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert!(note.contains(&aside[0]), "{note}");
+    let log = std::fs::read_to_string(dir.path().join("first.log")).unwrap();
+    assert!(log.contains("ERROR") && log.contains("rate_per_s"), "{log}");
+    drop(first);
+    let second = spawn_gate(dir.path(), &up.url(), "second.log", &flags);
+    ready(&second).await;
+    let m = metrics(second.admin).await;
+    assert_eq!(
+        sample(&m, "recover_gate_state_file_rejected_total"),
+        Some(0.0)
+    );
 }

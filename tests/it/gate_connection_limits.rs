@@ -1,10 +1,13 @@
 //! Slow and many clients against the gate's proxy listener: a request head has a total
 //! deadline (a byte a second does not extend it), and open connections are capped per
-//! address and in all, the extra ones refused at once with 503. Clients come from
-//! different loopback addresses (127.0.0.2, .3, ...) so the caps can tell them apart.
+//! address and in all, the extra ones refused at once with 503 when every connection
+//! holding the caps is inside a request (idle ones make room: gate_connection_fairness).
+//! Clients come from different loopback addresses (127.0.0.2, .3, ...) so the caps can
+//! tell them apart.
 
 #[allow(dead_code)] // the wire helpers serve several test files; this one uses a few
-use crate::support::gate::{metrics, sample, start, upstream, Gate};
+use crate::support::eventually;
+use crate::support::gate::{metrics, sample, start, upstream, Gate, Upstream};
 use crate::support::wire::{get, Peer};
 use recover::gate::GateConfig;
 use std::net::{IpAddr, SocketAddr};
@@ -208,6 +211,34 @@ async fn served(from: &str, gate: &Gate, path: &str) -> Peer {
     p
 }
 
+/// The upstream holds each request this long, so a connection can be seen inside one.
+const HOLD: Duration = Duration::from_millis(1500);
+
+/// Open `n` connections from `from`, each inside a request the upstream holds: once the
+/// upstream has them all, none of them can make room for a newcomer.
+async fn in_requests(from: &str, n: usize, gate: &Gate, up: &Upstream) -> Vec<Peer> {
+    let before = up.count();
+    let mut open = Vec::new();
+    for i in 0..n {
+        let mut p = peer_from(from, gate.proxy).await;
+        p.send(get(&format!("/held{i}"))).await;
+        open.push(p);
+    }
+    let all = eventually(Duration::from_secs(10), || async {
+        up.count() == before + n as u64
+    })
+    .await;
+    assert!(all, "the upstream never had all {n} requests");
+    open
+}
+
+/// The held requests are answered.
+async fn answered(open: &mut [Peer]) {
+    for p in open.iter_mut() {
+        assert_eq!(p.response(false).await.head.status(), 200);
+    }
+}
+
 /// A connection from `from` is refused at once: 503, then closed, without sending anything.
 async fn refused(from: &str, gate: &Gate) {
     let mut p = peer_from(from, gate.proxy).await;
@@ -219,12 +250,9 @@ async fn refused(from: &str, gate: &Gate) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_per_address_cap_get_503_and_other_addresses_are_served() {
-    let up = upstream(Duration::ZERO).await;
+    let up = upstream(HOLD).await;
     let gate = start(capped(&up, 100, 5)).await;
-    let mut open = Vec::new();
-    for i in 0..5 {
-        open.push(served("127.0.0.3", &gate, &format!("/a{i}")).await);
-    }
+    let mut open = in_requests("127.0.0.3", 5, &gate, &up).await;
     refused("127.0.0.3", &gate).await;
     let m = metrics(gate.admin).await;
     let refusals = |cap: &str| {
@@ -236,12 +264,12 @@ async fn connections_over_the_per_address_cap_get_503_and_other_addresses_are_se
     assert_eq!(refusals("max_connections_per_address"), Some(1.0), "{m}");
     assert_eq!(refusals("max_connections"), Some(0.0), "{m}");
     let _other = served("127.0.0.4", &gate, "/other").await;
-    // The five kept connections still work.
+    // The five held connections still work.
+    answered(&mut open).await;
+    // A slot comes back when its connection closes (the others inside requests again).
     for (i, p) in open.iter_mut().enumerate() {
         p.send(get(&format!("/again{i}"))).await;
-        assert_eq!(p.response(false).await.head.status(), 200);
     }
-    // A slot comes back when its connection closes.
     drop(open.pop());
     let t0 = Instant::now();
     loop {
@@ -262,17 +290,12 @@ async fn connections_over_the_per_address_cap_get_503_and_other_addresses_are_se
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_total_cap_get_503() {
-    let up = upstream(Duration::ZERO).await;
+    let up = upstream(HOLD).await;
     let gate = start(capped(&up, 6, 3)).await;
-    let mut open = Vec::new();
-    for from in ["127.0.0.5", "127.0.0.6"] {
-        for i in 0..3 {
-            open.push(served(from, &gate, &format!("/t{i}")).await);
-        }
-    }
+    let mut open = in_requests("127.0.0.5", 3, &gate, &up).await;
+    open.extend(in_requests("127.0.0.6", 3, &gate, &up).await);
     refused("127.0.0.7", &gate).await;
     refused("127.0.0.1", &gate).await;
-    assert_eq!(up.count(), 6);
     let m = metrics(gate.admin).await;
     assert_eq!(
         sample(
@@ -282,4 +305,6 @@ async fn connections_over_the_total_cap_get_503() {
         Some(2.0),
         "{m}"
     );
+    answered(&mut open).await;
+    assert_eq!(up.count(), 6);
 }

@@ -1,5 +1,5 @@
 //! Inputs the gate used to take at face value: a state file holding a JSON array (read
-//! by position as a limit), a lowercase `bearer` scheme (refused, though the scheme is
+//! by position as a limit; now set aside, the gate starting at its flags), a lowercase `bearer` scheme (refused, though the scheme is
 //! case-insensitive), an upstream response cut short mid-body (counted as 2xx), and a
 //! closed log pipe (the next log line killed the task that wrote it: SIGTERM was lost).
 
@@ -7,7 +7,7 @@
 use crate::support::gate::{client, metrics, sample, start, TOKEN};
 use crate::support::wire::{get, ok, raw, Peer, Upstream};
 use recover::gate::GateConfig;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
@@ -33,32 +33,55 @@ fn free() -> String {
         .to_string()
 }
 
+/// Read by position, `[1,2,3]` would have been rate 1, burst 2, in-flight 3. The gate
+/// refuses it, says why naming the file and field, and starts at its flags.
 #[test]
 fn a_state_file_holding_an_array_is_refused_naming_the_file_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("gate-state.json");
     std::fs::write(&state, "[1,2,3]").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let admin = free();
+    let mut child = crate::support::bin()
         .args([
             "gate",
             "--upstream",
             "http://127.0.0.1:9",
             "--listen",
             &free(),
+            "--rate",
+            "0",
         ])
-        .args(["--admin-listen", &free(), "--state-file"])
+        .args(["--admin-listen", &admin, "--state-file"])
         .arg(&state)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let status = exit_within(&mut child, Duration::from_secs(30));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let m = rt.block_on(async {
+        let healthz = format!("http://{admin}/healthz");
+        for _ in 0..200 {
+            if client().status(&healthz).await == Some(200) {
+                return metrics(admin.parse().unwrap()).await;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the gate did not start");
+    });
+    let _ = child.kill();
+    let _ = child.wait();
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
-    let status =
-        status.unwrap_or_else(|| panic!("the gate started with [1,2,3] as its limit:\n{err}"));
-    assert_eq!(status.code(), Some(2), "{err}");
+    assert_eq!(
+        sample(&m, "recover_gate_state_file_rejected_total"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(&m, "recover_gate_limit_rate_per_second"),
+        Some(0.0),
+        "the flags"
+    );
     assert!(err.contains("gate-state.json"), "{err}");
     assert!(
         err.contains("field body") && err.contains("not an array"),
@@ -69,7 +92,7 @@ fn a_state_file_holding_an_array_is_refused_naming_the_file_and_field() {
 #[test]
 fn the_gate_stops_on_sigterm_when_nobody_reads_its_log_any_more() {
     let admin = free();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut child = crate::support::bin()
         .args([
             "gate",
             "--upstream",

@@ -2,8 +2,9 @@
 //! histories never panic and never answer NaN; rates over random histories (series
 //! appearing, vanishing, resetting, reporting NaN, targets down) agree with a plain
 //! reference that re-reads every page the way the evaluator once did; histogram_quantile
-//! over random buckets agrees with the reference's bucket arithmetic. Case counts keep the
-//! file to seconds in a debug build.
+//! over random buckets agrees with the reference's bucket arithmetic; label patterns match
+//! as the backtracking matcher they replaced did. Case counts keep the file to seconds in a
+//! debug build.
 
 use crate::fuzz_parsers::expression;
 use proptest::prelude::*;
@@ -292,5 +293,63 @@ proptest! {
             let snap = s.snapshot_since(&c, now, cut.map(at));
             prop_assert_eq!(snap.readings.len(), 1);
         }
+    }
+}
+
+/// The pattern subset by backtracking, as the evaluator once matched: the reference for
+/// the linear-time matcher.
+fn reference_match(pattern: &str, text: &str) -> bool {
+    fn items(alt: &str) -> Vec<(Option<char>, char)> {
+        let mut out = Vec::new();
+        let mut chars = alt.chars().peekable();
+        while let Some(c) = chars.next() {
+            let atom = match c {
+                '.' => None,
+                '\\' => chars.next(),
+                c => Some(c),
+            };
+            let rep = match chars.peek() {
+                Some(&q @ ('*' | '+' | '?')) => {
+                    chars.next();
+                    q
+                }
+                _ => '1',
+            };
+            out.push((atom, rep));
+        }
+        out
+    }
+    fn here(p: &[(Option<char>, char)], t: &[char]) -> bool {
+        let Some((&(atom, rep), rest)) = p.split_first() else {
+            return t.is_empty();
+        };
+        let ok = |c: char| atom.is_none_or(|a| a == c);
+        let first = !t.is_empty() && ok(t[0]);
+        match rep {
+            '1' => first && here(rest, &t[1..]),
+            '?' => (first && here(rest, &t[1..])) || here(rest, t),
+            _ => {
+                let min = usize::from(rep == '+');
+                let run = t.iter().take_while(|c| ok(**c)).count();
+                (min..=run).rev().any(|n| here(rest, &t[n..]))
+            }
+        }
+    }
+    let text: Vec<char> = text.chars().collect();
+    pattern.split('|').any(|alt| here(&items(alt), &text))
+}
+
+proptest! {
+    #![proptest_config(cases(2000))]
+
+    #[test]
+    fn label_patterns_match_as_backtracking_did(
+        pattern in "([ab.][*+?]?|\\|){0,6}",
+        text in "[abc]{0,10}",
+    ) {
+        let Ok(p) = recover::metrics::scrape::pattern::Pattern::parse(&pattern) else {
+            return Ok(());
+        };
+        prop_assert_eq!(p.matches(&text), reference_match(&pattern, &text), "{} on {:?}", pattern, text);
     }
 }

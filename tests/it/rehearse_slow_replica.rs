@@ -5,7 +5,7 @@
 //! ejection times, the scenario's steady and measuring periods) so the test stays short; the figures with the shipped numbers come from
 //! `recover rehearse --runbook slow-replica --scenario examples/scenarios/slow-replica.yaml`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The shipped runbook with shorter waits: the same steps, checks and signals.
 fn quick_runbook(dir: &std::path::Path) -> std::path::PathBuf {
@@ -48,7 +48,7 @@ fn e2e_slow_replica_rehearsal_restarts_only_the_slow_one_and_p99_comes_back() {
     let rb = quick_runbook(tmp.path());
     let sc = quick_scenario(tmp.path());
     let dir = tmp.path().join("run");
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["rehearse", "--output", "json", "--runbook"])
         .arg(&rb)
         .arg("--scenario")
@@ -66,10 +66,15 @@ fn e2e_slow_replica_rehearsal_restarts_only_the_slow_one_and_p99_comes_back() {
     assert_eq!(r, on_disk);
     assert_eq!(out.status.code(), Some(0), "{r:#}");
     assert_eq!(r["recovered"], true, "{r:#}");
-    assert_eq!(r["detected"], "replica-1", "{r:#}");
-    assert!(r["runbook_error"].is_null(), "{r:#}");
+    assert!(r["failure"].is_null(), "{r:#}");
+    // The main report's schema, with this rehearsal's figures beside the common ones.
+    assert_eq!(r["schema_version"], 1, "{r:#}");
+    assert!(dir.join("timeline.svg").is_file() && dir.join("series.csv").is_file());
+    let slow = &r["slow_replica"];
+    assert_eq!(slow["detected"], "replica-1", "{r:#}");
     let f = |k: &str| {
-        r[k].as_f64()
+        slow[k]
+            .as_f64()
             .unwrap_or_else(|| panic!("{k} missing: {r:#}"))
     };
     assert!(f("after_p99_s") <= 2.0 * f("healthy_p99_s"), "{r:#}");

@@ -7,8 +7,7 @@
 //! a human resets it; the real runbook recovers the system, stuck for a minute by then,
 //! once although the alert repeats; the budget then refuses; resolved alerts never act.
 
-use recover::platform::local::inventory::Inventory;
-use recover::rehearse::orchestrate::{sweep, System};
+use recover::rehearse::orchestrate::sweep;
 use recover::rehearse::rehearsal::detector_config;
 use recover::rehearse::scenario::Scenario;
 use recover::rehearse::stage::Stage;
@@ -29,22 +28,6 @@ impl Drop for Sweep {
     fn drop(&mut self) {
         sweep(&self.0);
     }
-}
-
-/// Hand the running replicas to the local platform, as the rehearsal does: an inventory
-/// and one pid file per replica. Returns the inventory path.
-fn handover(sys: &mut System) -> PathBuf {
-    let inv: Inventory = recover::rehearse::recovery::inventory(sys);
-    let state_dir = inv.state_dir.clone().unwrap();
-    std::fs::create_dir_all(&state_dir).unwrap();
-    let path = sys.run_dir.join("inventory.yaml");
-    std::fs::write(&path, serde_yaml::to_string(&inv).unwrap()).unwrap();
-    for (i, r) in inv.replicas.iter().enumerate() {
-        let pid = sys.release_replica(i).unwrap();
-        let pid_file = recover::platform::local::process::pid_file(&state_dir, &r.name);
-        std::fs::write(pid_file, format!("{pid}\n")).unwrap();
-    }
-    path
 }
 
 /// The shipped runbook (its own declarations of capacity and cold factor: the receiver
@@ -193,7 +176,7 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     let tmp = tempfile::tempdir().unwrap();
     let sc = Scenario::default();
     let rb = recover::runbook::find("stuck-overload", &[]).unwrap();
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_recover"));
+    let exe = PathBuf::from(crate::support::BIN);
     let mut stage = Stage::start(&exe, &sc, &rb.runbook.signals, &tmp.path().join("sys"))
         .await
         .expect("demo system up and steady");
@@ -204,12 +187,13 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     recover::rehearse::detection::wait_stuck(&stage.feed, stage.clock, &det, sc.detect_timeout)
         .await
         .expect("the demo system gets stuck");
-    let inventory = handover(&mut stage.sys);
-    let state_dir = tmp.path().join("sys/platform");
+    // Hand the running replicas to the local platform, as the rehearsal does.
+    let inventory = stage.sys.hand_over().expect("inventory and pid files");
+    let state_dir = stage.sys.topology.state_dir();
     std::fs::create_dir_all(tmp.path().join("runbooks")).unwrap();
     write_runbooks(&tmp.path().join("runbooks"));
     let cfg = serve_config(tmp.path(), &inventory);
-    let gate_limit = format!("http://{}/admin/limit", stage.sys.addrs.gate_admin);
+    let gate_limit = format!("http://{}/admin/limit", stage.sys.addrs().gate_admin);
     let gate_auth = format!("Bearer {}", stage.sys.token);
     let http = Http::default();
     let limit = || async {

@@ -4,13 +4,14 @@
 
 use recover::gate::balance::policy::BalancePolicy;
 use recover::retry::RetryKind;
+use recover::simulate::model::Model;
 use recover::simulate::resolve;
 use recover::simulate::scenarios::breaker::{self, BreakerKind, BreakerParams, ErrorMode};
 use recover::simulate::scenarios::bulkhead::{self, BulkheadParams, Design};
 use recover::simulate::scenarios::provider_outage::{self, ProviderOutageParams};
 use recover::simulate::scenarios::retry_layers::{self, RetryLayersParams};
-use recover::simulate::scenarios::slow_replica::{self, SlowReplicaParams};
-use std::process::{Command, Output};
+use recover::simulate::scenarios::slow_replica::SlowReplicaParams;
+use std::process::Output;
 use std::time::Duration;
 
 fn near(got: f64, want: f64, tolerance: f64) -> bool {
@@ -39,7 +40,7 @@ fn slow_replica_healthy_is_p50_90_p99_100_and_25_per_s_per_replica() {
         ..slow(BalancePolicy::RoundRobin)
     };
     assert!(near(p.capacity_per_replica(), 25.0, 1e-9)); // 2 workers / 80 ms
-    let r = slow_replica::run(&p, 1);
+    let r = Model::run(&p, 1);
     let all = r.slowed;
     assert!(near(all.p50_ms, 90.0, 1.0), "{all:?}");
     assert!(near(all.p99_ms, 97.8, 0.5), "{all:?}");
@@ -54,12 +55,12 @@ fn slow_replica_healthy_is_p50_90_p99_100_and_25_per_s_per_replica() {
         balancer: BalancePolicy::LeastOutstanding,
         ..p.clone()
     };
-    assert!(slow_replica::run(&lor, 1).slowed.p99_ms <= 98.0);
+    assert!(Model::run(&lor, 1).slowed.p99_ms <= 98.0);
     let p2c = SlowReplicaParams {
         balancer: BalancePolicy::P2c,
         ..p.clone()
     };
-    let r = slow_replica::run(&p2c, 1).slowed;
+    let r = Model::run(&p2c, 1).slowed;
     assert!(r.p99_ms > 98.0 && r.max_ms <= 2.0 * 98.0, "{r:?}");
 }
 
@@ -72,7 +73,7 @@ fn slow_replica_each_replica_finishes_25_per_s() {
         rate_per_s: 140.0,
         ..slow(BalancePolicy::RoundRobin)
     };
-    let r = slow_replica::run(&p, 1);
+    let r = Model::run(&p, 1);
     assert!(
         near(r.slow_backlog_at_end as f64, 600.0, 20.0),
         "{}",
@@ -85,7 +86,7 @@ fn slow_replica_each_replica_finishes_25_per_s() {
 /// there waits 590 / 5 = 118 s. Three quarters of the calls never see B: p50 stays fine.
 #[test]
 fn slow_replica_round_robin_queue_and_p99_grow_without_bound() {
-    let r = slow_replica::run(&slow(BalancePolicy::RoundRobin), 1);
+    let r = Model::run(&slow(BalancePolicy::RoundRobin), 1);
     assert!(near(r.slow_capacity, 5.0, 1e-9));
     assert!(near(r.slow_share, 0.25, 0.005), "{}", r.slow_share);
     assert!(
@@ -108,7 +109,7 @@ fn slow_replica_round_robin_queue_and_p99_grow_without_bound() {
 #[test]
 fn slow_replica_load_aware_balancers_keep_b_to_what_it_finishes() {
     for b in [BalancePolicy::LeastOutstanding, BalancePolicy::P2c] {
-        let r = slow_replica::run(&slow(b), 1);
+        let r = Model::run(&slow(b), 1);
         assert!(r.slow_share < 0.10, "{b}: share {}", r.slow_share);
         assert!(
             r.slow_max_backlog <= 6,
@@ -130,7 +131,7 @@ fn slow_replica_the_gate_ejects_b_for_growing_times_and_keeps_p99_healthy() {
         outlier_ejection: true,
         ..slow(BalancePolicy::LeastOutstanding)
     };
-    let r = slow_replica::run(&p, 1);
+    let r = Model::run(&p, 1);
     let times: Vec<f64> = r.ejections.iter().map(|e| e.for_s).collect();
     assert_eq!(times, vec![10.0, 20.0, 30.0], "{:?}", r.ejections);
     assert!(r.ejections.iter().all(|e| e.replica == "B"));
@@ -157,7 +158,7 @@ fn slow_replica_timeout_fails_b_s_share_and_hedging_stays_under_its_cap() {
         timeout: Some(Duration::from_millis(250)),
         ..slow(BalancePolicy::RoundRobin)
     };
-    let r = slow_replica::run(&p, 1);
+    let r = Model::run(&p, 1);
     let failed = r.slowed.failed as f64 / r.slowed.calls as f64;
     assert!(near(failed, 0.25, 0.005), "{failed}");
     assert!(r.slowed.max_ms <= 250.0 + 1e-9, "{:?}", r.slowed);
@@ -166,7 +167,7 @@ fn slow_replica_timeout_fails_b_s_share_and_hedging_stays_under_its_cap() {
             hedge_after: Some(Duration::from_millis(150)),
             ..slow(b)
         };
-        let r = slow_replica::run(&p, 1);
+        let r = Model::run(&p, 1);
         assert!(
             r.hedges > 0 && r.hedged_share <= 0.10,
             "{b}: {}",
@@ -184,7 +185,7 @@ fn outage(policy: RetryKind, seed: u64) -> provider_outage::ProviderOutageReport
         policy,
         ..ProviderOutageParams::default()
     };
-    provider_outage::run(&p, seed)
+    Model::run(&p, seed)
 }
 
 /// Fixed 1 s retries, by hand (ticks of 100 ms): all 40 clients call at 2.0 s (tick 20),
@@ -252,7 +253,7 @@ fn provider_outage_shedding_does_not_break_up_synchronised_retries() {
         overload_served: 8,
         ..ProviderOutageParams::default()
     };
-    let r = provider_outage::run(&p, 1);
+    let r = Model::run(&p, 1);
     assert_eq!(r.recovered_after_s, None);
     assert_eq!(r.peak_after_back, 40);
     assert_eq!(r.served, 8 * 18);
@@ -319,12 +320,12 @@ fn retry_layers_retries_do_not_fit_a_400_ms_deadline() {
     assert_eq!(starts, vec![0.0, 350.0, 700.0]);
     assert_eq!(a[1].left_ms, 50.0);
     assert!(!a[1].fits && !a[2].fits);
-    assert!(!retry_layers::run(&p, 1).retries_fit);
+    assert!(!Model::run(&p, 1).retries_fit);
     let fast = RetryLayersParams {
         answer_latency: Duration::from_millis(40),
         ..p
     };
-    assert!(retry_layers::run(&fast, 1).retries_fit);
+    assert!(Model::run(&fast, 1).retries_fit);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -337,7 +338,7 @@ fn breaker_run(errors: ErrorMode, kind: BreakerKind, seed: u64) -> breaker::Brea
         breaker: kind,
         ..BreakerParams::default()
     };
-    breaker::run(&p, seed)
+    Model::run(&p, seed)
 }
 
 /// Without a breaker: random errors fail about half; a fixed half of the 100 callers
@@ -433,7 +434,7 @@ fn breaker_probes_of_a_deterministic_half_end_stuck_open() {
 // ---------------------------------------------------------------------------------------
 
 fn bulk(design: Design) -> bulkhead::BulkheadReport {
-    bulkhead::run(
+    Model::run(
         &BulkheadParams {
             design,
             ..BulkheadParams::default()
@@ -442,12 +443,17 @@ fn bulk(design: Design) -> bulkhead::BulkheadReport {
     )
 }
 
-/// Healthy, Little's law puts 131 connections in use (150/s x 0.825 s of latency over
-/// the five calls, + 50/s x 0.15 s for search), and every pool has a third of headroom: everything is
-/// served, but for the bursts of a Poisson stream that now and then fill recommendations'
-/// own pool of 60 (45 in flight on average), which then refuses at once.
+/// Healthy, Little's law puts about 80 connections in use (150/s x 0.51 s of latency over
+/// the five calls, + 50/s x 0.06 s for search), every call fits its 150 ms timeout and
+/// every pool has room: everything is served. All but recommendations' own pool of 60,
+/// which holds 45 in flight on average: a Poisson stream's bursts fill it now and then and
+/// it refuses at once. In the long run that is Erlang's loss formula, B(60 servers, 45
+/// offered) = 0.54% of its calls; over the 10 s before the slowdown (about 1,500 calls) a
+/// seed sees a few times more or less, so it is checked over 20 seeds.
 #[test]
 fn bulkhead_healthy_serves_everything() {
+    let erlang_b = (1..=60).fold(1.0f64, |b, c| 45.0 * b / (f64::from(c) + 45.0 * b));
+    assert!(near(erlang_b, 0.0054, 0.0001), "{erlang_b}");
     for d in [Design::Shared, Design::Separate] {
         let r = bulk(d);
         for s in &r.series[..8] {
@@ -457,12 +463,25 @@ fn bulkhead_healthy_serves_everything() {
             r.before.per_downstream[..4].iter().all(|&s| s == 1.0),
             "{d:?}"
         );
-        assert!(r.before.per_downstream[4] > 0.99, "{d:?}: {:?}", r.before);
     }
+    let refused: Vec<f64> = (1..=20)
+        .map(|seed| {
+            let p = BulkheadParams {
+                design: Design::Separate,
+                ..BulkheadParams::default()
+            };
+            Model::run(&p, seed).before.recommendations_refused
+        })
+        .collect();
+    let mean = refused.iter().sum::<f64>() / refused.len() as f64;
+    assert!(near(mean, erlang_b, erlang_b / 2.0), "{refused:?}");
+    assert!(refused.iter().all(|&r| r < 4.0 * erlang_b), "{refused:?}");
 }
 
 /// Recommendations holding every connection for its 2 s timeout wants 150 x 2 = 300:
-/// more than the shared 256, which fills and starves the core calls and search. Separate
+/// more than the shared 256, which fills; every other call then queues behind
+/// recommendations' calls and its 150 ms timeout expires before a connection frees, so
+/// the core call and search fail (all but the few made before the pool filled). Separate
 /// pools keep them whole; recommendations' own 60 pass 60 / 2 s = 30 of its 150 calls/s,
 /// so 80% are refused at once.
 #[test]
@@ -470,7 +489,7 @@ fn bulkhead_separate_pools_keep_core_and_search_whole() {
     let shared = bulk(Design::Shared);
     assert_eq!(shared.max_in_use, 256);
     assert!(
-        shared.after.core < 0.8 && shared.after.search < 0.9,
+        shared.after.core < 0.1 && shared.after.search < 0.1,
         "{:?}",
         shared.after
     );
@@ -497,7 +516,7 @@ const DRILLS: [&str; 5] = [
 ];
 
 fn recover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .arg("simulate")
         .args(args)
         .output()

@@ -1,7 +1,8 @@
 //! The `retry-storm` tick model against a hand calculation, and its policies.
 
 use recover::retry::RetryKind;
-use recover::simulate::scenarios::retry_storm::{run, StormParams};
+use recover::simulate::model::Model;
+use recover::simulate::scenarios::retry_storm::StormParams;
 use recover::simulate::StormTick;
 
 fn row(
@@ -58,7 +59,7 @@ fn immediate_retry_storm_matches_the_hand_calculation_tick_by_tick() {
         // 16: t14 try 3, t13 try 4 = 8 <= 9: all served. Nothing left.
         row(16, 8, 8, 8, 0, 0),
     ];
-    let r = run(&StormParams::default(), 1);
+    let r = Model::run(&StormParams::default(), 1);
     assert_eq!(r.series, expected);
     assert_eq!(r.peak_calls, 16);
     assert_eq!(r.given_up, 4);
@@ -78,7 +79,7 @@ fn every_call_is_served_given_up_or_pending_under_every_policy() {
                 ticks: 18, // cut short so some calls are still pending
                 ..StormParams::default()
             };
-            let r = run(&p, seed);
+            let r = Model::run(&p, seed);
             assert_eq!(
                 r.calls,
                 r.served + r.given_up + r.pending,
@@ -92,8 +93,8 @@ fn every_call_is_served_given_up_or_pending_under_every_policy() {
 
 #[test]
 fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
-    let immediate = run(&StormParams::default(), 1);
-    let backoff = run(
+    let immediate = Model::run(&StormParams::default(), 1);
+    let backoff = Model::run(
         &StormParams {
             policy: RetryKind::Exponential,
             ..StormParams::default()
@@ -105,7 +106,7 @@ fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
     assert!(immediate.given_up > backoff.given_up);
     let mut settled_sum = 0;
     for seed in 1..=10 {
-        let r = run(
+        let r = Model::run(
             &StormParams {
                 policy: RetryKind::FullJitter,
                 ..StormParams::default()
@@ -127,7 +128,7 @@ fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
 
 #[test]
 fn a_server_that_sheds_instead_of_collapsing_settles_sooner() {
-    let shed = run(
+    let shed = Model::run(
         &StormParams {
             overload_served: 9,
             ..StormParams::default()

@@ -3,6 +3,7 @@
 //! and gets k times more expensive per request while overloaded. Together with retrying
 //! clients this makes an overload that outlives its trigger (see [`super::defaults`]).
 
+mod admin_auth;
 mod metrics;
 pub mod queue;
 mod server;
@@ -11,6 +12,7 @@ pub use server::serve;
 
 use super::defaults;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Everything `serve` needs; `Default` is the laptop scenario of [`super::defaults`].
@@ -44,6 +46,9 @@ pub struct ServiceConfig {
     pub slow_factor: f64,
     /// When `slow_factor` starts to apply, from the service's start.
     pub slow_after: Duration,
+    /// The token `/admin/*` requires (`Authorization: Bearer`); without one the admin API
+    /// is open to anyone who reaches the port, the gate's clients included.
+    pub admin_token_file: Option<PathBuf>,
 }
 
 impl Default for ServiceConfig {
@@ -61,6 +66,7 @@ impl Default for ServiceConfig {
             honour_deadline: false,
             slow_factor: 1.0,
             slow_after: Duration::ZERO,
+            admin_token_file: None,
         }
     }
 }

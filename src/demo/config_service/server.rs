@@ -54,6 +54,13 @@ impl Shared {
 /// Run the service until `shutdown` is cancelled.
 pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<(), ServiceError> {
     cfg.validate()?;
+    let admin_token = match &cfg.admin_token_file {
+        Some(path) => Some(super::admin_auth::read_token(path)?),
+        None => {
+            tracing::warn!("the admin API (/admin/*) is open to anyone who reaches this port, through the gate too: start with --admin-token-file to require a token");
+            None
+        }
+    };
     let model = CostModel {
         concurrency: cfg.concurrency,
         service_time: cfg.service_time,
@@ -115,11 +122,20 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
         tokio::spawn(slow_down_later(shared.clone(), shutdown.clone()));
     }
 
-    let app = Router::new()
-        .route("/config", get(config))
+    let admin = Router::new()
         .route("/admin/drain", post(drain))
         .route("/admin/warm", post(warm))
-        .route("/admin/slow", post(slow))
+        .route("/admin/slow", post(slow));
+    let admin = match admin_token {
+        Some(token) => admin.route_layer(axum::middleware::from_fn_with_state(
+            token,
+            super::admin_auth::require,
+        )),
+        None => admin,
+    };
+    let app = Router::new()
+        .route("/config", get(config))
+        .merge(admin)
         .route("/readyz", get(readyz))
         .route("/healthz", get(|| async { "ok" }))
         .route("/metrics", get(metrics))

@@ -288,8 +288,15 @@ fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> 
     )
 }
 
-/// Set the gate's limit, journalling the limit before and after.
+/// Set the gate's limit, journalling the limit before and after. A limit the gate would
+/// refuse is not sent: the step fails naming the field.
 async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
+    crate::gate::validate::check(&limit).map_err(|e| StepFailure::PlatformAt {
+        what: "setting the gate limit".into(),
+        source: crate::platform::PlatformError::Other(format!(
+            "the gate cannot enforce this limit, so it was not sent: {e}"
+        )),
+    })?;
     let gate = ctx.platform.gate();
     let read = |l: Result<Limit, crate::platform::PlatformError>| match l {
         Ok(l) => Known::Value(l),

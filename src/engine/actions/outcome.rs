@@ -3,7 +3,7 @@
 //! what it did (a ramp that relapsed out reports the rates it reached).
 
 use super::super::check::CheckState;
-use super::super::journal::Figures;
+use super::super::status::Figures;
 use super::super::vars::QuantityError;
 use crate::metrics::source::MetricError;
 use crate::platform::PlatformError;

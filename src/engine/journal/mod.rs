@@ -11,18 +11,14 @@ pub use action::{unknown, ActionRecord};
 pub use resume::{resume_point, Decided, JournalError, ResumePoint};
 
 use super::ramp::RampDecision;
-use super::report::{Outcome, Phase, StepOutcome};
+use super::status::{Figures, Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::platform::Target;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, Write};
 use std::path::{Path, PathBuf};
-
-/// Figures recorded with a step (dropped requests, rates, counts).
-pub type Figures = BTreeMap<String, f64>;
 
 /// The journal format this version writes and reads, recorded in `run_started`. Journals
 /// of another format (format 1 had no such field) are refused with that number, not read

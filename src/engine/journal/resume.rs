@@ -5,7 +5,7 @@
 use super::{ActionRecord, Entry, Event};
 use crate::detect::Verdict;
 use crate::engine::batches::RestartProgress;
-use crate::engine::report::{Outcome, Phase, StepOutcome};
+use crate::engine::status::{Outcome, Phase, StepOutcome};
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::platform::Target;
 use std::collections::{BTreeMap, BTreeSet};
@@ -121,8 +121,9 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{path_for, read, Figures, Journal, FORMAT};
+    use super::super::{path_for, read, Journal, FORMAT};
     use super::*;
+    use crate::engine::status::Figures;
     use std::fs::OpenOptions;
     use std::io::Write;
 

@@ -9,7 +9,7 @@
 //! flat fields could only carry as strings.
 
 use super::{Observer, ProgressEvent};
-use crate::engine::report::{Outcome, StepOutcome};
+use crate::engine::status::{Outcome, StepOutcome};
 use crate::util::logging::{self, LogFormat};
 use serde_json::{json, Value};
 use tracing::Level;
@@ -102,7 +102,7 @@ fn enabled(lvl: Level) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::journal::Figures;
+    use crate::engine::status::Figures;
 
     #[test]
     fn json_lines_carry_the_facts_as_keys() {

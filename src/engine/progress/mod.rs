@@ -16,9 +16,8 @@ pub use log::LogObserver;
 pub use terminal::TerminalObserver;
 
 use super::check::{CheckState, Measurement};
-use super::journal::Figures;
 use super::ramp::{RampDecision, RampParams, RampState};
-use super::report::{Outcome, Phase, StepOutcome};
+use super::status::{Figures, Outcome, Phase, StepOutcome};
 use crate::metrics::signal::names;
 use serde::Serialize;
 

@@ -62,10 +62,13 @@ impl Pattern {
         Ok(Pattern { alternatives })
     }
 
-    /// Does the whole of `s` match?
+    /// Does the whole of `s` match? A simulation of every position of the pattern at
+    /// once (Thompson's construction): time is the value's length times the pattern's,
+    /// whatever the value. Label values come from the targets and may be megabytes;
+    /// backtracking was polynomial in them with the number of `*` (`.*a.*b` against a
+    /// long run of `a` took the square of its length).
     pub fn matches(&self, s: &str) -> bool {
-        let text: Vec<char> = s.chars().collect();
-        self.alternatives.iter().any(|alt| match_here(alt, &text))
+        self.alternatives.iter().any(|alt| simulate(alt, s))
     }
 }
 
@@ -76,20 +79,48 @@ fn atom_matches(a: &Atom, c: char) -> bool {
     }
 }
 
-fn match_here(pat: &[(Atom, Rep)], text: &[char]) -> bool {
-    let Some(((atom, rep), rest)) = pat.split_first() else {
-        return text.is_empty();
-    };
-    let first = !text.is_empty() && atom_matches(atom, text[0]);
-    match rep {
-        Rep::One => first && match_here(rest, &text[1..]),
-        Rep::Opt => (first && match_here(rest, &text[1..])) || match_here(rest, text),
-        Rep::Star | Rep::Plus => {
-            let min = usize::from(*rep == Rep::Plus);
-            let run = text.iter().take_while(|c| atom_matches(atom, **c)).count();
-            (min..=run).rev().any(|n| match_here(rest, &text[n..]))
+/// Add position `i` and every position reachable from it without a character (past
+/// `*` and `?` items, which may match nothing).
+fn enter(pat: &[(Atom, Rep)], mut i: usize, set: &mut [bool]) {
+    loop {
+        if set[i] {
+            return;
+        }
+        set[i] = true;
+        match pat.get(i) {
+            Some((_, Rep::Star | Rep::Opt)) => i += 1,
+            _ => return,
         }
     }
+}
+
+fn simulate(pat: &[(Atom, Rep)], text: &str) -> bool {
+    let mut now = vec![false; pat.len() + 1];
+    let mut next = vec![false; pat.len() + 1];
+    enter(pat, 0, &mut now);
+    for c in text.chars() {
+        next.iter_mut().for_each(|b| *b = false);
+        let mut any = false;
+        for (i, (atom, rep)) in pat.iter().enumerate() {
+            if !now[i] || !atom_matches(atom, c) {
+                continue;
+            }
+            any = true;
+            match rep {
+                // After one, `+` is `*`: stay, or move on.
+                Rep::Star | Rep::Plus => {
+                    next[i] = true;
+                    enter(pat, i + 1, &mut next);
+                }
+                Rep::One | Rep::Opt => enter(pat, i + 1, &mut next),
+            }
+        }
+        if !any {
+            return false;
+        }
+        std::mem::swap(&mut now, &mut next);
+    }
+    now[pat.len()]
 }
 
 #[cfg(test)]
@@ -109,5 +140,18 @@ mod tests {
         assert!(Pattern::parse("(a|b)").is_err());
         assert!(Pattern::parse("[ab]").is_err());
         assert!(Pattern::parse("*a").is_err());
+        let p = Pattern::parse("a+b?c*|x").unwrap();
+        assert!(p.matches("a") && p.matches("aabccc") && p.matches("x") && !p.matches(""));
+        assert!(!p.matches("b") && !p.matches("abb"));
+    }
+
+    /// Backtracking took the square of the value's length here (and a higher power with
+    /// more stars): a 16 MiB label value would have held the detector for days.
+    #[test]
+    fn a_long_value_costs_its_length_times_the_pattern() {
+        let p = Pattern::parse(".*a.*a.*b").unwrap();
+        let long = "a".repeat(1 << 20);
+        assert!(!p.matches(&long));
+        assert!(p.matches(&format!("{long}b")));
     }
 }

@@ -43,12 +43,15 @@ pub struct ReplicaSpec {
     pub env: BTreeMap<String, String>,
     /// Base URL of the admin endpoints (`POST /admin/drain`, `/admin/warm`).
     pub admin_url: String,
+    /// File holding the bearer token the admin endpoints require, if they require one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_token_file: Option<PathBuf>,
     pub metrics_url: String,
     pub readiness_url: String,
     /// A replica already running that `recover` did not start: `{pid: N}` or
     /// `{port: P}`. The platform adopts it (records its pid) and can then restart it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub adopt: Option<super::adopt::Adopt>,
+    pub adopt: Option<Adopt>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -127,6 +130,9 @@ impl Inventory {
         for g in &mut inv.gates {
             g.token_file = resolve(&g.token_file);
         }
+        for r in &mut inv.replicas {
+            r.admin_token_file = r.admin_token_file.as_deref().map(resolve);
+        }
         Ok(inv)
     }
 
@@ -193,5 +199,59 @@ impl Inventory {
 
     pub fn replica(&self, name: &str) -> Option<&ReplicaSpec> {
         self.replicas.iter().find(|r| r.name == name)
+    }
+}
+
+/// How to find a running replica to adopt; in YAML `{pid: N}` or `{port: P}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "AdoptFields", into = "AdoptFields")]
+pub enum Adopt {
+    /// The process with this pid.
+    Pid(u32),
+    /// The process listening on this TCP port (any local address).
+    Port(u16),
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AdoptFields {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    port: Option<u16>,
+}
+
+impl TryFrom<AdoptFields> for Adopt {
+    type Error = String;
+    fn try_from(f: AdoptFields) -> Result<Self, String> {
+        match (f.pid, f.port) {
+            (Some(p), None) => Ok(Adopt::Pid(p)),
+            (None, Some(p)) => Ok(Adopt::Port(p)),
+            _ => Err("adopt needs exactly one of pid or port, like {port: 8091}".into()),
+        }
+    }
+}
+
+impl From<Adopt> for AdoptFields {
+    fn from(a: Adopt) -> Self {
+        match a {
+            Adopt::Pid(p) => AdoptFields {
+                pid: Some(p),
+                port: None,
+            },
+            Adopt::Port(p) => AdoptFields {
+                pid: None,
+                port: Some(p),
+            },
+        }
+    }
+}
+
+impl std::fmt::Display for Adopt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Adopt::Pid(p) => write!(f, "pid {p}"),
+            Adopt::Port(p) => write!(f, "the process listening on port {p}"),
+        }
     }
 }

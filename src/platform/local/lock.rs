@@ -30,9 +30,7 @@ pub struct LockFile {
 
 /// This host's name, as the kernel has it.
 pub fn local_host() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "localhost".into())
+    crate::util::procfs::hostname()
 }
 
 /// What a lock found in place means for us.

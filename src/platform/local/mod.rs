@@ -211,12 +211,18 @@ impl Platform for LocalPlatform {
             what: format!("POST {url}"),
             source: e,
         };
-        let r = self
-            .client
-            .post(&url)
-            .send()
-            .await
-            .map_err(|e| call(e.into()))?;
+        let mut req = self.client.post(&url);
+        if let Some(file) = &spec.admin_token_file {
+            // Read at each call, so a token rotated on disk is picked up.
+            let token = std::fs::read_to_string(file).map_err(|e| {
+                PlatformError::Other(format!(
+                    "{replica}: admin_token_file {}: {e}",
+                    file.display()
+                ))
+            })?;
+            req = req.bearer_auth(token.trim_end_matches(['\r', '\n']));
+        }
+        let r = req.send().await.map_err(|e| call(e.into()))?;
         let status = r.status();
         let text = read_response_text(r, BodyCaps::small_json(1024 * 1024))
             .await

@@ -5,6 +5,7 @@
 
 use super::inventory::ReplicaSpec;
 use crate::util::child::{spawn_guarded, GuardOptions};
+use crate::util::procfs;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,17 +35,8 @@ pub fn running(pid: u32) -> bool {
         let mut status = 0;
         libc::waitpid(pid as libc::pid_t, &mut status, libc::WNOHANG);
     }
-    if !crate::util::child::pid_alive(pid) {
-        return false;
-    }
-    // A zombie still answers kill(pid, 0); its state letter in /proc says it is gone.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .map(|(_, rest)| !rest.trim_start().starts_with('Z'))
-            .unwrap_or(true),
-        Err(_) => false,
-    }
+    // A zombie still answers kill(pid, 0); its state in /proc says it is gone.
+    crate::util::child::pid_alive(pid) && matches!(procfs::state(pid), Some(s) if s != 'Z')
 }
 
 fn signal(pid: u32, sig: libc::c_int) {

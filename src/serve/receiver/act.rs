@@ -276,12 +276,13 @@ impl Receiver {
         drop(st);
         self.metrics.runs_in_progress.dec();
         self.metrics.run_finished(report.outcome.as_str());
+        let message = crate::serve::log_lines::clean(&report.message);
         if refused {
             tracing::warn!(run_id = %req.run_id, target = %target,
-                "run refused before its first action (no budget spent, no cooldown): {}", report.message);
+                "run refused before its first action (no budget spent, no cooldown): {message}");
         } else {
             tracing::info!(run_id = %req.run_id, target = %target, outcome = report.outcome.as_str(),
-                "run finished: {}", report.message);
+                "run finished: {message}");
         }
         if opened {
             tracing::error!(target = %target,

@@ -9,7 +9,8 @@ use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
 use crate::simulate::kernel::clock::Clock;
 use crate::simulate::kernel::rng::SplitMix64;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::model::Params;
+use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text;
 use plotters::style::{BLUE, GREEN, MAGENTA, RED};
@@ -69,31 +70,6 @@ impl Default for StormParams {
 const TICK: Duration = Duration::from_secs(1);
 
 impl StormParams {
-    pub fn validate(&self) -> Result<(), SimError> {
-        if self.max_tries == 0 {
-            return Err(SimError::invalid("max_tries", "must be at least 1"));
-        }
-        if self.ticks == 0 || self.ticks > 1_000_000 {
-            return Err(SimError::invalid("ticks", "must be between 1 and 1000000"));
-        }
-        if u64::from(self.clients) * u64::from(self.new_until) > 10_000_000 {
-            return Err(SimError::invalid(
-                "clients",
-                "clients x new_until must be at most 10^7",
-            ));
-        }
-        if self.down_to < self.down_from {
-            return Err(SimError::invalid("down_to", "must not be before down_from"));
-        }
-        if self.backoff_base == 0 || self.max_delay < self.backoff_base {
-            return Err(SimError::invalid(
-                "max_delay",
-                "must be at least backoff_base, which must be at least 1",
-            ));
-        }
-        Ok(())
-    }
-
     fn down(&self, t: u32) -> bool {
         self.down_from > 0 && t >= self.down_from && t <= self.down_to
     }
@@ -141,107 +117,62 @@ pub struct StormReport {
     pub series: Vec<StormTick>,
 }
 
-pub fn run(p: &StormParams, seed: u64) -> StormReport {
-    let mut rng = SplitMix64::new(seed);
-    let policy = p.retry_policy();
-    let mut clock: Clock<u32> = Clock::new(u64::from(p.max_delay));
-    // Tries so far, per call; a call's id is its place in the order first sent.
-    let mut tries: Vec<u32> = Vec::new();
-    let mut pending = 0u32;
-    let mut series = Vec::new();
-    let (mut served_total, mut given_up_total) = (0u32, 0u32);
-    let back_at = if p.down_from > 0 { p.down_to + 1 } else { 1 };
-    clock.take(0);
-    for t in 1..=p.ticks {
-        if t > p.new_until.max(back_at) && pending == 0 {
-            break;
-        }
-        if t <= p.new_until {
-            for _ in 0..p.clients {
-                clock.schedule(u64::from(t), tries.len() as u32);
-                tries.push(0);
-                pending += 1;
-            }
-        }
-        let mut arriving = clock.take(u64::from(t));
-        arriving.sort_unstable();
-        let n = arriving.len() as u32;
-        let serve = if p.down(t) {
-            0
-        } else if n <= p.room {
-            n
-        } else {
-            p.overload_served.min(n)
+/// The per-tick table and the summary lines; the chart of the same.
+impl Outcome for StormReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "scenario {} (policy {}, seed {})",
+            self.scenario, self.policy, self.seed
+        );
+        let rows: Vec<Vec<String>> = self
+            .series
+            .iter()
+            .map(|t| {
+                [
+                    t.tick,
+                    t.arriving,
+                    t.retries,
+                    t.served,
+                    t.turned_away,
+                    t.given_up,
+                ]
+                .iter()
+                .map(u32::to_string)
+                .collect()
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "tick",
+                "arriving",
+                "retries",
+                "served",
+                "turned away",
+                "given up",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(o, "peak calls in a tick: {}", self.peak_calls);
+        let _ = writeln!(
+            o,
+            "calls given up: {} of {} (served {}, pending {})",
+            self.given_up, self.calls, self.served, self.pending
+        );
+        let _ = match self.settled_ticks {
+            Some(n) => writeln!(o, "settled: {n} ticks after the server returned"),
+            None => writeln!(
+                o,
+                "settled: never (some calls still turned away at the end)"
+            ),
         };
-        let mut row = StormTick {
-            tick: t,
-            arriving: n,
-            retries: arriving.iter().filter(|&&c| tries[c as usize] > 0).count() as u32,
-            served: serve,
-            turned_away: n - serve,
-            given_up: 0,
-        };
-        // In first-sent order: the first `serve` of them are served.
-        for (k, &c) in arriving.iter().enumerate() {
-            let tried = &mut tries[c as usize];
-            *tried += 1;
-            if (k as u32) < serve {
-                pending -= 1;
-            } else if *tried >= p.max_tries {
-                pending -= 1;
-                row.given_up += 1;
-            } else {
-                let d = policy.delay_units(*tried, TICK, || rng.unit());
-                clock.schedule(u64::from(t) + d, c);
-            }
-        }
-        clock.give_back(arriving);
-        served_total += row.served;
-        given_up_total += row.given_up;
-        series.push(row);
-    }
-    let settled_ticks = series
-        .iter()
-        .find(|r| r.tick >= back_at && r.turned_away == 0)
-        .map(|r| r.tick - back_at);
-    StormReport {
-        scenario: RetryStorm::NAME,
-        policy: p.policy,
-        seed,
-        peak_calls: series.iter().map(|r| r.arriving).max().unwrap_or(0),
-        given_up: given_up_total,
-        settled_ticks,
-        recovered: settled_ticks.is_some(),
-        time_to_recover_s: settled_ticks.map(f64::from),
-        calls: tries.len() as u32,
-        served: served_total,
-        pending,
-        series,
-    }
-}
-
-pub struct RetryStorm;
-
-impl Model for RetryStorm {
-    const NAME: &'static str = "retry-storm";
-    type Params = StormParams;
-    type Report = StormReport;
-
-    fn validate(p: &StormParams) -> Result<(), SimError> {
-        p.validate()
+        o
     }
 
-    fn run(p: &StormParams, seed: u64) -> StormReport {
-        run(p, seed)
-    }
-
-    fn text(r: &StormReport) -> String {
-        render(r)
-    }
-
-    fn plot(r: &StormReport, root: &Area) -> PlotResult {
+    fn plot(&self, root: &Area) -> PlotResult {
         let pts = |f: fn(&StormTick) -> u32| -> Vec<(f64, f64)> {
-            r.series
+            self.series
                 .iter()
                 .map(|t| (f64::from(t.tick), f64::from(f(t))))
                 .collect()
@@ -253,7 +184,7 @@ impl Model for RetryStorm {
             Series::new("turned away", RED, pts(|t| t.turned_away)),
         ];
         let axes = Axes {
-            title: format!("retry-storm, policy {}", r.policy),
+            title: format!("retry-storm, policy {}", self.policy),
             x_desc: "tick",
             y_desc: "calls",
             right: None,
@@ -261,118 +192,181 @@ impl Model for RetryStorm {
         plot::lines(root, &axes, &left, &[])
     }
 
-    fn set_retry(p: &mut StormParams, kind: RetryKind) -> Result<(), SimError> {
-        p.policy = kind;
+    fn time_to_recover_s(&self) -> Option<f64> {
+        self.time_to_recover_s
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::flag("recovered", "settles", ("settles", "never"), self.recovered),
+            Figure::new(
+                "settled_ticks",
+                "settled after",
+                Unit::Ticks,
+                self.settled_ticks.map(f64::from),
+            ),
+            Figure::count("peak_calls", "peak", u64::from(self.peak_calls)),
+            Figure::count("given_up", "given up", u64::from(self.given_up)),
+        ]
+    }
+}
+
+impl Model for StormParams {
+    type Report = StormReport;
+
+    fn run(&self, seed: u64) -> StormReport {
+        let mut rng = SplitMix64::new(seed);
+        let policy = self.retry_policy();
+        let mut clock: Clock<u32> = Clock::new(u64::from(self.max_delay));
+        // Tries so far, per call; a call's id is its place in the order first sent.
+        let mut tries: Vec<u32> = Vec::new();
+        let mut pending = 0u32;
+        let mut series = Vec::new();
+        let (mut served_total, mut given_up_total) = (0u32, 0u32);
+        let back_at = if self.down_from > 0 {
+            self.down_to + 1
+        } else {
+            1
+        };
+        clock.take(0);
+        for t in 1..=self.ticks {
+            if t > self.new_until.max(back_at) && pending == 0 {
+                break;
+            }
+            if t <= self.new_until {
+                for _ in 0..self.clients {
+                    clock.schedule(u64::from(t), tries.len() as u32);
+                    tries.push(0);
+                    pending += 1;
+                }
+            }
+            let mut arriving = clock.take(u64::from(t));
+            arriving.sort_unstable();
+            let n = arriving.len() as u32;
+            let serve = if self.down(t) {
+                0
+            } else if n <= self.room {
+                n
+            } else {
+                self.overload_served.min(n)
+            };
+            let mut row = StormTick {
+                tick: t,
+                arriving: n,
+                retries: arriving.iter().filter(|&&c| tries[c as usize] > 0).count() as u32,
+                served: serve,
+                turned_away: n - serve,
+                given_up: 0,
+            };
+            // In first-sent order: the first `serve` of them are served.
+            for (k, &c) in arriving.iter().enumerate() {
+                let tried = &mut tries[c as usize];
+                *tried += 1;
+                if (k as u32) < serve {
+                    pending -= 1;
+                } else if *tried >= self.max_tries {
+                    pending -= 1;
+                    row.given_up += 1;
+                } else {
+                    let d = policy.delay_units(*tried, TICK, || rng.unit());
+                    clock.schedule(u64::from(t) + d, c);
+                }
+            }
+            clock.give_back(arriving);
+            served_total += row.served;
+            given_up_total += row.given_up;
+            series.push(row);
+        }
+        let settled_ticks = series
+            .iter()
+            .find(|r| r.tick >= back_at && r.turned_away == 0)
+            .map(|r| r.tick - back_at);
+        StormReport {
+            scenario: "retry-storm",
+            policy: self.policy,
+            seed,
+            peak_calls: series.iter().map(|r| r.arriving).max().unwrap_or(0),
+            given_up: given_up_total,
+            settled_ticks,
+            recovered: settled_ticks.is_some(),
+            time_to_recover_s: settled_ticks.map(f64::from),
+            calls: tries.len() as u32,
+            served: served_total,
+            pending,
+            series,
+        }
+    }
+
+    fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
+        self.policy = kind;
         Ok(())
     }
 
-    fn alternatives(p: &StormParams) -> Vec<Alternative<StormParams>> {
-        let mut out = vec![Alternative::new("baseline", "", p.clone())];
-        for kind in RetryKind::ALL.into_iter().filter(|k| *k != p.policy) {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
+        let mut out = vec![Alternative::new("baseline", "", self.clone())];
+        for kind in RetryKind::ALL.into_iter().filter(|k| *k != self.policy) {
             out.push(Alternative::new(
                 format!("policy {kind}"),
                 format!("policy={kind}"),
                 StormParams {
                     policy: kind,
-                    ..p.clone()
+                    ..self.clone()
                 },
             ));
         }
-        let fewer = (p.max_tries / 2).max(1);
+        let fewer = (self.max_tries / 2).max(1);
         out.push(Alternative::new(
             "fewer tries",
             format!("max_tries={fewer}"),
             StormParams {
                 max_tries: fewer,
-                ..p.clone()
+                ..self.clone()
             },
         ));
         out.push(Alternative::new(
             "shed instead of collapse",
-            format!("overload_served={}", p.room),
+            format!("overload_served={}", self.room),
             StormParams {
-                overload_served: p.room,
-                ..p.clone()
+                overload_served: self.room,
+                ..self.clone()
             },
         ));
         out
     }
 
-    fn compare_heading(p: &StormParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario retry-storm (policy {}): one change at a time; settled: ticks from the server's return until a tick serves every call",
-            p.policy
+            self.policy
         )
-    }
-
-    fn figures(_base: &StormParams, alt: &StormParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
-        vec![
-            Figure::flag("recovered", "settles", ("settles", "never"), r.recovered),
-            Figure::new(
-                "settled_ticks",
-                "settled after",
-                Unit::Ticks,
-                r.settled_ticks.map(f64::from),
-            ),
-            Figure::count("peak_calls", "peak", u64::from(r.peak_calls)),
-            Figure::count("given_up", "given up", u64::from(r.given_up)),
-        ]
-    }
-
-    fn time_to_recover_s(r: &StormReport) -> Option<f64> {
-        r.time_to_recover_s
     }
 }
 
-/// The per-tick table and the summary lines.
-fn render(r: &StormReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "scenario {} (policy {}, seed {})",
-        r.scenario, r.policy, r.seed
-    );
-    let rows: Vec<Vec<String>> = r
-        .series
-        .iter()
-        .map(|t| {
-            [
-                t.tick,
-                t.arriving,
-                t.retries,
-                t.served,
-                t.turned_away,
-                t.given_up,
-            ]
-            .iter()
-            .map(u32::to_string)
-            .collect()
-        })
-        .collect();
-    o.push_str(&text::table(
-        &[
-            "tick",
-            "arriving",
-            "retries",
-            "served",
-            "turned away",
-            "given up",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(o, "peak calls in a tick: {}", r.peak_calls);
-    let _ = writeln!(
-        o,
-        "calls given up: {} of {} (served {}, pending {})",
-        r.given_up, r.calls, r.served, r.pending
-    );
-    let _ = match r.settled_ticks {
-        Some(n) => writeln!(o, "settled: {n} ticks after the server returned"),
-        None => writeln!(
-            o,
-            "settled: never (some calls still turned away at the end)"
-        ),
-    };
-    o
+impl Params for StormParams {
+    const NAME: &'static str = "retry-storm";
+
+    fn validate(&self) -> Result<(), SimError> {
+        if self.max_tries == 0 {
+            return Err(SimError::invalid("max_tries", "must be at least 1"));
+        }
+        if self.ticks == 0 || self.ticks > 1_000_000 {
+            return Err(SimError::invalid("ticks", "must be between 1 and 1000000"));
+        }
+        if u64::from(self.clients) * u64::from(self.new_until) > 10_000_000 {
+            return Err(SimError::invalid(
+                "clients",
+                "clients x new_until must be at most 10^7",
+            ));
+        }
+        if self.down_to < self.down_from {
+            return Err(SimError::invalid("down_to", "must not be before down_from"));
+        }
+        if self.backoff_base == 0 || self.max_delay < self.backoff_base {
+            return Err(SimError::invalid(
+                "max_delay",
+                "must be at least backoff_base, which must be at least 1",
+            ));
+        }
+        Ok(())
+    }
 }

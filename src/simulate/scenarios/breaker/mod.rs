@@ -11,11 +11,10 @@ pub mod params;
 
 pub use params::{BreakerKind, BreakerParams, ErrorMode};
 
-use crate::simulate::error::SimError;
 use crate::simulate::kernel::arrivals::{Arrivals, Stream};
 use crate::simulate::kernel::record::Series as Rows;
 use crate::simulate::kernel::rng::SplitMix64;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text::{self, pct};
 use model::{Breaker as Machine, Dependency, State};
@@ -67,83 +66,6 @@ pub struct BreakerReport {
     pub series: Vec<BreakerSecond>,
 }
 
-pub fn run(p: &BreakerParams, seed: u64) -> BreakerReport {
-    let mut rng = SplitMix64::new(seed);
-    let callers = p.callers as usize;
-    let mut order: Vec<usize> = (0..callers).collect();
-    rng.shuffle(&mut order);
-    let mut dep = Dependency::new(p, &mut rng);
-    let mut br = Machine::new(p.breaker, p);
-    let n = (p.calls_per_s * p.duration.as_secs_f64()).round() as u64;
-    let secs = p.duration.as_secs_f64().ceil() as usize;
-    let mut rows: Rows<BreakerSecond> = Rows::new(1_000_000, secs);
-    let mut per_second_calls: Rows<u64> = Rows::new(1_000_000, secs);
-    let mut arrivals = Stream::new(Arrivals::Paced, p.calls_per_s);
-    let (mut not_closed, mut good_calls, mut good_ok) = (0u64, 0u64, 0u64);
-    let mut first_open = None;
-    for i in 0..n {
-        let now = arrivals.next(&mut rng);
-        dep.tick(now);
-        let caller = order[(i % callers as u64) as usize];
-        *per_second_calls.at(now) += 1;
-        let row = rows.at(now);
-        let allowed = br.allow(now);
-        let closed = matches!(br.state, State::Closed);
-        let ok = if allowed {
-            let failed = dep.call(now, caller, &mut rng);
-            br.record(now, failed);
-            row.passed += 1;
-            row.failed += u64::from(failed);
-            !failed
-        } else {
-            row.rejected += 1;
-            false
-        };
-        if !closed {
-            not_closed += 1;
-            row.open_share += 1.0;
-        }
-        if first_open.is_none() && matches!(br.state, State::Open { .. }) {
-            first_open = Some(now as f64 / 1e6);
-        }
-        row.degraded = dep.degraded();
-        if p.errors == ErrorMode::DeterministicHalf && !dep.caller_fails(caller) {
-            good_calls += 1;
-            good_ok += u64::from(ok);
-        }
-    }
-    let mut series = rows.into_rows();
-    for (t, row) in series.iter_mut().enumerate() {
-        row.t = t as u32;
-    }
-    for (row, &c) in series.iter_mut().zip(per_second_calls.rows()) {
-        row.open_share /= c.max(1) as f64;
-    }
-    let sum = |f: fn(&BreakerSecond) -> u64| series.iter().map(f).sum::<u64>();
-    let (passed, failed, rejected) = (sum(|s| s.passed), sum(|s| s.failed), sum(|s| s.rejected));
-    BreakerReport {
-        scenario: params::NAME,
-        seed,
-        errors: p.errors,
-        breaker: p.breaker,
-        calls: n,
-        trips: br.trips,
-        reopens: br.reopens,
-        closes: br.closes,
-        flaps: br.trips.saturating_sub(1),
-        first_open_s: first_open,
-        open_share: not_closed as f64 / n.max(1) as f64,
-        passed,
-        failed,
-        rejected,
-        success_rate: (passed - failed) as f64 / n.max(1) as f64,
-        good_callers_success_rate: (p.errors == ErrorMode::DeterministicHalf)
-            .then(|| good_ok as f64 / good_calls.max(1) as f64),
-        dependency_recovered: (p.errors == ErrorMode::Overload).then(|| !dep.degraded()),
-        series,
-    }
-}
-
 fn describe(kind: BreakerKind, p: &BreakerParams) -> String {
     let d = crate::util::duration::format;
     match kind {
@@ -165,108 +87,231 @@ fn describe(kind: BreakerKind, p: &BreakerParams) -> String {
     }
 }
 
-pub fn text(r: &BreakerReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "scenario breaker (seed {}): {} calls, errors {}, breaker {}",
-        r.seed,
-        r.calls,
-        r.errors.name(),
-        r.breaker.name()
-    );
-    let first = r
-        .first_open_s
-        .map_or("never".into(), |t| format!("first at {t:.2} s"));
-    let _ = writeln!(
-        o,
-        "opens: {} ({first}; {} from closed, {} after a failed probe); closes: {}; flaps: {}",
-        r.trips + r.reopens,
-        r.trips,
-        r.reopens,
-        r.closes,
-        r.flaps
-    );
-    let _ = writeln!(
+/// How often it opened, closed and flapped, and what got through; second by second.
+impl Outcome for BreakerReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
+            o,
+            "scenario breaker (seed {}): {} calls, errors {}, breaker {}",
+            self.seed,
+            self.calls,
+            self.errors.name(),
+            self.breaker.name()
+        );
+        let first = self
+            .first_open_s
+            .map_or("never".into(), |t| format!("first at {t:.2} s"));
+        let _ = writeln!(
+            o,
+            "opens: {} ({first}; {} from closed, {} after a failed probe); closes: {}; flaps: {}",
+            self.trips + self.reopens,
+            self.trips,
+            self.reopens,
+            self.closes,
+            self.flaps
+        );
+        let _ = writeln!(
         o,
         "not closed for {} of the calls; {} reached the dependency ({} of them failed), {} refused by the breaker",
-        pct(r.open_share),
-        r.passed,
-        r.failed,
-        r.rejected
+        pct(self.open_share),
+        self.passed,
+        self.failed,
+        self.rejected
     );
-    let _ = writeln!(o, "calls that succeeded: {}", pct(r.success_rate));
-    if let Some(g) = r.good_callers_success_rate {
-        let _ = writeln!(
+        let _ = writeln!(o, "calls that succeeded: {}", pct(self.success_rate));
+        if let Some(g) = self.good_callers_success_rate {
+            let _ = writeln!(
             o,
             "calls from the callers that do not fail: {} succeeded (the breaker refuses them with the others)",
             pct(g)
         );
+        }
+        if let Some(rec) = self.dependency_recovered {
+            let _ = writeln!(
+                o,
+                "dependency at the end: {}",
+                if rec { "recovered" } else { "still overloaded" }
+            );
+        }
+        let window = text::window(self.series.len());
+        let rows: Vec<Vec<String>> = self
+            .series
+            .chunks(window)
+            .map(|c| {
+                let sum = |f: fn(&BreakerSecond) -> u64| c.iter().map(f).sum::<u64>();
+                let share = c.iter().map(|s| s.open_share).sum::<f64>() / c.len() as f64;
+                vec![
+                    c[0].t.to_string(),
+                    sum(|s| s.passed).to_string(),
+                    sum(|s| s.failed).to_string(),
+                    sum(|s| s.rejected).to_string(),
+                    pct(share),
+                    if c.iter().any(|s| s.degraded) {
+                        "overloaded".into()
+                    } else {
+                        "-".into()
+                    },
+                ]
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "t(s)",
+                "passed",
+                "failed",
+                "refused",
+                "not closed",
+                "dependency",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(o, "(rows of {window} s)");
+        o
     }
-    if let Some(rec) = r.dependency_recovered {
-        let _ = writeln!(
-            o,
-            "dependency at the end: {}",
-            if rec { "recovered" } else { "still overloaded" }
-        );
+
+    fn plot(&self, root: &Area) -> PlotResult {
+        let pts = |f: fn(&BreakerSecond) -> f64| -> Vec<(f64, f64)> {
+            self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
+        };
+        let left = [
+            Series::new(
+                "calls passed/s",
+                RGBColor(90, 120, 230),
+                pts(|s| s.passed as f64),
+            ),
+            Series::new("failed/s", RGBColor(200, 30, 30), pts(|s| s.failed as f64)),
+            Series::new(
+                "refused by the breaker/s",
+                RGBColor(170, 170, 170),
+                pts(|s| s.rejected as f64),
+            ),
+        ];
+        let right = [Series::new(
+            "breaker not closed (share, right axis)",
+            RGBColor(230, 140, 0),
+            pts(|s| s.open_share),
+        )];
+        let axes = Axes {
+            title: format!(
+                "breaker {}, errors {}: opened {} times",
+                self.breaker.name(),
+                self.errors.name(),
+                self.trips + self.reopens
+            ),
+            x_desc: "time (s)",
+            y_desc: "calls per second",
+            right: Some("share of the second not closed"),
+        };
+        plot::lines(root, &axes, &left, &right)
     }
-    let window = text::window(r.series.len());
-    let rows: Vec<Vec<String>> = r
-        .series
-        .chunks(window)
-        .map(|c| {
-            let sum = |f: fn(&BreakerSecond) -> u64| c.iter().map(f).sum::<u64>();
-            let share = c.iter().map(|s| s.open_share).sum::<f64>() / c.len() as f64;
-            vec![
-                c[0].t.to_string(),
-                sum(|s| s.passed).to_string(),
-                sum(|s| s.failed).to_string(),
-                sum(|s| s.rejected).to_string(),
-                pct(share),
-                if c.iter().any(|s| s.degraded) {
-                    "overloaded".into()
-                } else {
-                    "-".into()
-                },
-            ]
-        })
-        .collect();
-    o.push_str(&text::table(
-        &[
-            "t(s)",
-            "passed",
-            "failed",
-            "refused",
-            "not closed",
-            "dependency",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(o, "(rows of {window} s)");
-    o
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::count("opens", "opens", u64::from(self.trips + self.reopens)),
+            Figure::count("closes", "closes", u64::from(self.closes)),
+            Figure::count("flaps", "flaps", u64::from(self.flaps)),
+            Figure::share("open_share", "not closed", self.open_share),
+            Figure::share("success_rate", "succeeded", self.success_rate),
+            Figure::new(
+                "good_callers_success_rate",
+                "good callers",
+                Unit::Percent,
+                self.good_callers_success_rate,
+            ),
+            Figure::new(
+                "dependency_recovered",
+                "dependency",
+                Unit::Flag("recovered", "overloaded"),
+                self.dependency_recovered.map(|b| if b { 1.0 } else { 0.0 }),
+            ),
+        ]
+    }
 }
 
-pub struct Breaker;
-
-impl Model for Breaker {
-    const NAME: &'static str = params::NAME;
-    type Params = BreakerParams;
+impl Model for BreakerParams {
     type Report = BreakerReport;
 
-    fn validate(p: &BreakerParams) -> Result<(), SimError> {
-        p.validate()
-    }
-
-    fn run(p: &BreakerParams, seed: u64) -> BreakerReport {
-        run(p, seed)
-    }
-
-    fn text(r: &BreakerReport) -> String {
-        text(r)
+    fn run(&self, seed: u64) -> BreakerReport {
+        let mut rng = SplitMix64::new(seed);
+        let callers = self.callers as usize;
+        let mut order: Vec<usize> = (0..callers).collect();
+        rng.shuffle(&mut order);
+        let mut dep = Dependency::new(self, &mut rng);
+        let mut br = Machine::new(self.breaker, self);
+        let n = (self.calls_per_s * self.duration.as_secs_f64()).round() as u64;
+        let secs = self.duration.as_secs_f64().ceil() as usize;
+        let mut rows: Rows<BreakerSecond> = Rows::new(1_000_000, secs);
+        let mut per_second_calls: Rows<u64> = Rows::new(1_000_000, secs);
+        let mut arrivals = Stream::new(Arrivals::Paced, self.calls_per_s);
+        let (mut not_closed, mut good_calls, mut good_ok) = (0u64, 0u64, 0u64);
+        let mut first_open = None;
+        for i in 0..n {
+            let now = arrivals.next(&mut rng);
+            dep.tick(now);
+            let caller = order[(i % callers as u64) as usize];
+            *per_second_calls.at(now) += 1;
+            let row = rows.at(now);
+            let allowed = br.allow(now);
+            let closed = matches!(br.state, State::Closed);
+            let ok = if allowed {
+                let failed = dep.call(now, caller, &mut rng);
+                br.record(now, failed);
+                row.passed += 1;
+                row.failed += u64::from(failed);
+                !failed
+            } else {
+                row.rejected += 1;
+                false
+            };
+            if !closed {
+                not_closed += 1;
+                row.open_share += 1.0;
+            }
+            if first_open.is_none() && matches!(br.state, State::Open { .. }) {
+                first_open = Some(now as f64 / 1e6);
+            }
+            row.degraded = dep.degraded();
+            if self.errors == ErrorMode::DeterministicHalf && !dep.caller_fails(caller) {
+                good_calls += 1;
+                good_ok += u64::from(ok);
+            }
+        }
+        let mut series = rows.into_rows();
+        for (t, row) in series.iter_mut().enumerate() {
+            row.t = t as u32;
+        }
+        for (row, &c) in series.iter_mut().zip(per_second_calls.rows()) {
+            row.open_share /= c.max(1) as f64;
+        }
+        let sum = |f: fn(&BreakerSecond) -> u64| series.iter().map(f).sum::<u64>();
+        let (passed, failed, rejected) =
+            (sum(|s| s.passed), sum(|s| s.failed), sum(|s| s.rejected));
+        BreakerReport {
+            scenario: params::NAME,
+            seed,
+            errors: self.errors,
+            breaker: self.breaker,
+            calls: n,
+            trips: br.trips,
+            reopens: br.reopens,
+            closes: br.closes,
+            flaps: br.trips.saturating_sub(1),
+            first_open_s: first_open,
+            open_share: not_closed as f64 / n.max(1) as f64,
+            passed,
+            failed,
+            rejected,
+            success_rate: (passed - failed) as f64 / n.max(1) as f64,
+            good_callers_success_rate: (self.errors == ErrorMode::DeterministicHalf)
+                .then(|| good_ok as f64 / good_calls.max(1) as f64),
+            dependency_recovered: (self.errors == ErrorMode::Overload).then(|| !dep.degraded()),
+            series,
+        }
     }
 
     /// Each kind of error, behind each breaker.
-    fn alternatives(p: &BreakerParams) -> Vec<Alternative<BreakerParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         let mut out = Vec::new();
         for errors in ErrorMode::ALL {
             for breaker in BreakerKind::ALL {
@@ -276,7 +321,7 @@ impl Model for Breaker {
                     BreakerParams {
                         errors,
                         breaker,
-                        ..p.clone()
+                        ..self.clone()
                     },
                 ));
             }
@@ -284,80 +329,17 @@ impl Model for Breaker {
         out
     }
 
-    fn compare_heading(p: &BreakerParams) -> String {
+    fn compare_heading(&self) -> String {
         let mut o = format!(
             "scenario breaker: {} calls/s for {}, {:.0}% errors",
-            p.calls_per_s,
-            crate::util::duration::format(p.duration),
-            p.error_rate * 100.0
+            self.calls_per_s,
+            crate::util::duration::format(self.duration),
+            self.error_rate * 100.0
         );
         for kind in [BreakerKind::Consecutive, BreakerKind::Rate] {
-            let _ = write!(o, "\n{}: {}", kind.name(), describe(kind, p));
+            let _ = write!(o, "\n{}: {}", kind.name(), describe(kind, self));
         }
         o.push_str("\nopens: trips from closed + re-opens after a failed probe; flaps: trips after the first, each one after a close");
         o
     }
-
-    fn figures(_base: &BreakerParams, alt: &BreakerParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
-        vec![
-            Figure::count("opens", "opens", u64::from(r.trips + r.reopens)),
-            Figure::count("closes", "closes", u64::from(r.closes)),
-            Figure::count("flaps", "flaps", u64::from(r.flaps)),
-            Figure::share("open_share", "not closed", r.open_share),
-            Figure::share("success_rate", "succeeded", r.success_rate),
-            Figure::new(
-                "good_callers_success_rate",
-                "good callers",
-                Unit::Percent,
-                r.good_callers_success_rate,
-            ),
-            Figure::new(
-                "dependency_recovered",
-                "dependency",
-                Unit::Flag("recovered", "overloaded"),
-                r.dependency_recovered.map(|b| if b { 1.0 } else { 0.0 }),
-            ),
-        ]
-    }
-
-    fn plot(r: &BreakerReport, root: &Area) -> PlotResult {
-        plot_run(r, root)
-    }
-}
-
-fn plot_run(r: &BreakerReport, root: &Area) -> PlotResult {
-    let pts = |f: fn(&BreakerSecond) -> f64| -> Vec<(f64, f64)> {
-        r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
-    };
-    let left = [
-        Series::new(
-            "calls passed/s",
-            RGBColor(90, 120, 230),
-            pts(|s| s.passed as f64),
-        ),
-        Series::new("failed/s", RGBColor(200, 30, 30), pts(|s| s.failed as f64)),
-        Series::new(
-            "refused by the breaker/s",
-            RGBColor(170, 170, 170),
-            pts(|s| s.rejected as f64),
-        ),
-    ];
-    let right = [Series::new(
-        "breaker not closed (share, right axis)",
-        RGBColor(230, 140, 0),
-        pts(|s| s.open_share),
-    )];
-    let axes = Axes {
-        title: format!(
-            "breaker {}, errors {}: opened {} times",
-            r.breaker.name(),
-            r.errors.name(),
-            r.trips + r.reopens
-        ),
-        x_desc: "time (s)",
-        y_desc: "calls per second",
-        right: Some("share of the second not closed"),
-    };
-    plot::lines(root, &axes, &left, &right)
 }

@@ -2,6 +2,7 @@
 //! Defaults are the drill: a dependency at 50% errors, 100 calls/s for 5 minutes.
 
 use crate::simulate::error::SimError;
+use crate::simulate::model::Params;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -124,8 +125,10 @@ impl Default for BreakerParams {
     }
 }
 
-impl BreakerParams {
-    pub fn validate(&self) -> Result<(), SimError> {
+impl Params for BreakerParams {
+    const NAME: &'static str = NAME;
+
+    fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if !(self.calls_per_s > 0.0 && self.calls_per_s <= 10_000.0) {
             return bad("calls_per_s", "must be above 0 and at most 10000");

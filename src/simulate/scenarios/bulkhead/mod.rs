@@ -13,8 +13,7 @@ pub mod params;
 
 pub use params::{BulkheadParams, Design};
 
-use crate::simulate::error::SimError;
-use crate::simulate::model::{Alternative, Figure, Model};
+use crate::simulate::model::{Alternative, Figure, Model, Outcome};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text::{self, pct};
 use params::{DOWNSTREAMS, RECOMMENDATIONS, SEARCH};
@@ -62,7 +61,7 @@ pub struct BulkheadReport {
     pub series: Vec<BulkheadSecond>,
 }
 
-fn rates(o: &model::Outcome, from: u64, to: u64) -> Rates {
+fn rates(o: &model::Run, from: u64, to: u64) -> Rates {
     let in_range = |t: u64| t >= from && t < to;
     let share = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
     let mut made = [0u64; 6];
@@ -124,48 +123,17 @@ fn describe_pools(p: &BulkheadParams) -> String {
     }
 }
 
-pub fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
-    let o = model::run(p, seed);
-    let slow = p.slow_at.as_micros() as u64;
-    let end = p.duration.as_micros() as u64;
-    let secs = p.duration.as_secs_f64().ceil() as u64;
-    let series = (0..secs)
-        .map(|t| {
-            let r = rates(&o, t * 1_000_000, (t + 1) * 1_000_000);
-            let (in_use, waiting) = o.samples.get(t as usize).copied().unwrap_or_default();
-            BulkheadSecond {
-                t: t as u32,
-                core: r.core,
-                search: r.search,
-                recommendations: r.per_downstream[RECOMMENDATIONS],
-                in_use,
-                waiting,
-            }
-        })
-        .collect();
-    BulkheadReport {
-        scenario: params::NAME,
-        seed,
-        design: p.design,
-        pools: describe_pools(p),
-        slow_at_s: p.slow_at.as_secs_f64(),
-        before: rates(&o, 0, slow),
-        after: rates(&o, slow, end),
-        max_in_use: o.samples.iter().map(|s| s.0).max().unwrap_or(0),
-        max_waiting: o.samples.iter().map(|s| s.1).max().unwrap_or(0),
-        series,
-    }
-}
-
-pub fn text(r: &BulkheadReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "scenario bulkhead (seed {}): {}; recommendations slow from {} s",
-        r.seed, r.pools, r.slow_at_s
-    );
-    for (what, x) in [("before", &r.before), ("after", &r.after)] {
+/// Success before and after the slowdown, the connections in use and the calls waiting.
+impl Outcome for BulkheadReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
         let _ = writeln!(
+            o,
+            "scenario bulkhead (seed {}): {}; recommendations slow from {} s",
+            self.seed, self.pools, self.slow_at_s
+        );
+        for (what, x) in [("before", &self.before), ("after", &self.after)] {
+            let _ = writeln!(
             o,
             "{what} the slowdown: core call (posts + profile) {} of {} home loads, search {} of {}, recommendations {}{}",
             pct(x.core),
@@ -179,139 +147,61 @@ pub fn text(r: &BulkheadReport) -> String {
                 String::new()
             }
         );
-    }
-    let per: Vec<String> = DOWNSTREAMS
-        .iter()
-        .zip(&r.after.per_downstream)
-        .map(|(n, s)| format!("{n} {}", pct(*s)))
-        .collect();
-    let _ = writeln!(
-        o,
-        "calls that succeeded after the slowdown: {}",
-        per.join(", ")
-    );
-    let _ = writeln!(
-        o,
-        "connections in use: at most {}; calls waiting for one: at most {}",
-        r.max_in_use, r.max_waiting
-    );
-    let window = text::window(r.series.len());
-    let rows: Vec<Vec<String>> = r
-        .series
-        .chunks(window)
-        .map(|c| {
-            let avg = |f: fn(&BulkheadSecond) -> f64| c.iter().map(f).sum::<f64>() / c.len() as f64;
-            let last = &c[c.len() - 1];
-            vec![
-                c[0].t.to_string(),
-                pct(avg(|s| s.core)),
-                pct(avg(|s| s.search)),
-                pct(avg(|s| s.recommendations)),
-                last.in_use.to_string(),
-                last.waiting.to_string(),
-            ]
-        })
-        .collect();
-    o.push_str(&text::table(
-        &[
-            "t(s)",
-            "core",
-            "search",
-            "recommendations",
-            "in use",
-            "waiting",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(
+        }
+        let per: Vec<String> = DOWNSTREAMS
+            .iter()
+            .zip(&self.after.per_downstream)
+            .map(|(n, s)| format!("{n} {}", pct(*s)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "calls that succeeded after the slowdown: {}",
+            per.join(", ")
+        );
+        let _ = writeln!(
+            o,
+            "connections in use: at most {}; calls waiting for one: at most {}",
+            self.max_in_use, self.max_waiting
+        );
+        let window = text::window(self.series.len());
+        let rows: Vec<Vec<String>> = self
+            .series
+            .chunks(window)
+            .map(|c| {
+                let avg =
+                    |f: fn(&BulkheadSecond) -> f64| c.iter().map(f).sum::<f64>() / c.len() as f64;
+                let last = &c[c.len() - 1];
+                vec![
+                    c[0].t.to_string(),
+                    pct(avg(|s| s.core)),
+                    pct(avg(|s| s.search)),
+                    pct(avg(|s| s.recommendations)),
+                    last.in_use.to_string(),
+                    last.waiting.to_string(),
+                ]
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "t(s)",
+                "core",
+                "search",
+                "recommendations",
+                "in use",
+                "waiting",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(
         o,
         "(rows of {window} s by the time the calls were made; in use and waiting at the row's end)"
     );
-    o
-}
-
-pub struct Bulkhead;
-
-impl Model for Bulkhead {
-    const NAME: &'static str = params::NAME;
-    type Params = BulkheadParams;
-    type Report = BulkheadReport;
-
-    fn validate(p: &BulkheadParams) -> Result<(), SimError> {
-        p.validate()
+        o
     }
 
-    fn run(p: &BulkheadParams, seed: u64) -> BulkheadReport {
-        run(p, seed)
-    }
-
-    fn text(r: &BulkheadReport) -> String {
-        text(r)
-    }
-
-    /// The shared pool, and separate pools with recommendations refusing or waiting when
-    /// its own is full.
-    fn alternatives(p: &BulkheadParams) -> Vec<Alternative<BulkheadParams>> {
-        [
-            (Design::Shared, p.recommendations_reject_when_full),
-            (Design::Separate, true),
-            (Design::Separate, false),
-        ]
-        .into_iter()
-        .map(|(design, reject)| {
-            let q = BulkheadParams {
-                design,
-                recommendations_reject_when_full: reject,
-                ..p.clone()
-            };
-            let change = format!(
-                "design={} recommendations_reject_when_full={reject}",
-                match design {
-                    Design::Shared => "shared",
-                    Design::Separate => "separate",
-                }
-            );
-            Alternative::new(design_label(&q), change, q)
-        })
-        .collect()
-    }
-
-    fn compare_heading(p: &BulkheadParams) -> String {
-        let separate = BulkheadParams {
-            design: Design::Separate,
-            ..p.clone()
-        };
-        format!(
-            "scenario bulkhead: {} home loads/s + {} searches/s; success after recommendations slows at {} s\n{}",
-            p.home_rate_per_s,
-            p.search_rate_per_s,
-            p.slow_at.as_secs_f64(),
-            describe_pools(&separate)
-        )
-    }
-
-    fn figures(_base: &BulkheadParams, alt: &BulkheadParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
-        vec![
-            Figure::share("core", "core", r.after.core),
-            Figure::share("search", "search", r.after.search),
-            Figure::share(
-                "recommendations",
-                "recommendations",
-                r.after.per_downstream[RECOMMENDATIONS],
-            ),
-            Figure::share(
-                "recommendations_refused",
-                "refused at once",
-                r.after.recommendations_refused,
-            ),
-            Figure::count("max_waiting", "max waiting", r.max_waiting),
-        ]
-    }
-
-    fn plot(r: &BulkheadReport, root: &Area) -> PlotResult {
+    fn plot(&self, root: &Area) -> PlotResult {
         let pts = |f: fn(&BulkheadSecond) -> f64| -> Vec<(f64, f64)> {
-            r.series
+            self.series
                 .iter()
                 .map(|s| (f64::from(s.t), f(s) * 100.0))
                 .collect()
@@ -336,17 +226,113 @@ impl Model for Bulkhead {
         let right = [Series::new(
             "connections in use (right axis)",
             RGBColor(230, 140, 0),
-            r.series
+            self.series
                 .iter()
                 .map(|s| (f64::from(s.t), s.in_use as f64))
                 .collect(),
         )];
         let axes = Axes {
-            title: format!("bulkhead: {}", r.pools),
+            title: format!("bulkhead: {}", self.pools),
             x_desc: "time (s)",
             y_desc: "success (%)",
             right: Some("connections in use"),
         };
         plot::lines(root, &axes, &left, &right)
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::share("core", "core", self.after.core),
+            Figure::share("search", "search", self.after.search),
+            Figure::share(
+                "recommendations",
+                "recommendations",
+                self.after.per_downstream[RECOMMENDATIONS],
+            ),
+            Figure::share(
+                "recommendations_refused",
+                "refused at once",
+                self.after.recommendations_refused,
+            ),
+            Figure::count("max_waiting", "max waiting", self.max_waiting),
+        ]
+    }
+}
+
+impl Model for BulkheadParams {
+    type Report = BulkheadReport;
+
+    fn run(&self, seed: u64) -> BulkheadReport {
+        let o = model::run(self, seed);
+        let slow = self.slow_at.as_micros() as u64;
+        let end = self.duration.as_micros() as u64;
+        let secs = self.duration.as_secs_f64().ceil() as u64;
+        let series = (0..secs)
+            .map(|t| {
+                let r = rates(&o, t * 1_000_000, (t + 1) * 1_000_000);
+                let (in_use, waiting) = o.samples.get(t as usize).copied().unwrap_or_default();
+                BulkheadSecond {
+                    t: t as u32,
+                    core: r.core,
+                    search: r.search,
+                    recommendations: r.per_downstream[RECOMMENDATIONS],
+                    in_use,
+                    waiting,
+                }
+            })
+            .collect();
+        BulkheadReport {
+            scenario: params::NAME,
+            seed,
+            design: self.design,
+            pools: describe_pools(self),
+            slow_at_s: self.slow_at.as_secs_f64(),
+            before: rates(&o, 0, slow),
+            after: rates(&o, slow, end),
+            max_in_use: o.samples.iter().map(|s| s.0).max().unwrap_or(0),
+            max_waiting: o.samples.iter().map(|s| s.1).max().unwrap_or(0),
+            series,
+        }
+    }
+
+    /// The shared pool, and separate pools with recommendations refusing or waiting when
+    /// its own is full.
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
+        [
+            (Design::Shared, self.recommendations_reject_when_full),
+            (Design::Separate, true),
+            (Design::Separate, false),
+        ]
+        .into_iter()
+        .map(|(design, reject)| {
+            let q = BulkheadParams {
+                design,
+                recommendations_reject_when_full: reject,
+                ..self.clone()
+            };
+            let change = format!(
+                "design={} recommendations_reject_when_full={reject}",
+                match design {
+                    Design::Shared => "shared",
+                    Design::Separate => "separate",
+                }
+            );
+            Alternative::new(design_label(&q), change, q)
+        })
+        .collect()
+    }
+
+    fn compare_heading(&self) -> String {
+        let separate = BulkheadParams {
+            design: Design::Separate,
+            ..self.clone()
+        };
+        format!(
+            "scenario bulkhead: {} home loads/s + {} searches/s; success after recommendations slows at {} s\n{}",
+            self.home_rate_per_s,
+            self.search_rate_per_s,
+            self.slow_at.as_secs_f64(),
+            describe_pools(&separate)
+        )
     }
 }

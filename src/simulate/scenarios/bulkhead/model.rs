@@ -54,7 +54,7 @@ pub struct Made {
 
 /// What the report is computed from: every call (by arrival), and per second the
 /// connections in use and the calls waiting for one.
-pub struct Outcome {
+pub struct Run {
     /// Home loads are runs of five calls, from index `homes[i]` on.
     pub calls: Vec<Made>,
     pub homes: Vec<u32>,
@@ -79,7 +79,7 @@ fn us(d: std::time::Duration) -> u64 {
     d.as_micros() as u64
 }
 
-pub fn run(p: &BulkheadParams, seed: u64) -> Outcome {
+pub fn run(p: &BulkheadParams, seed: u64) -> Run {
     let ds = p.downstreams();
     let pools = match p.design {
         Design::Shared => vec![Pool {
@@ -121,7 +121,7 @@ pub fn run(p: &BulkheadParams, seed: u64) -> Outcome {
         sim.now = t;
         sim.handle(ev);
     }
-    Outcome {
+    Run {
         calls: sim
             .calls
             .iter()

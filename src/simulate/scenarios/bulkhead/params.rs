@@ -1,10 +1,13 @@
 //! The parameters of `bulkhead`, flat so that `--set key=value` reaches every one.
 //! Defaults are the drill: 150 home loads/s per instance fanning out to five downstreams,
-//! an unrelated search endpoint beside them, recommendations slowing to its 2 s timeout.
-//! The latencies are chosen so that the separate pools are Little's law at 150
-//! loads/s with a third of headroom: in flight = 150/s x latency = 3/4 of the pool.
+//! an unrelated search endpoint beside them, recommendations slowing to its 2 s timeout
+//! while every other call keeps its own 150 ms timeout. The latencies are chosen so that
+//! every call fits that timeout with room (at most 1.5 times its mean: 120 ms for posts),
+//! which leaves the drill's separate pools 30% in use at 150 loads/s (in flight = rate x
+//! latency: 12 of posts' 40), recommendations' 75% (45 of 60).
 
 use crate::simulate::error::SimError;
+use crate::simulate::model::Params;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -97,23 +100,23 @@ impl Default for BulkheadParams {
             design: Design::Shared,
             shared_pool: 256,
             recommendations_reject_when_full: true,
-            posts_latency: ms(200),
-            posts_timeout: ms(1000),
+            posts_latency: ms(80),
+            posts_timeout: ms(150),
             posts_pool: 40,
-            profile_latency: ms(100),
-            profile_timeout: ms(1000),
+            profile_latency: ms(40),
+            profile_timeout: ms(150),
             profile_pool: 20,
-            ads_latency: ms(150),
-            ads_timeout: ms(1000),
+            ads_latency: ms(60),
+            ads_timeout: ms(150),
             ads_pool: 30,
-            notifications_latency: ms(75),
-            notifications_timeout: ms(1000),
+            notifications_latency: ms(30),
+            notifications_timeout: ms(150),
             notifications_pool: 15,
             recommendations_latency: ms(300),
             recommendations_timeout: ms(2000),
             recommendations_pool: 60,
-            search_latency: ms(150),
-            search_timeout: ms(1000),
+            search_latency: ms(60),
+            search_timeout: ms(150),
             search_pool: 10,
         }
     }
@@ -156,8 +159,12 @@ impl BulkheadParams {
             d(self.search_latency, self.search_timeout, self.search_pool),
         ]
     }
+}
 
-    pub fn validate(&self) -> Result<(), SimError> {
+impl Params for BulkheadParams {
+    const NAME: &'static str = NAME;
+
+    fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         for (k, r) in [
             ("home_rate_per_s", self.home_rate_per_s),

@@ -21,7 +21,7 @@ pub mod server;
 use crate::plan::Plan;
 use crate::retry::RetryKind;
 use crate::simulate::error::SimError;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text;
 use crate::util::duration;
@@ -30,7 +30,8 @@ use plotters::style::{RGBColor, GREEN, MAGENTA, RED};
 use report::{Second, SystemReport};
 use std::fmt::Write;
 
-pub struct ConfigDeploy;
+/// How a recovery reads in the comparison.
+const RECOVERS: (&str, &str) = ("recovers", "stuck");
 
 /// A file's `plan:`: its rates must be numbers the gate can hold.
 pub fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
@@ -42,95 +43,228 @@ pub fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
     Ok(())
 }
 
-impl Model for ConfigDeploy {
-    const NAME: &'static str = params::NAME;
-    type Params = SystemParams;
+/// A condensed table of the run (one row per window so 300 s fit on a screen) and the
+/// summary lines; the chart: arrivals, goodput, wasted work, rejections and capacity per
+/// second, the queue on the right axis. A stuck overload is easiest to see as a picture:
+/// arrivals staying high while goodput stays near zero.
+impl Outcome for SystemReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(o, "scenario {} (seed {})", self.scenario, self.seed);
+        let window = text::window(self.series.len());
+        let rows: Vec<Vec<String>> = self
+            .series
+            .chunks(window)
+            .map(|chunk| {
+                let n = chunk.len() as f64;
+                let avg = |f: fn(&Second) -> u64| {
+                    format!("{:.0}", chunk.iter().map(f).sum::<u64>() as f64 / n)
+                };
+                let last = &chunk[chunk.len() - 1];
+                vec![
+                    chunk[0].t.to_string(),
+                    avg(|s| s.arriving),
+                    avg(|s| s.retries),
+                    avg(|s| s.useful),
+                    avg(|s| s.abandoned),
+                    avg(|s| s.timeouts),
+                    avg(|s| s.rejected),
+                    last.queue.to_string(),
+                    last.in_retry.to_string(),
+                    format!("{:.0}", last.capacity),
+                    last.gate_rate
+                        .map_or("open".to_string(), |g| format!("{g:.0}")),
+                ]
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "t(s)",
+                "arrive/s",
+                "retry/s",
+                "useful/s",
+                "wasted/s",
+                "timeout/s",
+                "reject/s",
+                "queue",
+                "in retry",
+                "capacity",
+                "gate",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(
+            o,
+            "(rows average {window} s; queue, in retry, capacity and gate at the row's end)"
+        );
+        let _ = writeln!(o, "peak calls in a second: {}", self.peak_calls);
+        let t = &self.totals;
+        let _ = writeln!(
+        o,
+        "polls: {} started, {} served, {} given up, {} pending; {} attempts, {} served after the client left",
+        t.calls, t.served, t.given_up, t.pending, t.attempts, t.abandoned_work
+    );
+        let reference = self.reference.replace('_', " ");
+        let _ = writeln!(
+            o,
+            "settled (first clean second) after {reference}: {}",
+            text::opt_s(self.settled_s)
+        );
+        if self.recovered {
+            let _ = writeln!(
+                o,
+                "recovered: yes, {} after {reference}",
+                text::opt_s(self.time_to_recover_s)
+            );
+        } else {
+            let _ = writeln!(o, "recovered: no (still failing at the end of the run)");
+        }
+        if self.reference == "plan_start" {
+            let _ = writeln!(o, "relapses during the ramp: {}", self.relapses);
+        }
+        o
+    }
+
+    fn plot(&self, root: &Area) -> PlotResult {
+        let pts = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
+            self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
+        };
+        let title = match (self.recovered, self.time_to_recover_s) {
+            (true, Some(t)) => format!(
+                "{}: recovers {t} s after {}",
+                self.scenario,
+                self.reference.replace('_', " ")
+            ),
+            _ => format!("{}: stays stuck", self.scenario),
+        };
+        // Drawn back to front: the wide grey capacity line stays visible under the wasted
+        // work that, in a stuck state, uses all of it.
+        let left = [
+            Series::new(
+                "capacity (useful/s)",
+                RGBColor(170, 170, 170),
+                pts(|s| s.capacity),
+            )
+            .width(5),
+            Series::new(
+                "arriving/s (retries come in waves)",
+                RGBColor(90, 120, 230),
+                pts(|s| s.arriving as f64),
+            )
+            .width(1),
+            Series::new("rejected/s", MAGENTA, pts(|s| s.rejected as f64)),
+            Series::new(
+                "wasted/s (served after timeout)",
+                RED,
+                pts(|s| s.abandoned as f64),
+            ),
+            Series::new("useful/s", GREEN, pts(|s| s.useful as f64)),
+        ];
+        let right = [Series::new(
+            "queue depth (right axis)",
+            RGBColor(230, 140, 0),
+            pts(|s| s.queue as f64),
+        )
+        .width(1)];
+        let axes = Axes {
+            title,
+            x_desc: "time (s)",
+            y_desc: "requests per second",
+            right: Some("queue depth"),
+        };
+        plot::lines(root, &axes, &left, &right)
+    }
+
+    fn time_to_recover_s(&self) -> Option<f64> {
+        self.time_to_recover_s
+    }
+
+    fn attempts(&self) -> Option<u64> {
+        Some(self.totals.attempts)
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::flag("recovered", "from start", RECOVERS, self.recovered),
+            Figure::new(
+                "time_to_recover_s",
+                "recovery",
+                Unit::Seconds,
+                self.time_to_recover_s,
+            ),
+            Figure::count("peak_calls", "peak", self.peak_calls),
+            Figure::count("given_up", "given up", self.given_up),
+            Figure::count("wasted", "wasted", self.totals.abandoned_work),
+        ]
+    }
+}
+
+impl Model for SystemParams {
     type Report = SystemReport;
 
-    fn validate(p: &SystemParams) -> Result<(), SimError> {
-        p.validate()
+    fn run(&self, seed: u64) -> SystemReport {
+        engine::run(self, seed)
     }
 
-    fn run(p: &SystemParams, seed: u64) -> SystemReport {
-        engine::run(p, seed)
-    }
-
-    fn text(r: &SystemReport) -> String {
-        render(r)
-    }
-
-    fn plot(r: &SystemReport, root: &Area) -> PlotResult {
-        chart(r, root)
-    }
-
-    fn set_retry(p: &mut SystemParams, kind: RetryKind) -> Result<(), SimError> {
-        p.set_retry(kind);
+    fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
+        self.set_retry(kind);
         Ok(())
     }
 
-    fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
-        take_plan(p, plan)
+    fn take_plan(&mut self, plan: Plan) -> Result<(), String> {
+        take_plan(self, plan)
     }
 
     /// The baseline and each change on its own: client timeout, retry delay, jitter,
     /// backoff, a retry budget, load shedding, a cheaper overload.
-    fn alternatives(p: &SystemParams) -> Vec<Alternative<SystemParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         let changes = [
             (
                 "client timeout x4",
                 "timeout",
-                duration::format(p.timeout * 4),
+                duration::format(self.timeout * 4),
             ),
             (
                 "retry delay x10",
                 "retry_delay",
-                duration::format(p.retry_delay * 10),
+                duration::format(self.retry_delay * 10),
             ),
-            ("jitter", "jitter", (!p.jitter).to_string()),
-            ("exponential backoff", "backoff", (!p.backoff).to_string()),
+            ("jitter", "jitter", (!self.jitter).to_string()),
+            (
+                "exponential backoff",
+                "backoff",
+                (!self.backoff).to_string(),
+            ),
             ("retry budget 10%", "retry_budget", "0.1".into()),
-            ("load shedding", "shedding", (!p.shedding).to_string()),
+            ("load shedding", "shedding", (!self.shedding).to_string()),
             ("overload factor 1", "overload_factor", "1".into()),
         ];
-        let mut out = vec![Alternative::new("baseline", "", p.clone())];
+        let mut out = vec![Alternative::new("baseline", "", self.clone())];
         for (label, key, value) in changes {
-            if let Ok(q) = crate::simulate::overrides::apply(p, params::NAME, key, &value) {
+            if let Ok(q) = crate::simulate::overrides::apply(self, params::NAME, key, &value) {
                 out.push(Alternative::new(label, format!("{key}={value}"), q));
             }
         }
         out
     }
 
-    fn compare_heading(p: &SystemParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario config-deploy: one change at a time; \"from start\": the change is in place before the trigger; \"once stuck\": made at {} (plan_at)",
-            duration::format(p.plan_at)
+            duration::format(self.plan_at)
         )
     }
 
     /// From the start, and made only at `plan_at` once the system is stuck (without a
     /// plan): does it get out, and how long after the change?
-    fn figures(base: &SystemParams, alt: &SystemParams, seed: u64) -> Vec<Figure> {
-        let r = engine::run(alt, seed);
-        let late = (base.plan.is_none()).then(|| engine::run_with(base, Some(alt), seed));
-        let recovers = ("recovers", "stuck");
-        let mut f = vec![
-            Figure::flag("recovered", "from start", recovers, r.recovered),
-            Figure::new(
-                "time_to_recover_s",
-                "recovery",
-                Unit::Seconds,
-                r.time_to_recover_s,
-            ),
-            Figure::count("peak_calls", "peak", r.peak_calls),
-            Figure::count("given_up", "given up", r.given_up),
-            Figure::count("wasted", "wasted", r.totals.abandoned_work),
-        ];
-        if let Some(late) = late {
+    fn figures(&self, alt: &Self, seed: u64) -> Vec<Figure> {
+        let mut f = engine::run(alt, seed).figures();
+        if self.plan.is_none() {
+            let late = engine::run_with(self, Some(alt), seed);
             f.push(Figure::flag(
                 "recovers_if_changed_when_stuck",
                 "once stuck",
-                recovers,
+                RECOVERS,
                 late.recovered,
             ));
             f.push(Figure::new(
@@ -143,147 +277,7 @@ impl Model for ConfigDeploy {
         f
     }
 
-    fn client_seconds(p: &SystemParams) -> Option<f64> {
-        Some(f64::from(p.clients) * p.duration.as_secs_f64())
+    fn client_seconds(&self) -> Option<f64> {
+        Some(f64::from(self.clients) * self.duration.as_secs_f64())
     }
-
-    fn attempts(r: &SystemReport) -> Option<u64> {
-        Some(r.totals.attempts)
-    }
-
-    fn time_to_recover_s(r: &SystemReport) -> Option<f64> {
-        r.time_to_recover_s
-    }
-}
-
-/// A condensed table of the run (one row per window so 300 s fit on a screen) and the
-/// summary lines.
-fn render(r: &SystemReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(o, "scenario {} (seed {})", r.scenario, r.seed);
-    let window = text::window(r.series.len());
-    let rows: Vec<Vec<String>> = r
-        .series
-        .chunks(window)
-        .map(|chunk| {
-            let n = chunk.len() as f64;
-            let avg = |f: fn(&Second) -> u64| {
-                format!("{:.0}", chunk.iter().map(f).sum::<u64>() as f64 / n)
-            };
-            let last = &chunk[chunk.len() - 1];
-            vec![
-                chunk[0].t.to_string(),
-                avg(|s| s.arriving),
-                avg(|s| s.retries),
-                avg(|s| s.useful),
-                avg(|s| s.abandoned),
-                avg(|s| s.timeouts),
-                avg(|s| s.rejected),
-                last.queue.to_string(),
-                last.in_retry.to_string(),
-                format!("{:.0}", last.capacity),
-                last.gate_rate
-                    .map_or("open".to_string(), |g| format!("{g:.0}")),
-            ]
-        })
-        .collect();
-    o.push_str(&text::table(
-        &[
-            "t(s)",
-            "arrive/s",
-            "retry/s",
-            "useful/s",
-            "wasted/s",
-            "timeout/s",
-            "reject/s",
-            "queue",
-            "in retry",
-            "capacity",
-            "gate",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(
-        o,
-        "(rows average {window} s; queue, in retry, capacity and gate at the row's end)"
-    );
-    let _ = writeln!(o, "peak calls in a second: {}", r.peak_calls);
-    let t = &r.totals;
-    let _ = writeln!(
-        o,
-        "polls: {} started, {} served, {} given up, {} pending; {} attempts, {} served after the client left",
-        t.calls, t.served, t.given_up, t.pending, t.attempts, t.abandoned_work
-    );
-    let reference = r.reference.replace('_', " ");
-    let _ = writeln!(
-        o,
-        "settled (first clean second) after {reference}: {}",
-        text::opt_s(r.settled_s)
-    );
-    if r.recovered {
-        let _ = writeln!(
-            o,
-            "recovered: yes, {} after {reference}",
-            text::opt_s(r.time_to_recover_s)
-        );
-    } else {
-        let _ = writeln!(o, "recovered: no (still failing at the end of the run)");
-    }
-    if r.reference == "plan_start" {
-        let _ = writeln!(o, "relapses during the ramp: {}", r.relapses);
-    }
-    o
-}
-
-/// Arrivals, goodput, wasted work, rejections and capacity per second; the queue on the
-/// right axis. A stuck overload is easiest to see as a picture: arrivals staying high
-/// while goodput stays near zero.
-fn chart(r: &SystemReport, root: &Area) -> PlotResult {
-    let pts = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
-        r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
-    };
-    let title = match (r.recovered, r.time_to_recover_s) {
-        (true, Some(t)) => format!(
-            "{}: recovers {t} s after {}",
-            r.scenario,
-            r.reference.replace('_', " ")
-        ),
-        _ => format!("{}: stays stuck", r.scenario),
-    };
-    // Drawn back to front: the wide grey capacity line stays visible under the wasted
-    // work that, in a stuck state, uses all of it.
-    let left = [
-        Series::new(
-            "capacity (useful/s)",
-            RGBColor(170, 170, 170),
-            pts(|s| s.capacity),
-        )
-        .width(5),
-        Series::new(
-            "arriving/s (retries come in waves)",
-            RGBColor(90, 120, 230),
-            pts(|s| s.arriving as f64),
-        )
-        .width(1),
-        Series::new("rejected/s", MAGENTA, pts(|s| s.rejected as f64)),
-        Series::new(
-            "wasted/s (served after timeout)",
-            RED,
-            pts(|s| s.abandoned as f64),
-        ),
-        Series::new("useful/s", GREEN, pts(|s| s.useful as f64)),
-    ];
-    let right = [Series::new(
-        "queue depth (right axis)",
-        RGBColor(230, 140, 0),
-        pts(|s| s.queue as f64),
-    )
-    .width(1)];
-    let axes = Axes {
-        title,
-        x_desc: "time (s)",
-        y_desc: "requests per second",
-        right: Some("queue depth"),
-    };
-    plot::lines(root, &axes, &left, &right)
 }

@@ -5,6 +5,7 @@
 use crate::plan::Plan;
 use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
+use crate::simulate::model::Params;
 use crate::util::duration::{serde_human, serde_human_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -195,9 +196,21 @@ impl SystemParams {
         };
         outage.max(spike)
     }
+}
+
+fn positive(key: &'static str, v: f64) -> Result<(), SimError> {
+    if v > 0.0 && v.is_finite() {
+        Ok(())
+    } else {
+        Err(SimError::invalid(key, "must be a positive number"))
+    }
+}
+
+impl Params for SystemParams {
+    const NAME: &'static str = NAME;
 
     /// Refuse values the model cannot run, naming the key.
-    pub fn validate(&self) -> Result<(), SimError> {
+    fn validate(&self) -> Result<(), SimError> {
         let tick = self.tick;
         if tick < Duration::from_micros(100) || tick > Duration::from_secs(1) {
             return Err(SimError::invalid("tick", "must be between 100us and 1s"));
@@ -281,13 +294,5 @@ impl SystemParams {
             }
         }
         Ok(())
-    }
-}
-
-fn positive(key: &'static str, v: f64) -> Result<(), SimError> {
-    if v > 0.0 && v.is_finite() {
-        Ok(())
-    } else {
-        Err(SimError::invalid(key, "must be a positive number"))
     }
 }

@@ -10,12 +10,12 @@
 mod model;
 pub mod params;
 
-pub use model::{run, OutageTick, ProviderOutageReport};
+pub use model::{OutageTick, ProviderOutageReport};
 pub use params::ProviderOutageParams;
 
 use crate::retry::RetryKind;
 use crate::simulate::error::SimError;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text;
 use plotters::style::RGBColor;
@@ -33,156 +33,86 @@ fn overload(served: u32) -> String {
     }
 }
 
-pub fn text(r: &ProviderOutageReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
+/// The peak after the return, what it cost, and when it was over; tick by tick.
+impl Outcome for ProviderOutageReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
         o,
         "scenario provider-outage (seed {}): {} clients calling together at {} s, each calling again {} s after its call went through; provider serves {} per {} ms tick and {}; down {} s..{} s; {}",
-        r.seed,
-        r.clients,
-        r.first_call_s,
-        r.period_s,
-        r.capacity_per_tick,
-        r.tick_ms,
-        overload(r.overload_served),
-        r.down_from_s,
-        r.back_at_s,
-        r.policy_description
+        self.seed,
+        self.clients,
+        self.first_call_s,
+        self.period_s,
+        self.capacity_per_tick,
+        self.tick_ms,
+        overload(self.overload_served),
+        self.down_from_s,
+        self.back_at_s,
+        self.policy_description
     );
-    let _ = writeln!(
-        o,
-        "peak requests in one tick after the provider is back: {} at {:.1} s (capacity {})",
-        r.peak_after_back, r.peak_after_back_at_s, r.capacity_per_tick
-    );
-    let _ = writeln!(
+        let _ = writeln!(
+            o,
+            "peak requests in one tick after the provider is back: {} at {:.1} s (capacity {})",
+            self.peak_after_back, self.peak_after_back_at_s, self.capacity_per_tick
+        );
+        let _ = writeln!(
         o,
         "total requests sent: {} ({} first tries + {} retries); served {}, given up {}, clients still waiting at the end {}",
-        r.requests, r.calls, r.retries, r.served, r.given_up, r.waiting_at_end
+        self.requests, self.calls, self.retries, self.served, self.given_up, self.waiting_at_end
     );
-    let _ = writeln!(
-        o,
-        "time to recover after it came back: {}",
-        fmt_recovered(r.recovered_after_s)
-    );
-    let per_s = (1000.0 / r.tick_ms).round().max(1.0) as usize;
-    let rows: Vec<Vec<String>> = r
-        .series
-        .chunks(per_s)
-        .map(|c| {
-            let sum = |f: fn(&OutageTick) -> u64| c.iter().map(f).sum::<u64>().to_string();
-            vec![
-                format!("{:.0}", c[0].tick as f64 * r.tick_ms / 1000.0),
-                sum(|x| x.new + x.retries),
-                c.iter()
-                    .map(|x| x.new + x.retries)
-                    .max()
-                    .unwrap_or(0)
-                    .to_string(),
-                sum(|x| x.retries),
-                sum(|x| x.served),
-                sum(|x| x.failed),
-                c.last().map_or(0, |x| x.waiting).to_string(),
-            ]
-        })
-        .collect();
-    o.push_str(&text::table(
-        &[
-            "t(s)",
-            "requests",
-            "peak tick",
-            "retries",
-            "served",
-            "failed",
-            "waiting",
-        ],
-        &rows,
-    ));
-    let _ = writeln!(
+        let _ = writeln!(
+            o,
+            "time to recover after it came back: {}",
+            fmt_recovered(self.recovered_after_s)
+        );
+        let per_s = (1000.0 / self.tick_ms).round().max(1.0) as usize;
+        let rows: Vec<Vec<String>> = self
+            .series
+            .chunks(per_s)
+            .map(|c| {
+                let sum = |f: fn(&OutageTick) -> u64| c.iter().map(f).sum::<u64>().to_string();
+                vec![
+                    format!("{:.0}", c[0].tick as f64 * self.tick_ms / 1000.0),
+                    sum(|x| x.new + x.retries),
+                    c.iter()
+                        .map(|x| x.new + x.retries)
+                        .max()
+                        .unwrap_or(0)
+                        .to_string(),
+                    sum(|x| x.retries),
+                    sum(|x| x.served),
+                    sum(|x| x.failed),
+                    c.last().map_or(0, |x| x.waiting).to_string(),
+                ]
+            })
+            .collect();
+        o.push_str(&text::table(
+            &[
+                "t(s)",
+                "requests",
+                "peak tick",
+                "retries",
+                "served",
+                "failed",
+                "waiting",
+            ],
+            &rows,
+        ));
+        let _ = writeln!(
         o,
         "(one row per second; peak tick: the most requests in one of its ticks; waiting: clients whose call has not gone through, at its end)"
     );
-    o
-}
-
-pub struct ProviderOutage;
-
-impl Model for ProviderOutage {
-    const NAME: &'static str = params::NAME;
-    type Params = ProviderOutageParams;
-    type Report = ProviderOutageReport;
-
-    fn validate(p: &ProviderOutageParams) -> Result<(), SimError> {
-        p.validate()
+        o
     }
 
-    fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
-        run(p, seed)
-    }
-
-    fn text(r: &ProviderOutageReport) -> String {
-        text(r)
-    }
-
-    fn set_retry(p: &mut ProviderOutageParams, kind: RetryKind) -> Result<(), SimError> {
-        p.policy = kind;
-        Ok(())
-    }
-
-    /// The three policies, each with the drill's numbers.
-    fn alternatives(p: &ProviderOutageParams) -> Vec<Alternative<ProviderOutageParams>> {
-        RetryKind::ALL
-            .into_iter()
-            .map(|policy| {
-                let q = ProviderOutageParams {
-                    policy,
-                    ..p.clone()
-                };
-                Alternative::new(q.retry_policy().describe(), format!("policy={policy}"), q)
-            })
-            .collect()
-    }
-
-    fn compare_heading(p: &ProviderOutageParams) -> String {
-        format!(
-            "scenario provider-outage: {} clients calling together at {} s, provider {} per tick and {}, down {} s..{} s, window {} s",
-            p.clients,
-            p.first_call.as_secs_f64(),
-            p.capacity_per_tick,
-            overload(p.overload_served),
-            p.down_from.as_secs_f64(),
-            p.down_to.as_secs_f64(),
-            p.duration.as_secs_f64()
-        )
-    }
-
-    fn figures(_base: &ProviderOutageParams, alt: &ProviderOutageParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
-        vec![
-            Figure::count("peak_after_back", "peak tick after back", r.peak_after_back),
-            Figure::count("requests", "requests", r.requests),
-            Figure::count("retries", "retries", r.retries),
-            Figure::flag(
-                "recovered",
-                "recovers",
-                ("recovers", "never"),
-                r.recovered_after_s.is_some(),
-            ),
-            Figure::new(
-                "recovered_after_s",
-                "recovered after",
-                Unit::Seconds,
-                r.recovered_after_s,
-            ),
-        ]
-    }
-
-    fn plot(r: &ProviderOutageReport, root: &Area) -> PlotResult {
-        let t = |x: &OutageTick| x.tick as f64 * r.tick_ms / 1000.0;
+    fn plot(&self, root: &Area) -> PlotResult {
+        let t = |x: &OutageTick| x.tick as f64 * self.tick_ms / 1000.0;
         let pts = |f: fn(&OutageTick) -> u64| -> Vec<(f64, f64)> {
-            r.series.iter().map(|x| (t(x), f(x) as f64)).collect()
+            self.series.iter().map(|x| (t(x), f(x) as f64)).collect()
         };
-        let cap = f64::from(r.capacity_per_tick);
-        let end = r.series.last().map_or(1.0, t);
+        let cap = f64::from(self.capacity_per_tick);
+        let end = self.series.last().map_or(1.0, t);
         let left = [
             Series::new(
                 "capacity per tick",
@@ -206,8 +136,8 @@ impl Model for ProviderOutage {
         let axes = Axes {
             title: format!(
                 "provider-outage, {}: recovered {}",
-                r.policy,
-                fmt_recovered(r.recovered_after_s)
+                self.policy,
+                fmt_recovered(self.recovered_after_s)
             ),
             x_desc: "time (s)",
             y_desc: "requests per tick",
@@ -216,7 +146,71 @@ impl Model for ProviderOutage {
         plot::lines(root, &axes, &left, &right)
     }
 
-    fn time_to_recover_s(r: &ProviderOutageReport) -> Option<f64> {
-        r.recovered_after_s
+    fn time_to_recover_s(&self) -> Option<f64> {
+        self.recovered_after_s
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        vec![
+            Figure::count(
+                "peak_after_back",
+                "peak tick after back",
+                self.peak_after_back,
+            ),
+            Figure::count("requests", "requests", self.requests),
+            Figure::count("retries", "retries", self.retries),
+            Figure::flag(
+                "recovered",
+                "recovers",
+                ("recovers", "never"),
+                self.recovered_after_s.is_some(),
+            ),
+            Figure::new(
+                "recovered_after_s",
+                "recovered after",
+                Unit::Seconds,
+                self.recovered_after_s,
+            ),
+        ]
+    }
+}
+
+impl Model for ProviderOutageParams {
+    type Report = ProviderOutageReport;
+
+    fn run(&self, seed: u64) -> ProviderOutageReport {
+        model::run(self, seed)
+    }
+
+    fn set_retry(&mut self, kind: RetryKind) -> Result<(), SimError> {
+        self.policy = kind;
+        Ok(())
+    }
+
+    /// The three policies, each with the drill's numbers.
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
+        RetryKind::ALL
+            .into_iter()
+            .map(|policy| {
+                let q = ProviderOutageParams {
+                    policy,
+                    ..self.clone()
+                };
+                Alternative::new(q.retry_policy().describe(), format!("policy={policy}"), q)
+            })
+            .collect()
+    }
+
+    fn compare_heading(&self) -> String {
+        format!(
+            "scenario provider-outage: {} clients calling together at {} s, provider {} per tick and {}, down {} s..{} s, window {} s",
+            self.clients,
+            self.first_call.as_secs_f64(),
+            self.capacity_per_tick,
+            overload(self.overload_served),
+            self.down_from.as_secs_f64(),
+            self.down_to.as_secs_f64(),
+            self.duration.as_secs_f64()
+        )
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
+use crate::simulate::model::Params;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -76,8 +77,12 @@ impl ProviderOutageParams {
     pub fn retry_policy(&self) -> RetryPolicy {
         RetryPolicy::new(self.policy, self.base, self.cap)
     }
+}
 
-    pub fn validate(&self) -> Result<(), SimError> {
+impl Params for ProviderOutageParams {
+    const NAME: &'static str = NAME;
+
+    fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if self.tick < Duration::from_millis(1) || self.tick > Duration::from_secs(10) {
             return bad("tick", "must be between 1ms and 10s");

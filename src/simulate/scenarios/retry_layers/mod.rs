@@ -18,8 +18,7 @@ pub mod params;
 pub use model::{deadline, loads, AttemptTiming, LayerSecond, Loads};
 pub use params::{Failures, RetryLayersParams};
 
-use crate::simulate::error::SimError;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
+use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
 use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text;
 use plotters::style::RGBColor;
@@ -84,180 +83,235 @@ fn share(a: u64, b: u64) -> f64 {
     }
 }
 
-pub fn run(p: &RetryLayersParams, seed: u64) -> RetryLayersReport {
-    let series = model::seconds(p, seed);
-    let tries = [
-        p.app_retries + 1,
-        p.api_retries + 1,
-        p.downstream_retries + 1,
-    ]
-    .map(f64::from);
-    let attempts = deadline(p);
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
-    let last = series.last().cloned().unwrap_or_default();
-    let storm_over_after_s = (p.failures == Failures::Load)
-        .then(|| {
-            let bad = series.iter().rposition(|s| s.store_failed > 0);
-            match bad {
-                Some(i) if i + 1 == series.len() => None,
-                Some(i) => Some((i as f64 + 1.0 - p.trigger_to.as_secs_f64()).max(0.0)),
-                None => Some(0.0),
-            }
-        })
-        .flatten();
-    RetryLayersReport {
-        scenario: params::NAME,
-        seed,
-        rate_per_s: p.rate_per_s,
-        retries: [p.app_retries, p.api_retries, p.downstream_retries],
-        condition: condition(p),
-        failures: p.failures,
-        failure_rate: p.failure_rate,
-        retry_budget: p.retry_budget,
-        loads: model::loads_of(p, &series),
-        worst_case_per_s: [
-            p.rate_per_s,
-            p.rate_per_s * tries[0],
-            p.rate_per_s * tries[0] * tries[1],
-            p.rate_per_s * tries[0] * tries[1] * tries[2],
-        ],
-        store_failing_at_end: share(last.store_failed, last.received[3]),
-        storm_over_after_s,
-        deadline_ms: ms(p.deadline),
-        attempt_timeout_ms: ms(p.attempt_timeout),
-        retry_wait_ms: ms(p.retry_wait),
-        answer_latency_ms: ms(p.answer_latency),
-        retries_fit: attempts.iter().skip(1).any(|a| a.fits),
-        attempts,
-        series,
-    }
-}
-
-pub fn text(r: &RetryLayersReport) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
+/// The load on each layer, what got through, the storm second by second when the store
+/// is overloaded, and the deadline arithmetic.
+impl Outcome for RetryLayersReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let _ = writeln!(
         o,
         "scenario retry-layers (seed {}): {} req/s into the app; retries: app {}, API {}, downstream {}; {}",
-        r.seed, r.rate_per_s, r.retries[0], r.retries[1], r.retries[2], r.condition
+        self.seed, self.rate_per_s, self.retries[0], self.retries[1], self.retries[2], self.condition
     );
-    let rows: Vec<Vec<String>> = LAYERS
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            vec![
-                n.to_string(),
-                format!("{:.0}", r.loads.per_s[i]),
-                format!("{:.2}x", r.loads.per_s[i] / r.rate_per_s),
-                format!("{:.0}", r.worst_case_per_s[i]),
-            ]
-        })
-        .collect();
-    o.push_str(&text::table(
-        &["layer", "calls/s", "x the top", "if all fail, no budget"],
-        &rows,
-    ));
-    let _ = writeln!(
-        o,
-        "store calls per request: {:.2}; requests that succeed: {}",
-        r.loads.amplification,
-        text::pct(r.loads.success)
-    );
-    if r.failures == Failures::Load {
-        let over = r.storm_over_after_s.map_or(
-            "no: the retries keep it failing after the trigger, to the end of the run".into(),
-            |s| format!("{s:.0} s after the trigger ended"),
-        );
-        let _ = writeln!(
-            o,
-            "store calls failing in the last second: {}; the storm is over: {over}",
-            text::pct(r.store_failing_at_end)
-        );
-        let rows: Vec<Vec<String>> = r
-            .series
+        let rows: Vec<Vec<String>> = LAYERS
             .iter()
-            .map(|s| {
-                let mut v = vec![s.t.to_string()];
-                v.extend(s.received.iter().map(u64::to_string));
-                v.push(text::pct(share(s.store_failed, s.received[3])));
-                v.push(text::pct(share(s.succeeded, s.requests)));
-                v
+            .enumerate()
+            .map(|(i, n)| {
+                vec![
+                    n.to_string(),
+                    format!("{:.0}", self.loads.per_s[i]),
+                    format!("{:.2}x", self.loads.per_s[i] / self.rate_per_s),
+                    format!("{:.0}", self.worst_case_per_s[i]),
+                ]
             })
             .collect();
         o.push_str(&text::table(
-            &[
-                "t(s)",
-                "app",
-                "API",
-                "downstream",
-                "store",
-                "store failing",
-                "succeed",
-            ],
+            &["layer", "calls/s", "x the top", "if all fail, no budget"],
             &rows,
         ));
-    }
-    let _ = writeln!(
-        o,
-        "deadline {} ms, first attempt times out at {} ms, retry waits {} ms, an answer takes {} ms:",
-        r.deadline_ms, r.attempt_timeout_ms, r.retry_wait_ms, r.answer_latency_ms
-    );
-    for a in &r.attempts {
-        let verdict = if a.left_ms <= 0.0 {
-            "starts after the deadline: work for nobody".to_string()
-        } else if a.fits {
-            format!("{:.0} ms left: fits", a.left_ms)
-        } else {
-            format!(
-                "{:.0} ms left, less than the {} ms an answer takes: cannot finish",
-                a.left_ms, r.answer_latency_ms
-            )
-        };
         let _ = writeln!(
             o,
-            "  app attempt {} starts at {:.0} ms: {verdict}",
-            a.attempt, a.starts_ms
+            "store calls per request: {:.2}; requests that succeed: {}",
+            self.loads.amplification,
+            text::pct(self.loads.success)
         );
-    }
-    let _ = writeln!(
+        if self.failures == Failures::Load {
+            let over = self.storm_over_after_s.map_or(
+                "no: the retries keep it failing after the trigger, to the end of the run".into(),
+                |s| format!("{s:.0} s after the trigger ended"),
+            );
+            let _ = writeln!(
+                o,
+                "store calls failing in the last second: {}; the storm is over: {over}",
+                text::pct(self.store_failing_at_end)
+            );
+            let rows: Vec<Vec<String>> = self
+                .series
+                .iter()
+                .map(|s| {
+                    let mut v = vec![s.t.to_string()];
+                    v.extend(s.received.iter().map(u64::to_string));
+                    v.push(text::pct(share(s.store_failed, s.received[3])));
+                    v.push(text::pct(share(s.succeeded, s.requests)));
+                    v
+                })
+                .collect();
+            o.push_str(&text::table(
+                &[
+                    "t(s)",
+                    "app",
+                    "API",
+                    "downstream",
+                    "store",
+                    "store failing",
+                    "succeed",
+                ],
+                &rows,
+            ));
+        }
+        let _ = writeln!(
         o,
-        "retries fit inside the deadline: {}",
-        if r.retries_fit { "yes" } else { "no" }
+        "deadline {} ms, first attempt times out at {} ms, retry waits {} ms, an answer takes {} ms:",
+        self.deadline_ms, self.attempt_timeout_ms, self.retry_wait_ms, self.answer_latency_ms
     );
-    let _ = writeln!(
+        for a in &self.attempts {
+            let verdict = if a.left_ms <= 0.0 {
+                "starts after the deadline: work for nobody".to_string()
+            } else if a.fits {
+                format!("{:.0} ms left: fits", a.left_ms)
+            } else {
+                format!(
+                    "{:.0} ms left, less than the {} ms an answer takes: cannot finish",
+                    a.left_ms, self.answer_latency_ms
+                )
+            };
+            let _ = writeln!(
+                o,
+                "  app attempt {} starts at {:.0} ms: {verdict}",
+                a.attempt, a.starts_ms
+            );
+        }
+        let _ = writeln!(
+            o,
+            "retries fit inside the deadline: {}",
+            if self.retries_fit { "yes" } else { "no" }
+        );
+        let _ = writeln!(
         o,
         "(below the app, each layer waits {} ms per attempt too: its retries start at {} ms, after the caller above gave up at {} ms)",
-        r.attempt_timeout_ms,
-        r.attempt_timeout_ms + r.retry_wait_ms,
-        r.attempt_timeout_ms
+        self.attempt_timeout_ms,
+        self.attempt_timeout_ms + self.retry_wait_ms,
+        self.attempt_timeout_ms
     );
-    o
+        o
+    }
+
+    fn plot(&self, root: &Area) -> PlotResult {
+        let colors = [
+            RGBColor(90, 120, 230),
+            RGBColor(30, 140, 30),
+            RGBColor(230, 140, 0),
+            RGBColor(200, 30, 30),
+        ];
+        let left: Vec<Series> = LAYERS
+            .iter()
+            .zip(colors)
+            .enumerate()
+            .map(|(i, (name, color))| {
+                let pts = self
+                    .series
+                    .iter()
+                    .map(|s| (f64::from(s.t), s.received[i] as f64))
+                    .collect();
+                Series::new(format!("{name} calls/s"), color, pts)
+            })
+            .collect();
+        let axes = Axes {
+            title: format!("retry-layers: {}", self.condition),
+            x_desc: "time (s)",
+            y_desc: "calls per second",
+            right: None,
+        };
+        plot::lines(root, &axes, &left, &[])
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        let mut f: Vec<Figure> = LAYERS
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                Figure::new(
+                    ["app", "api", "downstream", "store"][i],
+                    *name,
+                    Unit::Count,
+                    Some(self.loads.per_s[i]),
+                )
+            })
+            .collect();
+        f.push(Figure::new(
+            "store_per_request",
+            "store/request",
+            Unit::Ratio,
+            Some(self.loads.amplification),
+        ));
+        f.push(Figure::share("succeed", "succeed", self.loads.success));
+        f.push(Figure::share(
+            "store_failing_at_end",
+            "store failing at the end",
+            self.store_failing_at_end,
+        ));
+        let over = Figure::new(
+            "storm_over_after_s",
+            "storm over after",
+            Unit::Seconds,
+            self.storm_over_after_s,
+        );
+        f.push(match self.failures {
+            Failures::Load => over,
+            Failures::Fixed => over.none_reads("-"),
+        });
+        f
+    }
 }
 
-pub struct RetryLayers;
-
-impl Model for RetryLayers {
-    const NAME: &'static str = params::NAME;
-    type Params = RetryLayersParams;
+impl Model for RetryLayersParams {
     type Report = RetryLayersReport;
 
-    fn validate(p: &RetryLayersParams) -> Result<(), SimError> {
-        p.validate()
-    }
-
-    fn run(p: &RetryLayersParams, seed: u64) -> RetryLayersReport {
-        run(p, seed)
-    }
-
-    fn text(r: &RetryLayersReport) -> String {
-        text(r)
+    fn run(&self, seed: u64) -> RetryLayersReport {
+        let series = model::seconds(self, seed);
+        let tries = [
+            self.app_retries + 1,
+            self.api_retries + 1,
+            self.downstream_retries + 1,
+        ]
+        .map(f64::from);
+        let attempts = deadline(self);
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+        let last = series.last().cloned().unwrap_or_default();
+        let storm_over_after_s = (self.failures == Failures::Load)
+            .then(|| {
+                let bad = series.iter().rposition(|s| s.store_failed > 0);
+                match bad {
+                    Some(i) if i + 1 == series.len() => None,
+                    Some(i) => Some((i as f64 + 1.0 - self.trigger_to.as_secs_f64()).max(0.0)),
+                    None => Some(0.0),
+                }
+            })
+            .flatten();
+        RetryLayersReport {
+            scenario: params::NAME,
+            seed,
+            rate_per_s: self.rate_per_s,
+            retries: [self.app_retries, self.api_retries, self.downstream_retries],
+            condition: condition(self),
+            failures: self.failures,
+            failure_rate: self.failure_rate,
+            retry_budget: self.retry_budget,
+            loads: model::loads_of(self, &series),
+            worst_case_per_s: [
+                self.rate_per_s,
+                self.rate_per_s * tries[0],
+                self.rate_per_s * tries[0] * tries[1],
+                self.rate_per_s * tries[0] * tries[1] * tries[2],
+            ],
+            store_failing_at_end: share(last.store_failed, last.received[3]),
+            storm_over_after_s,
+            deadline_ms: ms(self.deadline),
+            attempt_timeout_ms: ms(self.attempt_timeout),
+            retry_wait_ms: ms(self.retry_wait),
+            answer_latency_ms: ms(self.answer_latency),
+            retries_fit: attempts.iter().skip(1).any(|a| a.fits),
+            attempts,
+            series,
+        }
     }
 
     /// Nothing, everything and half failing, an overloaded store; the failing ones again
     /// with a retry budget per layer.
-    fn alternatives(p: &RetryLayersParams) -> Vec<Alternative<RetryLayersParams>> {
-        let budget = Some(p.retry_budget.unwrap_or(0.1));
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
+        let budget = Some(self.retry_budget.unwrap_or(0.1));
         let fixed = |rate: f64| (Failures::Fixed, rate);
-        let load = (Failures::Load, p.failure_rate);
+        let load = (Failures::Load, self.failure_rate);
         [
             (fixed(0.0), None),
             (fixed(1.0), None),
@@ -273,7 +327,7 @@ impl Model for RetryLayers {
                 failures,
                 failure_rate,
                 retry_budget,
-                ..p.clone()
+                ..self.clone()
             };
             let b = retry_budget.map_or("null".into(), |b| b.to_string());
             let change = match failures {
@@ -285,78 +339,10 @@ impl Model for RetryLayers {
         .collect()
     }
 
-    fn compare_heading(p: &RetryLayersParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario retry-layers: calls per second received by each layer, {} req/s into the app",
-            p.rate_per_s
+            self.rate_per_s
         )
-    }
-
-    fn figures(_base: &RetryLayersParams, alt: &RetryLayersParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
-        let mut f: Vec<Figure> = LAYERS
-            .iter()
-            .enumerate()
-            .map(|(i, name)| {
-                Figure::new(
-                    ["app", "api", "downstream", "store"][i],
-                    *name,
-                    Unit::Count,
-                    Some(r.loads.per_s[i]),
-                )
-            })
-            .collect();
-        f.push(Figure::new(
-            "store_per_request",
-            "store/request",
-            Unit::Ratio,
-            Some(r.loads.amplification),
-        ));
-        f.push(Figure::share("succeed", "succeed", r.loads.success));
-        f.push(Figure::share(
-            "store_failing_at_end",
-            "store failing at the end",
-            r.store_failing_at_end,
-        ));
-        let over = Figure::new(
-            "storm_over_after_s",
-            "storm over after",
-            Unit::Seconds,
-            r.storm_over_after_s,
-        );
-        f.push(match alt.failures {
-            Failures::Load => over,
-            Failures::Fixed => over.none_reads("-"),
-        });
-        f
-    }
-
-    fn plot(r: &RetryLayersReport, root: &Area) -> PlotResult {
-        let colors = [
-            RGBColor(90, 120, 230),
-            RGBColor(30, 140, 30),
-            RGBColor(230, 140, 0),
-            RGBColor(200, 30, 30),
-        ];
-        let left: Vec<Series> = LAYERS
-            .iter()
-            .zip(colors)
-            .enumerate()
-            .map(|(i, (name, color))| {
-                let pts = r
-                    .series
-                    .iter()
-                    .map(|s| (f64::from(s.t), s.received[i] as f64))
-                    .collect();
-                Series::new(format!("{name} calls/s"), color, pts)
-            })
-            .collect();
-        let axes = Axes {
-            title: format!("retry-layers: {}", r.condition),
-            x_desc: "time (s)",
-            y_desc: "calls per second",
-            right: None,
-        };
-        plot::lines(root, &axes, &left, &[])
     }
 }

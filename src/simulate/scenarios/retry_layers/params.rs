@@ -3,6 +3,7 @@
 
 use crate::simulate::error::SimError;
 use crate::simulate::kernel::arrivals::Arrivals;
+use crate::simulate::model::Params;
 use crate::util::duration::serde_human;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -96,8 +97,10 @@ impl Default for RetryLayersParams {
     }
 }
 
-impl RetryLayersParams {
-    pub fn validate(&self) -> Result<(), SimError> {
+impl Params for RetryLayersParams {
+    const NAME: &'static str = NAME;
+
+    fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if !(self.rate_per_s >= 1.0 && self.rate_per_s <= 1e6) {
             return bad("rate_per_s", "must be between 1 and 1000000");

@@ -13,21 +13,12 @@ pub use params::SlowReplicaParams;
 pub use report::SlowReplicaReport;
 
 use crate::gate::balance::policy::BalancePolicy;
-use crate::simulate::error::SimError;
-use crate::simulate::model::{Alternative, Figure, Model, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
-use plotters::style::RGBColor;
+use crate::simulate::model::{Alternative, Model};
 use std::time::Duration;
 
 /// The per-call timeout and the hedging delay the drill compares.
 pub const COMPARE_TIMEOUT: Duration = Duration::from_millis(250);
 pub const COMPARE_HEDGE_AFTER: Duration = Duration::from_millis(150);
-
-pub struct SlowReplica;
-
-pub fn run(p: &SlowReplicaParams, seed: u64) -> SlowReplicaReport {
-    report::build(p, seed, &model::run(p, seed))
-}
 
 /// The balancers compared: (label, policy, outlier ejection).
 fn balancers() -> [(&'static str, BalancePolicy, bool); 4] {
@@ -62,25 +53,15 @@ fn fmt_opt(d: Option<Duration>) -> String {
     d.map_or("null".into(), crate::util::duration::format)
 }
 
-impl Model for SlowReplica {
-    const NAME: &'static str = params::NAME;
-    type Params = SlowReplicaParams;
+impl Model for SlowReplicaParams {
     type Report = SlowReplicaReport;
 
-    fn validate(p: &SlowReplicaParams) -> Result<(), SimError> {
-        p.validate()
-    }
-
-    fn run(p: &SlowReplicaParams, seed: u64) -> SlowReplicaReport {
-        run(p, seed)
-    }
-
-    fn text(r: &SlowReplicaReport) -> String {
-        report::text(r)
+    fn run(&self, seed: u64) -> SlowReplicaReport {
+        report::build(self, seed, &model::run(self, seed))
     }
 
     /// Every balancer, plain and with each caller-side variant.
-    fn alternatives(p: &SlowReplicaParams) -> Vec<Alternative<SlowReplicaParams>> {
+    fn alternatives(&self) -> Vec<Alternative<Self>> {
         let mut out = Vec::new();
         for (label, policy, eject) in balancers() {
             for (variant, timeout, retries, hedge) in variants() {
@@ -95,7 +76,7 @@ impl Model for SlowReplica {
                     timeout,
                     timeout_retries: retries,
                     hedge_after: hedge,
-                    ..p.clone()
+                    ..self.clone()
                 };
                 out.push(Alternative::new(format!("{label}{variant}"), change, q));
             }
@@ -103,67 +84,12 @@ impl Model for SlowReplica {
         out
     }
 
-    fn compare_heading(p: &SlowReplicaParams) -> String {
+    fn compare_heading(&self) -> String {
         format!(
             "scenario slow-replica: replica {} {}x slower from {} s; latency of the calls after that, as their callers saw it",
-            report::replica_name(p.slow_replica),
-            p.slow_factor,
-            p.slow_at.as_secs_f64()
+            report::replica_name(self.slow_replica),
+            self.slow_factor,
+            self.slow_at.as_secs_f64()
         )
-    }
-
-    fn figures(_base: &SlowReplicaParams, alt: &SlowReplicaParams, seed: u64) -> Vec<Figure> {
-        let r = run(alt, seed);
-        let b = &r.slow_replica;
-        let ms = |key, header: &str, v| Figure::new(key, header, Unit::Millis, Some(v));
-        vec![
-            ms("p50_ms", "p50", r.slowed.p50_ms),
-            ms("p99_ms", "p99", r.slowed.p99_ms),
-            ms("last_10s_p99_ms", "p99 last 10 s", r.last_10s.p99_ms),
-            Figure::share(
-                "failed_share",
-                "failed",
-                r.slowed.failed as f64 / r.slowed.calls.max(1) as f64,
-            ),
-            Figure::share("slow_share", &format!("{b} share"), r.slow_share),
-            Figure::count(
-                "slow_max_backlog",
-                &format!("{b} queue max"),
-                r.slow_max_backlog,
-            ),
-            Figure::share("hedged_share", "hedged", r.hedged_share),
-        ]
-    }
-
-    fn plot(r: &SlowReplicaReport, root: &Area) -> PlotResult {
-        let pts = |f: fn(&report::SecondRow) -> f64| -> Vec<(f64, f64)> {
-            r.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
-        };
-        let b = &r.slow_replica;
-        let left = [
-            Series::new(
-                "p99 (ms) of the calls arriving that second",
-                RGBColor(200, 30, 30),
-                pts(|s| s.p99_ms),
-            ),
-            Series::new("p50 (ms)", RGBColor(30, 140, 30), pts(|s| s.p50_ms)),
-        ];
-        let right = [Series::new(
-            format!("{b}'s queue (right axis)"),
-            RGBColor(230, 140, 0),
-            pts(|s| s.slow_max_backlog as f64),
-        )];
-        let axes = Axes {
-            title: format!(
-                "slow-replica: {b} {}x slower from {} s, {}",
-                r.slow_factor,
-                r.slow_at_s,
-                report::describe_setup(r)
-            ),
-            x_desc: "arrival time (s)",
-            y_desc: "latency (ms)",
-            right: Some("requests at B"),
-        };
-        plot::lines(root, &axes, &left, &right)
     }
 }

@@ -75,7 +75,7 @@ pub struct Ejection {
 }
 
 /// Everything the report is computed from.
-pub struct Outcome {
+pub struct Run {
     pub calls: Vec<Call>,
     /// Per second: attempts sent to each replica.
     pub sent: Vec<Vec<u64>>,
@@ -98,7 +98,7 @@ struct Sim<'a> {
     start: usize,
     hedges: u64,
     health: Vec<Health>,
-    out: Outcome,
+    out: Run,
     end_us: u64,
     slow_max: u64,
 }
@@ -116,7 +116,7 @@ fn horizon(p: &SlowReplicaParams) -> u64 {
     (work as u64).max(longest)
 }
 
-pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
+pub fn run(p: &SlowReplicaParams, seed: u64) -> Run {
     let n = p.replicas as usize;
     let seconds = p.duration.as_secs_f64().ceil() as usize;
     let mut sim = Sim {
@@ -131,7 +131,7 @@ pub fn run(p: &SlowReplicaParams, seed: u64) -> Outcome {
         start: 0,
         hedges: 0,
         health: vec![Health::default(); n],
-        out: Outcome {
+        out: Run {
             calls: Vec::new(),
             sent: vec![vec![0; n]; seconds],
             samples: Vec::with_capacity(seconds),
@@ -284,15 +284,23 @@ impl Sim<'_> {
         self.reps[at.replica as usize].outstanding -= 1;
     }
 
-    fn response(&mut self, a: u32) {
+    /// The caller stops waiting for attempt `a`, answered or timed out: its latency so far
+    /// counts toward its replica's outlier window (a timeout is a latency of at least the
+    /// timeout). None if the caller had stopped waiting already.
+    fn settle(&mut self, a: u32) -> Option<Attempt> {
         let at = self.attempts[a as usize];
         if !at.live {
-            return;
+            return None;
         }
         self.release(a);
         self.reps[at.replica as usize]
             .window
             .push(self.now - at.sent_us);
+        Some(at)
+    }
+
+    fn response(&mut self, a: u32) {
+        let Some(at) = self.settle(a) else { return };
         let c = at.call as usize;
         if self.calls[c].end_us.is_none() {
             self.calls[c].end_us = Some(self.now);
@@ -308,15 +316,7 @@ impl Sim<'_> {
     }
 
     fn timeout(&mut self, a: u32) {
-        let at = self.attempts[a as usize];
-        if !at.live {
-            return;
-        }
-        self.release(a);
-        // A timeout is a latency of at least the timeout: it counts toward the window.
-        self.reps[at.replica as usize]
-            .window
-            .push(self.now - at.sent_us);
+        let Some(at) = self.settle(a) else { return };
         let c = at.call as usize;
         let waiting = self.calls[c]
             .attempts

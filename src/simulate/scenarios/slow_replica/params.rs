@@ -6,6 +6,7 @@ use crate::gate::balance::outlier::{LatencyStat, OutlierConfig};
 use crate::gate::balance::policy::BalancePolicy;
 use crate::simulate::error::SimError;
 use crate::simulate::kernel::arrivals::Arrivals;
+use crate::simulate::model::Params;
 use crate::util::duration::{serde_human, serde_human_opt};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -121,8 +122,12 @@ impl SlowReplicaParams {
         let mean = (self.service_min + self.service_max).as_secs_f64() / 2.0;
         f64::from(self.concurrency) / mean
     }
+}
 
-    pub fn validate(&self) -> Result<(), SimError> {
+impl Params for SlowReplicaParams {
+    const NAME: &'static str = NAME;
+
+    fn validate(&self) -> Result<(), SimError> {
         let bad = |k: &'static str, why: &str| Err(SimError::invalid(k, why));
         if !(2..=26).contains(&self.replicas) {
             return bad("replicas", "must be between 2 and 26");

@@ -1,10 +1,13 @@
 //! What a `slow-replica` run shows: latency before and after the slowdown, the slow
 //! replica's share of requests and its queue, second by second, and the summary lines.
 
-use super::model::Outcome;
+use super::model::Run;
 use super::params::SlowReplicaParams;
 use crate::simulate::kernel::record::Latency;
+use crate::simulate::model::{Figure, Outcome, Unit};
+use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
 use crate::simulate::text::{self, fmt_ms, pct};
+use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
 
@@ -77,7 +80,7 @@ pub fn replica_name(i: u32) -> String {
     char::from(b'A' + (i % 26) as u8).to_string()
 }
 
-pub fn build(p: &SlowReplicaParams, seed: u64, o: &Outcome) -> SlowReplicaReport {
+pub fn build(p: &SlowReplicaParams, seed: u64, o: &Run) -> SlowReplicaReport {
     let slow_at = p.slow_at.as_micros() as u64;
     let end = p.duration.as_micros() as u64;
     let lat = |from: u64, to: u64| {
@@ -183,109 +186,172 @@ pub fn describe_setup(r: &SlowReplicaReport) -> String {
     s
 }
 
-pub fn text(r: &SlowReplicaReport) -> String {
-    let mut o = String::new();
-    let b = &r.slow_replica;
-    let _ = writeln!(
+/// Latency before and after the slowdown, the slow replica's share and queue, second by
+/// second; the chart of the same.
+impl Outcome for SlowReplicaReport {
+    fn text(&self) -> String {
+        let mut o = String::new();
+        let b = &self.slow_replica;
+        let _ = writeln!(
         o,
         "scenario slow-replica (seed {}): {} replicas, {} calls/s; replica {b} {}x slower from {} s; balancer: {}",
-        r.seed,
-        r.replicas.len(),
-        r.rate_per_s,
-        r.slow_factor,
-        r.slow_at_s,
-        describe_setup(r)
+        self.seed,
+        self.replicas.len(),
+        self.rate_per_s,
+        self.slow_factor,
+        self.slow_at_s,
+        describe_setup(self)
     );
-    let _ = writeln!(
-        o,
-        "each replica finishes {:.1} req/s when healthy; {b} slowed finishes {:.1} req/s",
-        r.capacity_per_replica, r.slow_capacity
-    );
-    let line = |o: &mut String, what: &str, l: &Latency| {
         let _ = writeln!(
             o,
-            "{what}: p50 {}, p99 {}, max {} ({} calls, {} failed)",
-            fmt_ms(l.p50_ms),
-            fmt_ms(l.p99_ms),
-            fmt_ms(l.max_ms),
-            l.calls,
-            l.failed
+            "each replica finishes {:.1} req/s when healthy; {b} slowed finishes {:.1} req/s",
+            self.capacity_per_replica, self.slow_capacity
         );
-    };
-    line(&mut o, "healthy (calls before the slowdown)", &r.healthy);
-    line(&mut o, &format!("after {b} slowed"), &r.slowed);
-    line(&mut o, "  of which the last 10 s", &r.last_10s);
-    let _ = writeln!(
+        let line = |o: &mut String, what: &str, l: &Latency| {
+            let _ = writeln!(
+                o,
+                "{what}: p50 {}, p99 {}, max {} ({} calls, {} failed)",
+                fmt_ms(l.p50_ms),
+                fmt_ms(l.p99_ms),
+                fmt_ms(l.max_ms),
+                l.calls,
+                l.failed
+            );
+        };
+        line(&mut o, "healthy (calls before the slowdown)", &self.healthy);
+        line(&mut o, &format!("after {b} slowed"), &self.slowed);
+        line(&mut o, "  of which the last 10 s", &self.last_10s);
+        let _ = writeln!(
         o,
         "{b}'s share of requests after the slowdown: {} (a fair share is {}); {b}'s queue: max {}, {} when arrivals stopped",
-        pct(r.slow_share),
-        pct(1.0 / r.replicas.len().max(1) as f64),
-        r.slow_max_backlog,
-        r.slow_backlog_at_end
+        pct(self.slow_share),
+        pct(1.0 / self.replicas.len().max(1) as f64),
+        self.slow_max_backlog,
+        self.slow_backlog_at_end
     );
-    if r.hedge_after_ms.is_some() {
-        let _ = writeln!(o, "hedged calls: {} ({})", r.hedges, pct(r.hedged_share));
-    }
-    if r.timeout_retries > 0 {
-        let _ = writeln!(o, "retries after a timeout: {}", r.retries);
-    }
-    if r.outlier_ejection {
-        let list: Vec<String> = r
-            .ejections
-            .iter()
-            .map(|e| format!("{} at {:.0} s for {:.0} s", e.replica, e.at_s, e.for_s))
-            .collect();
-        let _ = writeln!(
-            o,
-            "ejections: {}",
-            if list.is_empty() {
-                "none".into()
-            } else {
-                list.join(", ")
-            }
-        );
-    }
-    let window = text::window(r.series.len());
-    let headers = [
-        "t(s)", "calls", "p50", "p99", "failed", "B share", "B queue", "B out",
-    ];
-    let headers: Vec<String> = headers
-        .iter()
-        .map(|h| h.replace('B', b))
-        .collect::<Vec<_>>();
-    let rows: Vec<Vec<String>> = r
-        .series
-        .chunks(window)
-        .map(|chunk| {
-            let calls: u64 = chunk.iter().map(|x| x.calls).sum();
-            let worst = chunk.iter().map(|x| x.p99_ms).fold(0.0, f64::max);
-            let p50 = chunk.iter().map(|x| x.p50_ms).fold(0.0, f64::max);
-            vec![
-                chunk[0].t.to_string(),
-                calls.to_string(),
-                fmt_ms(p50),
-                fmt_ms(worst),
-                chunk.iter().map(|x| x.failed).sum::<u64>().to_string(),
-                pct(chunk.iter().map(|x| x.slow_share).sum::<f64>() / chunk.len() as f64),
-                chunk
-                    .iter()
-                    .map(|x| x.slow_max_backlog)
-                    .max()
-                    .unwrap_or(0)
-                    .to_string(),
-                if chunk.iter().any(|x| x.slow_ejected) {
-                    "ejected".into()
+        if self.hedge_after_ms.is_some() {
+            let _ = writeln!(
+                o,
+                "hedged calls: {} ({})",
+                self.hedges,
+                pct(self.hedged_share)
+            );
+        }
+        if self.timeout_retries > 0 {
+            let _ = writeln!(o, "retries after a timeout: {}", self.retries);
+        }
+        if self.outlier_ejection {
+            let list: Vec<String> = self
+                .ejections
+                .iter()
+                .map(|e| format!("{} at {:.0} s for {:.0} s", e.replica, e.at_s, e.for_s))
+                .collect();
+            let _ = writeln!(
+                o,
+                "ejections: {}",
+                if list.is_empty() {
+                    "none".into()
                 } else {
-                    "-".into()
-                },
-            ]
-        })
-        .collect();
-    let hs: Vec<&str> = headers.iter().map(String::as_str).collect();
-    o.push_str(&text::table(&hs, &rows));
-    let _ = writeln!(
+                    list.join(", ")
+                }
+            );
+        }
+        let window = text::window(self.series.len());
+        let headers = [
+            "t(s)", "calls", "p50", "p99", "failed", "B share", "B queue", "B out",
+        ];
+        let headers: Vec<String> = headers
+            .iter()
+            .map(|h| h.replace('B', b))
+            .collect::<Vec<_>>();
+        let rows: Vec<Vec<String>> = self
+            .series
+            .chunks(window)
+            .map(|chunk| {
+                let calls: u64 = chunk.iter().map(|x| x.calls).sum();
+                let worst = chunk.iter().map(|x| x.p99_ms).fold(0.0, f64::max);
+                let p50 = chunk.iter().map(|x| x.p50_ms).fold(0.0, f64::max);
+                vec![
+                    chunk[0].t.to_string(),
+                    calls.to_string(),
+                    fmt_ms(p50),
+                    fmt_ms(worst),
+                    chunk.iter().map(|x| x.failed).sum::<u64>().to_string(),
+                    pct(chunk.iter().map(|x| x.slow_share).sum::<f64>() / chunk.len() as f64),
+                    chunk
+                        .iter()
+                        .map(|x| x.slow_max_backlog)
+                        .max()
+                        .unwrap_or(0)
+                        .to_string(),
+                    if chunk.iter().any(|x| x.slow_ejected) {
+                        "ejected".into()
+                    } else {
+                        "-".into()
+                    },
+                ]
+            })
+            .collect();
+        let hs: Vec<&str> = headers.iter().map(String::as_str).collect();
+        o.push_str(&text::table(&hs, &rows));
+        let _ = writeln!(
         o,
         "(rows of {window} s by arrival time: the worst p50 and p99 of the calls that arrived then; {b} queue: the most waiting or in work at {b})"
     );
-    o
+        o
+    }
+
+    fn plot(&self, root: &Area) -> PlotResult {
+        let pts = |f: fn(&SecondRow) -> f64| -> Vec<(f64, f64)> {
+            self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
+        };
+        let b = &self.slow_replica;
+        let left = [
+            Series::new(
+                "p99 (ms) of the calls arriving that second",
+                RGBColor(200, 30, 30),
+                pts(|s| s.p99_ms),
+            ),
+            Series::new("p50 (ms)", RGBColor(30, 140, 30), pts(|s| s.p50_ms)),
+        ];
+        let right = [Series::new(
+            format!("{b}'s queue (right axis)"),
+            RGBColor(230, 140, 0),
+            pts(|s| s.slow_max_backlog as f64),
+        )];
+        let axes = Axes {
+            title: format!(
+                "slow-replica: {b} {}x slower from {} s, {}",
+                self.slow_factor,
+                self.slow_at_s,
+                describe_setup(self)
+            ),
+            x_desc: "arrival time (s)",
+            y_desc: "latency (ms)",
+            right: Some("requests at B"),
+        };
+        plot::lines(root, &axes, &left, &right)
+    }
+
+    fn figures(&self) -> Vec<Figure> {
+        let b = &self.slow_replica;
+        let ms = |key, header: &str, v| Figure::new(key, header, Unit::Millis, Some(v));
+        vec![
+            ms("p50_ms", "p50", self.slowed.p50_ms),
+            ms("p99_ms", "p99", self.slowed.p99_ms),
+            ms("last_10s_p99_ms", "p99 last 10 s", self.last_10s.p99_ms),
+            Figure::share(
+                "failed_share",
+                "failed",
+                self.slowed.failed as f64 / self.slowed.calls.max(1) as f64,
+            ),
+            Figure::share("slow_share", &format!("{b} share"), self.slow_share),
+            Figure::count(
+                "slow_max_backlog",
+                &format!("{b} queue max"),
+                self.slow_max_backlog,
+            ),
+            Figure::share("hedged_share", "hedged", self.hedged_share),
+        ]
+    }
 }
