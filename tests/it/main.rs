@@ -8,6 +8,7 @@
 mod support;
 
 mod admin_body_caps;
+mod alert_path_e2e;
 mod arch_layering;
 mod cli_surface;
 mod demo_admin_auth;
