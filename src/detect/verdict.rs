@@ -330,16 +330,22 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         v.capacity_cold_from = Some(c.from.clone());
     }
     let now = estimate::warm_over_rate_window(i.window, last);
-    if let Some(k) = estimate::k(i.cfg, &now, st.as_ref(), cap.as_ref(), &mut ev) {
-        ev.push(Evidence::new(
-            "k",
-            Some(k.chosen.value),
-            format!("used ({}): {}", k.chosen.source.as_str(), k.chosen.from),
-        ));
-        v.k = Some(k.chosen.value);
-        v.k_from = Some(k.chosen.from);
-        v.sources.k = Some(k.chosen.source);
-        v.k_range = Some(k.range);
+    match estimate::k(i.cfg, &now, st.as_ref(), cap.as_ref(), &mut ev) {
+        Ok(k) => {
+            ev.push(Evidence::new(
+                "k",
+                Some(k.chosen.value),
+                format!("used ({}): {}", k.chosen.source.as_str(), k.chosen.from),
+            ));
+            v.k = Some(k.chosen.value);
+            v.k_from = Some(k.chosen.from);
+            v.sources.k = Some(k.chosen.source);
+            v.k_range = Some(k.range);
+        }
+        Err(why) => {
+            ev.push(Evidence::new("k", None, format!("unknown: {why}")));
+            v.k_unknown = Some(why);
+        }
     }
     v.evidence.extend(ev);
     v.sources.capacity = cap.as_ref().map(|c| c.source);

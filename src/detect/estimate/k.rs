@@ -24,13 +24,19 @@ pub struct KEstimate {
 /// (completions per useful response, attempts per first attempt) count work nobody waits
 /// for, not the cost of a request (they run to tens in a stuck state), so they are used
 /// only when nothing else is known. Every candidate goes in `evidence`, with the range.
+///
+/// `Err` says why k is unknown, never a number standing in for it: no evidence at all; a
+/// waste ratio of 1 or less (in a stuck state the waste is there, so a ratio at 1 says the
+/// signal cannot see it: clients without an attempt header make every retry a first
+/// attempt); or a request costing less now than its healthy cost (k < 1 is impossible, so
+/// the healthy reference, a declared capacity or healthy service time, is stale).
 pub fn k(
     cfg: &DetectorConfig,
     now: &Snapshot,
     service_time: Option<&Estimate>,
     capacity: Option<&Estimate>,
     evidence: &mut Vec<Evidence>,
-) -> Option<KEstimate> {
+) -> Result<KEstimate, String> {
     let cold_now = match (cfg.cold_factor, now.get(names::WARM_FRACTION)) {
         (Some(f), Some(w)) if f > 1.0 => Some((1.0 + (f - 1.0) * (1.0 - w.clamp(0.0, 1.0)), w, f)),
         _ => None,
@@ -89,6 +95,19 @@ pub fn k(
             ));
         }
     }
+    // A waste ratio at or under 1 measures nothing (see above): evidence, not a candidate.
+    let (waste, blind): (Vec<Estimate>, Vec<Estimate>) =
+        waste.into_iter().partition(|w| w.value > 1.0);
+    for b in &blind {
+        evidence.push(Evidence::new(
+            "k",
+            Some(b.value),
+            format!(
+                "not a candidate: {} (at 1 the signal cannot see the waste; clients without an attempt header make every retry a first attempt)",
+                b.from
+            ),
+        ));
+    }
     let declared = cfg
         .k
         .map(|k| Estimate::new(k, Source::Declared, "spec.detect.k"));
@@ -146,8 +165,22 @@ pub fn k(
             from: format!("{} (no cost-based estimate: likely overstated)", w.from),
             ..w
         },
-        (None, None, None) => return None,
+        (None, None, None) if blind.is_empty() => {
+            return Err("no evidence: no spec.detect.k, no healthy service time or capacity to compare the cost of a request with, no completion or attempt counts".into())
+        }
+        (None, None, None) => {
+            return Err(format!(
+                "no retry evidence: {} (the clients send no attempt header, or the signal cannot tell retries from demand), and nothing to compare the cost of a request with",
+                blind.iter().map(|b| format!("{} = {:.2}", b.from, b.value)).collect::<Vec<_>>().join("; ")
+            ))
+        }
     };
+    if best.source == Source::Measured && best.value < 1.0 {
+        return Err(format!(
+            "a request costs less now than its healthy cost ({} = {:.2}): the healthy reference (a declared capacity or healthy service time) is stale, so k is not measured",
+            best.from, best.value
+        ));
+    }
     if !best.value.is_finite() || best.value < 1.0 {
         best.from = format!(
             "{} = {:.2}, raised to 1 (k < 1 means no amplification)",
@@ -174,7 +207,7 @@ pub fn k(
             ),
         ));
     }
-    Some(KEstimate {
+    Ok(KEstimate {
         chosen: best,
         range: [lo, hi],
     })
@@ -319,5 +352,41 @@ mod tests {
         let window = vec![at(990, 0.0), at(996, 0.2), at(998, 0.4), at(1000, 0.9)];
         let now = warm_over_rate_window(&window, &window[3]);
         assert!((now.get(names::WARM_FRACTION).unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_retry_evidence_is_unknown_with_its_reason_not_one() {
+        let cfg = DetectorConfig::default();
+        // Clients without an attempt header: every attempt is a first attempt.
+        let now = snap(&[
+            (names::OFFERED_RATE, 80.0),
+            (names::FIRST_ATTEMPT_RATE, 80.0),
+        ]);
+        let mut ev = vec![];
+        let e = k(&cfg, &now, None, None, &mut ev).unwrap_err();
+        assert!(e.starts_with("no retry evidence"), "{e}");
+        assert!(e.contains("attempt header"), "{e}");
+        assert!(ev.iter().any(|e| e.note.starts_with("not a candidate")));
+        // With abandoned work visible, the blind ratio is left out, not averaged in.
+        let now = snap(&[
+            (names::OFFERED_RATE, 80.0),
+            (names::FIRST_ATTEMPT_RATE, 80.0),
+            (names::WORK_RATE, 40.0),
+            (names::GOODPUT, 4.0),
+        ]);
+        let got = k(&cfg, &now, None, None, &mut vec![]).unwrap();
+        assert!((got.chosen.value - 10.0).abs() < 1e-9, "{got:?}");
+        // Nothing at all.
+        let e = k(&cfg, &snap(&[]), None, None, &mut vec![]).unwrap_err();
+        assert!(e.starts_with("no evidence"), "{e}");
+    }
+
+    #[test]
+    fn a_cost_under_the_healthy_one_says_the_reference_is_stale() {
+        let cfg = DetectorConfig::default();
+        // Completions 150/s against a declared capacity of 100/s while queued.
+        let now = snap(&[(names::WORK_RATE, 150.0), (names::QUEUE_DEPTH, 50.0)]);
+        let e = k(&cfg, &now, None, Some(&st(100.0)), &mut vec![]).unwrap_err();
+        assert!(e.contains("stale"), "{e}");
     }
 }
