@@ -7,7 +7,9 @@
 //! upstream closing. A client can always tell where each response ends.
 
 use super::exchange;
-use super::http1::{head, parse_request, BodyCursor, Framing, HeadError};
+use super::http1::{
+    head, leading_empty_lines, parse_request_scanned, BodyCursor, Framing, HeadError, HeadScan,
+};
 use super::presence::Presence;
 use super::proxy::{Dispatch, Proxy};
 use super::session::{Connection, Request};
@@ -61,6 +63,7 @@ pub async fn serve(
         head_deadline: None,
         first_byte_by: Some(Instant::now() + timeouts.first_byte),
         closed_for: None,
+        scan: HeadScan::default(),
     };
     if let Err(e) = conn.run(proxy, presence, draining).await {
         tracing::debug!("client connection ended: {e}");
@@ -76,9 +79,18 @@ impl Connection {
     ) -> io::Result<()> {
         loop {
             self.out.clear();
+            // Empty lines before a request line are dropped as they come, but they begin
+            // a head: its deadline runs, so they cannot keep a connection alive forever.
+            let blank = leading_empty_lines(&self.rbuf);
+            if blank > 0 {
+                self.rbuf.advance(blank);
+                self.scan.reset();
+                self.head_deadline
+                    .get_or_insert_with(|| Instant::now() + self.head_timeout);
+            }
             let step = {
                 let mut headers = head::empty_headers();
-                match parse_request(&self.rbuf, &mut headers) {
+                match parse_request_scanned(&self.rbuf, &mut headers, &mut self.scan) {
                     Ok(Some(h)) => Step::Handle(
                         Request::of(&h),
                         proxy.dispatch(&h, self.peer, &mut self.out),
@@ -91,6 +103,7 @@ impl Connection {
                 Step::NeedMore if !self.rbuf.is_empty() => self
                     .head_deadline
                     .or_else(|| Some(Instant::now() + self.head_timeout)),
+                Step::NeedMore => self.head_deadline,
                 _ => None,
             };
             let keep_going = match step {
@@ -134,7 +147,7 @@ impl Connection {
         draining: &CancellationToken,
     ) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
-        let idle = self.rbuf.is_empty();
+        let idle = self.rbuf.is_empty() && self.head_deadline.is_none();
         if idle && !presence.idle() {
             self.closed_for = Some(Closed::MadeRoom);
             return Ok(false);

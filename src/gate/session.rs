@@ -3,7 +3,7 @@
 //! ([`super::exchange`]) forwards and answers from. It sits below both, so neither needs
 //! the other to speak to the client.
 
-use super::http1::{head, Framing, RequestHead};
+use super::http1::{head, Framing, HeadScan, RequestHead};
 use super::telemetry::Closed;
 use super::upstream::Links;
 use bytes::BytesMut;
@@ -33,6 +33,8 @@ pub(super) struct Connection {
     pub first_byte_by: Option<Instant>,
     /// Why the gate closed the connection, when it did so on a limit.
     pub closed_for: Option<Closed>,
+    /// How much of a head arriving in pieces has been looked at.
+    pub scan: HeadScan,
     /// The client's address, to recognise its retries.
     pub peer: Option<std::net::IpAddr>,
 }

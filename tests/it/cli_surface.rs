@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
 
-const BIN: &str = env!("CARGO_BIN_EXE_recover");
+use crate::support::BIN;
 
 fn recover(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()

@@ -1,6 +1,7 @@
 //! Property tests (proptest) over every parser that reads input from outside: the gate's
 //! request and response heads and its chunked framing, the `/metrics` exposition parser,
-//! the scrape expression language, and runbook loading (its YAML and its conditions). Random bytes and mutations of
+//! the incremental path a head arriving in pieces takes (the same answer as one parse of
+//! the whole, at the same moment), the scrape expression language, and runbook loading (its YAML and its conditions). Random bytes and mutations of
 //! valid input must never panic, and what parses must hold its invariants (a rewritten
 //! head parses again to the same framing, a chunked body split anywhere ends at the same
 //! byte, a rendered sample reads back the same). Case counts are bounded so the whole file
@@ -10,7 +11,10 @@
 use proptest::prelude::*;
 use proptest::test_runner::Config;
 use recover::gate::http1::head::empty_headers;
-use recover::gate::http1::{parse_request, parse_response, BodyCursor, Framing};
+use recover::gate::http1::{
+    leading_empty_lines, parse_request, parse_request_scanned, parse_response, BodyCursor, Framing,
+    HeadScan,
+};
 
 /// Cases per property: enough to cover the shapes, few enough for CI.
 fn cases(n: u32) -> Config {
@@ -158,6 +162,89 @@ proptest! {
     #[test]
     fn request_heads_from_mutated_requests(buf in mutated(REQUESTS)) {
         check_request(&buf)?;
+    }
+}
+
+/// What one parse of a buffer says, comparable across calls.
+#[derive(Debug, PartialEq)]
+enum Parsed {
+    Head(usize, Framing),
+    More,
+    Refused,
+}
+
+fn plain(buf: &[u8]) -> Parsed {
+    let mut h = empty_headers();
+    match parse_request(buf, &mut h) {
+        Ok(Some(head)) => Parsed::Head(head.len, head.framing),
+        Ok(None) => Parsed::More,
+        Err(_) => Parsed::Refused,
+    }
+}
+
+/// Feed `bytes` in the pieces `cuts` makes, as the connection loop does (empty lines
+/// before a request line dropped, the scan parsing only when a line ended): whenever the
+/// scan parses it says what one parse of the buffer says; when it does not, one parse
+/// would not have found a head either; it finds a head at the very piece one parse first
+/// does; and a buffer that ends a line is judged by the end.
+fn check_incremental(bytes: &[u8], cuts: &[usize]) -> Result<(), TestCaseError> {
+    let mut ends: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    ends.push(bytes.len());
+    ends.sort_unstable();
+    ends.dedup();
+    let mut scan = HeadScan::default();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut fed = 0;
+    for end in ends {
+        buf.extend_from_slice(&bytes[fed..end]);
+        fed = end;
+        let blank = leading_empty_lines(&buf);
+        if blank > 0 {
+            buf.drain(..blank);
+            scan.reset();
+        }
+        let whole = plain(&buf);
+        let mut h = empty_headers();
+        let scanned = match parse_request_scanned(&buf, &mut h, &mut scan) {
+            Ok(Some(head)) => Parsed::Head(head.len, head.framing),
+            Ok(None) => Parsed::More,
+            Err(_) => Parsed::Refused,
+        };
+        match (&scanned, &whole) {
+            (Parsed::More, Parsed::Head(..)) => {
+                return Err(TestCaseError::fail(format!(
+                    "one parse finds a head the scan missed after {end} bytes"
+                )))
+            }
+            (Parsed::More, _) => {}
+            _ => prop_assert_eq!(&scanned, &whole, "after {} bytes", end),
+        }
+        if scanned != Parsed::More {
+            return Ok(());
+        }
+    }
+    prop_assert!(
+        !buf.ends_with(b"\n") || plain(&buf) == Parsed::More,
+        "a buffer ending a line was left unjudged"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(cases(2000))]
+
+    #[test]
+    fn heads_arriving_in_pieces_read_as_one_parse_reads_them(
+        buf in prop_oneof![mutated(REQUESTS), prop::collection::vec(any::<u8>(), 0..300)],
+        cuts in prop::collection::vec(any::<usize>(), 0..40),
+    ) {
+        check_incremental(&buf, &cuts)?;
+    }
+
+    #[test]
+    fn heads_dripped_a_byte_at_a_time_read_as_one_parse_reads_them(buf in mutated(REQUESTS)) {
+        let cuts: Vec<usize> = (0..buf.len()).collect();
+        check_incremental(&buf, &cuts)?;
     }
 }
 

@@ -259,7 +259,7 @@ fn resume_cmd(
     journal_dir: &std::path::Path,
     run: &str,
 ) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .args([
             "resume",
             run,

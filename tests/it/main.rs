@@ -33,6 +33,7 @@ mod gate_attempts;
 mod gate_cli;
 mod gate_connection_fairness;
 mod gate_connection_limits;
+mod gate_framing_edges;
 mod gate_http1_wire;
 mod gate_input_hardening;
 mod gate_limit_range;

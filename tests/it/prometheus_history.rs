@@ -11,13 +11,12 @@
 
 use crate::support::incident::Incident;
 use crate::support::prometheus::Prometheus;
-use std::process::Command;
 use std::time::Duration;
 
 /// `recover detect --prometheus BASE --at AT ARGS... --output json`: exit code, the
 /// parsed JSON (when it printed some) and stderr.
 fn detect(base: &str, at: u64, args: &[&str]) -> (i32, serde_json::Value, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["detect", "--prometheus", base, "--at", &at.to_string()])
         .args(args)
         .args(["--output", "json"])
@@ -100,7 +99,7 @@ async fn the_shipped_runbook_judges_a_backfilled_incident_at_15s_and_30s() {
         assert!(summary.starts_with("stuck: failing for"), "{summary}");
         // The text a person reads, windows line included (shown with --no-capture).
         let at = (inc.outage_end() + 600).to_string();
-        let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+        let out = crate::support::bin()
             .args(["detect", "--prometheus", &prom.base, "--at", &at])
             .args(["--runbook", "stuck-overload"])
             .output()

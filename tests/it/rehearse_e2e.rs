@@ -6,7 +6,7 @@
 //! workers marking their retries and with them marking nothing.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 /// Stated multiple, of the bound's `readmit_cold` path (restart, readmit at the capacity the
@@ -69,7 +69,7 @@ fn rehearse(
 ) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut child = crate::support::bin()
         .args(["rehearse", "--output", "json", "--report-dir"])
         .arg(&dir)
         .args(extra)

@@ -2,8 +2,9 @@
 //! chunked encoding included, so it never decodes one; it only has to know where each
 //! body ends, to find the next request on a keep-alive connection and to know when an
 //! upstream connection is free again. Getting this wrong is how request smuggling starts,
-//! so anything ambiguous (both Content-Length and Transfer-Encoding, two different
-//! lengths, a coding other than chunked) is refused rather than guessed.
+//! so anything ambiguous (both Content-Length and Transfer-Encoding, whatever the latter
+//! says, even nothing; two different lengths; a coding other than chunked; an empty coding
+//! as in `,chunked`, which parsers read differently) is refused rather than guessed.
 
 /// How a message's body is delimited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub enum FramingError {
     BadLength,
     #[error("a transfer coding other than chunked")]
     UnsupportedCoding,
+    #[error("an empty Transfer-Encoding, or an empty coding in its list")]
+    EmptyCoding,
     #[error("malformed chunked body")]
     BadChunk,
 }
@@ -36,9 +39,13 @@ pub enum FramingError {
 pub struct FramingHeaders {
     length: Option<u64>,
     length_conflict: bool,
+    /// A Transfer-Encoding header came, whatever its value.
+    encoding: bool,
     /// Some(true) when the last coding named is chunked.
     chunked_last: Option<bool>,
     other_coding: bool,
+    /// An empty value, or an empty element in the list (`,chunked`, `chunked,`).
+    empty_coding: bool,
 }
 
 impl FramingHeaders {
@@ -51,8 +58,10 @@ impl FramingHeaders {
             }
             true
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            self.encoding = true;
             for coding in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 if coding.is_empty() {
+                    self.empty_coding = true;
                     continue;
                 }
                 let chunked = coding.eq_ignore_ascii_case(b"chunked");
@@ -70,29 +79,46 @@ impl FramingHeaders {
 
     /// A request's body: no length and no coding means no body.
     pub fn request(&self) -> Result<Framing, FramingError> {
-        match (self.chunked_last, self.length) {
-            (Some(_), Some(_)) => Err(FramingError::LengthAndEncoding),
+        if self.encoding {
+            return if self.length.is_some() || self.length_conflict {
+                Err(FramingError::LengthAndEncoding)
+            } else if self.empty_coding {
+                Err(FramingError::EmptyCoding)
+            } else if self.other_coding || self.chunked_last != Some(true) {
+                Err(FramingError::UnsupportedCoding)
+            } else {
+                Ok(Framing::Chunked)
+            };
+        }
+        match self.length {
             _ if self.length_conflict => Err(FramingError::BadLength),
-            (Some(_), None) if self.other_coding => Err(FramingError::UnsupportedCoding),
-            (Some(_), None) => Ok(Framing::Chunked),
-            (None, Some(0)) => Ok(Framing::Empty),
-            (None, Some(n)) => Ok(Framing::Length(n)),
-            (None, None) => Ok(Framing::Empty),
+            Some(0) | None => Ok(Framing::Empty),
+            Some(n) => Ok(Framing::Length(n)),
         }
     }
 
-    /// A response's body, given the request's method and the status (RFC 9112 §6.3).
+    /// A response's body, given the request's method and the status (RFC 9112 §6.3). A
+    /// Transfer-Encoding that is not exactly `chunked` last means the body runs until the
+    /// upstream closes, and the client connection closes after it: no guess at a length
+    /// the client might read differently.
     pub fn response(&self, head_request: bool, status: u16) -> Result<Framing, FramingError> {
         if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
             return Ok(Framing::Empty);
         }
-        match (self.chunked_last, self.length) {
-            (Some(true), _) if !self.other_coding => Ok(Framing::Chunked),
-            (Some(_), _) => Ok(Framing::UntilClose),
+        if self.encoding {
+            let plain_chunked =
+                self.chunked_last == Some(true) && !self.other_coding && !self.empty_coding;
+            return Ok(if plain_chunked {
+                Framing::Chunked
+            } else {
+                Framing::UntilClose
+            });
+        }
+        match self.length {
             _ if self.length_conflict => Err(FramingError::BadLength),
-            (None, Some(0)) => Ok(Framing::Empty),
-            (None, Some(n)) => Ok(Framing::Length(n)),
-            (None, None) => Ok(Framing::UntilClose),
+            Some(0) => Ok(Framing::Empty),
+            Some(n) => Ok(Framing::Length(n)),
+            None => Ok(Framing::UntilClose),
         }
     }
 }
@@ -269,6 +295,35 @@ mod tests {
             req(&[("transfer-encoding", "chunked, chunked")]),
             Err(FramingError::UnsupportedCoding)
         );
+    }
+
+    #[test]
+    fn an_empty_transfer_encoding_is_never_ignored() {
+        let req = |l: &[(&str, &str)]| headers(l).request();
+        for te in ["", " ", ",", " , "] {
+            assert_eq!(
+                req(&[("transfer-encoding", te), ("content-length", "3")]),
+                Err(FramingError::LengthAndEncoding),
+                "{te:?} beside a length"
+            );
+            assert_eq!(
+                req(&[("transfer-encoding", te)]),
+                Err(FramingError::EmptyCoding),
+                "{te:?}"
+            );
+        }
+        for te in [",chunked", "chunked,", "chunked, ,", " ,chunked"] {
+            assert_eq!(
+                req(&[("transfer-encoding", te)]),
+                Err(FramingError::EmptyCoding),
+                "{te:?}"
+            );
+        }
+        let resp = |te: &str| headers(&[("transfer-encoding", te)]).response(false, 200);
+        assert_eq!(resp(",chunked"), Ok(Framing::UntilClose));
+        assert_eq!(resp(""), Ok(Framing::UntilClose));
+        let with_length = headers(&[("transfer-encoding", ""), ("content-length", "5")]);
+        assert_eq!(with_length.response(false, 200), Ok(Framing::UntilClose));
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! A request head as the gate reads it from a client and writes it to the upstream:
 //! origin form, HTTP/1.1, the connection-level headers, `Expect` and any client
-//! `x-deadline-ms` dropped, and the gate's own deadline added.
+//! `x-deadline-ms` dropped, and the gate's own deadline added. A request in absolute form
+//! (`GET http://h/p`) goes up with `Host: h` whatever Host it came with (RFC 9112
+//! §3.2.2): the target names the host, and a service must not see one host in the path
+//! it was asked for and another in the Host it routes on.
 
 use super::framing::{Framing, FramingHeaders};
 use super::head::{
@@ -63,6 +66,9 @@ pub fn parse_request<'h, 'b>(
     if hosts > 1 || (hosts == 0 && !http10) {
         return Err(HeadError::HostCount(hosts));
     }
+    if absolute_form(target).is_some_and(|(authority, _)| authority.is_empty()) {
+        return Err(HeadError::Malformed(httparse::Error::Token));
+    }
     let tokens = connection_tokens(headers);
     if let Some(name) = tokens.names_end_to_end {
         return Err(HeadError::ConnectionNamesEndToEnd(name));
@@ -106,11 +112,20 @@ impl RequestHead<'_, '_> {
 
     /// Write the head sent upstream: origin form, HTTP/1.1 (1.0 for a 1.0 client, so the
     /// upstream answers in a form it understands), connection-level headers, Expect and
-    /// any client `x-deadline-ms` dropped, then Host if the client sent none, then ours.
+    /// any client `x-deadline-ms` dropped, Host the absolute-form target's when there is
+    /// one, then Host if the client sent none, then ours.
     pub fn write_upstream(&self, out: &mut Vec<u8>, fallback_host: &str, deadline_epoch_ms: u64) {
+        let absolute = absolute_form(self.target);
         out.extend_from_slice(self.method.as_bytes());
         out.push(b' ');
-        out.extend_from_slice(origin_form(self.target).as_bytes());
+        match absolute {
+            Some((_, path)) if path.starts_with('/') => out.extend_from_slice(path.as_bytes()),
+            Some((_, path)) => {
+                out.push(b'/'); // an empty path, maybe a query: `http://h?q` is `/?q`
+                out.extend_from_slice(path.as_bytes());
+            }
+            None => out.extend_from_slice(self.target.as_bytes()),
+        }
         out.extend_from_slice(if self.http10 {
             b" HTTP/1.0\r\n"
         } else {
@@ -124,11 +139,16 @@ impl RequestHead<'_, '_> {
             {
                 continue;
             }
-            has_host |= h.name.eq_ignore_ascii_case("host");
-            push_header(out, h.name.as_bytes(), h.value);
+            let mut value = h.value;
+            if h.name.eq_ignore_ascii_case("host") {
+                has_host = true;
+                value = absolute.map_or(value, |(authority, _)| authority.as_bytes());
+            }
+            push_header(out, h.name.as_bytes(), value);
         }
         if !has_host {
-            push_header(out, b"host", fallback_host.as_bytes());
+            let host = absolute.map_or(fallback_host, |(authority, _)| authority);
+            push_header(out, b"host", host.as_bytes());
         }
         out.extend_from_slice(super::super::deadline::HEADER.as_bytes());
         out.extend_from_slice(b": ");
@@ -137,16 +157,17 @@ impl RequestHead<'_, '_> {
     }
 }
 
-/// `http://host/p?q` -> `/p?q`; origin form and `*` stay as they are.
-fn origin_form(target: &str) -> &str {
+/// `http://user@host:8/p?q` -> `("host:8", "/p?q")`; `None` for origin form and `*`.
+/// The path part is empty or starts with `/` or `?`.
+fn absolute_form(target: &str) -> Option<(&str, &str)> {
     if target.starts_with('/') || target == "*" {
-        return target;
+        return None;
     }
     let after_scheme = target.find("://").map_or(target, |i| &target[i + 3..]);
-    match after_scheme.find(['/', '?']) {
-        Some(i) if after_scheme[i..].starts_with('/') => &after_scheme[i..],
-        _ => "/",
-    }
+    let end = after_scheme.find(['/', '?']).unwrap_or(after_scheme.len());
+    let (authority, path) = after_scheme.split_at(end);
+    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    Some((host, path))
 }
 
 #[cfg(test)]
@@ -188,12 +209,35 @@ mod tests {
     }
 
     #[test]
-    fn origin_form_of_each_target_form() {
-        assert_eq!(origin_form("/p?q"), "/p?q");
-        assert_eq!(origin_form("*"), "*");
-        assert_eq!(origin_form("http://h:8/p"), "/p");
-        assert_eq!(origin_form("http://h:8"), "/");
-        assert_eq!(origin_form("http://h?q=1"), "/");
+    fn absolute_form_is_split_into_host_and_origin_form() {
+        assert_eq!(absolute_form("/p?q"), None);
+        assert_eq!(absolute_form("*"), None);
+        assert_eq!(absolute_form("http://h:8/p"), Some(("h:8", "/p")));
+        assert_eq!(absolute_form("http://h:8"), Some(("h:8", "")));
+        assert_eq!(absolute_form("http://h?q=1"), Some(("h", "?q=1")));
+        assert_eq!(absolute_form("http://u:pw@h/x"), Some(("h", "/x")));
+    }
+
+    #[test]
+    fn an_absolute_form_request_goes_up_with_the_targets_host() {
+        let out = forwarded(
+            "GET http://target.test:8080/a?b=1 HTTP/1.1\r\nHost: client.test\r\nx-a: 1\r\n\r\n",
+        );
+        assert_eq!(
+            out,
+            "GET /a?b=1 HTTP/1.1\r\nHost: target.test:8080\r\nx-a: 1\r\n\
+             x-deadline-ms: 1780000000123\r\n\r\n"
+        );
+        let out = forwarded("GET http://target.test?q HTTP/1.0\r\n\r\n");
+        assert!(
+            out.starts_with("GET /?q HTTP/1.0\r\nhost: target.test\r\n"),
+            "{out}"
+        );
+        let mut headers = empty_headers();
+        assert!(matches!(
+            parse_request(b"GET http:///p HTTP/1.1\r\nHost: h\r\n\r\n", &mut headers),
+            Err(HeadError::Malformed(_))
+        ));
     }
 
     #[test]
