@@ -320,7 +320,15 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.capacity_from = Some(c.from.clone());
     }
-    let cold = estimate::capacity_cold(i.cfg, i.window, cap.as_ref());
+    let cold_factor = estimate::cold_factor(i.cfg, i.window);
+    if let Some(f) = &cold_factor {
+        ev.push(Evidence::new(
+            "cold_factor",
+            Some(f.value),
+            format!("used ({}): {}", f.source.as_str(), f.from),
+        ));
+    }
+    let cold = estimate::capacity_cold(i.window, cap.as_ref(), cold_factor.as_ref());
     if let Some(c) = &cold {
         ev.push(Evidence::new(
             "capacity_cold",
@@ -330,7 +338,14 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         v.capacity_cold_from = Some(c.from.clone());
     }
     let now = estimate::warm_over_rate_window(i.window, last);
-    match estimate::k(i.cfg, &now, st.as_ref(), cap.as_ref(), &mut ev) {
+    match estimate::k(
+        i.cfg,
+        &now,
+        st.as_ref(),
+        cap.as_ref(),
+        cold_factor.as_ref(),
+        &mut ev,
+    ) {
         Ok(k) => {
             ev.push(Evidence::new(
                 "k",

@@ -16,8 +16,8 @@ pub struct KEstimate {
 /// Work amplification k now. A declared k wins. Otherwise the cost-based candidates
 /// (service time now / healthy; healthy capacity / completions while queued) each measure
 /// the cost of a request now over the healthy cost: a cold service is slower too, so each
-/// is divided by the cold multiplier where the cold factor is declared and the warm
-/// fraction is measured (cost falling linearly as caches warm). They are combined into
+/// is divided by the cold multiplier where the cold factor is known (`cold`: observed, else
+/// declared, see [`super::cold`]) and the warm fraction is measured (cost falling linearly as caches warm). They are combined into
 /// one estimate, their geometric mean (each is a ratio, and each errs by a factor: noise in
 /// a rate window, the warm fraction changing within it), and the range they span is the
 /// estimate's uncertainty; a plan sizes its shed for the top of it. Waste ratios
@@ -35,17 +35,26 @@ pub fn k(
     now: &Snapshot,
     service_time: Option<&Estimate>,
     capacity: Option<&Estimate>,
+    cold: Option<&Estimate>,
     evidence: &mut Vec<Evidence>,
 ) -> Result<KEstimate, String> {
-    let cold_now = match (cfg.cold_factor, now.get(names::WARM_FRACTION)) {
-        (Some(f), Some(w)) if f > 1.0 => Some((1.0 + (f - 1.0) * (1.0 - w.clamp(0.0, 1.0)), w, f)),
+    let cold_now = match (cold, now.get(names::WARM_FRACTION)) {
+        (Some(c), Some(w)) if c.value > 1.0 => Some((
+            1.0 + (c.value - 1.0) * (1.0 - w.clamp(0.0, 1.0)),
+            w,
+            c.value,
+            c.source,
+        )),
         _ => None,
     };
     let uncold = |value: f64, from: String| match cold_now {
-        Some((m, w, f)) if m > 1.0 + 1e-6 => Estimate::new(
+        Some((m, w, f, src)) if m > 1.0 + 1e-6 => Estimate::new(
             value / m,
             Source::Measured,
-            format!("{from} / cold multiplier {m:.2} (warm fraction {w:.2}, cold factor {f})"),
+            format!(
+                "{from} / cold multiplier {m:.2} (warm fraction {w:.2}, cold factor {f:.2}, {})",
+                src.as_str()
+            ),
         ),
         _ => Estimate::new(value, Source::Measured, from),
     };
@@ -276,10 +285,7 @@ mod tests {
 
     #[test]
     fn k_after_a_restart_is_not_the_waste_ratio_and_corrects_for_coldness() {
-        let cfg = DetectorConfig {
-            cold_factor: Some(2.0),
-            ..DetectorConfig::default()
-        };
+        let cfg = DetectorConfig::default();
         let cap = st(100.0);
         let mut ev = vec![];
         let k = k(
@@ -287,6 +293,7 @@ mod tests {
             &cold_and_stuck(),
             Some(&st(0.040)),
             Some(&cap),
+            Some(&st(2.0)),
             &mut ev,
         )
         .unwrap();
@@ -311,7 +318,15 @@ mod tests {
             ..DetectorConfig::default()
         };
         let mut ev = vec![];
-        let k = k(&cfg, &cold_and_stuck(), Some(&st(0.040)), None, &mut ev).unwrap();
+        let k = k(
+            &cfg,
+            &cold_and_stuck(),
+            Some(&st(0.040)),
+            None,
+            None,
+            &mut ev,
+        )
+        .unwrap();
         assert_eq!((k.chosen.value, k.chosen.source), (2.0, Source::Declared));
         // Without a cold factor the service-time ratio (4) stays an upper bound.
         assert_eq!(k.range, [2.0, 4.0]);
@@ -327,7 +342,15 @@ mod tests {
             (names::QUEUE_DEPTH, 200.0),
         ]);
         let mut ev = vec![];
-        let k = k(&cfg, &now, Some(&st(0.040)), Some(&st(100.0)), &mut ev).unwrap();
+        let k = k(
+            &cfg,
+            &now,
+            Some(&st(0.040)),
+            Some(&st(100.0)),
+            None,
+            &mut ev,
+        )
+        .unwrap();
         assert!((k.chosen.value - 3.0).abs() < 1e-9, "{k:?}");
         assert_eq!(k.range, [2.0, 4.5]);
         assert!(
@@ -363,7 +386,7 @@ mod tests {
             (names::FIRST_ATTEMPT_RATE, 80.0),
         ]);
         let mut ev = vec![];
-        let e = k(&cfg, &now, None, None, &mut ev).unwrap_err();
+        let e = k(&cfg, &now, None, None, None, &mut ev).unwrap_err();
         assert!(e.starts_with("no retry evidence"), "{e}");
         assert!(e.contains("attempt header"), "{e}");
         assert!(ev.iter().any(|e| e.note.starts_with("not a candidate")));
@@ -374,10 +397,10 @@ mod tests {
             (names::WORK_RATE, 40.0),
             (names::GOODPUT, 4.0),
         ]);
-        let got = k(&cfg, &now, None, None, &mut vec![]).unwrap();
+        let got = k(&cfg, &now, None, None, None, &mut vec![]).unwrap();
         assert!((got.chosen.value - 10.0).abs() < 1e-9, "{got:?}");
         // Nothing at all.
-        let e = k(&cfg, &snap(&[]), None, None, &mut vec![]).unwrap_err();
+        let e = k(&cfg, &snap(&[]), None, None, None, &mut vec![]).unwrap_err();
         assert!(e.starts_with("no evidence"), "{e}");
     }
 
@@ -386,7 +409,7 @@ mod tests {
         let cfg = DetectorConfig::default();
         // Completions 150/s against a declared capacity of 100/s while queued.
         let now = snap(&[(names::WORK_RATE, 150.0), (names::QUEUE_DEPTH, 50.0)]);
-        let e = k(&cfg, &now, None, Some(&st(100.0)), &mut vec![]).unwrap_err();
+        let e = k(&cfg, &now, None, Some(&st(100.0)), None, &mut vec![]).unwrap_err();
         assert!(e.contains("stale"), "{e}");
     }
 }
