@@ -5,6 +5,7 @@
 //! a JSON tree of its answer).
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::support::serve::{start, Http, Serve};
 
