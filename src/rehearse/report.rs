@@ -195,7 +195,7 @@ pub struct LowerBound {
     pub lowest: String,
     /// Every path with its best time.
     #[serde(default)]
-    pub paths: Vec<crate::rehearse::bound::BoundPath>,
+    pub paths: Vec<BoundPath>,
     /// The lowest path, in words.
     #[serde(default)]
     pub capacity_used: String,
@@ -293,4 +293,16 @@ impl Report {
     pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
         self.phases.iter().find(|p| p.name == name)
     }
+}
+
+/// One way of recovering and how long it would take at best.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundPath {
+    /// `readmit_cold`, `warm_first`, `readmit_cold_while_warming`, `drain_no_restart`.
+    pub name: String,
+    /// What it does.
+    pub what: String,
+    /// Seconds from the runbook's start to steady state at best; null if it never gets
+    /// there (capacity below demand).
+    pub time_s: Option<f64>,
 }
