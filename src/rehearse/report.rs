@@ -68,6 +68,9 @@ pub struct Report {
     pub ramp_step_backs: u32,
     /// Work amplification the detector estimated when it said Stuck.
     pub k: Option<f64>,
+    /// Why `k` is null: the evidence that was missing (never a stand-in number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_unknown: Option<String>,
     /// The scenario's true overload factor (`service.overload_factor`), beside the estimate.
     #[serde(default)]
     pub k_true: Option<f64>,
@@ -91,6 +94,9 @@ pub struct Report {
     pub baselines: BTreeMap<String, BaselineOutcome>,
     /// The simulator's predicted time to recover for the same plan, when available.
     pub predicted_time_to_recover_s: Option<f64>,
+    /// Why there is no prediction, when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_unknown: Option<String>,
     /// Wall time of the whole rehearsal, seconds.
     pub wall_time_s: f64,
     /// Files written next to the report.
