@@ -39,7 +39,7 @@ fn e2e_alert_path_fires_on_stuck_recovers_and_ignores_a_self_healing_outage() {
             "--scrape",
             "5s",
             "--bin",
-            env!("CARGO_BIN_EXE_recover"),
+            crate::support::BIN,
             "--base-port",
             &base,
             "--self-heal",
