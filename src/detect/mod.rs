@@ -179,6 +179,17 @@ impl Evidence {
         }
     }
 
+    /// The fact in words, as `recover detect` prints it and a refused run repeats it:
+    /// `signal = value: note (for Ns)`, without the value when there is none.
+    pub fn describe(&self) -> String {
+        let val = self.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
+        let since = self
+            .for_s
+            .map(|s| format!(" (for {s:.1}s)"))
+            .unwrap_or_default();
+        format!("{}{val}: {}{since}", self.signal, self.note)
+    }
+
     /// Mark this fact as true since `since`, as of `now`.
     pub fn since(mut self, since: SystemTime, now: SystemTime) -> Self {
         self.since = Some(humantime::format_rfc3339_millis(since).to_string());

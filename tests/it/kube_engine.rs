@@ -152,7 +152,8 @@ async fn a_run_killed_mid_restart_resumes_from_the_configmap_alone() {
         outcomes,
         [
             ("drain-backlog", StepOutcome::AlreadyDone),
-            ("batched-restart", StepOutcome::Succeeded)
+            ("batched-restart", StepOutcome::Succeeded),
+            ("handback", StepOutcome::Succeeded)
         ]
     );
     assert_eq!(

@@ -39,12 +39,7 @@ pub fn print_verdict(
             }
             println!("evidence:");
             for e in &v.evidence {
-                let val = e.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
-                let since = e
-                    .for_s
-                    .map(|s| format!(" (for {s:.1}s)"))
-                    .unwrap_or_default();
-                println!("  {}{val}: {}{since}", e.signal, e.note);
+                println!("  {}", e.describe());
             }
         }
     }
