@@ -16,7 +16,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct GateArgs {
+    #[command(subcommand)]
+    pub command: Option<GateCommand>,
     /// Proxy listener; every path on it is forwarded to an upstream.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
@@ -73,6 +76,14 @@ pub struct GateArgs {
     pub admin_read_only: bool,
     #[command(flatten)]
     pub connections: ConnectionArgs,
+}
+
+/// What `recover gate` does besides running a gate.
+#[derive(Debug, clap::Subcommand)]
+pub enum GateCommand {
+    /// Read, set or lift a running gate's limit.
+    #[command(subcommand)]
+    Limit(super::gate_limit::LimitCommand),
 }
 
 /// What one client connection may hold (slow or many clients must not lock out the rest).
@@ -298,6 +309,9 @@ fn kube_sources(args: &GateArgs) -> Result<KubeSources, Failure> {
 }
 
 pub fn run(args: GateArgs) -> CliResult {
+    if let Some(GateCommand::Limit(cmd)) = args.command {
+        return super::gate_limit::run(cmd);
+    }
     let kube = kube_sources(&args)?;
     let cfg = config(args)?;
     let rt = super::runtime()?;
@@ -380,7 +394,7 @@ mod tests {
         argv.extend_from_slice(args);
         let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
         match cli.command {
-            Some(Command::Gate(a)) => config(a).map_err(|f| format!("{:#}", f.error)),
+            Some(Command::Gate(a)) => config(*a).map_err(|f| format!("{:#}", f.error)),
             other => panic!("not the gate command: {other:?}"),
         }
     }

@@ -14,6 +14,7 @@ pub mod demo_system;
 pub mod detect;
 pub mod docs;
 pub mod gate;
+mod gate_limit;
 pub mod history;
 pub mod plan;
 pub mod rehearse;
@@ -54,7 +55,7 @@ impl Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The admission gate: a rate-limiting reverse proxy whose limit changes at runtime.
-    Gate(gate::GateArgs),
+    Gate(Box<gate::GateArgs>),
     /// The demo system: a config service that gets stuck, and the workers that poll it.
     #[command(subcommand)]
     Demo(demo::DemoCommand),
@@ -163,7 +164,7 @@ pub fn dispatch(cli: Cli) -> CliResult {
         recover::util::pipe::end_quietly_on_closed_pipe();
     }
     match cli.command {
-        Some(Command::Gate(a)) => gate::run(a),
+        Some(Command::Gate(a)) => gate::run(*a),
         Some(Command::Demo(c)) => demo::run(c),
         Some(Command::Detect(a)) => detect::run(a),
         Some(Command::Plan(a)) => plan::run(a),

@@ -103,13 +103,15 @@ pub fn run(args: RehearseArgs) -> CliResult {
             println!("{json}");
         }
     }
-    Ok(if outcome.report.recovered {
-        Exit::Done
-    } else if outcome.report.not_stuck.is_some() {
-        Exit::NotStuck
-    } else {
-        Exit::Failed
-    })
+    Ok(
+        if outcome.report.recovered && outcome.report.under_lower_bound.is_none() {
+            Exit::Done
+        } else if outcome.report.not_stuck.is_some() {
+            Exit::NotStuck
+        } else {
+            Exit::Failed
+        },
+    )
 }
 
 fn default_report_dir() -> PathBuf {

@@ -179,6 +179,17 @@ impl Evidence {
         }
     }
 
+    /// The fact in words, as `recover detect` prints it and a refused run repeats it:
+    /// `signal = value: note (for Ns)`, without the value when there is none.
+    pub fn describe(&self) -> String {
+        let val = self.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
+        let since = self
+            .for_s
+            .map(|s| format!(" (for {s:.1}s)"))
+            .unwrap_or_default();
+        format!("{}{val}: {}{since}", self.signal, self.note)
+    }
+
     /// Mark this fact as true since `since`, as of `now`.
     pub fn since(mut self, since: SystemTime, now: SystemTime) -> Self {
         self.since = Some(humantime::format_rfc3339_millis(since).to_string());
@@ -208,6 +219,9 @@ pub struct Verdict {
     /// Where capacity came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_from: Option<String>,
+    /// Why k is unknown, when it is (`k` is then null: missing evidence is no number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_unknown: Option<String>,
     /// The lowest and highest k candidate considered (see [`estimate::k`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k_range: Option<[f64; 2]>,

@@ -1,7 +1,7 @@
 //! Runs a runbook: lock, observe, decide, confirm, then the steps (`steps`);
 //! or, for `resume`, lock, read the journal and carry on from where it stopped.
 
-use super::actions::{self, Ctx};
+use super::actions::{self, Ctx, GateMemory};
 use super::batches::RestartProgress;
 use super::journal::{self, Event, Journal, ResumePoint};
 use super::planning::PlannedRun;
@@ -109,6 +109,8 @@ struct Ready<'a> {
     done: BTreeSet<(Phase, String)>,
     failing: Option<String>,
     restart: BTreeMap<String, RestartProgress>,
+    /// What the run saw of the gate, from the journal (resume).
+    gate_memory: GateMemory,
 }
 
 /// Carry out the steps of a run that is ready to act (shared by run and resume).
@@ -121,16 +123,19 @@ async fn act(r: Ready<'_>, options: &RunOptions, stop: &super::lock_loss::Stop) 
         r.started_at,
         false,
     );
-    let ctx = Arc::new(Ctx::new(
-        r.rb.clone(),
-        r.platform,
-        r.metrics,
-        fixed(r.rb, r.decision),
-        r.run_id.to_string(),
-        r.journal,
-        options.clone(),
-        r.restart,
-    ));
+    let ctx = Arc::new(
+        Ctx::new(
+            r.rb.clone(),
+            r.platform,
+            r.metrics,
+            fixed(r.rb, r.decision),
+            r.run_id.to_string(),
+            r.journal,
+            options.clone(),
+            r.restart,
+        )
+        .remembering(r.gate_memory),
+    );
     execute(ctx, report, &r.done, r.failing, options, stop).await
 }
 
@@ -230,6 +235,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 done: BTreeSet::new(),
                 failing: None,
                 restart: BTreeMap::new(),
+                gate_memory: GateMemory::default(),
             };
             Ok(act(ready, &options, &stop).await)
         },
@@ -248,7 +254,10 @@ fn preview(
 ) -> RunReport {
     let fixed = fixed(rb, d);
     let mut preview = base_report(run_id, rb, platform, d, started_at, true);
-    for (phase, steps) in [(Phase::Main, &rb.steps), (Phase::OnFailure, &rb.on_failure)] {
+    for (phase, steps) in [
+        (Phase::Main, &rb.main_steps()),
+        (Phase::OnFailure, &rb.on_failure),
+    ] {
         for s in steps {
             preview.steps.push(StepRecord {
                 name: s.name.clone(),
@@ -331,6 +340,7 @@ pub async fn resume(
                 done: point.done.clone(),
                 failing: point.failing.clone(),
                 restart: point.restart.clone(),
+                gate_memory: point.gate.clone(),
             };
             Ok(act(ready, &options, &stop).await)
         },
@@ -362,5 +372,6 @@ fn base_report(
         finished_at: String::new(),
         steps: Vec::new(),
         journal: None,
+        gate: None,
     }
 }

@@ -114,7 +114,7 @@ pub enum EngineError {
         holder: String,
         run_id: String,
     },
-    #[error("refused: the detector says {verdict:?}; runbook {runbook} runs only when {when:?} [{evidence}] (give the plan inputs by hand to override)")]
+    #[error("refused: the detector says {}; runbook {runbook} runs only when it says {} [{evidence}] (give the plan inputs by hand to override)", verdict.as_str(), when.iter().map(|w| w.as_str()).collect::<Vec<_>>().join(" or "))]
     NotWhen {
         verdict: VerdictKind,
         runbook: String,

@@ -28,11 +28,11 @@ pub fn plan_run(
     overrides: &Overrides,
     given: Option<&SourcedInputs>,
 ) -> Result<PlannedRun, EngineError> {
+    // In `recover detect`'s words: its summary, then each fact.
     let evidence = || {
-        verdict
-            .evidence
-            .iter()
-            .map(|e| format!("{}={:?} ({})", e.signal, e.value, e.note))
+        std::iter::once(verdict.summary.clone())
+            .filter(|s| !s.is_empty())
+            .chain(verdict.evidence.iter().map(|e| e.describe()))
             .collect::<Vec<_>>()
             .join("; ")
     };
@@ -76,4 +76,38 @@ pub fn plan_run(
         plan,
         assumed,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::{Evidence, VerdictKind};
+
+    #[test]
+    fn a_refusal_gives_the_detectors_reasons_in_words() {
+        let rb = crate::runbook::parse_str(
+            "t.yaml",
+            "apiVersion: recover/v1\nkind: Runbook\nmetadata: {name: t}\nspec:\n  target: demo\n  signals: {queue_depth: {scrape: 'sum(q)'}}\n  steps: [{name: n, action: notify, with: {message: hi}}]\n",
+        )
+        .unwrap();
+        let verdict = Verdict {
+            verdict: VerdictKind::Unknown,
+            summary: "trigger_active: not defined; replicas_not_ready: not defined".into(),
+            evidence: vec![Evidence::new("capacity", Some(100.0), "declared")],
+            ..Verdict::default()
+        };
+        let e = plan_run(&rb, &verdict, &Overrides::default(), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the detector says unknown; runbook t runs only when it says stuck"),
+            "{e}"
+        );
+        assert!(e.contains("trigger_active: not defined"), "{e}");
+        assert!(e.contains("capacity = 100.000: declared"), "{e}");
+        assert!(
+            !e.contains("Some(") && !e.contains("Unknown"),
+            "no Debug text: {e}"
+        );
+    }
 }

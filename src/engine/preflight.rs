@@ -175,7 +175,7 @@ pub fn check(rb: &Runbook, facts: &Facts) -> Result<(), Unmet> {
                     }
                 }
             }
-            Action::WaitUntil(_) | Action::Notify(_) => {}
+            Action::WaitUntil(_) | Action::Notify(_) | Action::GateHandback(_) => {}
         }
         for s in signals_read(rb, step) {
             if let Some(why) = facts.signals_absent.get(&s) {

@@ -256,8 +256,48 @@ fn raise(p: &RampParams, state: &mut RampState, to: f64) -> RampMove {
     RampMove::Raise { rate: state.rate }
 }
 
+/// What a person should do after the ramp settled at `rate` with the gate still rejecting:
+/// add capacity only when the demand before the incident (first attempts/s) does not fit
+/// under the limit; demand that fits means the rejections are not first attempts the
+/// service lacks room for (retries, bursts above the burst, a client offering the excess),
+/// and more replicas would not stop them. Unknown demand: both possibilities. Pure.
+pub fn settle_advice(rate: f64, demand: Option<f64>, capacity: Option<f64>) -> String {
+    let cap = capacity
+        .filter(|c| c.is_finite() && *c > 0.0)
+        .map(|c| format!(", capacity {c:.1} req/s"))
+        .unwrap_or_default();
+    match demand.filter(|d| d.is_finite() && *d >= 0.0) {
+        Some(d) if d < rate => format!(
+            "Next: demand before the incident was {d:.1} req/s{cap}, under the limit: capacity is not what is missing. Find what still offers the excess (retrying clients, bursts), then lift the limit (the command in the run summary)"
+        ),
+        Some(d) => format!(
+            "Next: demand before the incident was {d:.1} req/s{cap}, more than the limit: add capacity (replicas), then lift the limit (the command in the run summary)"
+        ),
+        None => format!(
+            "Next: demand before the incident is unknown{cap}: add capacity (replicas) if demand exceeds the limit, or find what still offers the excess, then lift the limit (the command in the run summary)"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn settle_advice_adds_capacity_only_for_demand_above_the_limit() {
+        let under = super::settle_advice(90.0, Some(20.0), Some(100.0));
+        assert!(!under.contains("add capacity"), "{under}");
+        assert!(
+            under.contains("demand before the incident was 20.0 req/s, capacity 100.0 req/s"),
+            "{under}"
+        );
+        let over = super::settle_advice(18.0, Some(40.0), None);
+        assert!(over.contains("add capacity (replicas)"), "{over}");
+        let unknown = super::settle_advice(18.0, None, None);
+        assert!(
+            unknown.contains("demand before the incident is unknown"),
+            "{unknown}"
+        );
+    }
+
     use super::*;
 
     fn params() -> RampParams {

@@ -4,6 +4,7 @@
 
 pub use super::status::{Figures, Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
+use crate::gate::limit::Limit;
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::util::table::Table;
 use serde::{Deserialize, Serialize};
@@ -44,6 +45,23 @@ pub struct RunReport {
     pub finished_at: String,
     pub steps: Vec<StepRecord>,
     pub journal: Option<String>,
+    /// What the run left on the gate and how to change it (None: a dry run, or a run
+    /// that never reached its steps).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<GateLeft>,
+}
+
+/// What a finished run leaves on the gate, in words, and the shell commands that change it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GateLeft {
+    /// One sentence: handed back, held, or left at the safe hold, with the limit.
+    pub said: String,
+    /// The limit in force at the end, as the gate said (None: it did not answer).
+    pub limit: Option<Limit>,
+    /// When a human must have reviewed it (RFC 3339), from the limit's note.
+    pub review_by: Option<String>,
+    /// `recover gate limit ...`, one per gate a person must change.
+    pub commands: Vec<String>,
 }
 
 impl RunReport {
@@ -155,6 +173,12 @@ impl RunReport {
                 .map(|m| format!(" ({m})"))
                 .unwrap_or_default()
         );
+        if let Some(g) = &self.gate {
+            let _ = writeln!(out, "gate: {}", g.said);
+            for c in &g.commands {
+                let _ = writeln!(out, "  to change it: {c}");
+            }
+        }
         if let Some(j) = &self.journal {
             let _ = writeln!(out, "journal: {j}");
         }

@@ -35,9 +35,12 @@ pub(super) async fn execute(
     let rb = &ctx.rb;
     let mut selected: Option<Vec<String>> = None;
     let mut aborted = false;
-    let total = rb.steps.len();
+    // The hand-back runs as the last main step: journaled, resumable, and, if it fails,
+    // a failure like any other (on_failure's safe hold follows).
+    let main = rb.main_steps();
+    let total = main.len();
     if failing.is_none() {
-        for (i, step) in rb.steps.iter().enumerate() {
+        for (i, step) in main.iter().enumerate() {
             if done.contains(&(Phase::Main, step.name.clone())) {
                 report.steps.push(already_done(step, Phase::Main));
                 continue;
@@ -94,6 +97,10 @@ pub(super) async fn execute(
         }
     };
     report.outcome = outcome;
+    report.gate = Some(actions::gate_left(&ctx, outcome).await);
+    if let Some(g) = &report.gate {
+        tracing::info!(run_id = %ctx.run_id, commands = ?g.commands, "gate {}", g.said);
+    }
     report.finished_at = now_rfc3339();
     ctx.record(Event::RunFinished {
         outcome,

@@ -4,6 +4,7 @@
 
 pub mod admin;
 mod fetch;
+pub mod gate_address;
 pub mod kube;
 pub mod local;
 pub mod target;
@@ -101,6 +102,12 @@ pub trait LockGuard: Send + Sync {
 pub trait GateControl: Send + Sync {
     async fn get_limit(&self) -> Result<Limit, PlatformError>;
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError>;
+    /// The flags of `recover gate limit` that reach this gate from a shell, one entry per
+    /// gate a person must change (several local gates each hold a share; lifting each
+    /// lifts the total). Empty when no command reaches it.
+    fn shell_flags(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 /// A place the engine can act on.

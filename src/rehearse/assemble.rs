@@ -4,6 +4,7 @@
 //! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
 //! apart from the processes that produced the numbers.
 
+use super::bound::{true_lower_bound, under_bound};
 use super::detection::Detection;
 use super::recorder::Recording;
 use super::recovery::RunbookOutcome;
@@ -11,7 +12,7 @@ use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
 use super::trigger::TriggerTimes;
-use super::verify::{lower_bound, over_timeout_s, relapses, SteadyCriteria};
+use super::verify::{over_timeout_s, relapses, SteadyCriteria};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
@@ -33,12 +34,16 @@ pub struct Facts<'a> {
     pub wall_time_s: f64,
     pub endpoints: BTreeMap<String, String>,
     pub predicted: Option<f64>,
+    /// Why there is no prediction, when there is none.
+    pub predicted_unknown: Option<String>,
     /// When detection started, if it started late (`attach_after`), rehearsal clock.
     pub attached_s: Option<f64>,
     /// The plan's inputs with their sources, when the runbook ran.
     pub inputs: Option<crate::plan::SourcedInputs>,
     /// The trigger left the system healthy: what to make harsher.
     pub not_stuck: Option<super::harsher::NotStuck>,
+    /// A replica's own start-to-ready time, measured when the system started.
+    pub start_to_ready_s: Option<f64>,
 }
 
 /// Build the report and the rebased series.
@@ -125,29 +130,21 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter_map(|s| s.workers_retrying)
             .next_back()
             .unwrap_or(workers as f64);
-        let restart_s = if f.runbook.steps.iter().any(|s| s.name.contains("restart")) {
-            f.runbook
-                .steps
-                .iter()
-                .filter(|s| s.name.contains("restart"))
-                .map(|s| s.end_s - s.start_s)
-                .fold(f64::INFINITY, f64::min)
-        } else {
-            0.0
-        };
-        let lb = lower_bound(
-            restart_s,
-            backlog,
-            sc.capacity_cold_per_s(),
-            demand,
-            sc.retry_delay().as_secs_f64(),
-        );
+        let warm_fraction = rec
+            .raws
+            .iter()
+            .filter(|r| r.t_s <= rb_start)
+            .filter_map(|r| r.mean(Role::Service, "recover_demo_service_warm_fraction"))
+            .next_back();
+        let crit = SteadyCriteria::default();
+        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, warm_fraction, &crit);
         let (rel, over) = after_runbook(rec, sc, rb_start);
         (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {
         (Dropped::default(), None, 0, 0.0)
     };
 
+    let time_to_recover = f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start);
     let report = Report {
         schema_version: SCHEMA_VERSION,
         runbook: f.runbook_name.to_string(),
@@ -171,8 +168,9 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         detection: f
             .detection
             .map(|d| detection_facts(d, f.detector, sc, d.at_s - f.trigger.ended_s)),
-        time_to_recover_s: f.steady_at_s.filter(|_| recovered).map(|t| t - rb_start),
+        time_to_recover_s: time_to_recover,
         lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
+        under_lower_bound: under_bound(time_to_recover, lb.as_ref()),
         lower_bound: lb,
         relapses: relapse_count,
         ramp_step_backs: f.runbook.relapses,
@@ -188,6 +186,8 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         phases,
         baselines: f.baselines,
         predicted_time_to_recover_s: f.predicted,
+        predicted_unknown: f.predicted_unknown.clone(),
+        k_unknown: f.detection.and_then(|d| d.verdict.k_unknown.clone()),
         wall_time_s: f.wall_time_s,
         files: Files::default(),
         endpoints: f.endpoints.clone(),

@@ -12,6 +12,7 @@
 
 pub mod assemble;
 pub mod baselines;
+pub mod bound;
 pub mod detection;
 pub mod expo;
 pub mod harsher;

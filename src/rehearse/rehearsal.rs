@@ -139,6 +139,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
     }
     let end_s = stage.clock.now_s();
     let steady_before_s = stage.steady_from_s;
+    let start_to_ready = stage.sys.start_to_ready;
     let markers = stage.sys.markers();
     let endpoints = stage.sys.endpoints();
     let rec = stage.finish().await;
@@ -168,7 +169,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 .any(|s| matches!(s.action, crate::runbook::action::Action::CacheWarm(_)));
             super::predict::predicted_time_to_recover(sc, plan, after, warms)
         }
-        _ => None,
+        _ => Err("unknown: the runbook made no plan".into()),
     };
     let facts = Facts {
         scenario: sc,
@@ -185,10 +186,12 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
         baselines: base,
         wall_time_s: wall.elapsed().as_secs_f64(),
         endpoints,
-        predicted,
+        predicted: predicted.as_ref().ok().copied(),
+        predicted_unknown: predicted.err(),
         attached_s,
         inputs,
         not_stuck,
+        start_to_ready_s: start_to_ready.map(|d| d.as_secs_f64()),
     };
     let (report, samples) = assemble(facts, &rec);
     Ok(Rehearsed {
@@ -234,6 +237,7 @@ fn plan_inputs(
         verdict.sources.arrival_rate = Some(source);
     }
     if attached {
+        crate::plan::assume_k_max_where_unknown(&mut verdict, detector);
         return PlanInputs::from_verdict(&verdict, detector, &Overrides::default());
     }
     let configured = DetectorConfig {

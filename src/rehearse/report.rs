@@ -50,6 +50,10 @@ pub struct Report {
     /// be measured.
     pub lower_bound_s: Option<f64>,
     pub lower_bound: Option<LowerBound>,
+    /// Set when the run recovered faster than the lower bound: no run can, so the bound or
+    /// the clock is wrong; the rehearsal then exits 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub under_lower_bound: Option<String>,
     /// Times the measured system fell back into the stuck state after it had started to
     /// recover: goodput under half of what the gate let through (capped at demand) after it
     /// had served well, or steady state lost after it was reached (each for at least two
@@ -64,6 +68,9 @@ pub struct Report {
     pub ramp_step_backs: u32,
     /// Work amplification the detector estimated when it said Stuck.
     pub k: Option<f64>,
+    /// Why `k` is null: the evidence that was missing (never a stand-in number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_unknown: Option<String>,
     /// The scenario's true overload factor (`service.overload_factor`), beside the estimate.
     #[serde(default)]
     pub k_true: Option<f64>,
@@ -87,6 +94,9 @@ pub struct Report {
     pub baselines: BTreeMap<String, BaselineOutcome>,
     /// The simulator's predicted time to recover for the same plan, when available.
     pub predicted_time_to_recover_s: Option<f64>,
+    /// Why there is no prediction, when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_unknown: Option<String>,
     /// Wall time of the whole rehearsal, seconds.
     pub wall_time_s: f64,
     /// Files written next to the report.
@@ -146,25 +156,47 @@ pub struct ScenarioFacts {
     pub attempt_header: String,
 }
 
-/// Inputs and result of the lower-bound formula (docs/design/arithmetic.md, "The lower
-/// bound"):
-/// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
+/// The true lower bound (docs/design/arithmetic.md, "The lower bound"): the least, over
+/// every way of recovering the system allows, of the time from the runbook's start to
+/// steady state at best (`rehearse::bound`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LowerBound {
-    /// Time for a replica to come back ready after a restart (0 if the runbook restarts
-    /// nothing), seconds.
+    /// A replica's own start-to-ready time (measured when the rehearsal started the system,
+    /// never a runbook step), seconds; 0 when it could not be measured.
     pub restart_s: f64,
-    /// Requests owed when recovery starts: clients in a retry loop (each needs one useful
-    /// response). Queued requests are not counted: draining them is instant.
+    /// Where `restart_s` came from.
+    #[serde(default)]
+    pub restart_from: String,
+    /// Clients in a retry loop when the runbook starts, less those steady state lets stay
+    /// in it: each needs one useful answer. Queued requests are not counted: draining them
+    /// is instant.
     pub backlog: f64,
     /// Capacity right after a restart, requests/s.
     pub capacity_cold_per_s: f64,
-    /// Normal demand, requests/s.
+    /// Warm capacity, requests/s.
+    #[serde(default)]
+    pub capacity_warm_per_s: f64,
+    /// Normal demand, requests/s (for reading; the bound leaves polls from clients outside
+    /// the loop out, see `rehearse::bound`).
     pub demand_per_s: f64,
-    /// A client in a retry loop cannot come back sooner than its next retry.
+    /// The clients' retry delay (for reading; not a floor of the bound: clients in the loop
+    /// are spread over their waits when recovery starts).
     pub retry_delay_s: f64,
+    /// How long a warm call takes, seconds.
+    #[serde(default)]
+    pub warm_s: f64,
+    /// The replicas' mean warm fraction when the runbook started (null: not measured; the
+    /// bound then takes them as warm).
+    #[serde(default)]
+    pub warm_fraction_at_start: Option<f64>,
     pub lower_bound_s: f64,
-    /// Which capacity the bound uses (`cold`), and why.
+    /// The name of the path the bound is (`paths[].name`).
+    #[serde(default)]
+    pub lowest: String,
+    /// Every path with its best time.
+    #[serde(default)]
+    pub paths: Vec<BoundPath>,
+    /// The lowest path, in words.
     #[serde(default)]
     pub capacity_used: String,
 }
@@ -261,4 +293,16 @@ impl Report {
     pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
         self.phases.iter().find(|p| p.name == name)
     }
+}
+
+/// One way of recovering and how long it would take at best.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundPath {
+    /// `readmit_cold`, `warm_first`, `readmit_cold_while_warming`, `drain_no_restart`.
+    pub name: String,
+    /// What it does.
+    pub what: String,
+    /// Seconds from the runbook's start to steady state at best; null if it never gets
+    /// there (capacity below demand).
+    pub time_s: Option<f64>,
 }

@@ -74,6 +74,15 @@ impl RawScrape {
         sum_matching(self.pages(role).flat_map(|(_, pts)| pts), name, labels)
     }
 
+    /// Mean of a gauge over the answering targets of `role` that expose it.
+    pub fn mean(&self, role: Role, name: &str) -> Option<f64> {
+        let vals: Vec<f64> = self
+            .pages(role)
+            .filter_map(|(_, pts)| sum_matching(pts, name, &[]))
+            .collect();
+        (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
+    }
+
     fn instance_sum(
         &self,
         role: Role,

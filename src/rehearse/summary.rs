@@ -111,6 +111,28 @@ pub fn render(r: &Report) -> String {
         r.ramp_step_backs,
         secs(r.p99_over_timeout_s)
     );
+    if let Some(lb) = &r.lower_bound {
+        let paths: Vec<String> = lb
+            .paths
+            .iter()
+            .map(|p| format!("{} {}", p.name, opt(p.time_s, secs)))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  lower bound paths (lowest: {}): {}",
+            lb.lowest,
+            paths.join(", ")
+        );
+    }
+    if let Some(u) = &r.under_lower_bound {
+        let _ = writeln!(out, "  INCONSISTENT: {u}");
+    }
+    if let Some(why) = &r.k_unknown {
+        let _ = writeln!(out, "  k {why}");
+    }
+    if let Some(why) = &r.predicted_unknown {
+        let _ = writeln!(out, "  simulator prediction {why}");
+    }
     if let Some(p) = r.predicted_time_to_recover_s {
         let _ = writeln!(out, "  simulator predicted {}", secs(p));
     }

@@ -1,10 +1,10 @@
-//! The steady-state check and the lower bound: pure functions over the recorded series.
+//! The steady-state check and relapses: pure functions over the recorded series (the
+//! lower bound is [`super::bound`]).
 //!
 //! Why it exists: "recovered" must mean the same thing in the rehearsal, its baselines and
 //! the report: goodput near demand, no client in a retry loop, the gate rejecting
 //! (almost) nothing; held, not glimpsed.
 
-use super::report::LowerBound;
 use super::series::Sample;
 use serde::{Deserialize, Serialize};
 
@@ -171,38 +171,6 @@ pub fn goodput_ratio_end(samples: &[Sample], demand: f64, window_s: f64) -> Opti
     Some(vals.iter().sum::<f64>() / vals.len() as f64 / demand)
 }
 
-/// Which capacity the lower bound uses, and why: a restart is what clears the stuck
-/// state, and it leaves the service cold; a runbook that warms caches before readmitting
-/// buys warm capacity with the time the warming takes (counted in the measured time, not in
-/// the bound), so the bound stays the one any restart-based procedure faces.
-pub const CAPACITY_USED: &str = "cold: the capacity a restart leaves; a runbook that warms the caches before readmitting (cache.warm) readmits at warm capacity and can recover in less";
-
-/// `lower_bound_s = restart_s + max(backlog / (capacity_cold - demand), retry_delay_s)`.
-/// `None` when cold capacity does not exceed demand: then no recovery is possible at all
-/// without more capacity, and a bound would be meaningless.
-pub fn lower_bound(
-    restart_s: f64,
-    backlog: f64,
-    capacity_cold: f64,
-    demand: f64,
-    retry_delay_s: f64,
-) -> Option<LowerBound> {
-    let spare = capacity_cold - demand;
-    if spare <= 0.0 || !spare.is_finite() {
-        return None;
-    }
-    let drain = backlog.max(0.0) / spare;
-    Some(LowerBound {
-        restart_s,
-        backlog,
-        capacity_cold_per_s: capacity_cold,
-        demand_per_s: demand,
-        retry_delay_s,
-        lower_bound_s: restart_s + drain.max(retry_delay_s),
-        capacity_used: CAPACITY_USED.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,21 +225,5 @@ mod tests {
             r.push(gated(i as f64, 1.0, 2.5));
         }
         assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 1);
-    }
-
-    #[test]
-    fn lower_bound_formula() {
-        let lb = lower_bound(2.0, 500.0, 116.7, 16.7, 1.0).unwrap();
-        assert!((lb.lower_bound_s - 7.0).abs() < 1e-9);
-        assert_eq!(lower_bound(2.0, 500.0, 10.0, 16.7, 1.0), None);
-        // A tiny backlog is still bounded by the clients' retry delay.
-        assert!(
-            (lower_bound(0.0, 1.0, 100.0, 10.0, 1.0)
-                .unwrap()
-                .lower_bound_s
-                - 1.0)
-                .abs()
-                < 1e-9
-        );
     }
 }

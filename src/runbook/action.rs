@@ -265,6 +265,15 @@ pub struct Notify {
     pub message: String,
 }
 
+/// The hand-back after the last step (never written in a runbook: `spec.handback`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GateHandback {
+    pub mode: super::schema::Handback,
+}
+
+/// How the hand-back step's action is named in reports and the journal.
+pub const GATE_HANDBACK: &str = "gate.handback";
+
 /// A step's action with its typed parameters.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
@@ -276,6 +285,7 @@ pub enum Action {
     CacheWarm(CacheWarm),
     WaitUntil(WaitUntil),
     Notify(Notify),
+    GateHandback(GateHandback),
 }
 
 #[cfg(test)]

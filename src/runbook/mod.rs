@@ -51,9 +51,34 @@ pub struct Runbook {
     pub abort_when: Vec<Expr>,
     pub steps: Vec<Step>,
     pub on_failure: Vec<Step>,
+    /// What a run that succeeds leaves on the gate.
+    pub handback: schema::Handback,
 }
 
 impl Runbook {
+    /// The step after the last one that hands the gate back (`spec.handback`). It is not
+    /// written in the runbook; the engine runs it, the journal records it and the dry run
+    /// shows it like any other step.
+    pub fn handback_step(&self) -> Step {
+        Step {
+            name: schema::HANDBACK_STEP.to_string(),
+            action: Action::GateHandback(action::GateHandback {
+                mode: self.handback,
+            }),
+            timeout: None,
+            abort_when: Vec::new(),
+            on_failure: None,
+            note: None,
+        }
+    }
+
+    /// The main steps, then the hand-back.
+    pub fn main_steps(&self) -> Vec<Step> {
+        let mut steps = self.steps.clone();
+        steps.push(self.handback_step());
+        steps
+    }
+
     /// How long to watch before deciding: `observe.span`, else what the detector needs to
     /// be able to say Stuck. The engine and the webhook receiver observe the same window.
     pub fn observe_span(&self) -> Duration {
@@ -142,6 +167,7 @@ impl Step {
             Action::CacheWarm(_) => K::CacheWarm,
             Action::WaitUntil(_) => K::WaitUntil,
             Action::Notify(_) => K::Notify,
+            Action::GateHandback(_) => return action::GATE_HANDBACK,
         }
         .as_str()
     }

@@ -64,7 +64,25 @@ pub struct RawSpec {
     pub steps: Vec<RawStep>,
     #[serde(default)]
     pub on_failure: Vec<RawStep>,
+    /// What a run that succeeds leaves on the gate (default: `restore`).
+    #[serde(default)]
+    pub handback: Handback,
 }
+
+/// What a run that succeeds leaves on the gate after its last step. A limit nobody
+/// remembers outlives the incident, so the default gives the gate back as the run found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Handback {
+    /// Restore the limit the gate had before the run's first gate action.
+    #[default]
+    Restore,
+    /// Keep the last limit the run set, with its step's review deadline.
+    Hold,
+}
+
+/// The name of the step that hands the gate back: reserved, no runbook step may take it.
+pub const HANDBACK_STEP: &str = "handback";
 
 fn default_when() -> Vec<VerdictKind> {
     vec![VerdictKind::Stuck]

@@ -211,6 +211,15 @@ pub(crate) fn validate(
         };
         for (i, s) in raws.iter().enumerate() {
             let base = p(&[k("spec"), k(list), Seg::Index(i)]);
+            if s.name == super::schema::HANDBACK_STEP {
+                rep.at(
+                    &[base.clone(), vec![k("name")]].concat(),
+                    format!(
+                        "step name {:?} is reserved for the step that hands the gate back after the last step (spec.handback)",
+                        s.name
+                    ),
+                );
+            }
             if let Some(prev) = names.get(s.name.as_str()) {
                 rep.at(
                     &[base.clone(), vec![k("name")]].concat(),
@@ -248,6 +257,7 @@ pub(crate) fn validate(
         abort_when,
         steps,
         on_failure,
+        handback: spec.handback,
     })
 }
 

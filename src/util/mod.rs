@@ -17,6 +17,7 @@ pub mod pipe;
 pub mod procfs;
 pub mod rlimit;
 pub mod secret;
+pub mod shell;
 pub mod table;
 pub mod text_format;
 pub mod time;

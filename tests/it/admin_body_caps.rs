@@ -2,9 +2,8 @@
 //! `PUT /admin/limit` and `recover serve`'s webhook answer 413 for a body over the cap
 //! (also an endless chunked one) and 408 for a body that stops arriving, and say which.
 
-use recover::util::child::{spawn_guarded, GuardOptions};
+use crate::support::serve::{config_acting_on_nothing, start, Auth};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -130,36 +129,9 @@ async fn the_gate_admin_refuses_a_limit_body_over_its_cap_or_too_slow() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_refuses_a_webhook_body_over_its_cap_or_too_slow() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("token"), TOKEN).unwrap();
-    let cfg = dir.path().join("serve.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"apiVersion: recover/v1
-kind: ServeConfig
-auth:
-  bearer_token: {{ file: {d}/token }}
-max_body_bytes: 4096
-routes:
-  - name: demo
-    match: {{ alertname: ConfigServiceStuck }}
-    runbook: stuck-overload
-    target: {{ platform: local, name: demo, inventory: {d}/no-such-inventory.yaml }}
-"#,
-            d = dir.path().display()
-        ),
-    )
-    .unwrap();
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let _serve = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
-    recover::util::net::wait_http_ok(&format!("http://{addr}/healthz"), Duration::from_secs(20))
-        .await
-        .unwrap();
+    let cfg = config_acting_on_nothing(dir.path(), Auth::Bearer(TOKEN), "max_body_bytes: 4096");
+    let serve = start(&cfg, None).await;
+    let addr = serve.addr;
     let post = |framing: &str| {
         format!("POST /alerts HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {TOKEN}\r\ncontent-type: application/json\r\n{framing}\r\n")
     };

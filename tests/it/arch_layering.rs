@@ -879,3 +879,129 @@ fn the_circle_check_finds_a_module_and_its_child_using_each_other() {
         vec![vec![PathBuf::from("m/child.rs"), PathBuf::from("m/mod.rs")]]
     );
 }
+
+// ---------------------------------------------------------------------------------------
+// ARCHITECTURE.md names only what exists
+// ---------------------------------------------------------------------------------------
+
+/// Is there a module `name` (a file `name.rs` or a directory `name/`) at any depth under
+/// `dir`?
+fn has_module(dir: &Path, name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let p = e.path();
+        let stem = p.file_stem().and_then(|s| s.to_str()) == Some(name);
+        if p.is_dir() {
+            stem || has_module(&p, name)
+        } else {
+            stem && p.extension().is_some_and(|x| x == "rs")
+        }
+    })
+}
+
+/// The `code spans` of a table row's cell outside parentheses (inside them a row names
+/// functions, commands and flags as well as modules).
+fn spans_outside_parentheses(cell: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let (mut depth, mut code, mut span) = (0usize, false, String::new());
+    for c in cell.chars() {
+        match c {
+            '`' if code => {
+                if depth == 0 {
+                    out.push(std::mem::take(&mut span));
+                }
+                span.clear();
+                code = false;
+            }
+            '`' => code = true,
+            _ if code => span.push(c),
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Every module the "Where things live" table names exists under its row's module, every
+/// top-level module of the library has a row, and every repository path the document
+/// names in a code span exists: the map cannot go on describing files that are gone.
+#[test]
+fn architecture_md_names_only_modules_and_paths_that_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let src = root.join("src");
+    let text = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let mut missing = Vec::new();
+    let mut rows = Vec::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 4 || !cells[1].starts_with('`') {
+            continue;
+        }
+        let module = cells[1]
+            .split('`')
+            .nth(1)
+            .unwrap_or("")
+            .trim_end_matches('/');
+        let dir = src.join(module);
+        let (is_dir, is_file) = (dir.is_dir(), src.join(format!("{module}.rs")).is_file());
+        if !is_dir && !is_file {
+            continue;
+        }
+        rows.push(module.to_string());
+        for span in spans_outside_parentheses(cells[2]) {
+            let name = span.trim_end_matches('/');
+            let ident = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if ident && !(is_dir && has_module(&dir, name)) {
+                missing.push(format!(
+                    "`{module}/` row: no module `{name}` under src/{module}/"
+                ));
+            }
+        }
+    }
+    for (n, piece) in text.split('`').enumerate() {
+        let roots = [
+            "src/",
+            "tests/",
+            "scripts/",
+            "docs/",
+            "manifests/",
+            "deploy/",
+            "runbooks/",
+            "examples/",
+        ];
+        if n % 2 == 1
+            && roots.iter().any(|r| piece.starts_with(r))
+            && !piece.contains(['*', '<', ' '])
+            && !root.join(piece).exists()
+        {
+            missing.push(format!("no such path: {piece}"));
+        }
+    }
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    for line in lib.lines() {
+        if let Some(m) = line
+            .strip_prefix("pub mod ")
+            .and_then(|r| r.strip_suffix(';'))
+        {
+            if m != "exit" && !rows.iter().any(|r| r == m) {
+                missing.push(format!("src/{m}: no row in \"Where things live\""));
+            }
+        }
+    }
+    assert!(
+        rows.len() > 10,
+        "read only {} rows: the table's shape changed",
+        rows.len()
+    );
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md:\n  {}",
+        missing.join("\n  ")
+    );
+}

@@ -88,7 +88,7 @@ fn a_weak_admin_token_refuses_to_start() {
     let token_file = dir.path().join("short.token");
     std::fs::write(&token_file, "short").unwrap();
     let service = free_loopback_addr().unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["demo", "config-service", "--listen", &service.to_string()])
         .arg("--admin-token-file")
         .arg(&token_file)

@@ -1,10 +1,8 @@
 //! Bad input to `recover demo ...` is refused with exit 2 and a message naming the flag,
 //! before anything starts.
 
-use std::process::Command;
-
 fn run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(args)
         .output()
         .expect("run recover");

@@ -104,7 +104,7 @@ async fn slow_after_then_admin_slow_change_the_cost_of_every_request() {
 
 #[test]
 fn a_bad_slow_factor_names_the_flag() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args([
             "demo",
             "config-service",

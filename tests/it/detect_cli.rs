@@ -1,10 +1,8 @@
 //! `recover detect` exit codes without a system to watch: no data is Unknown (12), never
 //! Healthy; bad flags are usage errors (2).
 
-use std::process::Command;
-
 fn detect(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .arg("detect")
         .args(args)
         .output()

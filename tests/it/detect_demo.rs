@@ -8,11 +8,11 @@ use recover::metrics::scrape::text;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::{free_loopback_addr, wait_http_ok};
 use std::net::SocketAddr;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
 fn spawn(name: &str, args: &[String]) -> ChildGuard {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
+    let mut cmd = crate::support::bin();
     cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
     spawn_guarded(name, cmd, GuardOptions::default()).expect("spawn")
 }
@@ -23,7 +23,7 @@ async fn page(url: &str) -> String {
 }
 
 fn detect(args: &[String]) -> (Option<i32>, serde_json::Value, String) {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out: Output = crate::support::bin()
         .arg("detect")
         .args(args)
         .args(["--output", "json"])

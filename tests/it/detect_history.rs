@@ -293,7 +293,7 @@ async fn stuck_before_anyone_looked_takes_capacity_and_k_from_the_last_healthy_p
         serde_yaml::to_string(&doc).unwrap(),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["detect", "--runbook", "undeclared", "--runbook-dir"])
         .arg(&dir_rb)
         .args([

@@ -169,7 +169,7 @@ fn e2e_without_a_tty_no_live_line_no_escape_and_json_logs_carry_the_facts() {
                 .collect()
         };
         let started = events("step_started");
-        assert_eq!(started.len(), 5, "{text}");
+        assert_eq!(started.len(), 6, "five steps and the hand-back: {text}");
         for s in &started {
             assert_eq!(s["run_id"], run_id);
             assert!(s["step"].is_string() && s["action"].is_string(), "{s}");

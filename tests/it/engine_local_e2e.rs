@@ -33,7 +33,8 @@ fn e2e_full_run_restarts_every_replica_and_lifts_the_gate() {
                 "drain-backlog",
                 "batched-restart",
                 "warm-caches",
-                "readmit"
+                "readmit",
+                "handback"
             ]
         );
         assert!(
@@ -233,7 +234,13 @@ fn e2e_ramp_settles_at_its_ceiling_when_demand_exceeds_it() {
         assert_eq!(readmit["name"], "readmit");
         assert_eq!(readmit["figures"]["lifted"], 0.0, "{readmit:#}");
         let text = readmit.to_string();
-        assert!(text.contains("lift the limit by hand"), "{readmit:#}");
+        assert!(text.contains("then lift the limit"), "{readmit:#}");
+        assert!(
+            report["gate"]["said"]
+                .as_str()
+                .is_some_and(|s| s.contains("the readmission settled there")),
+            "the hand-back keeps a settled limit: {report:#}"
+        );
         let limit = sys.gate_limit().await;
         let rate = limit["limit"]["rate_per_s"].as_f64();
         assert!(

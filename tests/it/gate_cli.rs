@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_recover");
+use crate::support::BIN;
 
 struct Running {
     _guard: ChildGuard,

@@ -7,7 +7,7 @@
 use crate::support::gate::{client, metrics, sample, start, TOKEN};
 use crate::support::wire::{get, ok, raw, Peer, Upstream};
 use recover::gate::GateConfig;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
 
@@ -41,7 +41,7 @@ fn a_state_file_holding_an_array_is_refused_naming_the_file_and_field() {
     let state = dir.path().join("gate-state.json");
     std::fs::write(&state, "[1,2,3]").unwrap();
     let admin = free();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut child = crate::support::bin()
         .args([
             "gate",
             "--upstream",
@@ -92,7 +92,7 @@ fn a_state_file_holding_an_array_is_refused_naming_the_file_and_field() {
 #[test]
 fn the_gate_stops_on_sigterm_when_nobody_reads_its_log_any_more() {
     let admin = free();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut child = crate::support::bin()
         .args([
             "gate",
             "--upstream",

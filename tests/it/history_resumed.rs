@@ -3,7 +3,6 @@
 
 use recover::engine::journal::{Event, Journal};
 use recover::engine::{Figures, Outcome, Phase, StepOutcome};
-use std::process::Command;
 
 const STEPS: [&str; 7] = [
     "block", "drain", "restart", "warm", "ramp", "verify", "lift",
@@ -60,7 +59,7 @@ fn a_resumed_seven_step_run_shows_seven_of_seven_steps() {
     })
     .unwrap();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["history", "--output", "json", "--journal-dir"])
         .arg(dir.path())
         .output()
@@ -78,7 +77,7 @@ fn a_resumed_seven_step_run_shows_seven_of_seven_steps() {
     assert_eq!(run["steps_done"], 7, "{run}");
     assert_eq!(run["status"], "succeeded", "{run}");
 
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["history", "--journal-dir"])
         .arg(dir.path())
         .output()

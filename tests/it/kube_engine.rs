@@ -152,7 +152,8 @@ async fn a_run_killed_mid_restart_resumes_from_the_configmap_alone() {
         outcomes,
         [
             ("drain-backlog", StepOutcome::AlreadyDone),
-            ("batched-restart", StepOutcome::Succeeded)
+            ("batched-restart", StepOutcome::Succeeded),
+            ("handback", StepOutcome::Succeeded)
         ]
     );
     assert_eq!(
@@ -259,7 +260,7 @@ fn resume_cmd(
     journal_dir: &std::path::Path,
     run: &str,
 ) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .args([
             "resume",
             run,

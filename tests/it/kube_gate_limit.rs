@@ -265,7 +265,7 @@ async fn the_gate_binary_follows_its_configmap_and_peers_as_its_service_account(
     std::fs::write(dir.path().join("token"), "a-gate-token-for-this-test\n").unwrap();
     let up = upstream(Duration::ZERO).await;
     let (proxy, admin) = (free_loopback_addr().unwrap(), free_loopback_addr().unwrap());
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_recover"));
+    let mut cmd = crate::support::bin();
     cmd.args([
         "gate",
         "--listen",

@@ -3,7 +3,6 @@
 //! `--help` exists and its value parses), so a renamed flag breaks this test, not a pod.
 
 use std::path::Path;
-use std::process::Command;
 
 /// Flags other engineers are still wiring: checked once the binary knows them.
 const PENDING: &[&str] = &[];
@@ -48,7 +47,7 @@ fn containers() -> Vec<(String, Vec<String>)> {
 }
 
 fn help_of(sub: &[String]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(sub)
         .arg("--help")
         .output()
@@ -84,7 +83,7 @@ fn every_container_command_parses_with_the_real_binary() {
             }
             !pending
         });
-        let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+        let out = crate::support::bin()
             .args(&args)
             .arg("--help")
             .output()

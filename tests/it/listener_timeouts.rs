@@ -3,9 +3,8 @@
 //! (the real binary), the gate's admin port, the demo config service and the workers'
 //! metrics listener. The demo components and serve run with the default (10 s).
 
-use recover::util::child::{spawn_guarded, GuardOptions};
+use crate::support::serve::{config_acting_on_nothing, start, Auth};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -92,31 +91,8 @@ async fn the_workers_metrics_listener_closes_silent_connections() {
 #[tokio::test]
 async fn recover_serve_closes_silent_connections() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("token"), "listener-token-0123456789").unwrap();
-    let cfg = dir.path().join("serve.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"apiVersion: recover/v1
-kind: ServeConfig
-auth:
-  bearer_token: {{ file: {d}/token }}
-routes:
-  - name: demo
-    match: {{ alertname: ConfigServiceStuck }}
-    runbook: stuck-overload
-    target: {{ platform: local, name: demo, inventory: {d}/no-such-inventory.yaml }}
-"#,
-            d = dir.path().display()
-        ),
-    )
-    .unwrap();
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let _serve = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
+    let cfg = config_acting_on_nothing(dir.path(), Auth::Bearer("listener-token-0123456789"), "");
+    let serve = start(&cfg, None).await;
+    let addr = serve.addr;
     silent_and_half_head_are_closed(addr, DEFAULT_PLUS_SLACK, "recover serve").await;
 }

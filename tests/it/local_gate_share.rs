@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-const BIN: &str = env!("CARGO_BIN_EXE_recover");
+use crate::support::BIN;
 const TOKEN: &str = "local-share-token-0123456789";
 
 fn total(rate: f64) -> Limit {

@@ -8,7 +8,7 @@ use recover::platform::local::inventory::{GateSpec, Inventory};
 use recover::platform::local::LocalPlatform;
 use recover::platform::{Platform, ScrapeEndpoint};
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -93,7 +93,7 @@ const MB: u64 = 1_000_000;
 async fn detect_on_an_endless_metrics_body_is_unknown_within_its_timeout_and_stays_small() {
     let addr = endless().await;
     let url = format!("http://{addr}/metrics");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
+    let mut cmd = crate::support::bin();
     cmd.args([
         "detect",
         "--observe",

@@ -176,7 +176,7 @@ fn detect_refuses_a_page_over_the_series_cap_with_exit_12() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || serve_forever(listener, body));
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_recover"));
+    let mut cmd = crate::support::bin();
     cmd.args(["detect", "--observe", "1s", "--output", "json"]);
     for role in ["gate", "service", "clients"] {
         cmd.args(["--metrics-url", &format!("{role}=http://{addr}/metrics")]);

@@ -1,9 +1,7 @@
 //! `recover plan` from numbers, as a user runs it: the real binary, its stdout and exit code.
 
-use std::process::Command;
-
 fn plan(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .arg("plan")
         .args(args)
         .output()

@@ -148,7 +148,7 @@ struct Down(PathBuf);
 
 impl Drop for Down {
     fn drop(&mut self) {
-        let _ = Command::new(env!("CARGO_BIN_EXE_recover"))
+        let _ = crate::support::bin()
             .args(["demo", "down", "--dir"])
             .arg(&self.0)
             .output();
@@ -204,7 +204,7 @@ fn e2e_readme_3am_path_runs_as_written() {
         .flat_map(steps)
         .collect();
     let tmp = tempfile::tempdir().unwrap();
-    let bin = Path::new(env!("CARGO_BIN_EXE_recover")).parent().unwrap();
+    let bin = Path::new(crate::support::BIN).parent().unwrap();
     let search = format!(
         "{}:{}",
         bin.display(),

@@ -6,13 +6,16 @@
 //! workers marking their retries and with them marking nothing.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Stated multiple. The goal is 2x, measured by scripts/bench-rehearse.sh
-/// (docs/benchmarks.md, "The rehearsal"); the test allows 4x so a loaded 2-core machine
-/// does not fail it, while a runbook that stalls, loops on step-backs, admits below demand
-/// or never lifts the gate still does.
+/// Stated multiple, of the bound's `readmit_cold` path (restart, readmit at the capacity the
+/// restart leaves): the yardstick this test was set against before the bound became the
+/// least of every path (the true bound is lower, and the shipped runbook's restart alone
+/// keeps it above it). Measured by scripts/bench-rehearse.sh (docs/benchmarks.md, "The
+/// rehearsal"); the test allows 4x so a loaded 2-core machine does not fail it, while a
+/// runbook that stalls, loops on step-backs, admits below demand or never lifts the gate
+/// still does.
 const MAX_LOWER_BOUND_MULTIPLE: f64 = 4.0;
 /// The issue's limit is 90 s; allow slack for a machine shared with other builds.
 const WALL_LIMIT: Duration = Duration::from_secs(150);
@@ -66,7 +69,7 @@ fn rehearse(
 ) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut child = crate::support::bin()
         .args(["rehearse", "--output", "json", "--report-dir"])
         .arg(&dir)
         .args(extra)
@@ -129,8 +132,18 @@ fn assert_recovered(report: &serde_json::Value, status: std::process::ExitStatus
         report["wall_time_s"].as_f64().unwrap_or_default()
     );
     assert!(
-        ttr <= MAX_LOWER_BOUND_MULTIPLE * lb,
-        "time to recover {ttr:.1} s is more than {MAX_LOWER_BOUND_MULTIPLE}x the lower bound {lb:.1} s"
+        report["under_lower_bound"].is_null() && ttr >= lb,
+        "time to recover {ttr:.2} s under the true lower bound {lb:.2} s: {}",
+        report["under_lower_bound"]
+    );
+    let cold = report["lower_bound"]["paths"]
+        .as_array()
+        .and_then(|p| p.iter().find(|p| p["name"] == "readmit_cold"))
+        .and_then(|p| p["time_s"].as_f64())
+        .expect("the readmit_cold path");
+    assert!(
+        ttr <= MAX_LOWER_BOUND_MULTIPLE * cold,
+        "time to recover {ttr:.1} s is more than {MAX_LOWER_BOUND_MULTIPLE}x the cold readmission's best {cold:.1} s"
     );
     assert!(report["detected_stuck_s"]
         .as_f64()

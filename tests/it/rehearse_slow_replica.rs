@@ -5,7 +5,7 @@
 //! ejection times, the scenario's steady and measuring periods) so the test stays short; the figures with the shipped numbers come from
 //! `recover rehearse --runbook slow-replica --scenario examples/scenarios/slow-replica.yaml`.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The shipped runbook with shorter waits: the same steps, checks and signals.
 fn quick_runbook(dir: &std::path::Path) -> std::path::PathBuf {
@@ -48,7 +48,7 @@ fn e2e_slow_replica_rehearsal_restarts_only_the_slow_one_and_p99_comes_back() {
     let rb = quick_runbook(tmp.path());
     let sc = quick_scenario(tmp.path());
     let dir = tmp.path().join("run");
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["rehearse", "--output", "json", "--runbook"])
         .arg(&rb)
         .arg("--scenario")

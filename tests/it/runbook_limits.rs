@@ -2,7 +2,7 @@
 //! exit 2 naming the limit, before they cost memory: a 300,000-step file took 643 MB to
 //! parse. Peak memory of `recover runbooks validate` (from wait4) is printed for each case.
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 /// The built-in stuck-overload runbook with its steps replaced by `n` notify steps.
 fn runbook_with_steps(n: usize) -> String {
@@ -28,7 +28,7 @@ fn runbook_with_steps(n: usize) -> String {
 // Reaped by wait4 below, which std does not see.
 #[allow(clippy::zombie_processes)]
 fn validate(file: &std::path::Path) -> (Option<i32>, String, u64) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut child = crate::support::bin()
         .args(["runbooks", "validate"])
         .arg(file)
         .stdout(Stdio::null())
@@ -136,7 +136,7 @@ fn a_runbook_whose_expressions_nest_thousands_deep_is_refused_not_a_crash() {
     assert_ne!(deep_signal, src, "the signal to deepen is gone");
     let f = dir.path().join("deep-signal.yaml");
     std::fs::write(&f, deep_signal).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args([
             "detect",
             "--observe",

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 fn recover() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
 }
 
 /// (file, line:column, field path, words in the message)

@@ -3,13 +3,11 @@
 //! detection is in progress (it watches metrics that are down for its whole window).
 //! The receiver keeps the first few alerts and a count, so its memory stays put.
 
-use recover::util::child::{spawn_guarded, GuardOptions};
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::support::serve::Http;
+use crate::support::serve::{start, Http};
 
 const TOKEN: &str = "flood-token-0123456789abcdef";
 const PER_POST: usize = 800;
@@ -96,18 +94,8 @@ routes:
 async fn a_flood_of_alerts_joining_one_detection_keeps_serve_under_100_mb() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_files(dir.path());
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let serve = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
-    let pid = serve.pid().expect("serve's pid");
-    let base = format!("http://{addr}");
-    recover::util::net::wait_http_ok(&format!("{base}/healthz"), Duration::from_secs(20))
-        .await
-        .unwrap();
+    let serve = start(&cfg, None).await;
+    let (pid, base) = (serve.pid, serve.base.clone());
     let (_, rss_before) = memory(pid);
 
     let sent = Arc::new(AtomicU64::new(0));

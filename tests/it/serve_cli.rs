@@ -1,20 +1,14 @@
 //! `recover serve` as a user runs it: the real binary, its flags and exit codes, its
 //! config errors, the webhook over HTTP, and `recover serve reset` against it.
 
-use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::fixture;
-use crate::support::serve::Http;
+use crate::support::serve::{self, Http, Serve};
+use crate::support::{bin, fixture};
 
 const TOKEN: &str = "cli-token-0123456789abcdef";
 const ADMIN: &str = "cli-admin-token-0123456789";
-
-fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_recover")
-}
 
 fn write_config(dir: &Path) -> std::path::PathBuf {
     std::fs::write(dir.join("token"), TOKEN).unwrap();
@@ -48,7 +42,7 @@ fn config_errors_name_file_line_and_field_and_exit_2() {
         .unwrap()
         .replace("recheck: { after: 1h", "recheck: { aftr: 1h");
     std::fs::write(&p, text).unwrap();
-    let out = Command::new(exe())
+    let out = bin()
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&p)
         .output()
@@ -58,53 +52,20 @@ fn config_errors_name_file_line_and_field_and_exit_2() {
     assert!(err.contains("serve.yaml:6:"), "{err}");
     assert!(err.contains("recheck") && err.contains("aftr"), "{err}");
 
-    let out = Command::new(exe())
-        .args(["serve", "--config"])
-        .arg(&p)
-        .output()
-        .unwrap();
+    let out = bin().args(["serve", "--config"]).arg(&p).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
 }
 
-struct Served {
-    _guard: ChildGuard,
-    base: String,
-}
-
-async fn start(dir: &Path, mode: Option<&str>) -> Served {
+async fn start(dir: &Path, mode: Option<&str>) -> Serve {
     let cfg = write_config(dir);
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let mut cmd = Command::new(exe());
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(&cfg)
-        .env("SERVE_TEST_ADMIN", ADMIN)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap());
-    if let Some(m) = mode {
-        cmd.args(["--mode", m]);
-    }
-    let guard = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
-    let base = format!("http://{addr}");
-    let http = Http::default();
-    let start = Instant::now();
-    while http
-        .send("GET", &format!("{base}/healthz"), &[], vec![])
-        .await
-        .map(|r| r.status)
-        != Ok(200)
-    {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "recover serve did not come up: {}",
-            std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    Served {
-        _guard: guard,
-        base,
-    }
+    serve::start_with(&cfg, Some(&dir.join("serve.log")), |cmd| {
+        cmd.env("SERVE_TEST_ADMIN", ADMIN);
+        if let Some(m) = mode {
+            cmd.args(["--mode", m]);
+        }
+    })
+    .await
 }
 
 #[tokio::test]
@@ -153,7 +114,7 @@ async fn binary_receives_alerts_refuses_strangers_and_never_acts_on_unknown() {
 }
 
 fn reset_cmd(base: &str, target: &str, token: &str) -> std::process::Output {
-    Command::new(exe())
+    bin()
         .args(["serve", "reset", target, "--url", base])
         .env("RECOVER_SERVE_ADMIN_TOKEN", token)
         .output()

@@ -2,8 +2,6 @@
 //! said once: `serve.yaml:LINE:COLUMN: field.path: message`; so is a route to a runbook
 //! that does not exist.
 
-use std::process::Command;
-
 const CONFIG: &str = "\
 apiVersion: recover/v1
 kind: ServeConfig
@@ -29,7 +27,7 @@ fn a_bad_value_is_reported_at_its_own_line_once() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("serve.yaml");
     std::fs::write(&path, CONFIG).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let out = crate::support::bin()
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&path)
         .output()
@@ -55,7 +53,7 @@ fn a_route_to_a_runbook_that_does_not_exist_is_refused_at_start() {
         .replace("window: 60", "window: 60s");
     std::fs::write(&path, text).unwrap();
     let log = dir.path().join("serve.log");
-    let mut serve = Command::new(env!("CARGO_BIN_EXE_recover"))
+    let mut serve = crate::support::bin()
         .args(["serve", "--listen", "127.0.0.1:0", "--config"])
         .arg(&path)
         .env("SERVE_TEST_TOKEN", "a-token-long-enough-0123456789")

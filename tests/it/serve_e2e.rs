@@ -176,7 +176,7 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
     let tmp = tempfile::tempdir().unwrap();
     let sc = Scenario::default();
     let rb = recover::runbook::find("stuck-overload", &[]).unwrap();
-    let exe = PathBuf::from(env!("CARGO_BIN_EXE_recover"));
+    let exe = PathBuf::from(crate::support::BIN);
     let mut stage = Stage::start(&exe, &sc, &rb.runbook.signals, &tmp.path().join("sys"))
         .await
         .expect("demo system up and steady");

@@ -4,12 +4,10 @@
 //! of 22.9 MB under a raised body cap (read once, not held again as alerts, decisions and
 //! a JSON tree of its answer).
 
-use recover::util::child::{spawn_guarded, GuardOptions};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use crate::support::serve::Http;
+use crate::support::serve::{start, Http, Serve};
 
 const TOKEN: &str = "hardening-token-0123456789abcdef";
 const MB: u64 = 1_000_000;
@@ -65,33 +63,6 @@ fn notification(alerts: usize, fingerprint: impl Fn(usize) -> String) -> Vec<u8>
     body.into_bytes()
 }
 
-struct Serve {
-    _guard: recover::util::child::ChildGuard,
-    pid: u32,
-    base: String,
-}
-
-async fn start(cfg: &Path, log: &Path) -> Serve {
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(cfg)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap());
-    let guard = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
-    let pid = guard.pid().expect("serve's pid");
-    let base = format!("http://{addr}");
-    recover::util::net::wait_http_ok(&format!("{base}/healthz"), Duration::from_secs(20))
-        .await
-        .unwrap();
-    Serve {
-        _guard: guard,
-        pid,
-        base,
-    }
-}
-
 async fn post(s: &Serve, body: Vec<u8>) -> serde_json::Value {
     let auth = format!("Bearer {TOKEN}");
     // Bounded against a hung serve, not timed: the 23 MB case is 4 s alone and over 10 s
@@ -117,7 +88,7 @@ async fn alert_text_stays_on_its_line_and_a_flood_is_a_line_a_period() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), 1 << 20);
     let log = dir.path().join("serve.log");
-    let s = start(&cfg, &log).await;
+    let s = start(&cfg, Some(&log)).await;
     let hostile =
         |i: usize| format!("fp{i}\n2026-12-01T00:00:00Z  INFO FORGED run finished\x1b[2J");
     let mut sent = 0;
@@ -151,7 +122,7 @@ async fn alert_text_stays_on_its_line_and_a_flood_is_a_line_a_period() {
 async fn a_large_notification_is_read_once_and_answered_in_brief() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = write_config(dir.path(), 64 << 20);
-    let s = start(&cfg, &dir.path().join("serve.log")).await;
+    let s = start(&cfg, Some(&dir.path().join("serve.log"))).await;
     let alerts = 95_000;
     let body = notification(alerts, |i| format!("{i:016x}"));
     let size = body.len() as u64;

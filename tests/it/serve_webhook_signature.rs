@@ -3,12 +3,10 @@
 //! captured request sent again, a stale one, or one signed over the body alone is 401.
 
 use recover::serve::auth::sign;
-use recover::util::child::{spawn_guarded, GuardOptions};
-use std::process::{Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::support::fixture;
-use crate::support::serve::Http;
+use crate::support::serve::{config_acting_on_nothing, start, Auth, Http};
 
 const SECRET: &str = "signature-secret-0123456789";
 
@@ -22,36 +20,9 @@ fn now() -> u64 {
 #[tokio::test]
 async fn a_signature_is_good_once_within_its_window() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("hmac"), SECRET).unwrap();
-    let cfg = dir.path().join("serve.yaml");
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"apiVersion: recover/v1
-kind: ServeConfig
-auth:
-  hmac_secret: {{ file: {d}/hmac }}
-routes:
-  - name: demo
-    match: {{ alertname: ConfigServiceStuck }}
-    runbook: stuck-overload
-    target: {{ platform: local, name: demo, inventory: {d}/no-such-inventory.yaml }}
-"#,
-            d = dir.path().display()
-        ),
-    )
-    .unwrap();
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let _serve = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
-    let base = format!("http://{addr}");
-    recover::util::net::wait_http_ok(&format!("{base}/healthz"), Duration::from_secs(20))
-        .await
-        .unwrap();
+    let cfg = config_acting_on_nothing(dir.path(), Auth::Hmac(SECRET), "");
+    let serve = start(&cfg, None).await;
+    let base = serve.base.clone();
     let http = Http::default();
     let url = format!("{base}/alerts");
     let post = |headers: Vec<(&'static str, String)>, body: Vec<u8>| {

@@ -1,10 +1,10 @@
 //! `recover simulate` as a user runs it: the real binary, its JSON, its errors and exit
 //! codes, the plot file and the compare table.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn recover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .arg("simulate")
         .args(args)
         .output()

@@ -11,7 +11,7 @@ use recover::simulate::scenarios::bulkhead::{self, BulkheadParams, Design};
 use recover::simulate::scenarios::provider_outage::{self, ProviderOutageParams};
 use recover::simulate::scenarios::retry_layers::{self, RetryLayersParams};
 use recover::simulate::scenarios::slow_replica::SlowReplicaParams;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 fn near(got: f64, want: f64, tolerance: f64) -> bool {
@@ -516,7 +516,7 @@ const DRILLS: [&str; 5] = [
 ];
 
 fn recover(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_recover"))
+    crate::support::bin()
         .arg("simulate")
         .args(args)
         .output()

@@ -39,12 +39,7 @@ pub fn print_verdict(
             }
             println!("evidence:");
             for e in &v.evidence {
-                let val = e.value.map(|x| format!(" = {x:.3}")).unwrap_or_default();
-                let since = e
-                    .for_s
-                    .map(|s| format!(" (for {s:.1}s)"))
-                    .unwrap_or_default();
-                println!("  {}{val}: {}{since}", e.signal, e.note);
+                println!("  {}", e.describe());
             }
         }
     }
@@ -94,7 +89,10 @@ fn estimate_lines(v: &Verdict) -> Vec<String> {
             s.capacity_cold,
             v.capacity_cold_from.as_deref(),
         ),
-        line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
+        match (&v.k, &v.k_unknown) {
+            (None, Some(why)) => format!("k unknown: {why}"),
+            _ => line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
+        },
         line(
             "demand",
             " req/s",

@@ -7,9 +7,12 @@ use super::super::progress::log::log_event;
 use super::super::progress::ProgressEvent;
 use super::super::vars::Fixed;
 use super::super::RunOptions;
+use super::handback::GateMemory;
 use super::StepFailure;
+use crate::gate::limit::Limit;
 use crate::metrics::signal::Snapshot;
 use crate::metrics::source::{MetricError, MetricSource};
+use crate::platform::Known;
 use crate::platform::Platform;
 use crate::runbook::Runbook;
 use std::collections::BTreeMap;
@@ -30,6 +33,8 @@ pub struct Ctx {
     pub(crate) opts: RunOptions,
     /// Batched-restart progress from the journal of an interrupted run, by step name.
     pub(crate) restart: BTreeMap<String, RestartProgress>,
+    /// What the run saw of the gate, for the hand-back.
+    gate_memory: Mutex<GateMemory>,
 }
 
 impl Ctx {
@@ -53,6 +58,43 @@ impl Ctx {
             journal: Arc::new(Mutex::new(journal)),
             opts,
             restart,
+            gate_memory: Mutex::new(GateMemory::default()),
+        }
+    }
+
+    /// A resumed run's memory of the gate, from its journal.
+    pub fn remembering(self, memory: GateMemory) -> Self {
+        if let Ok(mut m) = self.gate_memory.lock() {
+            *m = memory;
+        }
+        self
+    }
+
+    /// What the run saw of the gate so far.
+    pub fn gate_memory(&self) -> GateMemory {
+        self.gate_memory
+            .lock()
+            .map(|m| m.clone())
+            .unwrap_or_default()
+    }
+
+    /// The limit before the run's first gate action (None: the run has not acted on the
+    /// gate).
+    pub fn limit_before_run(&self) -> Option<Known<Limit>> {
+        self.gate_memory().before_run
+    }
+
+    /// A readmission left its limit standing, for `why`.
+    pub(crate) fn settled(&self, why: &str) {
+        if let Ok(mut m) = self.gate_memory.lock() {
+            m.settled = Some(why.to_string());
+        }
+    }
+
+    /// Remember `before` if it is the first limit this run saw before acting on the gate.
+    pub(crate) fn saw_limit_before(&self, before: &Known<Limit>) {
+        if let Ok(mut m) = self.gate_memory.lock() {
+            m.before_run.get_or_insert_with(|| before.clone());
         }
     }
 

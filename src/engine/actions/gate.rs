@@ -6,7 +6,9 @@ use super::checks::{run_check, AfterChange};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::journal::{unknown, ActionRecord, Event};
 use crate::engine::progress::{ProgressEvent, Readings};
-use crate::engine::ramp::{next_move, RampDecision, RampMove, RampParams, RampState, Seen};
+use crate::engine::ramp::{
+    next_move, settle_advice, RampDecision, RampMove, RampParams, RampState, Seen,
+};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
 use crate::metrics::signal::{names, Snapshot};
@@ -146,6 +148,7 @@ impl Act for GateRamp {
             let snap = ctx.snapshot_since(Some(after.since)).await.ok();
             let seen = seen_in(snap.as_ref(), &self.rejected_signal);
             let rejected = seen.rejected;
+            let capacity_now = seen.capacity_now;
             let at_rate = st.rate;
             let check_failed = checked.clone().err();
             let decision = next_move(&p, &mut st, checked, seen);
@@ -175,12 +178,13 @@ impl Act for GateRamp {
                     return Ok(());
                 }
                 RampMove::Settle { rate, reason } => {
+                    let capacity = ctx.fixed.inputs.capacity.or(capacity_now);
                     let next = format!(
-                        "{reason}. The gate stays at {rate:.1} req/s, which the service can take. \
-                         Next: add capacity (replicas) and lift the limit by hand \
-                         (PUT /admin/limit with rate_per_s null), or find what still offers the excess"
+                        "{reason}. The gate stays at {rate:.1} req/s, which the service can take. {}",
+                        settle_advice(rate, ctx.fixed.inputs.demand, capacity)
                     );
                     tracing::warn!(run_id = %ctx.run_id, "{next}");
+                    ctx.settled(&reason);
                     figures(&st, false);
                     tally.say(next);
                     return Ok(());
@@ -281,7 +285,7 @@ fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> 
         .as_deref()
         .unwrap_or("the owner of the target service");
     format!(
-        "set by recover run {} (runbook {}, step {step}){}; review by {until}: if that run is no longer active (recover history), {owner} must check the service and lift or adjust this limit (PUT /admin/limit)",
+        "set by recover run {} (runbook {}, step {step}){}; review by {until}: if that run is no longer active (recover history), {owner} must check the service and lift or adjust this limit (recover gate limit)",
         ctx.run_id,
         ctx.rb.name,
         note.map(|n| format!(": {n}")).unwrap_or_default()
@@ -290,7 +294,7 @@ fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> 
 
 /// Set the gate's limit, journalling the limit before and after. A limit the gate would
 /// refuse is not sent: the step fails naming the field.
-async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
+pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
     crate::gate::validate::check(&limit).map_err(|e| StepFailure::PlatformAt {
         what: "setting the gate limit".into(),
         source: crate::platform::PlatformError::Other(format!(
@@ -303,6 +307,7 @@ async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailur
         Err(e) => unknown(format!("the gate did not say: {e}")),
     };
     let before = read(gate.get_limit().await);
+    ctx.saw_limit_before(&before);
     ctx.started(
         step,
         ActionRecord::SetLimit {
@@ -336,7 +341,7 @@ fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
     burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate))
 }
 
-fn describe_limit(l: &Limit) -> String {
+pub(super) fn describe_limit(l: &Limit) -> String {
     match l.rate_per_s {
         None => "unlimited".into(),
         Some(r) => format!(

@@ -4,13 +4,14 @@
 //! [`super::ramp`], [`super::batches`]).
 //!
 //! One file per family (`gate`: limit and ramp; `replicas`: drain, batched restart, warm;
-//! `checks`: wait until a check passes; `notify`), each action holding both what it does
-//! (`Act::perform`) and how it says what it would do (`Act::describe`), so the dry run
-//! cannot drift from the run.
+//! `checks`: wait until a check passes; `notify`; `handback`: the gate after the last
+//! step), each action holding both what it does (`Act::perform`) and how it says what it
+//! would do (`Act::describe`), so the dry run cannot drift from the run.
 
 mod checks;
 mod ctx;
 mod gate;
+mod handback;
 #[cfg(test)]
 mod journal_tests;
 mod notify;
@@ -19,6 +20,7 @@ mod replicas;
 
 pub use ctx::Ctx;
 pub use gate::DEFAULT_LIMIT_DEADLINE;
+pub use handback::{decide_left, gate_left, GateMemory};
 pub use outcome::{StepDone, StepError, StepFailure, Tally};
 
 use super::vars::Fixed;
@@ -51,6 +53,7 @@ fn act(a: &Action) -> &dyn Act {
         Action::CacheWarm(a) => a,
         Action::WaitUntil(a) => a,
         Action::Notify(a) => a,
+        Action::GateHandback(a) => a,
     }
 }
 

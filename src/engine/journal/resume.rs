@@ -4,7 +4,9 @@
 
 use super::{ActionRecord, Entry, Event};
 use crate::detect::Verdict;
+use crate::engine::actions::GateMemory;
 use crate::engine::batches::RestartProgress;
+use crate::engine::ramp::RampMove;
 use crate::engine::status::{Outcome, Phase, StepOutcome};
 use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::platform::Target;
@@ -36,6 +38,9 @@ pub struct ResumePoint {
     pub failing: Option<String>,
     pub restart: BTreeMap<String, RestartProgress>,
     pub finished: Option<Outcome>,
+    /// What the run saw of the gate (the limit before its first gate action, a settled
+    /// readmission), for the hand-back.
+    pub gate: GateMemory,
 }
 
 /// A journal that cannot say where its run stands.
@@ -71,6 +76,7 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
         failing: None,
         restart: BTreeMap::new(),
         finished: None,
+        gate: GateMemory::default(),
     };
     for e in entries {
         match &e.event {
@@ -110,6 +116,15 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
             } => {
                 let prog = p.restart.entry(step.clone()).or_default();
                 prog.ready.insert(replica.clone());
+            }
+            Event::ActionStarted {
+                action: ActionRecord::SetLimit { before, .. },
+                ..
+            } if p.gate.before_run.is_none() => p.gate.before_run = Some(before.clone()),
+            Event::RampDecided(d) => {
+                if let RampMove::Settle { reason, .. } = &d.decision {
+                    p.gate.settled = Some(reason.clone());
+                }
             }
             Event::FailurePhase { reason } => p.failing = Some(reason.clone()),
             Event::RunFinished { outcome, .. } => p.finished = Some(*outcome),

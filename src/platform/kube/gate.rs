@@ -54,6 +54,7 @@ pub struct KubeGate {
     pub(crate) pods: Api<Pod>,
     pub(crate) reach: Arc<dyn PodReach>,
     pub(crate) configmap: String,
+    pub(crate) namespace: String,
     pub(crate) selector: String,
     pub(crate) metrics_port: u16,
     pub(crate) apply_timeout: Duration,
@@ -122,6 +123,13 @@ impl GateControl for KubeGate {
             Some(text) => parse_limit(text)
                 .map_err(|m| PlatformError::Other(format!("ConfigMap {}: {m}", self.configmap))),
         }
+    }
+
+    fn shell_flags(&self) -> Vec<String> {
+        vec![format!(
+            "--target kube --namespace {}",
+            crate::util::shell::quote(&self.namespace)
+        )]
     }
 
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {

@@ -262,6 +262,7 @@ impl KubePlatform {
             pods: self.pods.clone(),
             reach: self.reach.clone(),
             configmap: self.opts.limit_configmap.clone(),
+            namespace: self.opts.namespace.clone(),
             selector: self.opts.gate_selector.clone(),
             metrics_port: self.opts.gate_metrics_port,
             apply_timeout: self.opts.gate_apply_timeout,

@@ -69,6 +69,14 @@ fn same(a: &Limit, b: &Limit) -> bool {
 
 #[async_trait::async_trait]
 impl GateControl for HttpGate {
+    fn shell_flags(&self) -> Vec<String> {
+        vec![format!(
+            "--admin {} --token-file {}",
+            crate::util::shell::quote(&self.admin_url),
+            crate::util::shell::quote(&self.token_file.display().to_string())
+        )]
+    }
+
     async fn get_limit(&self) -> Result<Limit, PlatformError> {
         let what = format!("GET {}", self.url());
         let r = self

@@ -60,6 +60,10 @@ pub fn total(shares: &[Limit]) -> Option<Limit> {
 
 #[async_trait::async_trait]
 impl GateControl for SharedGates {
+    fn shell_flags(&self) -> Vec<String> {
+        self.gates.iter().flat_map(|g| g.shell_flags()).collect()
+    }
+
     async fn get_limit(&self) -> Result<Limit, PlatformError> {
         if let [one] = self.gates.as_slice() {
             return one.get_limit().await;

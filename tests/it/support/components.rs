@@ -3,8 +3,8 @@
 //! and `recover serve`. The exposition and dashboard tests read what they export.
 
 use super::demo::{free_addr, start_workers, wait_http_ok, Gate, Service};
-use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use std::process::Command;
+use super::serve::Serve;
+use recover::util::child::ChildGuard;
 use std::time::Duration;
 
 /// The `Accept` header Prometheus 2.42 sends when it scrapes.
@@ -17,11 +17,11 @@ pub struct Components {
     _service: Service,
     _gate: Gate,
     _workers: ChildGuard,
-    _serve: ChildGuard,
+    _serve: Serve,
     _dir: tempfile::TempDir,
 }
 
-async fn start_serve(dir: &std::path::Path) -> (ChildGuard, String) {
+async fn start_serve(dir: &std::path::Path) -> Serve {
     std::fs::write(dir.join("token"), "exposition-test-token").unwrap();
     let cfg = format!(
         "apiVersion: recover/v1\nkind: ServeConfig\nauth:\n  bearer_token: {{ file: {d}/token }}\n\
@@ -31,15 +31,7 @@ async fn start_serve(dir: &std::path::Path) -> (ChildGuard, String) {
         d = dir.display()
     );
     std::fs::write(dir.join("serve.yaml"), cfg).unwrap();
-    let addr = free_addr();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
-    cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
-        .arg(dir.join("serve.yaml"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let guard = spawn_guarded("serve", cmd, GuardOptions::default()).unwrap();
-    wait_http_ok(&format!("http://{addr}/healthz"), Duration::from_secs(20)).await;
-    (guard, format!("http://{addr}/metrics"))
+    super::serve::start(&dir.join("serve.yaml"), None).await
 }
 
 pub async fn start_components() -> Components {
@@ -54,7 +46,8 @@ pub async fn start_components() -> Components {
         Duration::from_secs(20),
     )
     .await;
-    let (serve, serve_url) = start_serve(dir.path()).await;
+    let serve = start_serve(dir.path()).await;
+    let serve_url = format!("{}/metrics", serve.base);
     Components {
         endpoints: vec![
             ("service", format!("http://{}/metrics", service.addr)),

@@ -7,7 +7,7 @@ use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::free_loopback_addr;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use super::loopback_http::Http;
@@ -16,7 +16,7 @@ pub const TOKEN: &str = "demo-test-token";
 
 /// Start `recover <args>` in its own process group; stopped when the guard drops.
 pub fn spawn(name: &str, args: &[String]) -> ChildGuard {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_recover"));
+    let mut cmd = crate::support::bin();
     cmd.args(args)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());

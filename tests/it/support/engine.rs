@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_recover");
+pub use super::BIN;
 pub const TOKEN: &str = "engine-test-token";
 
 pub struct System {

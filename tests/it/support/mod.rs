@@ -3,7 +3,8 @@
 //! system the tests stand up (an in-process gate, raw HTTP/1.1 peers, an in-memory
 //! cluster, the demo and engine systems as real processes, the receiver's HTTP client, a
 //! real Prometheus and a recorded incident to backfill into it), and the documentation
-//! as the tests that check it read it.
+//! as the tests that check it read it. [`bin`] is the binary under test, and
+//! [`serve::start`] a `recover serve` process ready to answer.
 
 pub mod components;
 pub mod demo;
@@ -14,11 +15,20 @@ pub mod incident;
 pub mod kube;
 pub mod loopback_http;
 pub mod prometheus;
+pub mod rule_incidents;
 pub mod serve;
 pub mod wire;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
+
+/// The `recover` binary under test: the one place a test names it.
+pub const BIN: &str = env!("CARGO_BIN_EXE_recover");
+
+/// [`BIN`] as a command to give arguments to.
+pub fn bin() -> std::process::Command {
+    std::process::Command::new(BIN)
+}
 
 /// Where `tests/fixtures/<rel>` is, as an absolute path (for commands that take a file).
 pub fn fixture_path(rel: &str) -> String {

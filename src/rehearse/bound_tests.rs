@@ -1,0 +1,311 @@
+//! The bound against schedules: a request-level model of the demo service (a pool per
+//! replica, each request's cost fixed when it starts at the replica's warmth then, warmth
+//! counted at completions, a warm call landing at a set time), run under random
+//! procedures. No schedule may beat the bound.
+
+use super::*;
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+struct Service {
+    replicas: u32,
+    concurrency: u32,
+    service_time_s: f64,
+    cold_factor: f64,
+    warm_after: u64,
+    warm_s: f64,
+}
+
+impl Service {
+    fn bound_system(&self, workers: u32, allowed: f64, drain_clears: bool) -> BoundSystem {
+        BoundSystem {
+            replicas: self.replicas,
+            capacity_warm_per_s: (self.replicas * self.concurrency) as f64 / self.service_time_s,
+            cold_factor: self.cold_factor,
+            warm_after: self.warm_after,
+            warm_s: self.warm_s,
+            workers,
+            retrying_allowed: allowed,
+            drain_clears_overload: drain_clears,
+        }
+    }
+}
+
+/// One procedure: restart (taking `restart_s`) or not (replicas at `warmth`), start serving
+/// `serve_delay_s` after ready, call warm `warm_call_after_s` after ready (or never), send
+/// each request to a replica by `pick` (free servers chosen at random when `spread`, else
+/// all to replica 0 while it has a free server).
+#[derive(Debug, Clone)]
+struct Procedure {
+    restart_s: Option<f64>,
+    warmth: Vec<f64>,
+    serve_delay_s: f64,
+    warm_call_after_s: Option<f64>,
+    spread: bool,
+    seed: u64,
+}
+
+/// When the last of `backlog` requests completes under `p`.
+fn simulate(svc: &Service, backlog: usize, p: &Procedure) -> f64 {
+    let r = svc.replicas as usize;
+    let ready = p.restart_s.unwrap_or(0.0);
+    let start = ready + p.serve_delay_s;
+    let warm_at = p.warm_call_after_s.map(|a| ready + a + svc.warm_s);
+    let base: Vec<f64> = (0..r)
+        .map(|i| {
+            if p.restart_s.is_some() {
+                0.0
+            } else {
+                p.warmth[i % p.warmth.len()]
+            }
+        })
+        .collect();
+    // Each server: (replica, free from); completions pending: (time, replica).
+    let mut servers: Vec<(usize, f64)> = (0..r)
+        .flat_map(|i| (0..svc.concurrency).map(move |_| (i, start)))
+        .collect();
+    let mut pending: Vec<(f64, usize)> = Vec::new();
+    let mut done = vec![0u64; r];
+    let mut rng = p.seed | 1;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut last = start;
+    for _ in 0..backlog {
+        // The earliest a server is free; among those free then, one by the policy.
+        let t = servers.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+        let free: Vec<usize> = (0..servers.len())
+            .filter(|&i| servers[i].1 <= t + 1e-12)
+            .collect();
+        let pick = if p.spread {
+            free[(next() % free.len() as u64) as usize]
+        } else {
+            free[0]
+        };
+        let rep = servers[pick].0;
+        pending.retain(|&(at, i)| {
+            if at <= t {
+                done[i] += 1;
+                false
+            } else {
+                true
+            }
+        });
+        let warm = if warm_at.is_some_and(|w| w <= t) || svc.warm_after == 0 {
+            1.0
+        } else {
+            (base[rep] + done[rep] as f64 / svc.warm_after as f64).min(1.0)
+        };
+        let cost = svc.service_time_s * (1.0 + (svc.cold_factor - 1.0) * (1.0 - warm));
+        let end = t + cost;
+        servers[pick].1 = end;
+        pending.push((end, rep));
+        last = last.max(end);
+    }
+    last
+}
+
+fn service() -> impl Strategy<Value = Service> {
+    (
+        1u32..=4,
+        1u32..=16,
+        5u32..=100,
+        1.0f64..5.0,
+        0u64..=600,
+        0.0f64..2.0,
+    )
+        .prop_map(
+            |(replicas, concurrency, ms, cold_factor, warm_after, warm_s)| Service {
+                replicas,
+                concurrency,
+                service_time_s: ms as f64 / 1000.0,
+                cold_factor,
+                warm_after,
+                warm_s,
+            },
+        )
+}
+
+fn procedure() -> impl Strategy<Value = Procedure> {
+    (
+        proptest::option::of(0.0f64..3.0),
+        proptest::collection::vec(0.0f64..=1.0, 1..4),
+        0.0f64..2.0,
+        proptest::option::of(0.0f64..2.0),
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_map(
+            |(restart_s, warmth, serve_delay_s, warm_call_after_s, spread, seed)| Procedure {
+                restart_s,
+                warmth,
+                serve_delay_s,
+                warm_call_after_s,
+                spread,
+                seed,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever the procedure, it answers the backlog no sooner than the bound says.
+    #[test]
+    fn no_schedule_beats_the_bound(
+        svc in service(),
+        p in procedure(),
+        retrying in 1u32..=600,
+        extra_workers in 0u32..=400,
+    ) {
+        let workers = retrying + extra_workers;
+        let allowed = 0.01;
+        let sys = svc.bound_system(workers, allowed, true);
+        let backlog = sys.backlog(retrying as f64).ceil() as usize;
+        let measured = simulate(&svc, backlog, &p);
+        // The procedure's measured warmth is the mean over replicas, as the gauge gives it.
+        let r = svc.replicas as usize;
+        let mean_warmth = (0..r).map(|i| p.warmth[i % p.warmth.len()]).sum::<f64>() / r as f64;
+        let start = BoundStart {
+            retrying: retrying as f64,
+            restart_s: p.restart_s.or(Some(0.0)),
+            warm_fraction: Some(mean_warmth),
+        };
+        let paths = sys.paths(start);
+        let (best, bound) = least(&paths).expect("a bound");
+        prop_assert!(
+            bound <= measured + 1e-9,
+            "{} says {bound:.4} s, the procedure took {measured:.4} s: {paths:?}",
+            best.name
+        );
+    }
+}
+
+#[test]
+fn the_default_scenario_paths() {
+    let svc = Service {
+        replicas: 1,
+        concurrency: 4,
+        service_time_s: 0.04,
+        cold_factor: 2.0,
+        warm_after: 300,
+        warm_s: 0.5,
+    };
+    let sys = svc.bound_system(160, 0.01, true);
+    let start = BoundStart {
+        retrying: 160.0,
+        restart_s: Some(0.1),
+        warm_fraction: Some(1.0),
+    };
+    let paths = sys.paths(start);
+    let t = |name: &str| {
+        paths
+            .iter()
+            .find(|p| p.name == name)
+            .and_then(|p| p.time_s)
+            .unwrap()
+    };
+    // 158.4 answers at 100/s, warm: 1.58 s without a restart.
+    assert!((t("drain_no_restart") - 1.584).abs() < 0.01);
+    // Warm first: 0.1 + 0.5 + 1.584.
+    assert!((t("warm_first") - 2.184).abs() < 0.01);
+    // Cold, warming by serving: (n + (f - 1)(n - n^2 / 2N)) / C at n = 158.4, plus 0.1.
+    let n: f64 = 158.4;
+    let cold = 0.1 + (n + (n - n * n / 600.0)) / 100.0;
+    assert!((t("readmit_cold") - cold).abs() < 0.01, "{paths:?}");
+    // Readmitting while warming beats both.
+    assert!(t("readmit_cold_while_warming") < t("warm_first"));
+    assert!(t("readmit_cold_while_warming") < t("readmit_cold"));
+    assert_eq!(least(&paths).unwrap().0.name, "drain_no_restart");
+    // A system whose overload needs a restart: the best restart path.
+    let paths = svc.bound_system(160, 0.01, false).paths(start);
+    assert_eq!(least(&paths).unwrap().0.name, "readmit_cold_while_warming");
+}
+
+/// The old formula (`restart + backlog / (capacity_cold - demand)`) is beaten by a procedure
+/// that warms first; the new bound is not.
+#[test]
+fn warming_first_beats_the_cold_only_formula_but_not_the_bound() {
+    let svc = Service {
+        replicas: 1,
+        concurrency: 4,
+        service_time_s: 0.04,
+        cold_factor: 4.0,
+        warm_after: 300,
+        warm_s: 0.5,
+    };
+    let p = Procedure {
+        restart_s: Some(0.1),
+        warmth: vec![0.0],
+        serve_delay_s: 0.5,
+        warm_call_after_s: Some(0.0),
+        spread: true,
+        seed: 7,
+    };
+    let measured = simulate(&svc, 160, &p);
+    let old = 0.1 + 160.0 / (100.0 / 4.0 - 0.0);
+    assert!(measured < old, "{measured} vs {old}");
+    let sys = svc.bound_system(160, 0.0, false);
+    let start = BoundStart {
+        retrying: 160.0,
+        restart_s: Some(0.1),
+        warm_fraction: None,
+    };
+    assert!(least(&sys.paths(start)).unwrap().1 <= measured);
+}
+
+#[test]
+fn nothing_to_answer_is_immediate_and_no_capacity_never() {
+    let mut sys = Service {
+        replicas: 2,
+        concurrency: 4,
+        service_time_s: 0.04,
+        cold_factor: 2.0,
+        warm_after: 0,
+        warm_s: 0.0,
+    }
+    .bound_system(100, 0.01, true);
+    let s = Schedule {
+        serve_from_s: 0.3,
+        warm_done_s: None,
+        start_warmth: 0.0,
+    };
+    assert_eq!(sys.earliest(1.0, s), Some(0.3));
+    sys.capacity_warm_per_s = 0.0;
+    assert_eq!(sys.earliest(50.0, s), None);
+}
+
+#[test]
+fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
+    let sc = Scenario::default();
+    let crit = SteadyCriteria::default();
+    let lb = true_lower_bound(&sc, 160.0, Some(0.08), Some(0.6), &crit).unwrap();
+    let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "readmit_cold",
+            "warm_first",
+            "readmit_cold_while_warming",
+            "drain_no_restart"
+        ]
+    );
+    let min = lb
+        .paths
+        .iter()
+        .filter_map(|p| p.time_s)
+        .fold(f64::INFINITY, f64::min);
+    assert_eq!(lb.lower_bound_s, min);
+    assert!(lb.paths.iter().any(|p| p.name == lb.lowest));
+    assert!((lb.backlog - (160.0 - 1.6)).abs() < 1e-9);
+    assert_eq!(under_bound(Some(lb.lower_bound_s + 0.1), Some(&lb)), None);
+    let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
+    assert!(msg.contains("bug in the bound or the clock"), "{msg}");
+    // Unmeasured restart and warmth: the favourable values (0 s, warm).
+    let open = true_lower_bound(&sc, 160.0, None, None, &crit).unwrap();
+    assert!(open.lower_bound_s <= lb.lower_bound_s);
+    assert!(open.restart_from.starts_with("unknown"));
+}
