@@ -261,7 +261,7 @@ echo
 echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, median of $ROUNDS interleaved round(s), loopback,"
 echo "$(nproc) cores shared by wrk, the proxies and the upstream (nginx return 200, 1 worker)"
 echo "cpu_us/req: CPU time of the proxy (for direct: of the upstream) per request answered"
-echo "instr/req: callgrind instructions per request ($CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections)"
+((CALLGRIND)) && echo "instr/req: callgrind instructions per request ($CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections)"
 printf '%-28s %10s %10s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us cpu_us/req instr/req
 row() { # name label
   local n=$1
