@@ -1,26 +1,44 @@
 #!/usr/bin/env bash
-# Gate overhead, side by side with nginx on the same machine and the same upstream:
-# pass-through throughput and added p50/p99 latency over a direct call, and the cost of
-# rejecting (a rate limit that refuses nearly everything: `recover gate --rate 1` vs
-# nginx `limit_req rate=1r/s`). Loopback only; every case is bounded (--duration).
+# Gate overhead, side by side with nginx and HAProxy on the same machine and the same
+# upstream: pass-through throughput and added p50/p99 latency over a direct call, and the
+# cost of refusing (a rate limit that refuses nearly everything: `recover gate --rate 1`
+# vs nginx `limit_req rate=1r/s` vs an HAProxy stick-table at 1 req/s). Loopback only;
+# every case is bounded (--duration). The cases run interleaved, round after round, and
+# the table shows the median of each figure: on a shared 2-core machine one round is at
+# the mercy of whatever else runs.
 #
-# usage: scripts/bench-gate.sh [--duration 10s] [--rounds 1] [--connections 32] [--threads 2]
-# With --rounds N the cases run interleaved N times and the table shows the median of each
-# figure: on a shared 2-core machine one round is at the mercy of whatever else runs.
+# Beside the clock figures, an instruction count per request for the gate's two paths
+# (valgrind --tool=callgrind, the whole process: parsing, admission, the runtime, the
+# system call wrappers): it does not move with the load on the machine, so a regression
+# shows where req/s and p99 are noise. The count is the difference between a run of N
+# and one of 2N requests (scripts/lib/http_requests.py, a fixed count) divided by N, so
+# start-up and shutdown cancel out. --callgrind-only skips the clock figures.
+#
+# usage: scripts/bench-gate.sh [--duration 10s] [--rounds 3] [--connections 32] [--threads 2]
+#          [--callgrind-requests 20000] [--no-callgrind] [--callgrind-only]
+# env: RECOVER_BIN=path (measure that binary, no build); CALLGRIND_OUT=path (where the
+# refusing gate's two profiles are kept, default /tmp/bench-gate-reject.callgrind.{n,2n};
+# scripts/lib/callgrind_per_request.sh turns them into instructions per request by function).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=10s
 CONNS=32
 THREADS=2
-ROUNDS=1
+ROUNDS=3
+CG_REQUESTS=20000
+CALLGRIND=1
+CLOCK=1
 while (($#)); do
   case "$1" in
     --duration) DURATION=$2; shift 2 ;;
     --connections) CONNS=$2; shift 2 ;;
     --threads) THREADS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    *) echo "unknown flag $1 (use --duration, --rounds, --connections, --threads)" >&2; exit 2 ;;
+    --callgrind-requests) CG_REQUESTS=$2; shift 2 ;;
+    --no-callgrind) CALLGRIND=0; shift ;;
+    --callgrind-only) CLOCK=0; shift ;;
+    *) echo "unknown flag $1 (use --duration, --rounds, --connections, --threads, --callgrind-requests, --no-callgrind, --callgrind-only)" >&2; exit 2 ;;
   esac
 done
 
@@ -28,11 +46,20 @@ source scripts/lib/install_missing.sh
 need=()
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx)
 command -v wrk >/dev/null 2>&1 || need+=(wrk)
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || need+=(haproxy)
+((CALLGRIND)) && { command -v valgrind >/dev/null 2>&1 || need+=(valgrind); }
 install_missing ${need[@]+"${need[@]}"}
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
+HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 
-cargo build --release --locked --bin recover >&2
-RECOVER=target/release/recover
+# RECOVER_BIN=path measures that binary instead of building this tree's (a build from
+# another commit, to compare).
+if [ -n "${RECOVER_BIN:-}" ]; then
+  RECOVER=$RECOVER_BIN
+else
+  cargo build --release --locked --bin recover >&2
+  RECOVER=target/release/recover
+fi
 
 WORK=$(mktemp -d)
 PIDS=()
@@ -55,7 +82,7 @@ wait_port() { # wait until something answers HTTP on port $1
   exit 1
 }
 
-UP=$(free_port); EDGE=$(free_port); EDGE_LIMIT=$(free_port)
+UP=$(free_port); EDGE=$(free_port); EDGE_LIMIT=$(free_port); HA=$(free_port); HA_LIMIT=$(free_port)
 GATE=$(free_port); GATE_ADMIN=$(free_port); GATE_LIMIT=$(free_port); GATE_LIMIT_ADMIN=$(free_port)
 
 # The upstream: nginx answering 200 from memory (no disk, no logging).
@@ -96,17 +123,46 @@ http {
   }
 }
 CONF
+# HAProxy as one would deploy it: a thread per core, upstream keep-alive (http-reuse), and
+# the same with a stick-table counting every request under one key (a global limit, as
+# the gate's and nginx's on loopback) denying with 429 past 1 req/s.
+mkdir -p "$WORK/ha"
+cat >"$WORK/ha/haproxy.cfg" <<CONF
+global
+  maxconn 4096
+  pidfile $WORK/ha/haproxy.pid
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  option http-keep-alive
+  http-reuse always
+frontend pass
+  bind 127.0.0.1:$HA
+  default_backend up
+frontend limited
+  bind 127.0.0.1:$HA_LIMIT
+  stick-table type integer size 1 expire 10s store http_req_rate(1s)
+  http-request track-sc0 int(1)
+  http-request deny deny_status 429 if { sc_http_req_rate(0) gt 1 }
+  default_backend up
+backend up
+  server up 127.0.0.1:$UP maxconn 1000
+CONF
 "$NGINX" -p "$WORK/up" -c "$WORK/up/nginx.conf" -g 'daemon off;' 2>>"$WORK/up/stderr" & PIDS+=($!)
 UP_PID=$!
 "$NGINX" -p "$WORK/edge" -c "$WORK/edge/nginx.conf" -g 'daemon off;' 2>>"$WORK/edge/stderr" & PIDS+=($!)
 EDGE_PID=$!
+"$HAPROXY" -f "$WORK/ha/haproxy.cfg" -db 2>>"$WORK/ha/stderr" & PIDS+=($!)
+HA_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE" --admin-listen "127.0.0.1:$GATE_ADMIN" \
   --upstream "http://127.0.0.1:$UP" 2>"$WORK/gate.log" & PIDS+=($!)
 GATE_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE_LIMIT" --admin-listen "127.0.0.1:$GATE_LIMIT_ADMIN" \
   --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 2>"$WORK/gate-limit.log" & PIDS+=($!)
 GATE_LIMIT_PID=$!
-for p in $UP $EDGE $EDGE_LIMIT $GATE $GATE_LIMIT; do wait_port "$p"; done
+for p in $UP $EDGE $EDGE_LIMIT $HA $HA_LIMIT $GATE $GATE_LIMIT; do wait_port "$p"; done
 
 # wrk prints latency as 812.00us / 1.20ms / 2.00s: normalise to microseconds.
 to_us() {
@@ -117,15 +173,16 @@ to_us() {
 }
 
 declare -A RPS P50 P99 REJ CPU
-CASES=(direct gate nginx gate_reject nginx_reject)
+CASES=(direct gate nginx haproxy gate_reject nginx_reject haproxy_reject)
 declare -A URL=(
   [direct]="http://127.0.0.1:$UP/" [gate]="http://127.0.0.1:$GATE/" [nginx]="http://127.0.0.1:$EDGE/"
-  [gate_reject]="http://127.0.0.1:$GATE_LIMIT/" [nginx_reject]="http://127.0.0.1:$EDGE_LIMIT/"
+  [haproxy]="http://127.0.0.1:$HA/" [gate_reject]="http://127.0.0.1:$GATE_LIMIT/"
+  [nginx_reject]="http://127.0.0.1:$EDGE_LIMIT/" [haproxy_reject]="http://127.0.0.1:$HA_LIMIT/"
 )
 # Whose CPU time a case costs: the proxy's (all its threads, or nginx's master and workers);
 # for the direct case, the upstream's own.
-declare -A CPU_PID=([direct]=$UP_PID [gate]=$GATE_PID [nginx]=$EDGE_PID
-  [gate_reject]=$GATE_LIMIT_PID [nginx_reject]=$EDGE_PID)
+declare -A CPU_PID=([direct]=$UP_PID [gate]=$GATE_PID [nginx]=$EDGE_PID [haproxy]=$HA_PID
+  [gate_reject]=$GATE_LIMIT_PID [nginx_reject]=$EDGE_PID [haproxy_reject]=$HA_PID)
 TICK=$(getconf CLK_TCK)
 cpu_ticks() { # user+system clock ticks of process $1 and its children
   local t=0 q
@@ -150,6 +207,47 @@ run_case() { # name round
 }
 median() { tr ' ' '\n' <<<"$1" | grep -v '^$' | sort -n | awk '{a[NR]=$1} END {print (NR ? a[int((NR+1)/2)] : 0)}'; }
 
+# Instructions per request of one gate path under callgrind: the gate (started with the
+# flags given) answers N requests in one run and 2N in another; the difference over N.
+callgrind_ir() { # N gate-flags...
+  local n=$1; shift
+  local counts=() k
+  for k in 1 2; do
+    local port admin out pid
+    port=$(free_port); admin=$(free_port); out="$WORK/callgrind.$port"
+    RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
+      "$RECOVER" gate --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
+      --upstream "http://127.0.0.1:$UP" "$@" 2>"$out.log" &
+    pid=$!
+    for _ in $(seq 600); do
+      curl -s -o /dev/null "http://127.0.0.1:$admin/healthz" && break
+      sleep 0.1
+    done
+    echo "callgrind: $((k * n)) requests to recover gate $*: $(python3 scripts/lib/http_requests.py 127.0.0.1 "$port" 4 $((k * n)))" >&2
+    kill -TERM "$pid"; wait "$pid" || true
+    counts+=("$(awk '/^(summary|totals):/ {print $2; exit}' "$out")")
+    cp "$out" "$WORK/last-callgrind.$k"
+  done
+  awk -v a="${counts[0]}" -v b="${counts[1]}" -v n="$n" 'BEGIN {printf "%.0f", (b - a) / n}'
+}
+
+declare -A IR=([gate]=- [gate_reject]=-)
+if ((CALLGRIND)); then
+  IR[gate]=$(callgrind_ir "$CG_REQUESTS")
+  IR[gate_reject]=$(callgrind_ir "$CG_REQUESTS" --rate 1 --burst 1)
+  keep=${CALLGRIND_OUT:-/tmp/bench-gate-reject.callgrind}
+  cp "$WORK/last-callgrind.1" "$keep.n"; cp "$WORK/last-callgrind.2" "$keep.2n"
+  echo "callgrind profiles of the refusing gate ($CG_REQUESTS and $((2 * CG_REQUESTS)) requests) kept in" \
+    "$keep.n and $keep.2n: scripts/lib/callgrind_per_request.sh $keep.n $keep.2n $CG_REQUESTS" >&2
+fi
+
+if ! ((CLOCK)); then
+  echo
+  echo "instructions per request (callgrind, $CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections):"
+  echo "recover gate pass-through ${IR[gate]} | recover gate --rate 1 ${IR[gate_reject]}"
+  exit 0
+fi
+
 for round in $(seq "$ROUNDS"); do
   for c in "${CASES[@]}"; do run_case "$c" "$round"; done
 done
@@ -160,20 +258,24 @@ for c in "${CASES[@]}"; do
 done
 
 echo
-echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, median of $ROUNDS round(s), loopback,"
-echo "$(nproc) cores shared by wrk, both proxies and the upstream (nginx return 200, 1 worker)"
+echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, median of $ROUNDS interleaved round(s), loopback,"
+echo "$(nproc) cores shared by wrk, the proxies and the upstream (nginx return 200, 1 worker)"
 echo "cpu_us/req: CPU time of the proxy (for direct: of the upstream) per request answered"
-printf '%-28s %10s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us cpu_us/req
+((CALLGRIND)) && echo "instr/req: callgrind instructions per request ($CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections)"
+printf '%-28s %10s %10s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us cpu_us/req instr/req
 row() { # name label
   local n=$1
-  printf '%-28s %10s %10s %10s %10s %10s %10s\n' "$2" "${M_RPS[$n]}" "${M_P50[$n]}" "${M_P99[$n]}" \
-    "$((M_P50[$n] - M_P50[direct]))" "$((M_P99[$n] - M_P99[direct]))" "${M_CPU[$n]}"
+  printf '%-28s %10s %10s %10s %10s %10s %10s %10s\n' "$2" "${M_RPS[$n]}" "${M_P50[$n]}" "${M_P99[$n]}" \
+    "$((M_P50[$n] - M_P50[direct]))" "$((M_P99[$n] - M_P99[direct]))" "${M_CPU[$n]}" "${IR[$n]:--}"
 }
 row direct "direct (no proxy)"
 row gate "recover gate pass-through"
 row nginx "nginx proxy_pass"
+row haproxy "haproxy http-reuse"
 row gate_reject "recover gate --rate 1"
 row nginx_reject "nginx limit_req 1r/s"
-echo "rejected responses per round: recover gate ${REJ[gate_reject]}| nginx ${REJ[nginx_reject]}"
-echo "per-round req/s: gate ${RPS[gate]}| nginx ${RPS[nginx]}| direct ${RPS[direct]}"
-echo "per-round cpu_us/req: gate ${CPU[gate]}| nginx ${CPU[nginx]}"
+row haproxy_reject "haproxy stick-table 1/s"
+echo "refused responses per round: recover gate ${REJ[gate_reject]}| nginx ${REJ[nginx_reject]}| haproxy ${REJ[haproxy_reject]}"
+for c in "${CASES[@]}"; do
+  echo "per-round $c: req/s ${RPS[$c]}| p99_us ${P99[$c]}| cpu_us/req ${CPU[$c]}"
+done

@@ -74,10 +74,15 @@ impl Admission {
     /// Admit one request or say why not. Never blocks beyond a shared read lock.
     pub fn try_admit(&self) -> Admit<'_> {
         let policy = self.policy.read().unwrap_or_else(|p| p.into_inner());
-        let before = self.in_flight.inc();
-        if matches!(policy.max_in_flight, Some(max) if before >= max) {
-            self.in_flight.dec();
-            return Admit::RejectedInFlight;
+        // With an in-flight cap the slot is taken first (a request refused for
+        // concurrency spends no rate); without one a rate refusal touches no shared
+        // gauge: two atomic writes fewer on the path an overload takes most.
+        let capped = policy.max_in_flight.is_some();
+        if let Some(max) = policy.max_in_flight {
+            if self.in_flight.inc() >= max {
+                self.in_flight.dec();
+                return Admit::RejectedInFlight;
+            }
         }
         let rejected = match &policy.rate {
             Rate::Unlimited => None,
@@ -90,11 +95,18 @@ impl Admission {
             },
         };
         match rejected {
-            None => Admit::Admitted(InFlight {
-                gauge: &self.in_flight,
-            }),
+            None => {
+                if !capped {
+                    self.in_flight.inc();
+                }
+                Admit::Admitted(InFlight {
+                    gauge: &self.in_flight,
+                })
+            }
             Some(retry_after_s) => {
-                self.in_flight.dec();
+                if capped {
+                    self.in_flight.dec();
+                }
                 Admit::RejectedRate { retry_after_s }
             }
         }

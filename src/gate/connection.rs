@@ -12,7 +12,7 @@ use super::http1::{
 };
 use super::presence::Presence;
 use super::proxy::{Dispatch, Proxy};
-use super::session::{Connection, Request};
+use super::session::{write_client, Connection, Request};
 use super::telemetry::Closed;
 use super::upstream::{Links, READ_ROOM};
 use bytes::{Buf, BytesMut};
@@ -62,6 +62,7 @@ pub async fn serve(
         head_timeout: timeouts.head,
         head_deadline: None,
         first_byte_by: Some(Instant::now() + timeouts.first_byte),
+        timer: Box::pin(tokio::time::sleep(timeouts.first_byte)),
         closed_for: None,
         scan: HeadScan::default(),
     };
@@ -160,23 +161,32 @@ impl Connection {
             .into_iter()
             .flatten()
             .fold(quiet, Instant::min);
-        let n = tokio::select! {
-            biased;
-            n = self.client.read_buf(&mut self.rbuf) => n?,
-            () = draining.cancelled(), if idle => return Ok(false),
-            () = presence.evicted(), if idle => {
-                self.closed_for = Some(Closed::MadeRoom);
-                return Ok(false);
-            }
-            () = tokio::time::sleep_until(give_up) => {
-                if !idle {
-                    self.closed_for = Some(Closed::HeadTimeout);
-                    self.answer("408 Request Timeout", None, "the request head did not arrive in time\n", true)
-                        .await?;
-                } else if self.first_byte_by.is_some() {
-                    self.closed_for = Some(Closed::NoFirstByte);
+        if self.timer.deadline() > give_up {
+            self.timer.as_mut().reset(give_up);
+        }
+        let n = loop {
+            tokio::select! {
+                biased;
+                n = self.client.read_buf(&mut self.rbuf) => break n?,
+                () = draining.cancelled(), if idle => return Ok(false),
+                () = presence.evicted(), if idle => {
+                    self.closed_for = Some(Closed::MadeRoom);
+                    return Ok(false);
                 }
-                return Ok(false);
+                () = self.timer.as_mut() => {
+                    if Instant::now() < give_up {
+                        self.timer.as_mut().reset(give_up); // set for an earlier wait
+                        continue;
+                    }
+                    if !idle {
+                        self.closed_for = Some(Closed::HeadTimeout);
+                        self.answer("408 Request Timeout", None, "the request head did not arrive in time\n", true)
+                            .await?;
+                    } else if self.first_byte_by.is_some() {
+                        self.closed_for = Some(Closed::NoFirstByte);
+                    }
+                    return Ok(false);
+                }
             }
         };
         if n > 0 {
@@ -195,7 +205,7 @@ impl Connection {
         &mut self,
         req: Request,
         retry_after_s: u64,
-        body: &str,
+        body: &'static str,
         draining: &CancellationToken,
     ) -> io::Result<bool> {
         let mut cursor = BodyCursor::new(req.framing);
@@ -207,8 +217,8 @@ impl Connection {
         };
         let steppable = here.is_some() && (cursor.is_done() || (small && !req.expect_continue));
         let keep = req.keep_alive && !draining.is_cancelled() && steppable;
-        self.answer("429 Too Many Requests", Some(retry_after_s), body, !keep)
-            .await?;
+        super::refusal::write_429(&mut self.out, retry_after_s, body, !keep);
+        write_client(&mut self.client, &self.out, self.idle_timeout).await?;
         let (true, Some(here)) = (keep, here) else {
             return Ok(false);
         };

@@ -35,6 +35,7 @@ pub mod limit_source;
 pub mod limits;
 pub mod presence;
 pub mod proxy;
+pub mod refusal;
 pub mod resend;
 pub mod server;
 mod session;

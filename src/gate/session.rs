@@ -8,10 +8,11 @@ use super::telemetry::Closed;
 use super::upstream::Links;
 use bytes::BytesMut;
 use std::io;
+use std::pin::Pin;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// The state of one client connection, reused from request to request.
 pub(super) struct Connection {
@@ -37,6 +38,12 @@ pub(super) struct Connection {
     pub scan: HeadScan,
     /// The client's address, to recognise its retries.
     pub peer: Option<std::net::IpAddr>,
+    /// The one timer of the waits for a request, never due later than the wait must end
+    /// and moved only when a wait must end sooner (a new head's deadline). The usual wait
+    /// ends later (each request pushes the idle timeout back) and leaves it alone; should
+    /// it fire first, it is moved then. A timer armed and dropped on every wait cost two
+    /// timer-wheel updates per request, refusals included.
+    pub timer: Pin<Box<Sleep>>,
 }
 
 /// What the connection loop needs to know about a request once its head is parsed.

@@ -155,6 +155,14 @@ pub fn write_own(
     out.extend_from_slice(body.as_bytes());
 }
 
+/// The second since the epoch a `Date` written now shows.
+pub fn now_second() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// The current HTTP date, formatted once a second per thread: a rejecting gate writes
 /// hundreds of thousands of these a second.
 fn push_date(out: &mut Vec<u8>) {
