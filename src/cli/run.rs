@@ -47,8 +47,9 @@ pub struct RunArgs {
     /// Kubernetes target: pods by label selector instead of a Deployment name.
     #[arg(long, value_name = "LABELS")]
     pub selector: Option<String>,
-    /// Read signals from this Prometheus server instead of scraping pods through the API
-    /// server (the runbook's `promql` expressions are used).
+    /// Kubernetes target: read signals from this Prometheus server instead of scraping
+    /// pods through the API server (the runbook's `promql` expressions are used). Refused
+    /// on a local target, which is always scraped directly.
     #[arg(long, value_name = "URL")]
     pub prometheus: Option<String>,
     /// Show the plan and every action it would take; change nothing.
@@ -87,6 +88,15 @@ pub struct RunArgs {
 pub fn target(args: &RunArgs, runbook_target: &str) -> Result<Target, Failure> {
     match args.target {
         TargetKind::Local => {
+            // The local platform reads each process's /metrics itself; a Prometheus URL
+            // it did not use would make a direct-scrape run look like a Prometheus one.
+            if args.prometheus.is_some() {
+                return Err(Failure::usage(anyhow!(
+                    "--prometheus applies to --target kube only: a local target is measured \
+                     by scraping its inventory's metrics_url directly; drop --prometheus \
+                     (to judge a Prometheus history, use recover detect --prometheus URL)"
+                )));
+            }
             let path = args
                 .inventory
                 .as_deref()

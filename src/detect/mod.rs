@@ -220,6 +220,9 @@ pub struct Verdict {
     /// Where capacity came from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity_from: Option<String>,
+    /// Why k is unknown, when it is (`k` is then null: missing evidence is no number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_unknown: Option<String>,
     /// The lowest and highest k candidate considered (see [`estimate::k`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k_range: Option<[f64; 2]>,

@@ -320,7 +320,15 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.capacity_from = Some(c.from.clone());
     }
-    let cold = estimate::capacity_cold(i.cfg, i.window, cap.as_ref());
+    let cold_factor = estimate::cold_factor(i.cfg, i.window);
+    if let Some(f) = &cold_factor {
+        ev.push(Evidence::new(
+            "cold_factor",
+            Some(f.value),
+            format!("used ({}): {}", f.source.as_str(), f.from),
+        ));
+    }
+    let cold = estimate::capacity_cold(i.window, cap.as_ref(), cold_factor.as_ref());
     if let Some(c) = &cold {
         ev.push(Evidence::new(
             "capacity_cold",
@@ -330,16 +338,29 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         v.capacity_cold_from = Some(c.from.clone());
     }
     let now = estimate::warm_over_rate_window(i.window, last);
-    if let Some(k) = estimate::k(i.cfg, &now, st.as_ref(), cap.as_ref(), &mut ev) {
-        ev.push(Evidence::new(
-            "k",
-            Some(k.chosen.value),
-            format!("used ({}): {}", k.chosen.source.as_str(), k.chosen.from),
-        ));
-        v.k = Some(k.chosen.value);
-        v.k_from = Some(k.chosen.from);
-        v.sources.k = Some(k.chosen.source);
-        v.k_range = Some(k.range);
+    match estimate::k(
+        i.cfg,
+        &now,
+        st.as_ref(),
+        cap.as_ref(),
+        cold_factor.as_ref(),
+        &mut ev,
+    ) {
+        Ok(k) => {
+            ev.push(Evidence::new(
+                "k",
+                Some(k.chosen.value),
+                format!("used ({}): {}", k.chosen.source.as_str(), k.chosen.from),
+            ));
+            v.k = Some(k.chosen.value);
+            v.k_from = Some(k.chosen.from);
+            v.sources.k = Some(k.chosen.source);
+            v.k_range = Some(k.range);
+        }
+        Err(why) => {
+            ev.push(Evidence::new("k", None, format!("unknown: {why}")));
+            v.k_unknown = Some(why);
+        }
     }
     v.evidence.extend(ev);
     v.sources.capacity = cap.as_ref().map(|c| c.source);

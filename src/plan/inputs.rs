@@ -297,6 +297,28 @@ impl PlanInputs {
     }
 }
 
+/// For a run nobody can be asked in (a rehearsal): where k is unknown (the verdict says
+/// why) and neither the operator nor the runbook gives it, the plan is sized from what is
+/// known, the cold capacity and the arrival rate, with the shed for `k_max`, the most the
+/// detector accepts: too much shed only costs the time until the ramp's first check, which
+/// raises at once when the service shows headroom; too little leaves it stuck. The input
+/// says so, and why k is unknown. A run with an operator asks instead (`MissingInputs`).
+pub fn assume_k_max_where_unknown(verdict: &mut Verdict, declared: &DetectorConfig) {
+    if verdict.k.is_some() || declared.k.is_some() {
+        return;
+    }
+    let Some(why) = verdict.k_unknown.clone() else {
+        return;
+    };
+    verdict.k = Some(declared.k_max);
+    verdict.sources.k = Some(Source::Assumed);
+    verdict.k_range = None;
+    verdict.k_from = Some(format!(
+        "k unknown ({why}); the shed is sized for k_max {} instead, the most the detector accepts (the ramp raises as soon as the service shows headroom)",
+        declared.k_max
+    ));
+}
+
 /// A measured k is uncertain by the range of its candidates: the plan sizes its shed for
 /// the top of it. A k too low admits more than the service can clear and it stays stuck;
 /// one too high only sheds more until the ramp's first check, which raises the rate at
@@ -444,5 +466,35 @@ mod tests {
             PlanInputs::from_verdict(&declared, &DetectorConfig::default(), &Overrides::default())
                 .unwrap();
         assert_eq!(s.k.value, 4.0);
+    }
+
+    #[test]
+    fn an_unknown_k_is_sized_for_k_max_and_says_why() {
+        let mut v = stuck();
+        v.k = None;
+        v.k_range = None;
+        v.k_unknown = Some("no retry evidence: attempts per first attempt = 1.00".into());
+        let declared = DetectorConfig {
+            capacity_per_s: Some(100.0),
+            cold_factor: Some(2.0),
+            ..DetectorConfig::default()
+        };
+        assert!(PlanInputs::from_verdict(&v, &declared, &Overrides::default()).is_err());
+        assume_k_max_where_unknown(&mut v, &declared);
+        let s = PlanInputs::from_verdict(&v, &declared, &Overrides::default()).unwrap();
+        assert_eq!(s.k.value, declared.k_max);
+        assert_eq!(s.k.source, Source::Assumed);
+        assert!(s.k.from.contains("no retry evidence"), "{}", s.k.from);
+        assert!(s.k.from.contains("k_max"), "{}", s.k.from);
+        // A declared k is what the runbook knows: it stands.
+        let mut v = stuck();
+        v.k = None;
+        v.k_unknown = Some("no evidence".into());
+        let with_k = DetectorConfig {
+            k: Some(3.0),
+            ..declared
+        };
+        assume_k_max_where_unknown(&mut v, &with_k);
+        assert_eq!(v.k, None);
     }
 }

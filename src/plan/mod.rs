@@ -14,7 +14,7 @@ mod ramp;
 pub mod vars;
 
 pub use crate::detect::Source;
-pub use inputs::{MissingInputs, Overrides, Sourced, SourcedInputs};
+pub use inputs::{assume_k_max_where_unknown, MissingInputs, Overrides, Sourced, SourcedInputs};
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;

@@ -34,6 +34,8 @@ pub struct Facts<'a> {
     pub wall_time_s: f64,
     pub endpoints: BTreeMap<String, String>,
     pub predicted: Option<f64>,
+    /// Why there is no prediction, when there is none.
+    pub predicted_unknown: Option<String>,
     /// When detection started, if it started late (`attach_after`), rehearsal clock.
     pub attached_s: Option<f64>,
     /// The plan's inputs with their sources, when the runbook ran.
@@ -184,6 +186,8 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         phases,
         baselines: f.baselines,
         predicted_time_to_recover_s: f.predicted,
+        predicted_unknown: f.predicted_unknown.clone(),
+        k_unknown: f.detection.and_then(|d| d.verdict.k_unknown.clone()),
         wall_time_s: f.wall_time_s,
         files: Files::default(),
         endpoints: f.endpoints.clone(),

@@ -25,10 +25,9 @@
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
 
-use super::report::LowerBound;
+use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
 use super::verify::SteadyCriteria;
-use serde::{Deserialize, Serialize};
 
 /// The system's numbers the bound needs (all from the scenario the rehearsal built).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -58,18 +57,6 @@ pub struct BoundStart {
     pub restart_s: Option<f64>,
     /// Mean warm fraction of the replicas, if measured.
     pub warm_fraction: Option<f64>,
-}
-
-/// One way of recovering and how long it would take at best.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct BoundPath {
-    /// `readmit_cold`, `warm_first`, `readmit_cold_while_warming`, `drain_no_restart`.
-    pub name: String,
-    /// What it does.
-    pub what: String,
-    /// Seconds from the runbook's start to steady state at best; null if it never gets
-    /// there (capacity below demand).
-    pub time_s: Option<f64>,
 }
 
 /// One schedule of the model: when serving starts, when the caches become warm by a warm

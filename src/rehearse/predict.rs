@@ -45,28 +45,53 @@ pub fn system_params(sc: &Scenario, plan_after: Duration, warm: Option<Duration>
     }
 }
 
-/// Predicted seconds from the runbook's first action to recovery; `None` if the model says
-/// it does not recover. `warms`: the runbook warms the caches before readmitting (it takes
-/// the scenario's `service.warm_duration`).
+/// Predicted seconds from the runbook's first action to recovery, or why there is no
+/// prediction: the model does not recover with this plan, or its system was not failing
+/// when the procedure started (it recovered on its own or never got stuck, so a time of 0
+/// would describe the model, not the system rehearsed). `warms`: the runbook warms the
+/// caches before readmitting (it takes the scenario's `service.warm_duration`).
 pub fn predicted_time_to_recover(
     sc: &Scenario,
     plan: &Plan,
     plan_after: Duration,
     warms: bool,
-) -> Option<f64> {
+) -> Result<f64, String> {
     let warm = warms.then_some(sc.service.warm_duration);
     let p = SystemParams {
         plan_admit_hold: Some(admit_hold(plan, warm)),
         ..system_params(sc, plan_after, warm)
     };
     let check = check_plan(&p, plan, 1);
-    check.recovers.then_some(check.time_to_recover_s).flatten()
+    judge(check.recovers, check.time_to_recover_s, plan_after)
+}
+
+/// The model's answer as a prediction, or why it is none.
+fn judge(recovers: bool, time_s: Option<f64>, plan_after: Duration) -> Result<f64, String> {
+    match (recovers, time_s) {
+        (true, Some(t)) if t > 0.0 => Ok(t),
+        (true, _) => Err(format!(
+            "unknown: the model was not failing when the procedure started ({} after the trigger ended): it recovered on its own or never got stuck, so it has no time to predict",
+            crate::util::duration::format(plan_after)
+        )),
+        (false, _) => Err("unknown: the model does not recover with this plan".into()),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plan::RampStep;
+
+    #[test]
+    fn a_model_that_was_not_stuck_predicts_nothing() {
+        let after = Duration::from_secs(30);
+        assert_eq!(judge(true, Some(4.0), after), Ok(4.0));
+        let e = judge(true, Some(0.0), after).unwrap_err();
+        assert!(e.contains("not failing when the procedure started"), "{e}");
+        assert!(judge(false, None, after)
+            .unwrap_err()
+            .contains("does not recover"));
+    }
 
     #[test]
     fn the_admit_rate_stands_for_the_warming_and_the_checks_passes() {

@@ -169,7 +169,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 .any(|s| matches!(s.action, crate::runbook::action::Action::CacheWarm(_)));
             super::predict::predicted_time_to_recover(sc, plan, after, warms)
         }
-        _ => None,
+        _ => Err("unknown: the runbook made no plan".into()),
     };
     let facts = Facts {
         scenario: sc,
@@ -186,7 +186,8 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
         baselines: base,
         wall_time_s: wall.elapsed().as_secs_f64(),
         endpoints,
-        predicted,
+        predicted: predicted.as_ref().ok().copied(),
+        predicted_unknown: predicted.err(),
         attached_s,
         inputs,
         not_stuck,
@@ -236,6 +237,7 @@ fn plan_inputs(
         verdict.sources.arrival_rate = Some(source);
     }
     if attached {
+        crate::plan::assume_k_max_where_unknown(&mut verdict, detector);
         return PlanInputs::from_verdict(&verdict, detector, &Overrides::default());
     }
     let configured = DetectorConfig {

@@ -68,6 +68,9 @@ pub struct Report {
     pub ramp_step_backs: u32,
     /// Work amplification the detector estimated when it said Stuck.
     pub k: Option<f64>,
+    /// Why `k` is null: the evidence that was missing (never a stand-in number).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k_unknown: Option<String>,
     /// The scenario's true overload factor (`service.overload_factor`), beside the estimate.
     #[serde(default)]
     pub k_true: Option<f64>,
@@ -91,6 +94,9 @@ pub struct Report {
     pub baselines: BTreeMap<String, BaselineOutcome>,
     /// The simulator's predicted time to recover for the same plan, when available.
     pub predicted_time_to_recover_s: Option<f64>,
+    /// Why there is no prediction, when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub predicted_unknown: Option<String>,
     /// Wall time of the whole rehearsal, seconds.
     pub wall_time_s: f64,
     /// Files written next to the report.
@@ -189,7 +195,7 @@ pub struct LowerBound {
     pub lowest: String,
     /// Every path with its best time.
     #[serde(default)]
-    pub paths: Vec<crate::rehearse::bound::BoundPath>,
+    pub paths: Vec<BoundPath>,
     /// The lowest path, in words.
     #[serde(default)]
     pub capacity_used: String,
@@ -287,4 +293,16 @@ impl Report {
     pub fn phase(&self, name: &str) -> Option<&PhaseRecord> {
         self.phases.iter().find(|p| p.name == name)
     }
+}
+
+/// One way of recovering and how long it would take at best.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundPath {
+    /// `readmit_cold`, `warm_first`, `readmit_cold_while_warming`, `drain_no_restart`.
+    pub name: String,
+    /// What it does.
+    pub what: String,
+    /// Seconds from the runbook's start to steady state at best; null if it never gets
+    /// there (capacity below demand).
+    pub time_s: Option<f64>,
 }

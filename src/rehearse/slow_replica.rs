@@ -264,6 +264,8 @@ fn assemble(
         phases,
         baselines: BTreeMap::new(),
         predicted_time_to_recover_s: None,
+        predicted_unknown: None,
+        k_unknown: None,
         wall_time_s: wall.as_secs_f64(),
         files: Files::default(),
         endpoints,

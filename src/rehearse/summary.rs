@@ -132,6 +132,12 @@ pub fn render(r: &Report) -> String {
     if let Some(u) = &r.under_lower_bound {
         let _ = writeln!(out, "  INCONSISTENT: {u}");
     }
+    if let Some(why) = &r.k_unknown {
+        let _ = writeln!(out, "  k {why}");
+    }
+    if let Some(why) = &r.predicted_unknown {
+        let _ = writeln!(out, "  simulator prediction {why}");
+    }
     if let Some(p) = r.predicted_time_to_recover_s {
         let _ = writeln!(out, "  simulator predicted {}", secs(p));
     }

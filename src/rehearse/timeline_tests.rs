@@ -122,6 +122,8 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         ],
         baselines: BTreeMap::new(),
         predicted_time_to_recover_s: None,
+        predicted_unknown: None,
+        k_unknown: None,
         k_true: None,
         not_stuck: None,
         wall_time_s: 70.0,

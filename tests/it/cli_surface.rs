@@ -267,3 +267,36 @@ fn a_closed_pipe_ends_the_printing_commands_without_a_panic() {
         );
     }
 }
+
+/// `--prometheus` on a local target is refused (exit 2, saying why and what to do), not
+/// silently dropped: the local platform always scrapes its inventory's processes, so a
+/// run that seemed to read Prometheus would have read something else. The inventory is
+/// valid and nothing listens on its URLs: the refusal comes before any of it is read.
+#[test]
+fn a_prometheus_url_on_a_local_target_is_refused_not_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let inv = dir.path().join("inventory.yaml");
+    std::fs::write(
+        &inv,
+        "name: demo\nreplicas:\n  - name: r0\n    command: [/bin/true]\n    admin_url: http://127.0.0.1:9\n    metrics_url: http://127.0.0.1:9/metrics\n    readiness_url: http://127.0.0.1:9/readyz\ngates: []\nclients: []\n",
+    )
+    .unwrap();
+    let out = recover(&[
+        "--runbook",
+        "stuck-overload",
+        "--target",
+        "local",
+        "--inventory",
+        inv.to_str().unwrap(),
+        "--prometheus",
+        "http://127.0.0.1:9090",
+        "--dry-run",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--prometheus applies to --target kube only")
+            && err.contains("drop --prometheus"),
+        "{err}"
+    );
+}

@@ -8,6 +8,7 @@
 mod support;
 
 mod admin_body_caps;
+mod alert_path_e2e;
 mod arch_layering;
 mod cli_surface;
 mod demo_admin_auth;
@@ -85,6 +86,7 @@ mod serve_hardening;
 mod serve_http;
 mod serve_webhook_signature;
 mod simulate_cli;
+mod simulate_drill_seeds;
 mod simulate_drills;
 mod simulate_model;
 mod simulate_storm;

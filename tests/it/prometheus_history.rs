@@ -6,7 +6,7 @@
 //!
 //! Also here, against the same history: the windows the detector reports (the scrape
 //! interval read from the samples' spacing, the rate window four of them, persist and
-//! grace stretched to 8 and 4 scrapes), and the refusals: a persist or a range that the
+//! grace stretched to 5 scrapes each: one rate window and one scrape), and the refusals: a persist or a range that the
 //! data cannot measure, and a role whose matchers select nothing.
 
 use crate::support::incident::Incident;
@@ -73,8 +73,8 @@ async fn the_shipped_runbook_judges_a_backfilled_incident_at_15s_and_30s() {
             );
             assert_eq!(w["rate_window_s"], (4 * secs) as f64, "{ctx}");
             assert_eq!(w["step_s"], secs as f64, "{ctx}");
-            assert_eq!(w["persist"]["s"], (8 * secs) as f64, "{ctx}");
-            assert_eq!(w["grace"]["s"], (4 * secs) as f64, "{ctx}");
+            assert_eq!(w["persist"]["s"], (5 * secs) as f64, "{ctx}");
+            assert_eq!(w["grace"]["s"], (5 * secs) as f64, "{ctx}");
         }
         // What stuck rests on: the service's own replicas are up and ready (the trigger
         // is gone), and it answers nobody in time.
@@ -196,7 +196,7 @@ async fn windows_the_data_cannot_measure_and_missing_roles_are_refused_by_name()
 }
 
 /// The engine and serve judge Prometheus data as `recover detect` does: the shipped
-/// runbook's windows stretch to the scrape interval (grace 4, persist 8 scrapes, one
+/// runbook's windows stretch to the scrape interval (grace and persist 5 scrapes, one
 /// observation per scrape) and the window ending now comes out of the history at once,
 /// so the run decides on a service stuck for ten minutes without waiting minutes of
 /// scrapes. A persist the data cannot measure is refused, naming the field.
@@ -230,8 +230,8 @@ async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval
     let resolution = src.resolution().await.unwrap();
     assert_eq!(resolution, Some(scrape));
     let at = rb.at_resolution(resolution).unwrap();
-    assert_eq!(at.detect.grace, 4 * scrape);
-    assert_eq!(at.detect.persist, 8 * scrape);
+    assert_eq!(at.detect.grace, 5 * scrape);
+    assert_eq!(at.detect.persist, 5 * scrape);
     assert_eq!(at.observe.interval, scrape);
     // Three passes on one scrape's data are one piece of evidence; and a readmission
     // cannot cut Prometheus' windows at its start, so it settles for one of them.
@@ -250,7 +250,7 @@ async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval
         .unwrap();
     assert_eq!(ramp.settle(), 4 * scrape);
     let span = at.observe_span();
-    assert!(span >= 8 * scrape + 4 * scrape, "span {span:?}");
+    assert!(span >= 5 * scrape + 5 * scrape, "span {span:?}");
 
     let asked = SystemTime::now();
     let fields = Fields::runbook();
@@ -266,7 +266,7 @@ async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval
     };
     let watched = watch(&src, &w, |_| {}).await.unwrap();
     assert_eq!(watched.windows.scrape_interval_s, scrape.as_secs_f64());
-    assert_eq!(watched.config.persist, 8 * scrape);
+    assert_eq!(watched.config.persist, 5 * scrape);
     // Out of the history: its first snapshot is a span before the call (a live
     // observation would start at the call and wait the span out).
     let first = watched.window.first().unwrap().at;

@@ -1,10 +1,13 @@
 //! The shipped alerting: `deploy/prometheus/recover-rules.yaml` passes `promtool check
 //! rules`, its unit tests (`recover-rules.test.yaml`: each alert fires on its incident and
-//! stays silent on a healthy service, a plain outage and a spike) pass `promtool test
-//! rules`, the PrometheusRule manifest carries the same rules (its spec extracted and
-//! checked with promtool, since kubernetes-validate cannot check a CRD), the stuck alert's
-//! windows, thresholds and roles are the detector's at 30 s with the shipped runbook, and
-//! the Alertmanager route passes `amtool check-config` and routes each alert where it says.
+//! stays silent on a healthy service, a self-healing outage, a recovered service, a plain
+//! outage and a spike, at 15 s, 30 s and 60 s scrapes) pass `promtool test rules`, and so
+//! do generated incidents at every scrape interval from 10 s to 60 s and evaluation
+//! intervals from 5 s to 60 s; the PrometheusRule manifest carries the same rules (its
+//! spec extracted and checked with promtool, since kubernetes-validate cannot check a
+//! CRD), the stuck alert's windows, thresholds and roles are the detector's with the
+//! shipped runbook at each scrape interval the rules have a window for, and the
+//! Alertmanager route passes `amtool check-config` and routes each alert where it says.
 
 use crate::support::prometheus::{require, run, text};
 use recover::detect::windows::{at_resolution, Fields};
@@ -30,7 +33,7 @@ fn the_rules_pass_promtool_check_and_their_unit_tests() {
     let out = run("promtool", &["check", "rules", &root(RULES)]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        text(&out).contains("SUCCESS: 11 rules found"),
+        text(&out).contains("SUCCESS: 16 rules found"),
         "{}",
         text(&out)
     );
@@ -73,34 +76,62 @@ fn range(d: Duration) -> String {
     }
 }
 
+/// The scrape intervals the rules choose a rate window for: the largest of each tier.
+const TIERS: [u64; 4] = [5, 15, 30, 60];
+
+/// The rate window and the persist (= grace) the rules use on data seen every `seen`
+/// seconds: the tier's window, 4 of its scrapes, and one scrape more.
+fn tier(seen: u64) -> (u64, u64) {
+    let bound = *TIERS.iter().find(|b| seen <= **b).expect("at most 60 s");
+    (4 * bound, 5 * bound)
+}
+
 #[test]
-fn the_stuck_alert_is_the_detectors_definition_at_30s() {
+fn the_stuck_alert_is_the_detectors_rule_at_each_tiers_scrape_interval() {
     let loaded = recover::runbook::find("stuck-overload", &[]).unwrap();
     let rb = loaded.runbook;
-    let scrape = Duration::from_secs(30);
-    let (cfg, _, _) = at_resolution(&rb.detect, scrape, &Fields::runbook()).unwrap();
     let rules = std::fs::read_to_string(root(RULES)).unwrap();
-    let doc = yaml(RULES);
-    assert_eq!(doc["groups"][0]["interval"], "30s");
-    let w = range(rate_interval(scrape, scrape));
-    let (persist, grace) = (range(cfg.persist), range(cfg.grace));
-    let samples = cfg.persist.as_secs() / scrape.as_secs();
+    for secs in TIERS {
+        let scrape = Duration::from_secs(secs);
+        let (cfg, _, _) = at_resolution(&rb.detect, scrape, &Fields::runbook()).unwrap();
+        let w = rate_interval(scrape, scrape);
+        // The detector's windows at this scrape interval are the model's: one rate window
+        // plus one scrape, for both.
+        assert_eq!(
+            (cfg.persist, cfg.grace),
+            (w + scrape, w + scrape),
+            "{secs}s"
+        );
+        assert_eq!(tier(secs), (w.as_secs(), cfg.persist.as_secs()));
+        let sel = format!("namespace:recover_rate_window:seconds == {}", w.as_secs());
+        for needle in [
+            format!(
+                "namespace:recover_scrape_interval:seconds <= {secs} * 1.1) + {}",
+                w.as_secs()
+            ),
+            format!("[{}])) and on (namespace) {sel}", range(w)),
+            format!(
+                "{sel}\n            and on (namespace) min_over_time(namespace:recover_failing:bool[{p}]) == 1\n            and on (namespace) namespace:recover_failing:bool offset {p} == 1\n            and on (namespace) max_over_time(namespace:recover_trigger_active:bool[{g}]) == 0\n            and on (namespace) namespace:recover_trigger_active:bool offset {g} >= 0\n          ) + {secs}",
+                p = range(cfg.persist),
+                g = range(cfg.grace)
+            ),
+        ] {
+            assert!(rules.contains(&needle), "{RULES} lacks {needle:?}");
+        }
+    }
+    let cfg = &rb.detect;
     let rendered = |v: f64| format!("{v}");
     for needle in [
-        format!("[{w}]))"),
-        format!("min_over_time(namespace:recover_failing:bool[{persist}]) == 1"),
-        format!("count_over_time(namespace:recover_failing:bool[{persist}]) >= {samples}"),
-        format!("max_over_time(namespace:recover_trigger_active:bool[{grace}]) == 0"),
         format!(
-            "namespace:recover_goodput:rate2m < bool {} * namespace:recover_offered_rate:rate2m",
+            "namespace:recover_goodput:rate < bool {} * namespace:recover_offered_rate:rate",
             rendered(cfg.min_goodput_ratio)
         ),
         format!(
-            "namespace:recover_offered_rate:rate2m >= bool {}",
+            "namespace:recover_offered_rate:rate >= bool {}",
             rendered(cfg.min_offered_per_s)
         ),
         format!(
-            "namespace:recover_error_ratio:rate2m > bool {}",
+            "namespace:recover_error_ratio:rate > bool {}",
             rendered(cfg.max_error_ratio)
         ),
         format!(
@@ -110,11 +141,82 @@ fn the_stuck_alert_is_the_detectors_definition_at_30s() {
     ] {
         assert!(rules.contains(&needle), "{RULES} lacks {needle:?}");
     }
-    assert_eq!(w, "2m", "the recording rules are named for a 2m window");
     for (role, matchers) in &rb.roles {
         assert!(
             rules.contains(matchers.as_str()),
             "{RULES} does not select role {role} by {matchers}"
+        );
+    }
+}
+
+/// The stuck alert at scrape intervals from 10 s to 60 s, each evaluated every 5 s to 60 s,
+/// on the demo's incidents sampled as Prometheus would: a stuck overload fires no sooner
+/// than persist after the trigger and no later than the failure's onset (a fifth of the
+/// rate window: 80 failing attempts a second outnumber the 20 answered over the rest of
+/// it) plus a scrape, persist and two evaluations; a 5 s outage that heals by itself never
+/// fires although clients hammering it make it fail for a whole rate window; a service a
+/// run recovered does not fire again once the run's limit is lifted.
+#[test]
+fn the_stuck_alert_holds_at_every_scrape_and_evaluation_interval() {
+    use crate::support::rule_incidents::{back, healthy, limited, outage, stuck, Incident};
+    require("promtool", "prometheus");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(root(RULES), dir.path().join("recover-rules.yaml")).unwrap();
+    const T0: u64 = 1200;
+    const RUN: u64 = T0 + 900;
+    let firing = r#"{__name__="ALERTS", alertname="RecoverStuckOverload", alertstate="firing", namespace="shop", runbook="stuck-overload", severity="critical"}"#;
+    let alerts = |range: u64| {
+        format!(r#"max_over_time(ALERTS{{alertname="RecoverStuckOverload"}}[{range}s])"#)
+    };
+    for eval in [5u64, 10, 15, 30, 60] {
+        let mut file =
+            format!("rule_files: [recover-rules.yaml]\nevaluation_interval: {eval}s\ntests:\n");
+        for scrape in [10u64, 15, 20, 30, 45, 60] {
+            let (w, p) = tier(scrape.max(eval));
+            let latest = (T0 + w / 5 + scrape + 2 * eval + p).div_ceil(eval) * eval;
+            let stuck_case = Incident(vec![(T0, healthy()), (5, outage(100.0)), (1800, stuck())]);
+            file += &format!(
+                "  - interval: {scrape}s\n{}    promql_expr_test:\n      - expr: '{}'\n        eval_time: {}s\n        exp_samples: []\n      - expr: 'ALERTS{{alertname=\"RecoverStuckOverload\"}}'\n        eval_time: {latest}s\n        exp_samples:\n          - labels: '{firing}'\n            value: 1\n",
+                stuck_case.input_series(scrape),
+                alerts(T0 + p - 1),
+                T0 + p - 1,
+            );
+            let blip = Incident(vec![
+                (T0 + 7, healthy()),
+                (5, outage(2000.0)),
+                (1, back()),
+                (1800, healthy()),
+            ]);
+            file += &format!(
+                "  - interval: {scrape}s\n{}    promql_expr_test:\n      - expr: '{}'\n        eval_time: 50m\n        exp_samples: []\n      - expr: 'max_over_time(namespace:recover_failing:bool[30m])'\n        eval_time: 50m\n        exp_samples:\n          - labels: '{{namespace=\"shop\"}}'\n            value: 1\n",
+                blip.input_series(scrape),
+                alerts(3000),
+            );
+            let deadline = (RUN + 1800) as f64;
+            let recovered = Incident(vec![
+                (T0, healthy()),
+                (5, outage(100.0)),
+                (RUN - T0 - 5, stuck()),
+                (120, limited(25.0, deadline)),
+                (2, outage(80.0).with("deadline", deadline)),
+                (118, limited(50.0, deadline)),
+                (1800, healthy()),
+            ]);
+            let after = RUN + scrape + eval;
+            file += &format!(
+                "  - interval: {scrape}s\n{}    promql_expr_test:\n      - expr: 'ALERTS{{alertname=\"RecoverStuckOverload\"}}'\n        eval_time: {}s\n        exp_samples:\n          - labels: '{firing}'\n            value: 1\n      - expr: '{}'\n        eval_time: 60m\n        exp_samples: []\n",
+                recovered.input_series(scrape),
+                RUN - eval,
+                alerts(3600 - after),
+            );
+        }
+        let path = dir.path().join(format!("sweep-{eval}s.test.yaml"));
+        std::fs::write(&path, &file).unwrap();
+        let out = run("promtool", &["test", "rules", path.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "evaluated every {eval}s:\n{}",
+            text(&out)
         );
     }
 }

@@ -89,7 +89,10 @@ fn estimate_lines(v: &Verdict) -> Vec<String> {
             s.capacity_cold,
             v.capacity_cold_from.as_deref(),
         ),
-        line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
+        match (&v.k, &v.k_unknown) {
+            (None, Some(why)) => format!("k unknown: {why}"),
+            _ => line("k", "", v.k, s.k, v.k_from.as_deref()) + &range,
+        },
         line(
             "demand",
             " req/s",

@@ -16,30 +16,45 @@ pub struct KEstimate {
 /// Work amplification k now. A declared k wins. Otherwise the cost-based candidates
 /// (service time now / healthy; healthy capacity / completions while queued) each measure
 /// the cost of a request now over the healthy cost: a cold service is slower too, so each
-/// is divided by the cold multiplier where the cold factor is declared and the warm
-/// fraction is measured (cost falling linearly as caches warm). They are combined into
+/// is divided by the cold multiplier where the cold factor is known (`cold`: observed, else
+/// declared, see [`super::cold`]) and the warm fraction is measured (cost falling linearly as caches warm). They are combined into
 /// one estimate, their geometric mean (each is a ratio, and each errs by a factor: noise in
 /// a rate window, the warm fraction changing within it), and the range they span is the
 /// estimate's uncertainty; a plan sizes its shed for the top of it. Waste ratios
 /// (completions per useful response, attempts per first attempt) count work nobody waits
 /// for, not the cost of a request (they run to tens in a stuck state), so they are used
 /// only when nothing else is known. Every candidate goes in `evidence`, with the range.
+///
+/// `Err` says why k is unknown, never a number standing in for it: no evidence at all; a
+/// waste ratio of 1 or less (in a stuck state the waste is there, so a ratio at 1 says the
+/// signal cannot see it: clients without an attempt header make every retry a first
+/// attempt); or a request costing less now than its healthy cost (k < 1 is impossible, so
+/// the healthy reference, a declared capacity or healthy service time, is stale).
 pub fn k(
     cfg: &DetectorConfig,
     now: &Snapshot,
     service_time: Option<&Estimate>,
     capacity: Option<&Estimate>,
+    cold: Option<&Estimate>,
     evidence: &mut Vec<Evidence>,
-) -> Option<KEstimate> {
-    let cold_now = match (cfg.cold_factor, now.get(names::WARM_FRACTION)) {
-        (Some(f), Some(w)) if f > 1.0 => Some((1.0 + (f - 1.0) * (1.0 - w.clamp(0.0, 1.0)), w, f)),
+) -> Result<KEstimate, String> {
+    let cold_now = match (cold, now.get(names::WARM_FRACTION)) {
+        (Some(c), Some(w)) if c.value > 1.0 => Some((
+            1.0 + (c.value - 1.0) * (1.0 - w.clamp(0.0, 1.0)),
+            w,
+            c.value,
+            c.source,
+        )),
         _ => None,
     };
     let uncold = |value: f64, from: String| match cold_now {
-        Some((m, w, f)) if m > 1.0 + 1e-6 => Estimate::new(
+        Some((m, w, f, src)) if m > 1.0 + 1e-6 => Estimate::new(
             value / m,
             Source::Measured,
-            format!("{from} / cold multiplier {m:.2} (warm fraction {w:.2}, cold factor {f})"),
+            format!(
+                "{from} / cold multiplier {m:.2} (warm fraction {w:.2}, cold factor {f:.2}, {})",
+                src.as_str()
+            ),
         ),
         _ => Estimate::new(value, Source::Measured, from),
     };
@@ -88,6 +103,19 @@ pub fn k(
                 format!("attempts {o:.1}/s per first attempt {f:.1}/s (waste ratio)"),
             ));
         }
+    }
+    // A waste ratio at or under 1 measures nothing (see above): evidence, not a candidate.
+    let (waste, blind): (Vec<Estimate>, Vec<Estimate>) =
+        waste.into_iter().partition(|w| w.value > 1.0);
+    for b in &blind {
+        evidence.push(Evidence::new(
+            "k",
+            Some(b.value),
+            format!(
+                "not a candidate: {} (at 1 the signal cannot see the waste; clients without an attempt header make every retry a first attempt)",
+                b.from
+            ),
+        ));
     }
     let declared = cfg
         .k
@@ -146,8 +174,22 @@ pub fn k(
             from: format!("{} (no cost-based estimate: likely overstated)", w.from),
             ..w
         },
-        (None, None, None) => return None,
+        (None, None, None) if blind.is_empty() => {
+            return Err("no evidence: no spec.detect.k, no healthy service time or capacity to compare the cost of a request with, no completion or attempt counts".into())
+        }
+        (None, None, None) => {
+            return Err(format!(
+                "no retry evidence: {} (the clients send no attempt header, or the signal cannot tell retries from demand), and nothing to compare the cost of a request with",
+                blind.iter().map(|b| format!("{} = {:.2}", b.from, b.value)).collect::<Vec<_>>().join("; ")
+            ))
+        }
     };
+    if best.source == Source::Measured && best.value < 1.0 {
+        return Err(format!(
+            "a request costs less now than its healthy cost ({} = {:.2}): the healthy reference (a declared capacity or healthy service time) is stale, so k is not measured",
+            best.from, best.value
+        ));
+    }
     if !best.value.is_finite() || best.value < 1.0 {
         best.from = format!(
             "{} = {:.2}, raised to 1 (k < 1 means no amplification)",
@@ -174,7 +216,7 @@ pub fn k(
             ),
         ));
     }
-    Some(KEstimate {
+    Ok(KEstimate {
         chosen: best,
         range: [lo, hi],
     })
@@ -243,10 +285,7 @@ mod tests {
 
     #[test]
     fn k_after_a_restart_is_not_the_waste_ratio_and_corrects_for_coldness() {
-        let cfg = DetectorConfig {
-            cold_factor: Some(2.0),
-            ..DetectorConfig::default()
-        };
+        let cfg = DetectorConfig::default();
         let cap = st(100.0);
         let mut ev = vec![];
         let k = k(
@@ -254,6 +293,7 @@ mod tests {
             &cold_and_stuck(),
             Some(&st(0.040)),
             Some(&cap),
+            Some(&st(2.0)),
             &mut ev,
         )
         .unwrap();
@@ -278,7 +318,15 @@ mod tests {
             ..DetectorConfig::default()
         };
         let mut ev = vec![];
-        let k = k(&cfg, &cold_and_stuck(), Some(&st(0.040)), None, &mut ev).unwrap();
+        let k = k(
+            &cfg,
+            &cold_and_stuck(),
+            Some(&st(0.040)),
+            None,
+            None,
+            &mut ev,
+        )
+        .unwrap();
         assert_eq!((k.chosen.value, k.chosen.source), (2.0, Source::Declared));
         // Without a cold factor the service-time ratio (4) stays an upper bound.
         assert_eq!(k.range, [2.0, 4.0]);
@@ -294,7 +342,15 @@ mod tests {
             (names::QUEUE_DEPTH, 200.0),
         ]);
         let mut ev = vec![];
-        let k = k(&cfg, &now, Some(&st(0.040)), Some(&st(100.0)), &mut ev).unwrap();
+        let k = k(
+            &cfg,
+            &now,
+            Some(&st(0.040)),
+            Some(&st(100.0)),
+            None,
+            &mut ev,
+        )
+        .unwrap();
         assert!((k.chosen.value - 3.0).abs() < 1e-9, "{k:?}");
         assert_eq!(k.range, [2.0, 4.5]);
         assert!(
@@ -319,5 +375,41 @@ mod tests {
         let window = vec![at(990, 0.0), at(996, 0.2), at(998, 0.4), at(1000, 0.9)];
         let now = warm_over_rate_window(&window, &window[3]);
         assert!((now.get(names::WARM_FRACTION).unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn no_retry_evidence_is_unknown_with_its_reason_not_one() {
+        let cfg = DetectorConfig::default();
+        // Clients without an attempt header: every attempt is a first attempt.
+        let now = snap(&[
+            (names::OFFERED_RATE, 80.0),
+            (names::FIRST_ATTEMPT_RATE, 80.0),
+        ]);
+        let mut ev = vec![];
+        let e = k(&cfg, &now, None, None, None, &mut ev).unwrap_err();
+        assert!(e.starts_with("no retry evidence"), "{e}");
+        assert!(e.contains("attempt header"), "{e}");
+        assert!(ev.iter().any(|e| e.note.starts_with("not a candidate")));
+        // With abandoned work visible, the blind ratio is left out, not averaged in.
+        let now = snap(&[
+            (names::OFFERED_RATE, 80.0),
+            (names::FIRST_ATTEMPT_RATE, 80.0),
+            (names::WORK_RATE, 40.0),
+            (names::GOODPUT, 4.0),
+        ]);
+        let got = k(&cfg, &now, None, None, None, &mut vec![]).unwrap();
+        assert!((got.chosen.value - 10.0).abs() < 1e-9, "{got:?}");
+        // Nothing at all.
+        let e = k(&cfg, &snap(&[]), None, None, None, &mut vec![]).unwrap_err();
+        assert!(e.starts_with("no evidence"), "{e}");
+    }
+
+    #[test]
+    fn a_cost_under_the_healthy_one_says_the_reference_is_stale() {
+        let cfg = DetectorConfig::default();
+        // Completions 150/s against a declared capacity of 100/s while queued.
+        let now = snap(&[(names::WORK_RATE, 150.0), (names::QUEUE_DEPTH, 50.0)]);
+        let e = k(&cfg, &now, None, Some(&st(100.0)), None, &mut vec![]).unwrap_err();
+        assert!(e.contains("stale"), "{e}");
     }
 }

@@ -7,8 +7,10 @@
 //! ([`super::lookback`]); Little's law (the service's concurrency limit over its healthy
 //! service time). What none of them gives is missing, and the plan asks the operator.
 
+mod cold;
 mod k;
 
+pub use cold::cold_factor;
 pub use k::{k, warm_over_rate_window, KEstimate};
 
 use super::lookback::Lookback;
@@ -238,21 +240,25 @@ pub fn capacity(
     }
 }
 
-/// Cold capacity: capacity / cold_factor when the cold factor is declared; else the
-/// highest completion rate right after a restart finished while work was queued (the
-/// service was saturated and cold); else capacity itself, flagged as an optimistic
-/// assumption.
+/// Cold capacity: capacity / cold factor when the cold factor is known (`cold`: observed
+/// in the window, else declared; see [`cold_factor`]); else the highest completion rate
+/// right after a restart finished while work was queued (the service was saturated and
+/// cold); else capacity itself, flagged as an optimistic assumption.
 pub fn capacity_cold(
-    cfg: &DetectorConfig,
     window: &[Snapshot],
     capacity: Option<&Estimate>,
+    cold: Option<&Estimate>,
 ) -> Option<Estimate> {
-    if let (Some(f), Some(c)) = (cfg.cold_factor, capacity) {
-        // A declared cold factor on a measured capacity is as good as the capacity.
+    if let (Some(f), Some(c)) = (cold, capacity) {
+        // A known cold factor on a capacity is as good as the capacity.
+        let via = match f.source {
+            Source::Declared => format!("spec.detect.cold_factor {}", f.value),
+            _ => format!("cold factor {:.2} ({})", f.value, f.from),
+        };
         return Some(Estimate::new(
-            c.value / f.max(1.0),
+            c.value / f.value.max(1.0),
             c.source,
-            format!("capacity {:.1} / spec.detect.cold_factor {f}", c.value),
+            format!("capacity {:.1} / {via}", c.value),
         ));
     }
     if let Some(v) = measured_cold(window) {

@@ -7,9 +7,11 @@
 //! And time: with a 400 ms deadline, a 250 ms first-attempt timeout and a 100 ms wait,
 //! the first retry starts at 350 ms and the rest start after the caller has left.
 //!
-//! Why the store fails is a parameter: a fixed share of its calls, or overload, where it
-//! fails what it cannot serve. Overloaded, a one-second outage is enough: the retries it
-//! sets off are the load that keeps the store failing after the outage is over, until a
+//! Why the store fails is a parameter: a fixed share of its calls, or overload: a queue
+//! worked through in order at the store's capacity, where a call answered after its
+//! caller's timeout has failed but was worked on all the same. Then a one-second stall is
+//! enough: the retries it sets off are a queue that keeps every answer late after the
+//! stall is over, and the retries of those late answers keep the queue growing, until a
 //! retry budget takes the amplification away.
 
 mod model;
@@ -60,7 +62,7 @@ pub struct RetryLayersReport {
 fn condition(p: &RetryLayersParams) -> String {
     let f = match p.failures {
         Failures::Load => format!(
-            "store overloaded beyond {:.0} calls/s, down {} s..{} s",
+            "store queueing at {:.0} calls/s, stalled {} s..{} s",
             p.store_capacity_per_s,
             p.trigger_from.as_secs_f64(),
             p.trigger_to.as_secs_f64()

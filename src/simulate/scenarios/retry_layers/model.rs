@@ -1,9 +1,12 @@
 //! The calls of `retry-layers`: requests arrive at the app (the kernel's arrivals) and
 //! each is followed down through the layers at once, every layer retrying under its own
 //! retry budget (the crate's one [`RetryBudget`]); and the deadline arithmetic. The store
-//! fails a call with a fixed probability, or, overloaded, with the share of its load it
-//! cannot serve, measured over the last window, so a storm of retries can keep it failing
-//! after its first cause is gone.
+//! fails a call with a fixed probability, or, overloaded, when its queue makes the answer
+//! later than the caller's timeout, so a storm of retries can keep it failing after its
+//! first cause is gone. Following a request down at once puts its retries at the moment
+//! it arrived rather than a timeout later: the loads are rates, which that does not
+//! change, and a queue's length is the work offered minus the work done, whenever a call
+//! came.
 
 use super::params::{Failures, RetryLayersParams};
 use crate::retry::RetryBudget;
@@ -24,28 +27,37 @@ pub struct LayerSecond {
     pub succeeded: u64,
 }
 
-/// The store's load: calls offered in the current window, and the rate of the last one.
-struct Load {
-    window_us: u64,
-    start_us: u64,
-    count: u64,
-    last_per_s: f64,
+/// The overloaded store: one queue worked through in order, a call at a time, each
+/// taking `1 / capacity` of a second; stalled (accepting, answering nothing) during the
+/// trigger. A call fails when its answer comes later than its caller's timeout, and its
+/// work is done all the same: that is what keeps a queue of retries growing.
+struct Store {
+    /// When the store has finished every call it has accepted.
+    free_at_us: f64,
+    work_us: f64,
+    stall_us: (f64, f64),
+    timeout_us: f64,
 }
 
-impl Load {
-    /// Move to the window holding `now`.
-    fn at(&mut self, now: u64) {
-        if now < self.start_us + self.window_us {
-            return;
+impl Store {
+    fn new(p: &RetryLayersParams) -> Self {
+        let us = |d: Duration| d.as_secs_f64() * 1e6;
+        Store {
+            free_at_us: 0.0,
+            work_us: 1e6 / p.store_capacity_per_s,
+            stall_us: (us(p.trigger_from), us(p.trigger_to)),
+            timeout_us: us(p.attempt_timeout),
         }
-        let windows = (now - self.start_us) / self.window_us;
-        self.last_per_s = if windows == 1 {
-            self.count as f64 * 1e6 / self.window_us as f64
-        } else {
-            0.0
-        };
-        self.start_us += windows * self.window_us;
-        self.count = 0;
+    }
+
+    /// A call made at `now`; true if it is answered within the timeout.
+    fn call(&mut self, now: f64) -> bool {
+        let mut start = self.free_at_us.max(now);
+        if start >= self.stall_us.0 && start < self.stall_us.1 {
+            start = self.stall_us.1;
+        }
+        self.free_at_us = start + self.work_us;
+        self.free_at_us - now <= self.timeout_us
     }
 }
 
@@ -53,29 +65,18 @@ struct Sim<'a> {
     p: &'a RetryLayersParams,
     rng: SplitMix64,
     budgets: Option<[RetryBudget; 3]>,
-    /// The store's failure probability for the calls of the current request.
-    store_fails: f64,
-    load: Load,
+    store: Store,
+    /// When the current request entered the app, in microseconds.
+    now: f64,
     row: LayerSecond,
 }
 
 impl Sim<'_> {
-    fn failure_probability(&self, now: u64) -> f64 {
-        let p = self.p;
-        match p.failures {
-            Failures::Fixed => p.failure_rate,
-            Failures::Load => {
-                let us = |d: Duration| d.as_micros() as u64;
-                if now >= us(p.trigger_from) && now < us(p.trigger_to) {
-                    return 1.0;
-                }
-                let offered = self.load.last_per_s;
-                if offered <= p.store_capacity_per_s {
-                    0.0
-                } else {
-                    1.0 - p.store_capacity_per_s / (p.overload_factor * offered)
-                }
-            }
+    /// The store's answer to one call of the current request.
+    fn store_answers(&mut self) -> bool {
+        match self.p.failures {
+            Failures::Fixed => self.rng.unit() >= self.p.failure_rate,
+            Failures::Load => self.store.call(self.now),
         }
     }
 
@@ -83,10 +84,9 @@ impl Sim<'_> {
     fn call(&mut self, layer: usize) -> bool {
         self.row.received[layer] += 1;
         if layer == 3 {
-            self.load.count += 1;
-            let failed = self.rng.unit() < self.store_fails;
-            self.row.store_failed += u64::from(failed);
-            return !failed;
+            let ok = self.store_answers();
+            self.row.store_failed += u64::from(!ok);
+            return ok;
         }
         let retries = [
             self.p.app_retries,
@@ -121,13 +121,8 @@ pub fn seconds(p: &RetryLayersParams, seed: u64) -> Vec<LayerSecond> {
         p,
         rng: SplitMix64::new(seed),
         budgets: budget.map(|b| [b.clone(), b.clone(), b]),
-        store_fails: 0.0,
-        load: Load {
-            window_us: (p.load_window.as_micros() as u64).max(1),
-            start_us: 0,
-            count: 0,
-            last_per_s: 0.0,
-        },
+        store: Store::new(p),
+        now: 0.0,
         row: LayerSecond::default(),
     };
     let end = u64::from(p.seconds) * 1_000_000;
@@ -143,8 +138,7 @@ pub fn seconds(p: &RetryLayersParams, seed: u64) -> Vec<LayerSecond> {
             *series.at(second * 1_000_000) = std::mem::take(&mut sim.row);
             second = now / 1_000_000;
         }
-        sim.load.at(now);
-        sim.store_fails = sim.failure_probability(now);
+        sim.now = now as f64;
         let ok = sim.call(0);
         sim.row.requests += 1;
         sim.row.succeeded += u64::from(ok);

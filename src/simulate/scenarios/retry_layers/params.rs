@@ -17,10 +17,11 @@ pub const NAME: &str = "retry-layers";
 pub enum Failures {
     /// Each call fails with probability `failure_rate`, whatever the load.
     Fixed,
-    /// The store is failing because it is overloaded: it fails every call during the
-    /// trigger (the first cause), and at any time the share of the calls it is offered
-    /// beyond what it can serve, serving only `1 / overload_factor` of its capacity once
-    /// overloaded.
+    /// The store fails because it is overloaded: one queue served in order at
+    /// `store_capacity_per_s`, stalled during the trigger (the first cause: it accepts
+    /// calls and answers none). A call answered later than `attempt_timeout` after it was
+    /// made has failed, its caller gone; the store does its work all the same, as it does
+    /// not know, and every call behind it waits for that work.
     Load,
 }
 
@@ -39,19 +40,13 @@ pub struct RetryLayersParams {
     pub failures: Failures,
     /// Fixed: share of the store's calls that fail (1: everything failing).
     pub failure_rate: f64,
-    /// Load: calls per second the store serves.
+    /// Load: calls per second the store works through.
     pub store_capacity_per_s: f64,
-    /// Load: offered more than its capacity, the store does this many times the work per
-    /// call (contention, a queue nobody waits for), so it serves capacity / factor.
-    pub overload_factor: f64,
-    /// Load: the store fails every call from `trigger_from` to `trigger_to`.
+    /// Load: the store stalls from `trigger_from` to `trigger_to`.
     #[serde(with = "serde_human")]
     pub trigger_from: Duration,
     #[serde(with = "serde_human")]
     pub trigger_to: Duration,
-    /// Load: the store's load is the calls offered over the last window of this length.
-    #[serde(with = "serde_human")]
-    pub load_window: Duration,
     /// A retry budget per layer: every success adds this many tokens, a retry costs one
     /// (none: retry whenever allowed).
     pub retry_budget: Option<f64>,
@@ -82,10 +77,8 @@ impl Default for RetryLayersParams {
             failures: Failures::Fixed,
             failure_rate: 1.0,
             store_capacity_per_s: 6000.0,
-            overload_factor: 4.0,
             trigger_from: Duration::from_secs(2),
             trigger_to: Duration::from_secs(3),
-            load_window: Duration::from_millis(100),
             retry_budget: None,
             budget_tokens: 100.0,
             seconds: 10,
@@ -117,18 +110,11 @@ impl Params for RetryLayersParams {
         if !(0.0..=1.0).contains(&self.failure_rate) {
             return bad("failure_rate", "must be between 0 and 1");
         }
-        if !(self.store_capacity_per_s > 0.0 && self.store_capacity_per_s.is_finite()) {
-            return bad("store_capacity_per_s", "must be a positive number");
-        }
-        if !(self.overload_factor >= 1.0 && self.overload_factor.is_finite()) {
-            return bad("overload_factor", "must be at least 1");
+        if !(self.store_capacity_per_s >= 1.0 && self.store_capacity_per_s <= 1e9) {
+            return bad("store_capacity_per_s", "must be between 1 and 1000000000");
         }
         if self.trigger_to < self.trigger_from {
             return bad("trigger_to", "must not be before trigger_from");
-        }
-        if self.load_window < Duration::from_millis(1) || self.load_window > Duration::from_secs(10)
-        {
-            return bad("load_window", "must be between 1ms and 10s");
         }
         if self
             .retry_budget
