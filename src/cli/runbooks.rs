@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum RunbooksCommand {
-    /// Validate runbook files; print every error, exit 2 on any.
+    /// Validate runbook files; print every error, exit 2 on any (also for a runbook
+    /// whose signals leave the detector unable to say stuck: its runs would be refused).
     Validate {
         /// Runbook YAML files to check.
         #[arg(required = true, value_name = "FILE")]
@@ -111,7 +112,15 @@ fn validate(files: &[PathBuf], output: Output) -> CliResult {
     let mut bad = 0;
     let mut results = Vec::new();
     for f in files {
-        match runbook::load_file(f) {
+        let loaded = runbook::load_file(f).and_then(|l| {
+            let gaps = runbook::detection_gaps(&f.display().to_string(), &l);
+            if gaps.is_empty() {
+                Ok(l)
+            } else {
+                Err(runbook::RunbookError::Invalid(gaps))
+            }
+        });
+        match loaded {
             Ok(l) => {
                 if output == Output::Text {
                     println!(

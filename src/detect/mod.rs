@@ -13,6 +13,7 @@ pub mod classify;
 pub mod default_signals;
 pub mod estimate;
 pub mod lookback;
+pub mod needs;
 pub mod observe;
 pub mod slow_replica;
 mod verdict;

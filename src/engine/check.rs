@@ -69,10 +69,10 @@ pub fn record(check: &Check, state: &mut CheckState, m: &Measurement) -> CheckSt
         Measurement::Failure => {
             state.consecutive_successes = 0;
             state.failures += 1;
-            if state.failures > check.failure_limit {
+            if let Some(limit) = check.failure_limit.filter(|l| state.failures > *l) {
                 return CheckStatus::Failed(format!(
-                    "{} failed measurement(s), limit {}: `{}` does not hold",
-                    state.failures, check.failure_limit, check.success
+                    "{} failed measurement(s), limit {limit}: `{}` does not hold",
+                    state.failures, check.success
                 ));
             }
         }
@@ -123,13 +123,35 @@ mod tests {
     use crate::runbook::expr::Expr;
     use std::time::Duration;
 
+    #[test]
+    fn a_check_without_failure_limit_waits_until_it_passes() {
+        let rb = crate::runbook::parse_str(
+            "t.yaml",
+            "apiVersion: recover/v1\nkind: Runbook\nmetadata: {name: t}\nspec:\n  target: demo\n  signals: {q: {scrape: 'sum(q)'}}\n  checks: {calm: {success: q < 10}}\n  steps: [{name: w, action: wait.until, with: {check: calm}}]\n",
+        )
+        .unwrap();
+        let c = &rb.checks["calm"];
+        assert_eq!(c.failure_limit, None);
+        let mut st = CheckState::default();
+        for _ in 0..100 {
+            assert_eq!(
+                record(c, &mut st, &Measurement::Failure),
+                CheckStatus::Running
+            );
+        }
+        assert_eq!(
+            record(c, &mut st, &Measurement::Success),
+            CheckStatus::Passed
+        );
+    }
+
     fn check(consecutive: u32, failure_limit: u32, inc: Inconclusive) -> Check {
         Check {
             interval: Duration::from_secs(1),
             count: Some(6),
             success: Expr::parse("q < 10").unwrap(),
             failure: None,
-            failure_limit,
+            failure_limit: Some(failure_limit),
             consecutive_successes: consecutive,
             inconclusive: inc,
             inconclusive_limit: 2,

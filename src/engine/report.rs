@@ -96,13 +96,19 @@ impl RunReport {
             let f = |x: Option<f64>| x.map(|v| format!("{v:.2}")).unwrap_or_else(|| "-".into());
             let _ = writeln!(
                 out,
-                "verdict {:?}: k={} arrival={} req/s capacity={} cold={}",
-                v.verdict,
+                "verdict {}: k={} arrival={} req/s capacity={} cold={}",
+                v.verdict.as_str(),
                 f(v.k),
                 f(v.arrival_rate),
                 f(v.capacity),
                 f(v.capacity_cold)
             );
+            if self.assumed_inputs {
+                let _ = writeln!(
+                    out,
+                    "  (this run's own short look; the plan rests on the inputs below, resolved before the run)"
+                );
+            }
         }
         if let Some(sourced) = &self.input_sources {
             let _ = writeln!(out, "plan inputs:");

@@ -91,7 +91,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             "trigger gone, still down; detector said stuck {:.1} s after the trigger ended",
             d.at_s - f.trigger.ended_s
         ),
-        None => "trigger gone, still down; the detector never said stuck".into(),
+        None => "trigger gone; the detector never said stuck".into(),
     };
     phases.push(phase(
         "stuck",

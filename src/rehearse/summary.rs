@@ -7,14 +7,19 @@
 use super::report::{Report, SlowReplicaFacts};
 use std::fmt::Write;
 
+/// The first word: a trigger that never left the system stuck is not a failed recovery.
+fn headline(recovered: bool, not_stuck: bool) -> &'static str {
+    match (recovered, not_stuck) {
+        (_, true) => "NOT STUCK: nothing to recover",
+        (true, false) => "RECOVERED",
+        (false, false) => "NOT RECOVERED",
+    }
+}
+
 /// Render the summary (ends with a newline).
 pub fn render(r: &Report) -> String {
     let mut out = String::new();
-    let verdict = if r.recovered {
-        "RECOVERED"
-    } else {
-        "NOT RECOVERED"
-    };
+    let verdict = headline(r.recovered, r.not_stuck.is_some());
     let _ = writeln!(
         out,
         "recover rehearse: {verdict} (runbook {}, scenario {}, {:.0} s wall time)",
@@ -214,4 +219,17 @@ fn secs(s: f64) -> String {
 
 fn opt<T: Copy>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| "n/a".to_string())
+}
+
+#[cfg(test)]
+mod headline_tests {
+    #[test]
+    fn a_system_never_stuck_is_not_called_unrecovered() {
+        assert_eq!(
+            super::headline(false, true),
+            "NOT STUCK: nothing to recover"
+        );
+        assert_eq!(super::headline(false, false), "NOT RECOVERED");
+        assert_eq!(super::headline(true, false), "RECOVERED");
+    }
 }

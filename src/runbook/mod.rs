@@ -9,6 +9,7 @@ mod detection;
 mod error;
 pub mod expr;
 mod find;
+mod gaps;
 mod limits;
 mod load;
 mod roles;
@@ -18,6 +19,7 @@ mod validate;
 pub use detection::{detection, Detection, DetectionError};
 pub use error::{Diagnostic, RunbookError};
 pub use find::{embedded, find, find_with_roles, list, ListedRunbook};
+pub use gaps::detection_gaps;
 pub use load::{load_file, parse_str, parse_str_with_roles};
 
 use crate::detect::{DetectorConfig, VerdictKind};
@@ -137,7 +139,8 @@ pub struct Check {
     pub count: Option<u32>,
     pub success: Expr,
     pub failure: Option<Expr>,
-    pub failure_limit: u32,
+    /// None: no limit (the check waits until it passes, `count` or the step's timeout).
+    pub failure_limit: Option<u32>,
     pub consecutive_successes: u32,
     pub inconclusive: Inconclusive,
     pub inconclusive_limit: u32,

@@ -138,8 +138,10 @@ pub struct RawCheck {
     /// (default: any non-success is a failure).
     #[serde(default)]
     pub failure: Option<String>,
+    /// Failed measurements allowed; past them the check fails (default: no limit, so the
+    /// check waits until it passes, `count` runs out or the step times out).
     #[serde(default)]
-    pub failure_limit: u32,
+    pub failure_limit: Option<u32>,
     #[serde(default = "one")]
     pub consecutive_successes: u32,
     #[serde(default)]

@@ -201,3 +201,45 @@ fn restarting_the_slow_replica_needs_a_slow_replica_verdict() {
     );
     assert!(err.contains("slow_replica"), "{err}");
 }
+
+/// A runbook that validates as YAML but whose runs the detector would always refuse
+/// ("the detector says unknown": no signal tells whether a trigger is active) is refused
+/// by `runbooks validate`, naming the file, the line of `spec.signals` and the signal.
+#[test]
+fn a_runbook_missing_a_detector_signal_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("mine.yaml");
+    let src = std::fs::read_to_string(fixture_path("runbooks/e2e-local.yaml")).unwrap();
+    let start = src.find("    replicas_not_ready:\n").unwrap();
+    let end = start + src[start..].find("    gate_admitted_rate:\n").unwrap();
+    let without = format!("{}{}", &src[..start], &src[end..]);
+    std::fs::write(&file, &without).unwrap();
+    let out = recover()
+        .args(["runbooks", "validate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    let line = without.lines().position(|l| l == "  signals:").unwrap() + 1;
+    assert!(err.contains(&format!("mine.yaml:{line}:")), "{err}");
+    assert!(err.contains("spec.signals"), "{err}");
+    assert!(
+        err.contains("cannot tell whether a trigger is active")
+            && err.contains("replicas_not_ready"),
+        "{err}"
+    );
+    // With the signal back, the same runbook validates.
+    std::fs::write(&file, &src).unwrap();
+    let out = recover()
+        .args(["runbooks", "validate"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

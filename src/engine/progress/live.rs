@@ -61,7 +61,7 @@ impl LiveView {
                     name: check.clone(),
                     state: state.clone(),
                     needed: *needed,
-                    failure_limit: Some(*failure_limit),
+                    failure_limit: *failure_limit,
                 });
             }
             ProgressEvent::LimitSet { rate_per_s, .. } => self.limit = Some(*rate_per_s),
@@ -222,7 +222,7 @@ mod tests {
                 inconclusive: 0,
             },
             needed: 3,
-            failure_limit: 2,
+            failure_limit: Some(2),
             readings: readings(rejected),
         }
     }

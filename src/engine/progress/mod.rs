@@ -60,7 +60,8 @@ pub enum ProgressEvent {
         state: CheckState,
         /// Successes in a row the check needs.
         needed: u32,
-        failure_limit: u32,
+        /// None: no limit.
+        failure_limit: Option<u32>,
         readings: Readings,
     },
     /// The gate's limit as the engine just set it (None: unlimited).
@@ -194,8 +195,9 @@ impl ProgressEvent {
                         format!("no data for {}", missing.join(", "))
                     }
                 };
+                let limit = failure_limit.map_or("no limit".to_string(), |l| format!("limit {l}"));
                 format!(
-                    "  {step}: check {check} measurement {}: {what} ({} failed, limit {failure_limit})",
+                    "  {step}: check {check} measurement {}: {what} ({} failed, {limit})",
                     state.measurements, state.failures
                 )
             }
