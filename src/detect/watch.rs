@@ -297,7 +297,10 @@ mod tests {
         assert_eq!(out.windows.scrape_interval_s, 15.0);
         assert_eq!(out.windows.step_s, 15.0, "one snapshot per scrape");
         let persist_scrapes = config.persist_scrapes.expect("the default counts scrapes");
-        assert_eq!(out.config.persist, persist_scrapes * Duration::from_secs(15));
+        assert_eq!(
+            out.config.persist,
+            persist_scrapes * Duration::from_secs(15)
+        );
         let span = Duration::from_secs_f64(out.windows.span_s);
         assert!(span >= out.config.persist, "{span:?}");
         assert_eq!(out.window.last().unwrap().at, at);
