@@ -2,9 +2,9 @@
 //! per address ([`super::limits::admit`]), and which connection makes room when a cap is
 //! reached.
 //!
-//! A full table used to refuse every newcomer while the connections holding it did
-//! nothing: a thousand silent connections from one address, or idle keep-alive
-//! connections, locked everyone else out. Now, when a newcomer meets a cap, one
+//! A full table that refused every newcomer would let connections doing nothing (a
+//! thousand silent ones from one address, or idle keep-alive ones) lock everyone else
+//! out. So when a newcomer meets a cap, one
 //! connection that waits with no request begun ([`Presence`]) is closed for it, the way
 //! nginx reuses idle keep-alive connections when it runs out: from the newcomer's own
 //! address when that address is at its cap, else from the address holding the most
