@@ -5,41 +5,21 @@
 //! one address cannot keep the table while others are turned away. Clients come from
 //! different loopback addresses (127.0.0.x) so the gate can tell them apart.
 
-use crate::support::gate::{metrics, sample, start, upstream, Gate, Upstream};
+use crate::support::gate::{capped, metrics, sample, served, start, upstream, Gate, Upstream};
 use crate::support::wire::{get, Peer};
 use recover::gate::GateConfig;
-use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
-use tokio::net::TcpSocket;
 
-async fn peer_from(from: &str, to: SocketAddr) -> Peer {
-    let ip: IpAddr = from.parse().unwrap();
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::new(ip, 0)).unwrap();
-    let stream = tokio::time::timeout(Duration::from_secs(10), socket.connect(to))
-        .await
-        .expect("connect within 10 s")
-        .expect("connect");
-    Peer {
-        stream,
-        buf: Vec::new(),
-    }
-}
-
-fn capped(up: &Upstream, total: usize, per_address: usize, first_byte: Duration) -> GateConfig {
-    let mut cfg = GateConfig::loopback(vec![up.url()]);
-    cfg.client_limits.max_connections = total;
-    cfg.client_limits.max_connections_per_address = per_address;
+/// [`capped`] with the deadline for a new connection's first byte.
+fn capped_first_byte(
+    up: &Upstream,
+    total: usize,
+    per_address: usize,
+    first_byte: Duration,
+) -> GateConfig {
+    let mut cfg = capped(up, total, per_address);
     cfg.client_limits.first_byte_timeout = first_byte;
     cfg
-}
-
-async fn served(from: &str, gate: &Gate, path: &str) -> Peer {
-    let mut p = peer_from(from, gate.proxy).await;
-    p.send(get(path)).await;
-    let r = p.response(false).await;
-    assert_eq!(r.head.status(), 200, "{from} {path}: {:?}", r.head);
-    p
 }
 
 async fn again(p: &mut Peer, path: &str) {
@@ -59,10 +39,10 @@ async fn closed_for(gate: &Gate, reason: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_never_sends_a_byte_is_closed_at_its_first_byte_deadline() {
     let up = upstream(Duration::ZERO).await;
-    let gate = start(capped(&up, 100, 100, Duration::from_millis(300))).await;
+    let gate = start(capped_first_byte(&up, 100, 100, Duration::from_millis(300))).await;
     let mut kept = served("127.0.0.1", &gate, "/first").await;
     let t0 = Instant::now();
-    let mut silent = peer_from("127.0.0.1", gate.proxy).await;
+    let mut silent = Peer::connect_from("127.0.0.1", gate.proxy).await;
     silent.expect_closed().await; // within 5 s, with no answer: nothing was asked
     assert!(
         t0.elapsed() >= Duration::from_millis(300),
@@ -83,17 +63,17 @@ async fn a_connection_that_never_sends_a_byte_is_closed_at_its_first_byte_deadli
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_connections_of_one_address_make_room_for_another() {
     let up = upstream(Duration::ZERO).await;
-    let gate = start(capped(&up, 20, 20, Duration::from_secs(60))).await;
+    let gate = start(capped_first_byte(&up, 20, 20, Duration::from_secs(60))).await;
     let mut hog = Vec::new();
     for _ in 0..20 {
-        hog.push(peer_from("127.0.0.8", gate.proxy).await);
+        hog.push(Peer::connect_from("127.0.0.8", gate.proxy).await);
     }
     let mut legit = served("127.0.0.9", &gate, "/legit").await;
     assert_eq!(closed_for(&gate, "made_room").await, Some(1.0));
     // The hog keeps opening: each newcomer of its own closes one of its own (it holds the
     // most), never the other address's one connection.
     for _ in 0..10 {
-        hog.push(peer_from("127.0.0.8", gate.proxy).await);
+        hog.push(Peer::connect_from("127.0.0.8", gate.proxy).await);
     }
     for i in 0..3 {
         again(&mut legit, &format!("/legit{i}")).await;
@@ -108,7 +88,7 @@ async fn silent_connections_of_one_address_make_room_for_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_one_address_cap_the_longest_idle_connection_makes_room() {
     let up = upstream(Duration::ZERO).await;
-    let gate = start(capped(&up, 100, 5, Duration::from_secs(60))).await;
+    let gate = start(capped_first_byte(&up, 100, 5, Duration::from_secs(60))).await;
     let mut open = Vec::new();
     for i in 0..5 {
         open.push(served("127.0.0.11", &gate, &format!("/c{i}")).await);

@@ -7,33 +7,14 @@
 
 #[allow(dead_code)] // the wire helpers serve several test files; this one uses a few
 use crate::support::eventually;
-use crate::support::gate::{metrics, sample, start, upstream, Gate, Upstream};
-use crate::support::wire::{get, Peer};
+use crate::support::gate::{capped, metrics, sample, served, start, upstream, Gate, Upstream};
+use crate::support::wire::{connect_from, get, Peer};
 use recover::gate::GateConfig;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
-
-/// A TCP connection to `to` from the loopback address `from`.
-async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
-    let ip: IpAddr = from.parse().unwrap();
-    let socket = TcpSocket::new_v4().unwrap();
-    socket.bind(SocketAddr::new(ip, 0)).unwrap();
-    tokio::time::timeout(Duration::from_secs(10), socket.connect(to))
-        .await
-        .expect("connect within 10 s")
-        .expect("connect")
-}
-
-async fn peer_from(from: &str, to: SocketAddr) -> Peer {
-    Peer {
-        stream: connect_from(from, to).await,
-        buf: Vec::new(),
-    }
-}
 
 /// What one dripping client saw.
 #[derive(Debug, Clone)]
@@ -195,22 +176,6 @@ async fn five_hundred_dripping_connections_are_closed_at_the_head_deadline_while
     );
 }
 
-fn capped(up: &crate::support::gate::Upstream, total: usize, per_address: usize) -> GateConfig {
-    let mut cfg = GateConfig::loopback(vec![up.url()]);
-    cfg.client_limits.max_connections = total;
-    cfg.client_limits.max_connections_per_address = per_address;
-    cfg
-}
-
-/// Open a connection from `from` and show it is served (and stays open, kept alive).
-async fn served(from: &str, gate: &Gate, path: &str) -> Peer {
-    let mut p = peer_from(from, gate.proxy).await;
-    p.send(get(path)).await;
-    let r = p.response(false).await;
-    assert_eq!(r.head.status(), 200, "{from} {path}: {:?}", r.head);
-    p
-}
-
 /// The upstream holds each request this long, so a connection can be seen inside one.
 const HOLD: Duration = Duration::from_millis(1500);
 
@@ -220,7 +185,7 @@ async fn in_requests(from: &str, n: usize, gate: &Gate, up: &Upstream) -> Vec<Pe
     let before = up.count();
     let mut open = Vec::new();
     for i in 0..n {
-        let mut p = peer_from(from, gate.proxy).await;
+        let mut p = Peer::connect_from(from, gate.proxy).await;
         p.send(get(&format!("/held{i}"))).await;
         open.push(p);
     }
@@ -241,7 +206,7 @@ async fn answered(open: &mut [Peer]) {
 
 /// A connection from `from` is refused at once: 503, then closed, without sending anything.
 async fn refused(from: &str, gate: &Gate) {
-    let mut p = peer_from(from, gate.proxy).await;
+    let mut p = Peer::connect_from(from, gate.proxy).await;
     let r = p.response(false).await;
     assert_eq!(r.head.status(), 503, "{:?}", r.head);
     assert_eq!(r.text(), "too many open connections");
@@ -273,7 +238,7 @@ async fn connections_over_the_per_address_cap_get_503_and_other_addresses_are_se
     drop(open.pop());
     let t0 = Instant::now();
     loop {
-        let mut p = peer_from("127.0.0.3", gate.proxy).await;
+        let mut p = Peer::connect_from("127.0.0.3", gate.proxy).await;
         let _ = p.try_send(get("/back").as_bytes()).await; // a refused one may be closed
         if let Ok(Some(h)) = p.head().await {
             if h.status() == 200 {

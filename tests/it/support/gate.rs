@@ -338,3 +338,20 @@ pub fn spread(
     });
     (log, handle)
 }
+
+/// A loopback gate config with its client connection caps, in all and per address.
+pub fn capped(up: &Upstream, total: usize, per_address: usize) -> GateConfig {
+    let mut cfg = GateConfig::loopback(vec![up.url()]);
+    cfg.client_limits.max_connections = total;
+    cfg.client_limits.max_connections_per_address = per_address;
+    cfg
+}
+
+/// Open a connection from `from` and show it is served (and stays open, kept alive).
+pub async fn served(from: &str, gate: &Gate, path: &str) -> super::wire::Peer {
+    let mut p = super::wire::Peer::connect_from(from, gate.proxy).await;
+    p.send(super::wire::get(path)).await;
+    let r = p.response(false).await;
+    assert_eq!(r.head.status(), 200, "{from} {path}: {:?}", r.head);
+    p
+}

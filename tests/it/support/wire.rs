@@ -136,7 +136,27 @@ pub struct Peer {
     pub buf: Vec<u8>,
 }
 
+/// A TCP connection to `to` from the loopback address `from` (127.0.0.2, .3, ...), so that a
+/// server counting per address can tell clients apart.
+pub async fn connect_from(from: &str, to: SocketAddr) -> TcpStream {
+    let ip: std::net::IpAddr = from.parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(ip, 0)).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), socket.connect(to))
+        .await
+        .expect("connect within 10 s")
+        .expect("connect")
+}
+
 impl Peer {
+    /// A peer on [`connect_from`]'s connection.
+    pub async fn connect_from(from: &str, to: SocketAddr) -> Peer {
+        Peer {
+            stream: connect_from(from, to).await,
+            buf: Vec::new(),
+        }
+    }
+
     pub async fn connect(addr: SocketAddr) -> Peer {
         let stream = tokio::time::timeout(WAIT, TcpStream::connect(addr))
             .await
