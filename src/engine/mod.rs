@@ -23,6 +23,7 @@ pub mod prior;
 pub mod progress;
 pub mod ramp;
 pub mod report;
+pub mod restart;
 pub mod status;
 mod steps;
 pub mod vars;
