@@ -77,6 +77,7 @@ mod readme_blocks;
 mod rehearse_e2e;
 mod rehearse_slow_replica;
 mod runbook_limits;
+mod runbook_new;
 mod runbook_validate;
 mod serve_alert_flood;
 mod serve_cli;
