@@ -37,7 +37,10 @@ impl GateControl for Recording {
         Ok(Limit::unlimited())
     }
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
-        self.changed(format!("set_limit {:?}", limit.rate_per_s));
+        self.changed(format!(
+            "set_limit {:?} shadow={}",
+            limit.rate_per_s, limit.shadow
+        ));
         Ok(())
     }
 }
@@ -101,8 +104,8 @@ impl MetricSource for NoMetrics {
     }
 }
 
-#[tokio::test]
-async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
+/// The shipped runbook and the figures of a plan for it.
+fn shipped() -> (crate::runbook::Runbook, Fixed) {
     let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
     let inputs = PlanInputs {
         arrival_rate: 100.0,
@@ -118,6 +121,48 @@ async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
         params: rb.params.clone(),
         slow_replica: None,
     };
+    (rb, fixed)
+}
+
+#[tokio::test]
+async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so() {
+    let (rb, fixed) = shipped();
+    let mut step = rb
+        .steps
+        .iter()
+        .find(|s| matches!(&s.action, Action::GateLimit(a) if a.rate != crate::runbook::action::RateSetting::Unlimited))
+        .expect("the shipped runbook sets a limit")
+        .clone();
+    let Action::GateLimit(a) = &mut step.action else {
+        unreachable!()
+    };
+    a.shadow = true;
+    let said = super::describe(&step, &fixed, &[], &rb).join(" ");
+    assert!(said.contains("in shadow"), "{said}");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::create(dir.path(), "run-shadow").unwrap();
+    let platform = Arc::new(Recording::default());
+    let changes = platform.changes.clone();
+    let ctx = Arc::new(Ctx::new(
+        rb.clone(),
+        platform,
+        Arc::new(NoMetrics),
+        fixed,
+        "run-shadow".into(),
+        journal,
+        RunOptions::default(),
+        BTreeMap::new(),
+    ));
+    let done = perform(&ctx, &step, Tally::default()).await.unwrap();
+    let changes = changes.lock().unwrap().clone();
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert!(changes[0].ends_with("shadow=true"), "{changes:?}");
+    assert!(format!("{done:?}").contains("in shadow"), "{done:?}");
+}
+
+#[tokio::test]
+async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
+    let (rb, fixed) = shipped();
     let full = std::fs::OpenOptions::new()
         .append(true)
         .open("/dev/full")
