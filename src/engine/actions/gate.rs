@@ -351,7 +351,7 @@ fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
     burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate))
 }
 
-pub(super) fn describe_limit(l: &Limit) -> String {
+pub fn describe_limit(l: &Limit) -> String {
     match l.rate_per_s {
         None => "unlimited".into(),
         Some(r) => format!(

@@ -1,6 +1,7 @@
 //! Nothing acts without its record: with a journal that cannot be written (a full disk:
 //! `/dev/full` answers every write with ENOSPC), every action of the shipped runbook fails
-//! its step before it touches the target.
+//! its step before it touches the target. And the shipped runbook's restart, recorded
+//! against the same target, happens only where a drain does not suffice.
 
 use super::{perform, Ctx, StepFailure, Tally};
 use crate::engine::journal::Journal;
@@ -23,6 +24,10 @@ use std::time::{Duration, SystemTime};
 #[derive(Default)]
 struct Recording {
     changes: Arc<Mutex<Vec<String>>>,
+    /// The gate's rate now (None: unlimited).
+    rate: Arc<Mutex<Option<f64>>>,
+    /// Replicas that answer not ready.
+    not_ready: Vec<&'static str>,
 }
 
 impl Recording {
@@ -34,13 +39,15 @@ impl Recording {
 #[async_trait::async_trait]
 impl GateControl for Recording {
     async fn get_limit(&self) -> Result<Limit, PlatformError> {
-        Ok(Limit::unlimited())
+        Ok(Limit {
+            rate_per_s: *self.rate.lock().unwrap(),
+            ..Limit::unlimited()
+        })
     }
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
-        self.changed(format!(
-            "set_limit {:?} shadow={}",
-            limit.rate_per_s, limit.shadow
-        ));
+        let shadow = if limit.shadow { " in shadow" } else { "" };
+        self.changed(format!("set_limit {:?}{shadow}", limit.rate_per_s));
+        *self.rate.lock().unwrap() = limit.rate_per_s;
         Ok(())
     }
 }
@@ -57,7 +64,7 @@ impl Platform for Recording {
         Ok(["r0", "r1"]
             .map(|id| Replica {
                 id: id.into(),
-                ready: true,
+                ready: !self.not_ready.contains(&id),
                 started_at: Some(SystemTime::now()),
             })
             .to_vec())
@@ -76,6 +83,8 @@ impl Platform for Recording {
     fn gate(&self) -> Arc<dyn GateControl> {
         Arc::new(Recording {
             changes: self.changes.clone(),
+            rate: self.rate.clone(),
+            not_ready: self.not_ready.clone(),
         })
     }
     async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError> {
@@ -104,9 +113,7 @@ impl MetricSource for NoMetrics {
     }
 }
 
-/// The shipped runbook and the figures of a plan for it.
-fn shipped() -> (crate::runbook::Runbook, Fixed) {
-    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+fn fixed(rb: &crate::runbook::Runbook) -> Fixed {
     let inputs = PlanInputs {
         arrival_rate: 100.0,
         capacity_cold: 50.0,
@@ -114,55 +121,71 @@ fn shipped() -> (crate::runbook::Runbook, Fixed) {
         capacity: Some(100.0),
         demand: Some(20.0),
     };
-    let fixed = Fixed {
+    Fixed {
         plan: make_plan(&inputs, &rb.plan),
         inputs,
         config: rb.plan.clone(),
         params: rb.params.clone(),
         slow_replica: None,
-    };
-    (rb, fixed)
+    }
 }
 
-#[tokio::test]
-async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so() {
-    let (rb, fixed) = shipped();
-    let mut step = rb
-        .steps
-        .iter()
-        .find(|s| matches!(&s.action, Action::GateLimit(a) if a.rate != crate::runbook::action::RateSetting::Unlimited))
-        .expect("the shipped runbook sets a limit")
-        .clone();
-    let Action::GateLimit(a) = &mut step.action else {
-        unreachable!()
-    };
-    a.shadow = true;
-    let said = super::describe(&step, &fixed, &[], &rb).join(" ");
-    assert!(said.contains("in shadow"), "{said}");
-    let dir = tempfile::tempdir().unwrap();
-    let journal = Journal::create(dir.path(), "run-shadow").unwrap();
-    let platform = Arc::new(Recording::default());
+/// The shipped runbook's block, drain and restart steps against `platform`, on a journal
+/// in `dir`; the changes they made.
+async fn block_drain_restart(platform: Recording, dir: &std::path::Path) -> Vec<String> {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let journal = Journal::create(dir, "run-drain").unwrap();
     let changes = platform.changes.clone();
     let ctx = Arc::new(Ctx::new(
         rb.clone(),
-        platform,
+        Arc::new(platform),
         Arc::new(NoMetrics),
-        fixed,
-        "run-shadow".into(),
+        fixed(&rb),
+        "run-drain".into(),
         journal,
         RunOptions::default(),
         BTreeMap::new(),
     ));
-    let done = perform(&ctx, &step, Tally::default()).await.unwrap();
-    let changes = changes.lock().unwrap().clone();
-    assert_eq!(changes.len(), 1, "{changes:?}");
-    assert!(changes[0].ends_with("shadow=true"), "{changes:?}");
-    assert!(format!("{done:?}").contains("in shadow"), "{done:?}");
+    for name in ["block-at-edge", "drain-backlog", "batched-restart"] {
+        let step = rb.steps.iter().find(|s| s.name == name).unwrap();
+        perform(&ctx, step, Tally::default()).await.unwrap();
+    }
+    let c = changes.lock().unwrap().clone();
+    c
+}
+
+#[tokio::test]
+async fn the_shipped_runbook_restarts_only_where_a_drain_does_not_suffice() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Ready, drained, the gate at the plan's admit rate (22.5 req/s, below the warm
+    // capacity 100): the overload lived in the queue, and nothing is restarted.
+    let changes = block_drain_restart(Recording::default(), tmp.path()).await;
+    assert!(
+        changes.iter().all(|c| !c.starts_with("restart")),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&"/admin/drain r1".to_string()),
+        "{changes:?}"
+    );
+    // A replica that is not ready is replaced, and only it.
+    let tmp = tempfile::tempdir().unwrap();
+    let sick = Recording {
+        not_ready: vec!["r1"],
+        ..Recording::default()
+    };
+    let changes = block_drain_restart(sick, tmp.path()).await;
+    let restarts: Vec<_> = changes
+        .iter()
+        .filter(|c| c.starts_with("restart"))
+        .collect();
+    assert_eq!(restarts, ["restart r1"], "{changes:?}");
 }
 
 #[tokio::test]
 async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
-    let (rb, fixed) = shipped();
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let fixed = fixed(&rb);
     let full = std::fs::OpenOptions::new()
         .append(true)
         .open("/dev/full")
@@ -206,4 +229,39 @@ async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
             step.name
         );
     }
+}
+
+#[tokio::test]
+async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so() {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let mut step = rb
+        .steps
+        .iter()
+        .find(|s| s.name == "block-at-edge")
+        .unwrap()
+        .clone();
+    let Action::GateLimit(a) = &mut step.action else {
+        panic!("block-at-edge sets the gate's limit")
+    };
+    a.shadow = true;
+    let said = super::describe(&step, &fixed(&rb), &[], &rb).join(" ");
+    assert!(said.contains("in shadow"), "{said}");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::create(dir.path(), "run-shadow").unwrap();
+    let platform = Recording::default();
+    let changes = platform.changes.clone();
+    let ctx = Arc::new(Ctx::new(
+        rb.clone(),
+        Arc::new(platform),
+        Arc::new(NoMetrics),
+        fixed(&rb),
+        "run-shadow".into(),
+        journal,
+        RunOptions::default(),
+        BTreeMap::new(),
+    ));
+    let done = perform(&ctx, &step, Tally::default()).await.unwrap();
+    let changes = changes.lock().unwrap().clone();
+    assert_eq!(changes, ["set_limit Some(22.5) in shadow"], "{changes:?}");
+    assert!(format!("{done:?}").contains("in shadow"), "{done:?}");
 }
