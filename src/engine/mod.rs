@@ -25,6 +25,7 @@ pub mod progress;
 pub mod ramp;
 pub mod recorded;
 pub mod report;
+pub mod restart;
 pub mod status;
 mod steps;
 pub mod vars;

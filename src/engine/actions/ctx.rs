@@ -49,6 +49,8 @@ pub struct Ctx {
     pub(crate) restart: BTreeMap<String, RestartProgress>,
     /// What the run saw of the gate, for the hand-back.
     gate_memory: Mutex<GateMemory>,
+    /// Replicas this run drained (their drain answered with a count or without one).
+    drained: Mutex<Vec<String>>,
     observed: Mutex<Recorder>,
 }
 
@@ -87,6 +89,7 @@ impl Ctx {
             opts,
             restart,
             gate_memory: Mutex::new(GateMemory::default()),
+            drained: Mutex::new(Vec::new()),
         }
     }
 
@@ -153,6 +156,20 @@ impl Ctx {
     /// gate).
     pub fn limit_before_run(&self) -> Option<Known<Limit>> {
         self.gate_memory().before_run
+    }
+
+    /// `replica`'s queue was dropped by this run.
+    pub(crate) fn note_drained(&self, replica: &str) {
+        if let Ok(mut d) = self.drained.lock() {
+            if !d.iter().any(|r| r == replica) {
+                d.push(replica.to_string());
+            }
+        }
+    }
+
+    /// Replicas this run drained (a resumed run knows none: it drains again or restarts).
+    pub(crate) fn drained(&self) -> Vec<String> {
+        self.drained.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
     /// A readmission left its limit standing, for `why`.

@@ -48,6 +48,7 @@ impl Act for GateLimit {
                     burst: burst_for(rate, self.burst),
                     max_in_flight: mif,
                     note,
+                    shadow: false,
                 }
             }
         };
@@ -121,6 +122,7 @@ impl Act for GateRamp {
                     burst: burst_for(st.rate, self.burst),
                     max_in_flight: None,
                     note: Some(note),
+                    shadow: false,
                 };
                 set_limit(ctx, step, limit).await?;
                 applied = Some(st.rate);
