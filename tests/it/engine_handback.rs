@@ -38,6 +38,16 @@ fn report(out: &Output) -> serde_json::Value {
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
+/// The names of the steps the run report lists, in order.
+fn step_names(report: &serde_json::Value) -> Vec<&str> {
+    report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect()
+}
+
 #[test]
 fn e2e_handback_a_successful_run_restores_the_limit_from_before_the_run() {
     rt().block_on(async {
@@ -52,12 +62,7 @@ fn e2e_handback_a_successful_run_restores_the_limit_from_before_the_run() {
             .unwrap();
         assert_exit_ok(&out);
         let report = report(&out);
-        let names: Vec<&str> = report["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["name"].as_str().unwrap())
-            .collect();
+        let names = step_names(&report);
         assert_eq!(names, ["block-at-edge", "announce", "handback"]);
         let limit = sys.gate_limit().await;
         assert_eq!(
@@ -144,12 +149,7 @@ fn e2e_handback_a_failed_run_leaves_the_safe_hold_and_says_how_to_lift_it() {
             .unwrap();
         assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
         let report = report(&out);
-        let names: Vec<&str> = report["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| s["name"].as_str().unwrap())
-            .collect();
+        let names = step_names(&report);
         assert_eq!(
             names,
             ["readmit", "hold-at-safe-rate"],
