@@ -1,23 +1,36 @@
 #!/usr/bin/env bash
-# Run the rehearsal scenarios N times each (release build) and print, per run and as the
-# median per scenario: time to recover against the lower bound, k estimated against the
-# scenario's true overload factor, the simulator's prediction, relapses and wall time.
+# Run rehearsals (release build) and print, per run and as medians: time to recover against
+# the true lower bound, k estimated against the scenario's true overload factor, the
+# simulator's prediction against the measured time, relapses and wall time.
 #
 #   scripts/bench-rehearse.sh [--busy] [N] [extra `recover rehearse` flags...]
+#   scripts/bench-rehearse.sh --sample N [--seed S] [--busy] [extra flags...]
 #
-# Without `--scenario` among the extra flags it runs every file under
-# examples/scenarios/rehearse/ (laptop, overload-4, outage-12s, replicas-3); with it, that
-# scenario alone. `--busy` keeps one core busy with a CPU hog for the whole benchmark (a
-# laptop doing something else). Needs: cargo, python3. Runs go under
+# The first form runs every file under examples/scenarios/rehearse/ (laptop, overload-4,
+# outage-12s, replicas-3) N times each; with `--scenario` among the extra flags, that
+# scenario alone. The second draws N scenarios from the grid of scripts/lib/grid_scenarios.py
+# (cold factor 1.5-4, overload 1.5-5, replicas 1-4, concurrency 4-16, with and without
+# attempt headers, attached at the trigger or 60 s later) with a printed seed (a new one
+# each run unless given) and runs each once. `--busy` keeps one core busy with a CPU hog for
+# the whole benchmark (a laptop doing something else). Needs: cargo, python3. Runs go under
 # ${BENCH_DIR:-target/bench-rehearse}/<timestamp>/. BENCH_PROFILE=debug uses the debug
 # build (the rehearsal's time is mostly waiting on real clocks; useful when a release
 # build does not fit). A benchmark prints figures; nothing here asserts on them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUSY=0
-if [ "${1:-}" = "--busy" ]; then BUSY=1; shift; fi
-N="${1:-3}"
-shift || true
+SAMPLE=""
+SEED=""
+N=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --busy) BUSY=1; shift ;;
+    --sample) SAMPLE="$2"; shift 2 ;;
+    --seed) SEED="$2"; shift 2 ;;
+    [0-9]*) N="$1"; shift ;;
+    *) break ;;
+  esac
+done
 OUT="${BENCH_DIR:-target/bench-rehearse}/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
 PROFILE="${BENCH_PROFILE:-release}"
@@ -25,10 +38,19 @@ if [ "$PROFILE" = release ]; then cargo build --release --quiet; BIN=./target/re
 else cargo build --quiet; BIN=./target/debug/recover; fi
 
 SCENARIOS=()
-case " $* " in
-  *" --scenario "*) SCENARIOS=("") ;;
-  *) for f in examples/scenarios/rehearse/*.yaml; do SCENARIOS+=("$f"); done ;;
-esac
+if [ -n "$SAMPLE" ]; then
+  SEED="${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
+  echo "seed $SEED: $SAMPLE scenario(s) drawn from the grid, runs under $OUT" >&2
+  mkdir -p "$OUT/scenarios"
+  python3 scripts/lib/grid_scenarios.py "$OUT/scenarios" "$SAMPLE" "$SEED"
+  for i in $(seq 1 "$SAMPLE"); do SCENARIOS+=("$OUT/scenarios/grid-$i.yaml"); done
+  N=1
+else
+  case " $* " in
+    *" --scenario "*) SCENARIOS=("") ;;
+    *) for f in examples/scenarios/rehearse/*.yaml; do SCENARIOS+=("$f"); done ;;
+  esac
+fi
 
 HOG=""
 cleanup() { if [ -n "$HOG" ]; then kill "$HOG" 2>/dev/null || true; fi; }
@@ -55,15 +77,16 @@ for sc in "${SCENARIOS[@]}"; do
   done
 done
 
-python3 - "$OUT" "$N" "$BUSY" "${SCENARIOS[@]}" <<'PY'
-import json, os, statistics, sys
-out, n, busy, scenarios = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4:]
+python3 - "$OUT" "$N" "$BUSY" "$SEED" "${SCENARIOS[@]}" <<'PY'
+import json, os, re, statistics, sys
+out, n, busy, seed, scenarios = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5:]
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
 med = lambda v: statistics.median(v) if v else None
 print(f"{'scenario':<12} {'run':>3} {'exit':>4} {'ttr_s':>6} {'lower_s':>7} {'ratio':>6} {'k_est':>5} {'k_true':>6} "
       f"{'k_err':>6} {'pred_s':>6} {'pred_err':>8} {'relapses':>8} {'stepbacks':>9} {'wall_s':>6}")
 summary = []
+every = []
 for sc in scenarios:
     name = os.path.basename(sc or "given").removesuffix(".yaml")
     rows = []
@@ -83,6 +106,11 @@ for sc in scenarios:
         rows.append(dict(ttr=ttr, lb=lb, ratio=ratio, k=k, kt=kt, kerr=kerr, pred=pred, perr=perr,
                          rel=r["relapses"], sb=r.get("ramp_step_backs", 0), wall=r["wall_time_s"],
                          ok=r["recovered"]))
+        why = "; ".join(x for x in [r.get("k_unknown") and "k: " + r["k_unknown"],
+                                    r.get("predicted_unknown") and "prediction: " + r["predicted_unknown"],
+                                    r.get("under_lower_bound"), r.get("failure")] if x)
+        every.append(dict(rows[-1], name=name, sc=sc, code=code, why=why,
+                          path=(r.get("lower_bound") or {}).get("lowest", "-")))
         print(f"{name:<12} {i:>3} {code:>4} {f(ttr):>6} {f(lb):>7} {f(ratio, '{:.2f}x'):>6} {f(k, '{:.2f}'):>5} "
               f"{f(kt, '{:.1f}'):>6} {f(kerr and 100 * kerr + 0.0, '{:+.0f}%'):>6} {f(pred):>6} "
               f"{f(perr and 100 * perr, '{:+.0f}%'):>8} {r['relapses']:>8} {r.get('ramp_step_backs', 0):>9} {f(r['wall_time_s'], '{:.0f}'):>6}")
@@ -97,4 +125,25 @@ print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (name, runs, ok, ttr, lb, ratio, k, kt, kerr, pred, perr, rel, wall) in summary:
     print(f"| {name} | {ok}/{runs} | {f(ttr)} s | {f(lb)} s | {f(ratio, '{:.2f}x')} | {f(k, '{:.2f}')} / {f(kt, '{:.0f}')} | "
           f"{f(kerr and 100 * kerr + 0.0, '{:+.0f}%')} | {f(pred)} s | {f(perr and 100 * perr, '{:+.0f}%')} | {f(rel, '{}')} | {f(wall, '{:.0f}')} s |")
+if seed:
+    print()
+    print(f"seed {seed}: {len(scenarios)} scenario(s) drawn from the grid, one run each"
+          f"{' (busy: one core taken by a CPU hog)' if busy else ''}")
+    print("| scenario | cold / k / replicas / conc / header / attached | exit | time to recover | bound (path) | ratio | k est / true | predicted / measured | relapses | unknown or failed, why |")
+    print("|---|---|---:|---:|---|---:|---:|---:|---:|---|")
+    for x in every:
+        y = open(x["sc"]).read()
+        g = lambda key: (re.search(rf"{key}: (\S+)", y) or [None, "-"])[1]
+        desc = (f"{g('cold_factor')} / {g('overload_factor')} / {g('replicas')} / {g('concurrency')} / "
+                f"{g('attempt_header')} / {'60 s late' if 'attach_after' in y else 'at trigger'}")
+        print(f"| {x['name']} | {desc} | {x['code']} | {f(x['ttr'])} s | {f(x['lb'], '{:.2f}')} s ({x['path']}) | "
+              f"{f(x['ratio'], '{:.2f}x')} | {f(x['k'], '{:.2f}')} / {f(x['kt'], '{:.2f}')} ({f(x['kerr'] and 100 * x['kerr'] + 0.0, '{:+.0f}%')}) | "
+              f"{f(x['pred'])} / {f(x['ttr'])} s ({f(x['perr'] and 100 * x['perr'], '{:+.0f}%')}) | {x['rel']} | {x['why'] or '-'} |")
+    ratios = [x["ratio"] for x in every if x["ratio"] is not None]
+    within = lambda key, lim: sum(1 for x in every if x[key] is not None and abs(x[key]) <= lim)
+    print()
+    print(f"summary: median ratio {f(med(ratios), '{:.2f}x')}; ratio in 1.0-1.5x: "
+          f"{sum(1 for r in ratios if 1.0 <= r <= 1.5)}/{len(every)}; under 1.0x: {sum(1 for r in ratios if r < 1.0)}; "
+          f"k within 15%: {within('kerr', 0.15)}/{len(every)}; prediction within 20%: {within('perr', 0.20)}/{len(every)}; "
+          f"recovered: {sum(1 for x in every if x['ok'])}/{len(every)}; relapses: {sum(x['rel'] for x in every)}")
 PY

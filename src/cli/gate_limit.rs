@@ -139,6 +139,7 @@ fn set_limit(args: &SetArgs) -> Result<Limit, Failure> {
         burst: args.burst.unwrap_or_else(|| default_burst(args.rate)),
         max_in_flight: args.max_in_flight,
         note: Some(by_hand("set", args.note.as_deref())),
+        shadow: false,
     };
     recover::gate::validate::check(&limit)
         .map_err(|e| Failure::usage(anyhow!("--{}: {}", e.field.replace('_', "-"), e.message)))?;

@@ -1,4 +1,5 @@
-//! `recover runbooks validate|list|show`: check runbooks before an incident needs them.
+//! `recover runbooks validate|list|show|new`: check runbooks before an incident needs them,
+//! and start one's own from a runbook that works.
 
 use super::{CliResult, Failure, Output};
 use anyhow::Context;
@@ -29,6 +30,23 @@ pub enum RunbooksCommand {
         #[arg(long, value_enum, default_value_t = Output::Text)]
         output: Output,
     },
+    /// Write a starter runbook to adapt: every signal the detector needs, commented; it
+    /// runs on the demo system as written.
+    ///
+    /// Example: `recover runbooks new mine`, then `recover runbooks validate
+    /// runbooks/mine.yaml` and `recover --runbook mine --target local --inventory
+    /// recover-demo/inventory.yaml --dry-run`.
+    New {
+        /// The runbook's name (lowercase letters, digits and dashes); the file is NAME.yaml.
+        name: String,
+        /// Directory to write it in (created if missing); `--runbook NAME` looks in
+        /// ./runbooks/ by itself.
+        #[arg(long, value_name = "DIR", default_value = "runbooks")]
+        dir: PathBuf,
+        /// Replace a file that is already there.
+        #[arg(long)]
+        force: bool,
+    },
     /// Show one runbook's source and where it was found.
     Show {
         /// Runbook name (as `runbooks list` shows it) or path to a YAML file.
@@ -45,6 +63,7 @@ pub enum RunbooksCommand {
 pub fn run(cmd: RunbooksCommand) -> CliResult {
     match cmd {
         RunbooksCommand::Validate { files, output } => validate(&files, output),
+        RunbooksCommand::New { name, dir, force } => new(&name, &dir, force),
         RunbooksCommand::List {
             runbook_dir,
             output,
@@ -106,6 +125,30 @@ pub fn run(cmd: RunbooksCommand) -> CliResult {
             Ok(Exit::Done)
         }
     }
+}
+
+fn new(name: &str, dir: &std::path::Path, force: bool) -> CliResult {
+    let text = runbook::starter(name).map_err(|e| Failure::usage(anyhow::Error::new(e)))?;
+    let path = dir.join(format!("{name}.yaml"));
+    if path.exists() && !force {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "{} exists; pick another name, or --force to replace it",
+            path.display()
+        )));
+    }
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating {}", dir.display()))
+        .map_err(|e| Failure::new(Exit::Refused, e))?;
+    std::fs::write(&path, text)
+        .with_context(|| format!("writing {}", path.display()))
+        .map_err(|e| Failure::new(Exit::Refused, e))?;
+    let file = recover::util::shell::quote(&path.display().to_string());
+    println!("wrote {file}");
+    println!("next: recover runbooks validate {file}");
+    println!(
+        "      recover --runbook {file} --target local --inventory recover-demo/inventory.yaml --dry-run"
+    );
+    Ok(Exit::Done)
 }
 
 fn validate(files: &[PathBuf], output: Output) -> CliResult {

@@ -18,10 +18,16 @@ pub fn admit_hold(plan: &Plan, warm: Option<Duration>) -> Duration {
 }
 
 /// The scenario as simulator parameters: the outage at 10 s, the procedure `plan_after`
-/// after the outage ended (the runbook's first action), warming the caches `warm` after its
-/// restart when the runbook has a `cache.warm` step. The service warms with its work, as
-/// the demo service does (`service.warm_after` requests).
-pub fn system_params(sc: &Scenario, plan_after: Duration, warm: Option<Duration>) -> SystemParams {
+/// after the outage ended (the runbook's first action), restarting the service if the run
+/// did (`restart`; else a drain alone), warming the caches `warm` after that when the
+/// runbook has a `cache.warm` step. The service warms with its work, as the demo service
+/// does (`service.warm_after` requests).
+pub fn system_params(
+    sc: &Scenario,
+    plan_after: Duration,
+    restart: bool,
+    warm: Option<Duration>,
+) -> SystemParams {
     // The model decides and reports in whole seconds from the second the procedure starts
     // in: the outage starts about 10 s in, so that the procedure starts on a second.
     let start = Duration::from_secs(10) + sc.outage + plan_after;
@@ -39,6 +45,7 @@ pub fn system_params(sc: &Scenario, plan_after: Duration, warm: Option<Duration>
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
+        plan_restart: restart,
         plan_warm: warm,
         settle_window: sc.hold,
         ..SystemParams::default()
@@ -48,18 +55,20 @@ pub fn system_params(sc: &Scenario, plan_after: Duration, warm: Option<Duration>
 /// Predicted seconds from the runbook's first action to recovery, or why there is no
 /// prediction: the model does not recover with this plan, or its system was not failing
 /// when the procedure started (it recovered on its own or never got stuck, so a time of 0
-/// would describe the model, not the system rehearsed). `warms`: the runbook warms the
-/// caches before readmitting (it takes the scenario's `service.warm_duration`).
+/// would describe the model, not the system rehearsed). `restarts`: the run restarted the
+/// replicas (else it only drained them). `warms`: the runbook warmed the caches before
+/// readmitting (it takes the scenario's `service.warm_duration`).
 pub fn predicted_time_to_recover(
     sc: &Scenario,
     plan: &Plan,
     plan_after: Duration,
+    restarts: bool,
     warms: bool,
 ) -> Result<f64, String> {
     let warm = warms.then_some(sc.service.warm_duration);
     let p = SystemParams {
         plan_admit_hold: Some(admit_hold(plan, warm)),
-        ..system_params(sc, plan_after, warm)
+        ..system_params(sc, plan_after, restarts, warm)
     };
     let check = check_plan(&p, plan, 1);
     judge(check.recovers, check.time_to_recover_s, plan_after)

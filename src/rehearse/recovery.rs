@@ -31,6 +31,10 @@ pub struct RunbookOutcome {
     pub relapses: u32,
     /// Queued requests the drain step reported dropping.
     pub drained: Option<u64>,
+    /// Some step restarted a replica (a `when: needed` restart may decide not to).
+    pub restarted: bool,
+    /// Some step made a warm call (a `cache.warm` step skips it when already warm).
+    pub warmed: bool,
     /// The engine's error, or why the run failed or aborted.
     pub error: Option<String>,
     /// When the engine was started (rehearsal clock), even if it did nothing.
@@ -144,9 +148,20 @@ pub fn convert(r: &RunReport, clock: Clock, started_s: f64) -> RunbookOutcome {
                 .unwrap_or_default()
         )),
     };
+    let restarted = r
+        .steps
+        .iter()
+        .any(|s| s.figures.get("restarted").is_some_and(|n| *n > 0.0));
+    let warmed = r.steps.iter().any(|s| {
+        s.action == "cache.warm"
+            && s.started_at.is_some()
+            && !s.figures.contains_key("warm_skipped")
+    });
     RunbookOutcome {
         steps,
         relapses: relapses as u32,
+        restarted,
+        warmed,
         drained: r.dropped_requests().map(|d| d.round() as u64),
         error,
         started_s,

@@ -163,11 +163,15 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 .first()
                 .map_or(runbook.started_s, |s| s.start_s);
             let after = Duration::from_secs_f64((first_action_s - trig.ended_s).max(0.0));
-            let warms = rb
-                .steps
-                .iter()
-                .any(|s| matches!(s.action, crate::runbook::action::Action::CacheWarm(_)));
-            super::predict::predicted_time_to_recover(sc, plan, after, warms)
+            // The model follows what the run did: a restart or a drain alone, a warm
+            // call or none.
+            super::predict::predicted_time_to_recover(
+                sc,
+                plan,
+                after,
+                runbook.restarted,
+                runbook.warmed,
+            )
         }
         _ => Err("unknown: the runbook made no plan".into()),
     };

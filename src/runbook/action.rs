@@ -216,6 +216,21 @@ pub struct RestartBatched {
     /// slow-replica verdict (the runbook's `when` must include `slow_replica`).
     #[serde(default)]
     pub replicas: ReplicaSelect,
+    /// `always` (default) restarts whatever `replicas` selects; `needed` restarts only
+    /// what the evidence says a drain cannot fix (decided by the engine at the step).
+    #[serde(default)]
+    pub when: RestartWhen,
+}
+
+/// When a `restart.batched` step restarts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RestartWhen {
+    #[default]
+    Always,
+    /// Only where a drain does not suffice: a replica not ready, one named slow, one not
+    /// drained, or a gate admitting as much as the service answers warm.
+    Needed,
 }
 
 /// The replicas a restart acts on.

@@ -14,6 +14,7 @@ mod limits;
 mod load;
 mod roles;
 pub mod schema;
+mod starter;
 mod validate;
 
 pub use detection::{detection, Detection, DetectionError};
@@ -21,6 +22,7 @@ pub use error::{Diagnostic, RunbookError};
 pub use find::{embedded, find, find_with_roles, list, ListedRunbook};
 pub use gaps::detection_gaps;
 pub use load::{load_file, parse_str, parse_str_with_roles};
+pub use starter::starter;
 
 use crate::detect::{DetectorConfig, VerdictKind};
 use crate::metrics::signal::SignalSpec;

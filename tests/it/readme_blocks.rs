@@ -9,8 +9,9 @@
 //!   file (README.md, ARCHITECTURE.md, docs/): validated by the runbook validator, the
 //!   inventory parser, the receiver's config parser and the rehearsal's scenario parser.
 
+use crate::support::demo_up::Down;
 use crate::support::docs::{self, Block};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -143,18 +144,6 @@ fn readme_blocks_that_claim_to_work_are_valid() {
     }
 }
 
-/// Stops whatever the 3 am path started, also when a step fails.
-struct Down(PathBuf);
-
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = crate::support::bin()
-            .args(["demo", "down", "--dir"])
-            .arg(&self.0)
-            .output();
-    }
-}
-
 fn run(step: &Step, dir: &Path, path: &str) -> (i32, String) {
     let mut child = Command::new("bash")
         .args(["-c", &step.command])
@@ -210,6 +199,7 @@ fn e2e_readme_3am_path_runs_as_written() {
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    // Stops whatever the 3 am path started, also when a step fails.
     let _down = Down(tmp.path().join("recover-demo"));
     let mut said = String::new();
     for step in &path {

@@ -294,10 +294,27 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
         one["journal"].as_array().is_some_and(|j| !j.is_empty()),
         "GET /runs/ID serves the journal: {one}"
     );
-    assert_ne!(
+    // The run acted: it drained every replica, and with each ready and the gate below
+    // their warm capacity it restarted none (the shipped runbook's `when: needed`).
+    let journal = one["journal"].as_array().unwrap();
+    assert!(
+        journal
+            .iter()
+            .any(|e| e["event"] == "action_finished" && e["action"] == "replica.drain"),
+        "the runbook drained the replicas: {one}"
+    );
+    assert!(
+        journal.iter().any(|e| e["event"] == "step_finished"
+            && e["step"] == "batched-restart"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no restart needed"))),
+        "the restart step says why it restarted nothing: {one}"
+    );
+    assert_eq!(
         pids(&state_dir),
         pids_before,
-        "the runbook restarted the replicas"
+        "a drain sufficed: no replica restarted"
     );
 
     // 4. The budget (2 runs per hour) refuses a third; resolved never acts.

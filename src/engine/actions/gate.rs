@@ -48,6 +48,7 @@ impl Act for GateLimit {
                     burst: burst_for(rate, self.burst),
                     max_in_flight: mif,
                     note,
+                    shadow: false,
                 }
             }
         };
@@ -121,6 +122,7 @@ impl Act for GateRamp {
                     burst: burst_for(st.rate, self.burst),
                     max_in_flight: None,
                     note: Some(note),
+                    shadow: false,
                 };
                 set_limit(ctx, step, limit).await?;
                 applied = Some(st.rate);
@@ -341,7 +343,7 @@ fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
     burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate))
 }
 
-pub(super) fn describe_limit(l: &Limit) -> String {
+pub fn describe_limit(l: &Limit) -> String {
     match l.rate_per_s {
         None => "unlimited".into(),
         Some(r) => format!(

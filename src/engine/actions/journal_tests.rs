@@ -1,6 +1,7 @@
 //! Nothing acts without its record: with a journal that cannot be written (a full disk:
 //! `/dev/full` answers every write with ENOSPC), every action of the shipped runbook fails
-//! its step before it touches the target.
+//! its step before it touches the target. And the shipped runbook's restart, recorded
+//! against the same target, happens only where a drain does not suffice.
 
 use super::{perform, Ctx, StepFailure, Tally};
 use crate::engine::journal::Journal;
@@ -23,6 +24,10 @@ use std::time::{Duration, SystemTime};
 #[derive(Default)]
 struct Recording {
     changes: Arc<Mutex<Vec<String>>>,
+    /// The gate's rate now (None: unlimited).
+    rate: Arc<Mutex<Option<f64>>>,
+    /// Replicas that answer not ready.
+    not_ready: Vec<&'static str>,
 }
 
 impl Recording {
@@ -34,10 +39,14 @@ impl Recording {
 #[async_trait::async_trait]
 impl GateControl for Recording {
     async fn get_limit(&self) -> Result<Limit, PlatformError> {
-        Ok(Limit::unlimited())
+        Ok(Limit {
+            rate_per_s: *self.rate.lock().unwrap(),
+            ..Limit::unlimited()
+        })
     }
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
         self.changed(format!("set_limit {:?}", limit.rate_per_s));
+        *self.rate.lock().unwrap() = limit.rate_per_s;
         Ok(())
     }
 }
@@ -54,7 +63,7 @@ impl Platform for Recording {
         Ok(["r0", "r1"]
             .map(|id| Replica {
                 id: id.into(),
-                ready: true,
+                ready: !self.not_ready.contains(&id),
                 started_at: Some(SystemTime::now()),
             })
             .to_vec())
@@ -73,6 +82,8 @@ impl Platform for Recording {
     fn gate(&self) -> Arc<dyn GateControl> {
         Arc::new(Recording {
             changes: self.changes.clone(),
+            rate: self.rate.clone(),
+            not_ready: self.not_ready.clone(),
         })
     }
     async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError> {
@@ -101,9 +112,7 @@ impl MetricSource for NoMetrics {
     }
 }
 
-#[tokio::test]
-async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
-    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+fn fixed(rb: &crate::runbook::Runbook) -> Fixed {
     let inputs = PlanInputs {
         arrival_rate: 100.0,
         capacity_cold: 50.0,
@@ -111,13 +120,71 @@ async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
         capacity: Some(100.0),
         demand: Some(20.0),
     };
-    let fixed = Fixed {
+    Fixed {
         plan: make_plan(&inputs, &rb.plan),
         inputs,
         config: rb.plan.clone(),
         params: rb.params.clone(),
         slow_replica: None,
+    }
+}
+
+/// The shipped runbook's block, drain and restart steps against `platform`, on a journal
+/// in `dir`; the changes they made.
+async fn block_drain_restart(platform: Recording, dir: &std::path::Path) -> Vec<String> {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let journal = Journal::create(dir, "run-drain").unwrap();
+    let changes = platform.changes.clone();
+    let ctx = Arc::new(Ctx::new(
+        rb.clone(),
+        Arc::new(platform),
+        Arc::new(NoMetrics),
+        fixed(&rb),
+        "run-drain".into(),
+        journal,
+        RunOptions::default(),
+        BTreeMap::new(),
+    ));
+    for name in ["block-at-edge", "drain-backlog", "batched-restart"] {
+        let step = rb.steps.iter().find(|s| s.name == name).unwrap();
+        perform(&ctx, step, Tally::default()).await.unwrap();
+    }
+    let c = changes.lock().unwrap().clone();
+    c
+}
+
+#[tokio::test]
+async fn the_shipped_runbook_restarts_only_where_a_drain_does_not_suffice() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Ready, drained, the gate at the plan's admit rate (22.5 req/s, below the warm
+    // capacity 100): the overload lived in the queue, and nothing is restarted.
+    let changes = block_drain_restart(Recording::default(), tmp.path()).await;
+    assert!(
+        changes.iter().all(|c| !c.starts_with("restart")),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&"/admin/drain r1".to_string()),
+        "{changes:?}"
+    );
+    // A replica that is not ready is replaced, and only it.
+    let tmp = tempfile::tempdir().unwrap();
+    let sick = Recording {
+        not_ready: vec!["r1"],
+        ..Recording::default()
     };
+    let changes = block_drain_restart(sick, tmp.path()).await;
+    let restarts: Vec<_> = changes
+        .iter()
+        .filter(|c| c.starts_with("restart"))
+        .collect();
+    assert_eq!(restarts, ["restart r1"], "{changes:?}");
+}
+
+#[tokio::test]
+async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let fixed = fixed(&rb);
     let full = std::fs::OpenOptions::new()
         .append(true)
         .open("/dev/full")

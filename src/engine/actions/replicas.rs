@@ -3,10 +3,11 @@
 
 use super::super::batches::{remaining, RestartProgress};
 use super::super::journal::{unknown, ActionRecord, Event};
+use super::super::restart::{decide, RestartDecision, RestartEvidence};
 use super::ctx::append;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::platform::{AdminOp, AdminReply, Known};
-use crate::runbook::action::{BacklogDrain, CacheWarm, ReplicaSelect, RestartBatched};
+use crate::runbook::action::{BacklogDrain, CacheWarm, ReplicaSelect, RestartBatched, RestartWhen};
 use crate::util::duration::format as dur;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,6 +34,9 @@ impl Act for BacklogDrain {
             };
             drains.add(&replica, &drained);
             drains.tally(tally);
+            if matches!(reply, Ok(AdminReply::Drained(_))) {
+                ctx.note_drained(&replica);
+            }
             ctx.finished(
                 step,
                 ActionRecord::Drain {
@@ -73,6 +77,26 @@ impl Act for RestartBatched {
         ids.sort();
         let ids = select(self.replicas, ids, ctx.fixed.slow_replica.as_deref())?;
         let progress = ctx.restart.get(step).cloned().unwrap_or_default();
+        let ids = match self.when {
+            RestartWhen::Always => ids,
+            RestartWhen::Needed => match needed(ctx, &ids, &progress).await? {
+                RestartDecision::Restart { replicas, reason } => {
+                    ctx.info(
+                        step,
+                        format!("restarting {}: {reason}", replicas.join(", ")),
+                    );
+                    tally.say(reason);
+                    ids.into_iter().filter(|r| replicas.contains(r)).collect()
+                }
+                RestartDecision::Skip { reason } => {
+                    ctx.info(step, reason.clone());
+                    tally.set("restarted", 0.0);
+                    tally.set("restart_skipped", 1.0);
+                    tally.say(reason);
+                    return Ok(());
+                }
+            },
+        };
         let work = remaining(&ids, self.batch, &progress);
         tally.set("restarted", 0.0);
         tally.set("batches", work.batches.len() as f64);
@@ -113,6 +137,10 @@ impl Act for RestartBatched {
     }
 
     fn describe(&self, p: &Preview) -> Vec<String> {
+        let only_if = match self.when {
+            RestartWhen::Always => "",
+            RestartWhen::Needed => " (only if needed: a replica not ready, named slow or not drained, or the gate admitting as much as the warm capacity; otherwise nothing)",
+        };
         let ids = match select(
             self.replicas,
             p.replicas.to_vec(),
@@ -127,7 +155,7 @@ impl Act for RestartBatched {
             .enumerate()
             .map(|(i, b)| {
                 format!(
-                    "batch {}: restart {} and wait up to {} for ready",
+                    "batch {}: restart {} and wait up to {} for ready{only_if}",
                     i + 1,
                     b.join(", "),
                     dur(self.ready_timeout)
@@ -140,6 +168,22 @@ impl Act for RestartBatched {
 #[async_trait::async_trait]
 impl Act for CacheWarm {
     async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
+        // Caches already warm (no restart, or the service warmed by serving): a warm call
+        // would only cost its own time.
+        if let Some(v) = ctx.snapshot().await.ok().and_then(|s| s.get(&self.signal)) {
+            if v >= self.threshold {
+                ctx.info(
+                    step,
+                    format!(
+                        "{} = {v:.2} already (want >= {}): no warm call",
+                        self.signal, self.threshold
+                    ),
+                );
+                tally.set(&self.signal, v);
+                tally.set("warm_skipped", 1.0);
+                return Ok(());
+            }
+        }
         // Every replica at once: each warms its own cache, and the readmission waits on
         // the slowest, so one after the other would only add their times up.
         let replicas = ctx.platform.replicas().await?;
@@ -204,7 +248,7 @@ impl Act for CacheWarm {
 
     fn describe(&self, p: &Preview) -> Vec<String> {
         vec![format!(
-            "POST /admin/warm on {} at once, then wait until {} >= {}",
+            "unless {1} >= {2} already: POST /admin/warm on {0} at once, then wait until {1} >= {2}",
             p.replicas.join(", "),
             self.signal,
             self.threshold
@@ -248,6 +292,37 @@ impl Drains {
             ),
         }
     }
+}
+
+/// What the run knows for a `when: needed` restart, decided by [`decide`].
+async fn needed(
+    ctx: &Ctx,
+    ids: &[String],
+    progress: &RestartProgress,
+) -> Result<RestartDecision, StepFailure> {
+    let replicas = ctx
+        .platform
+        .replicas()
+        .await?
+        .into_iter()
+        .filter(|r| ids.contains(&r.id))
+        .map(|r| (r.id, r.ready))
+        .collect();
+    Ok(decide(&RestartEvidence {
+        replicas,
+        drained: ctx.drained(),
+        slow: ctx.fixed.slow_replica.clone(),
+        resumed: progress.restarted.iter().cloned().collect(),
+        admit_rate: ctx
+            .platform
+            .gate()
+            .get_limit()
+            .await
+            .ok()
+            .and_then(|l| l.rate_per_s),
+        capacity: ctx.fixed.inputs.capacity,
+        capacity_cold: ctx.fixed.inputs.capacity_cold,
+    }))
 }
 
 /// The replicas a restart acts on: all of them, or only the one the verdict named slow

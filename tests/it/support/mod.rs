@@ -8,6 +8,7 @@
 
 pub mod components;
 pub mod demo;
+pub mod demo_up;
 pub mod docs;
 pub mod engine;
 pub mod gate;

@@ -1,0 +1,218 @@
+//! Whether a `restart.batched` step with `when: needed` restarts anything, and which
+//! replicas, as a pure function of what the run knows when the step starts.
+//!
+//! Why it exists: a restart costs every replica its start-to-ready time and its warm caches
+//! (a cold service answers `cold_factor` times slower), and in a stuck overload sustained by
+//! retries it buys nothing a drain has not already bought. That overload lives in the
+//! queue: a request costs `k` times its healthy work while more is queued than the service
+//! answers within the client timeout, and the retries keep the queue that long. Drop the
+//! queue and admit less than the service answers warm, and the queue cannot build again:
+//! the process was never the problem. So the step restarts only where the evidence says
+//! the process is, in order:
+//!
+//! 1. A restart this run had begun (a resumed run): finish it, so no replica is left
+//!    half-way and the run does what its journal says it started.
+//! 2. A replica that is not ready: it serves nobody until it is replaced; restart those.
+//! 3. A replica the verdict named slow: its own service time is far above its peers' with
+//!    no queue to explain it, so its process state is bad; restart that one.
+//! 4. A replica this run has not drained: its queue still holds the overload, and a
+//!    restart is the one other way to empty it; restart all of them.
+//! 5. A gate that admits at least the warm capacity, or has no limit, or does not say
+//!    (the warm capacity unknown counts as the cold capacity, which it is at least): the
+//!    queue could build again; restart all.
+//!
+//! Otherwise nothing is restarted, and the step says why.
+
+/// What the run knows when the step starts.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RestartEvidence {
+    /// Every replica now, with whether it is ready.
+    pub replicas: Vec<(String, bool)>,
+    /// Replicas this run drained (their drain answered).
+    pub drained: Vec<String>,
+    /// The replica the verdict named slow, if any.
+    pub slow: Option<String>,
+    /// Replicas an interrupted run of this step had already restarted.
+    pub resumed: Vec<String>,
+    /// The gate's limit now, req/s (None: no limit, or the gate did not say).
+    pub admit_rate: Option<f64>,
+    /// Warm capacity of the ready replicas, req/s, if known.
+    pub capacity: Option<f64>,
+    /// Cold capacity, req/s (a floor on the warm capacity).
+    pub capacity_cold: f64,
+}
+
+/// What the step does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RestartDecision {
+    /// Restart these replicas (all of them, or the ones named), because of `reason`.
+    Restart {
+        replicas: Vec<String>,
+        reason: String,
+    },
+    /// Restart nothing, because of `reason`.
+    Skip { reason: String },
+}
+
+/// Decide, by the rules in the module's doc, in their order.
+pub fn decide(e: &RestartEvidence) -> RestartDecision {
+    let all: Vec<String> = e.replicas.iter().map(|(r, _)| r.clone()).collect();
+    let restart =
+        |replicas: Vec<String>, reason: String| RestartDecision::Restart { replicas, reason };
+    if !e.resumed.is_empty() {
+        return restart(
+            all,
+            format!(
+                "this step had restarted {} before the run was interrupted: finishing it",
+                e.resumed.join(", ")
+            ),
+        );
+    }
+    let not_ready: Vec<String> = e
+        .replicas
+        .iter()
+        .filter(|(_, ready)| !ready)
+        .map(|(r, _)| r.clone())
+        .collect();
+    if !not_ready.is_empty() {
+        let reason = format!(
+            "{} not ready: a replica that serves nobody is replaced",
+            not_ready.join(", ")
+        );
+        return restart(not_ready, reason);
+    }
+    if let Some(slow) = e.slow.as_ref().filter(|s| all.contains(s)) {
+        return restart(
+            vec![slow.clone()],
+            format!("the verdict named {slow} slow with no queue to explain it: its process state is bad"),
+        );
+    }
+    let undrained: Vec<&String> = all.iter().filter(|r| !e.drained.contains(r)).collect();
+    if !undrained.is_empty() {
+        return restart(
+            all.clone(),
+            format!(
+                "{} not drained by this run: the overload is still queued there, and a restart is the other way to drop it",
+                undrained.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        );
+    }
+    let (warm, warm_from) = match e.capacity {
+        Some(c) if c >= e.capacity_cold => (c, "warm capacity"),
+        _ => (
+            e.capacity_cold,
+            "cold capacity (the warm capacity is at least that)",
+        ),
+    };
+    let admit = match e.admit_rate {
+        Some(r) if r.is_finite() && r < warm => r,
+        Some(r) => {
+            return restart(
+                all,
+                format!("the gate admits {r:.1} req/s, not below the {warm_from} {warm:.1} req/s: the queue could build again"),
+            )
+        }
+        None => {
+            return restart(
+                all,
+                "the gate has no limit (or did not say which): the retries could build the queue again".into(),
+            )
+        }
+    };
+    RestartDecision::Skip {
+        reason: format!(
+            "no restart needed: every replica ready and drained by this run, and the gate admits {admit:.1} req/s below the {warm_from} {warm:.1} req/s, so the overload (which lived in the queue) cannot build again; a restart would only cost start-to-ready and warm caches"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn healthy() -> RestartEvidence {
+        RestartEvidence {
+            replicas: vec![("a".into(), true), ("b".into(), true)],
+            drained: vec!["a".into(), "b".into()],
+            slow: None,
+            resumed: vec![],
+            admit_rate: Some(30.0),
+            capacity: Some(200.0),
+            capacity_cold: 100.0,
+        }
+    }
+
+    fn restarts(d: &RestartDecision) -> Vec<String> {
+        match d {
+            RestartDecision::Restart { replicas, .. } => replicas.clone(),
+            RestartDecision::Skip { .. } => vec![],
+        }
+    }
+
+    #[test]
+    fn drained_ready_and_admitted_below_warm_capacity_restarts_nothing() {
+        let d = decide(&healthy());
+        assert!(
+            matches!(&d, RestartDecision::Skip { reason } if reason.contains("no restart needed")),
+            "{d:?}"
+        );
+    }
+
+    #[test]
+    fn each_piece_of_evidence_against_the_drain_restarts() {
+        let e = RestartEvidence {
+            replicas: vec![("a".into(), true), ("b".into(), false)],
+            ..healthy()
+        };
+        assert_eq!(restarts(&decide(&e)), ["b"]);
+        let e = RestartEvidence {
+            slow: Some("a".into()),
+            ..healthy()
+        };
+        assert_eq!(restarts(&decide(&e)), ["a"]);
+        let e = RestartEvidence {
+            drained: vec!["a".into()],
+            ..healthy()
+        };
+        let d = decide(&e);
+        assert_eq!(restarts(&d), ["a", "b"]);
+        assert!(format!("{d:?}").contains("b not drained"), "{d:?}");
+        let e = RestartEvidence {
+            admit_rate: Some(250.0),
+            ..healthy()
+        };
+        assert_eq!(restarts(&decide(&e)), ["a", "b"]);
+        // Warm capacity unknown: the cold capacity stands in for it.
+        let e = RestartEvidence {
+            capacity: None,
+            admit_rate: Some(120.0),
+            ..healthy()
+        };
+        assert_eq!(restarts(&decide(&e)), ["a", "b"]);
+        let e = RestartEvidence {
+            capacity: None,
+            ..healthy()
+        };
+        assert!(restarts(&decide(&e)).is_empty());
+        let e = RestartEvidence {
+            admit_rate: Some(f64::NAN),
+            ..healthy()
+        };
+        assert_eq!(restarts(&decide(&e)), ["a", "b"]);
+        let e = RestartEvidence {
+            admit_rate: None,
+            ..healthy()
+        };
+        assert_eq!(restarts(&decide(&e)), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_resumed_restart_is_finished() {
+        let e = RestartEvidence {
+            resumed: vec!["a".into()],
+            ..healthy()
+        };
+        let d = decide(&e);
+        assert_eq!(restarts(&d), ["a", "b"]);
+    }
+}
