@@ -17,6 +17,7 @@ pub mod gate;
 mod gate_limit;
 pub mod history;
 pub mod plan;
+mod plan_shadow;
 pub mod rehearse;
 pub mod report;
 pub mod resume;

@@ -44,6 +44,7 @@ mod gate_outlier;
 mod gate_peers;
 mod gate_proxy;
 mod gate_shadow;
+mod gate_shadow_cli;
 mod gate_sources;
 mod gate_upstream_links;
 mod history_resumed;
