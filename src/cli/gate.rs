@@ -249,6 +249,7 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
             .unwrap_or_else(|| args.rate.map_or(1, default_burst)),
         max_in_flight: args.max_in_flight,
         note: None,
+        shadow: false,
     };
     recover::gate::validate::check(&limit).map_err(|e| {
         let flag = match e.field.as_str() {

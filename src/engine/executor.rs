@@ -111,6 +111,8 @@ struct Ready<'a> {
     restart: BTreeMap<String, RestartProgress>,
     /// What the run saw of the gate, from the journal (resume).
     gate_memory: GateMemory,
+    /// The snapshots the run judged before it acted (empty for a resume).
+    window: &'a [crate::metrics::signal::Snapshot],
 }
 
 /// Carry out the steps of a run that is ready to act (shared by run and resume).
@@ -134,7 +136,8 @@ async fn act(r: Ready<'_>, options: &RunOptions, stop: &super::lock_loss::Stop) 
             options.clone(),
             r.restart,
         )
-        .remembering(r.gate_memory),
+        .remembering(r.gate_memory)
+        .seeing(r.window),
     );
     execute(ctx, report, &r.done, r.failing, options, stop).await
 }
@@ -236,6 +239,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 failing: None,
                 restart: BTreeMap::new(),
                 gate_memory: GateMemory::default(),
+                window: &watched.window,
             };
             Ok(act(ready, &options, &stop).await)
         },
@@ -341,6 +345,7 @@ pub async fn resume(
                 failing: point.failing.clone(),
                 restart: point.restart.clone(),
                 gate_memory: point.gate.clone(),
+                window: &[],
             };
             Ok(act(ready, &options, &stop).await)
         },
@@ -372,6 +377,7 @@ fn base_report(
         finished_at: String::new(),
         steps: Vec::new(),
         journal: None,
+        observed: None,
         gate: None,
     }
 }

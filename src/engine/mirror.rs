@@ -5,7 +5,9 @@
 //! A background task uploads the journal at every step boundary ([`JournalMirror::mark`])
 //! and, during a long step, whenever the file has grown (checked every second): the
 //! run never waits for it, and a failed upload is logged and retried with the next one.
-//! [`JournalMirror::finish`] uploads the final journal when the run ends.
+//! [`JournalMirror::finish`] uploads the final journal when the run ends. The series the
+//! run observed ([`super::observed`]) goes the same way, just before the journal, so the
+//! journal's upload carries it too.
 //!
 //! [`fetch_to`] is the other end: a resume with no local journal takes the mirrored one.
 
@@ -24,15 +26,32 @@ pub struct JournalMirror {
 }
 
 impl JournalMirror {
-    pub fn start(platform: Arc<dyn Platform>, run_id: String, path: PathBuf) -> JournalMirror {
+    pub fn start(
+        platform: Arc<dyn Platform>,
+        run_id: String,
+        path: PathBuf,
+        observed: Option<PathBuf>,
+    ) -> JournalMirror {
         let (marks, mut rx) = watch::channel(0u64);
         let task = tokio::spawn(async move {
             let mut uploaded_len = None;
+            let mut observed_seen = None;
             loop {
                 let closed = tokio::select! {
                     r = rx.changed() => r.is_err(),
                     _ = tokio::time::sleep(CATCH_UP) => false,
                 };
+                if let Some(o) = &observed {
+                    let changed = std::fs::metadata(o).and_then(|m| m.modified()).ok();
+                    if changed.is_some() && changed != observed_seen {
+                        match upload_observed(platform.as_ref(), &run_id, o).await {
+                            Ok(()) => observed_seen = changed,
+                            Err(e) => {
+                                tracing::warn!(run_id = %run_id, error = %e, "could not mirror the observed series; will retry")
+                            }
+                        }
+                    }
+                }
                 let len = std::fs::metadata(&path).map(|m| m.len()).ok();
                 if len.is_some() && len != uploaded_len {
                     match upload(platform.as_ref(), &run_id, &path).await {
@@ -74,6 +93,17 @@ async fn upload(platform: &dyn Platform, run_id: &str, path: &Path) -> Result<()
     platform.mirror_journal(run_id, &text).await
 }
 
+async fn upload_observed(
+    platform: &dyn Platform,
+    run_id: &str,
+    path: &Path,
+) -> Result<(), PlatformError> {
+    let text = tokio::fs::read_to_string(path)
+        .await
+        .map_err(|e| PlatformError::Other(format!("reading {}: {e}", path.display())))?;
+    platform.mirror_observed(run_id, &text).await
+}
+
 /// Write the journal mirrored for `run_id` into `dir` (as `run_id.jsonl`), if the platform
 /// has one; the path written, or `None`.
 pub async fn fetch_to(
@@ -88,5 +118,10 @@ pub async fn fetch_to(
     std::fs::create_dir_all(dir)
         .and_then(|()| crate::util::atomic_file::write_atomic(&path, text.as_bytes()))
         .map_err(|e| PlatformError::Other(format!("writing {}: {e}", path.display())))?;
+    if let Some(series) = platform.fetch_observed(run_id).await? {
+        let o = super::observed::path_for(dir, run_id);
+        crate::util::atomic_file::write_atomic(&o, series.as_bytes())
+            .map_err(|e| PlatformError::Other(format!("writing {}: {e}", o.display())))?;
+    }
     Ok(Some(path))
 }

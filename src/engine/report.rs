@@ -45,6 +45,10 @@ pub struct RunReport {
     pub finished_at: String,
     pub steps: Vec<StepRecord>,
     pub journal: Option<String>,
+    /// The series the run observed (`<run>.observed.json` beside the journal; see
+    /// [`super::observed`]); None for a dry run or when it could not be written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<String>,
     /// What the run left on the gate and how to change it (None: a dry run, or a run
     /// that never reached its steps).
     #[serde(default, skip_serializing_if = "Option::is_none")]

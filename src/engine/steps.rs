@@ -30,7 +30,12 @@ pub(super) async fn execute(
     // Copies the journal where a new run on another machine finds it (a ConfigMap on
     // Kubernetes): marked at every step boundary, flushed at the end.
     let mirror = report.journal.as_ref().map(|p| {
-        super::mirror::JournalMirror::start(ctx.platform.clone(), ctx.run_id.clone(), p.into())
+        super::mirror::JournalMirror::start(
+            ctx.platform.clone(),
+            ctx.run_id.clone(),
+            p.into(),
+            ctx.observed_path(),
+        )
     });
     let rb = &ctx.rb;
     let mut selected: Option<Vec<String>> = None;
@@ -105,7 +110,9 @@ pub(super) async fn execute(
     ctx.record(Event::RunFinished {
         outcome,
         message: report.message.clone(),
+        gate: report.gate.clone(),
     });
+    report.observed = ctx.flush_observed();
     ctx.emit(ProgressEvent::Finished {
         run_id: ctx.run_id.clone(),
         outcome,

@@ -7,6 +7,12 @@
 //! limiter still had (by draining it: it is being discarded anyway) and drains the new
 //! limiter down to that number. Raising the rate under load therefore admits the new rate
 //! from the next request on, not the new burst all at once.
+//!
+//! A limit in shadow goes through the same decision ([`decide`]) against its own count of
+//! requests held, the ones it would have admitted, and then admits the request anyway,
+//! saying why it would have refused it. Its path costs the decision plus one atomic
+//! increment over pass-through: no allocation, no lock beyond the shared read lock every
+//! request takes.
 
 use super::limit::Limit;
 use governor::clock::Clock;
@@ -28,6 +34,33 @@ enum Rate {
 struct Policy {
     rate: Rate,
     max_in_flight: Option<i64>,
+    shadow: bool,
+}
+
+/// Why a limit refuses a request (or, in shadow, would have).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    Rate = 0,
+    InFlight = 1,
+}
+
+impl Refused {
+    pub const ALL: [Refused; 2] = [Refused::Rate, Refused::InFlight];
+
+    /// The `reason` label of `recover_gate_shadow_refusals_total`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refused::Rate => "rate",
+            Refused::InFlight => "in_flight",
+        }
+    }
+}
+
+/// One limit's decision on one request.
+enum Decision {
+    Admit,
+    Rate { retry_after_s: u64 },
+    InFlight,
 }
 
 /// The outcome of [`Admission::try_admit`].
@@ -43,11 +76,27 @@ pub enum Admit<'a> {
 /// One admitted request's in-flight slot.
 pub struct InFlight<'a> {
     gauge: &'a Gauge,
+    /// In shadow, when the shadow limit admitted this request too: its count of held
+    /// requests, released with the slot.
+    shadow_held: Option<&'a Gauge>,
+    /// In shadow, why the limit would have refused this request.
+    shadow_refused: Option<Refused>,
+}
+
+impl InFlight<'_> {
+    /// Why the limit in shadow would have refused this request (None: it would have
+    /// admitted it, or the limit is enforced).
+    pub fn shadow_refused(&self) -> Option<Refused> {
+        self.shadow_refused
+    }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
         self.gauge.dec();
+        if let Some(held) = self.shadow_held {
+            held.dec();
+        }
     }
 }
 
@@ -56,6 +105,9 @@ pub struct Admission {
     policy: RwLock<Policy>,
     /// Requests admitted and not yet answered; also the `recover_gate_in_flight` gauge.
     in_flight: Gauge,
+    /// Requests a limit in shadow would have admitted and not yet answered; also the
+    /// `recover_gate_shadow_in_flight` gauge (0 while the limit is enforced).
+    shadow_in_flight: Gauge,
 }
 
 impl Admission {
@@ -64,52 +116,51 @@ impl Admission {
         Admission {
             policy: RwLock::new(build_policy(limit, limit.burst)),
             in_flight,
+            shadow_in_flight: Gauge::default(),
         }
+    }
+
+    /// Count what a limit in shadow holds in `gauge` (the `/metrics` one).
+    pub fn with_shadow_gauge(mut self, gauge: Gauge) -> Self {
+        self.shadow_in_flight = gauge;
+        self
     }
 
     pub fn in_flight(&self) -> i64 {
         self.in_flight.get()
     }
 
-    /// Admit one request or say why not. Never blocks beyond a shared read lock.
+    /// Requests the limit in shadow would have held in flight now.
+    pub fn shadow_in_flight(&self) -> i64 {
+        self.shadow_in_flight.get()
+    }
+
+    /// Admit one request or say why not. Never blocks beyond a shared read lock. In
+    /// shadow, admit it and say why the limit would not have.
     pub fn try_admit(&self) -> Admit<'_> {
         let policy = self.policy.read().unwrap_or_else(|p| p.into_inner());
-        // With an in-flight cap the slot is taken first (a request refused for
-        // concurrency spends no rate); without one a rate refusal touches no shared
-        // gauge: two atomic writes fewer on the path an overload takes most.
-        let capped = policy.max_in_flight.is_some();
-        if let Some(max) = policy.max_in_flight {
-            if self.in_flight.inc() >= max {
-                self.in_flight.dec();
-                return Admit::RejectedInFlight;
-            }
-        }
-        let rejected = match &policy.rate {
-            Rate::Unlimited => None,
-            Rate::BlockAll => Some(1),
-            Rate::Limited(limiter, _) => match limiter.check() {
-                Ok(()) => None,
-                Err(not_until) => Some(retry_after_secs(
-                    not_until.wait_time_from(limiter.clock().now()),
-                )),
-            },
-        };
-        match rejected {
-            None => {
-                if !capped {
-                    self.in_flight.inc();
-                }
-                Admit::Admitted(InFlight {
+        if !policy.shadow {
+            return match decide(&policy, &self.in_flight) {
+                Decision::Admit => Admit::Admitted(InFlight {
                     gauge: &self.in_flight,
-                })
-            }
-            Some(retry_after_s) => {
-                if capped {
-                    self.in_flight.dec();
-                }
-                Admit::RejectedRate { retry_after_s }
-            }
+                    shadow_held: None,
+                    shadow_refused: None,
+                }),
+                Decision::Rate { retry_after_s } => Admit::RejectedRate { retry_after_s },
+                Decision::InFlight => Admit::RejectedInFlight,
+            };
         }
+        let (shadow_held, shadow_refused) = match decide(&policy, &self.shadow_in_flight) {
+            Decision::Admit => (Some(&self.shadow_in_flight), None),
+            Decision::Rate { .. } => (None, Some(Refused::Rate)),
+            Decision::InFlight => (None, Some(Refused::InFlight)),
+        };
+        self.in_flight.inc();
+        Admit::Admitted(InFlight {
+            gauge: &self.in_flight,
+            shadow_held,
+            shadow_refused,
+        })
     }
 
     /// Put `limit` in force for the very next request, carrying over no more burst than
@@ -127,10 +178,50 @@ impl Admission {
     }
 }
 
+/// The limit's decision on one request, enforced or in shadow alike. `held` counts the
+/// requests it admitted that are not yet answered, and counts this one if it admits it.
+fn decide(policy: &Policy, held: &Gauge) -> Decision {
+    // With an in-flight cap the slot is taken first (a request refused for concurrency
+    // spends no rate); without one a rate refusal touches no shared gauge: two atomic
+    // writes fewer on the path an overload takes most.
+    let capped = policy.max_in_flight.is_some();
+    if let Some(max) = policy.max_in_flight {
+        if held.inc() >= max {
+            held.dec();
+            return Decision::InFlight;
+        }
+    }
+    let rejected = match &policy.rate {
+        Rate::Unlimited => None,
+        Rate::BlockAll => Some(1),
+        Rate::Limited(limiter, _) => match limiter.check() {
+            Ok(()) => None,
+            Err(not_until) => Some(retry_after_secs(
+                not_until.wait_time_from(limiter.clock().now()),
+            )),
+        },
+    };
+    match rejected {
+        None => {
+            if !capped {
+                held.inc();
+            }
+            Decision::Admit
+        }
+        Some(retry_after_s) => {
+            if capped {
+                held.dec();
+            }
+            Decision::Rate { retry_after_s }
+        }
+    }
+}
+
 fn build_policy(limit: &Limit, available: u32) -> Policy {
     Policy {
         rate: build_rate(limit, available),
         max_in_flight: limit.max_in_flight.map(i64::from),
+        shadow: limit.shadow,
     }
 }
 
@@ -198,6 +289,7 @@ mod tests {
             burst,
             max_in_flight,
             note: None,
+            shadow: false,
         }
     }
 
@@ -293,6 +385,60 @@ mod tests {
         assert!(slowest > Duration::from_secs(100 * 365 * 24 * 3600));
         assert_eq!(period(1e12, NonZeroU32::MIN), Duration::from_nanos(1));
         assert_eq!(period(2.0, NonZeroU32::MIN), Duration::from_millis(500));
+    }
+
+    #[test]
+    fn shadow_decides_as_enforced_and_admits_everything() {
+        let enforced = Admission::new(&limit(Some(1.0), 5, None), Gauge::default());
+        let shadow = Admission::new(
+            &Limit {
+                shadow: true,
+                ..limit(Some(1.0), 5, None)
+            },
+            Gauge::default(),
+        );
+        assert_eq!(admitted_now(&enforced, 20), 5);
+        let slots: Vec<_> = (0..20)
+            .map(|_| match shadow.try_admit() {
+                Admit::Admitted(slot) => slot,
+                _ => panic!("shadow refuses nothing"),
+            })
+            .collect();
+        let refused = slots
+            .iter()
+            .filter(|s| s.shadow_refused().is_some())
+            .count();
+        assert_eq!(refused, 15, "the same 15 the enforced limit refused");
+        assert_eq!(shadow.in_flight(), 20);
+        assert_eq!(shadow.shadow_in_flight(), 5);
+        drop(slots);
+        assert_eq!((shadow.in_flight(), shadow.shadow_in_flight()), (0, 0));
+    }
+
+    #[test]
+    fn shadow_holds_its_own_in_flight_count() {
+        let a = Admission::new(
+            &Limit {
+                shadow: true,
+                ..limit(None, 1, Some(2))
+            },
+            Gauge::default(),
+        );
+        let held: Vec<_> = (0..3)
+            .map(|_| match a.try_admit() {
+                Admit::Admitted(slot) => slot,
+                _ => panic!("shadow refuses nothing"),
+            })
+            .collect();
+        let why: Vec<_> = held.iter().map(|s| s.shadow_refused()).collect();
+        assert_eq!(why, [None, None, Some(Refused::InFlight)]);
+        assert_eq!((a.in_flight(), a.shadow_in_flight()), (3, 2));
+        drop(held);
+        // Enforcing the same cap afterwards starts from the real count, not the shadow's.
+        a.apply(&limit(None, 1, Some(2)));
+        let first = a.try_admit();
+        assert_eq!((a.in_flight(), a.shadow_in_flight()), (1, 0));
+        drop(first);
     }
 
     #[test]

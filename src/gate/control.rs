@@ -78,6 +78,7 @@ pub fn refuse_all() -> Limit {
         burst: 1,
         max_in_flight: Some(0),
         note: Some("no limit known yet: waiting for the limit source; refusing all".into()),
+        shadow: false,
     }
 }
 

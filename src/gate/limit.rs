@@ -1,8 +1,12 @@
 //! The gate's limit: the one value every other part of `recover` reads or writes.
 //!
 //! Its JSON form is the admin API's wire format and the state file's content:
-//! `{"rate_per_s": number|null, "burst": integer, "max_in_flight": integer|null, "note": string|null}`
-//! (read by [`super::validate::parse_json`], where `burst` may be left out).
+//! `{"rate_per_s": number|null, "burst": integer, "max_in_flight": integer|null, "note": string|null, "shadow": bool}`
+//! (read by [`super::validate::parse_json`], where `burst` and `shadow` may be left out).
+//!
+//! A limit in shadow is decided exactly as it would be enforced and refuses nothing: the
+//! gate counts what it would have refused, so a team can see what a limit would do to
+//! today's traffic before trusting it with an outage.
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +23,9 @@ pub struct Limit {
     /// Who set this limit and what a human should do about it; shown by `GET /admin/limit`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Decide every request by this limit, count what it would refuse, admit everything.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shadow: bool,
 }
 
 /// The burst when none is given, in seconds of the rate. Clients retrying on a fixed delay
@@ -44,16 +51,24 @@ impl Limit {
             burst: 1,
             max_in_flight: None,
             note: None,
+            shadow: false,
         }
     }
 
-    /// True when this limit rejects every request.
+    /// True when this limit rejects every request (in shadow it rejects none).
     pub fn blocks_all(&self) -> bool {
-        self.rate_per_s == Some(0.0) || self.max_in_flight == Some(0)
+        !self.shadow && (self.rate_per_s == Some(0.0) || self.max_in_flight == Some(0))
     }
 
-    /// True when this limit turns anything away (a rate or an in-flight cap is set).
+    /// True when this limit turns anything away (a rate or an in-flight cap is set, and
+    /// enforced, not in shadow).
     pub fn restricts(&self) -> bool {
+        !self.shadow && self.decides()
+    }
+
+    /// True when this limit has anything to decide (a rate or an in-flight cap), enforced
+    /// or in shadow.
+    pub fn decides(&self) -> bool {
         self.rate_per_s.is_some() || self.max_in_flight.is_some()
     }
 
@@ -84,6 +99,7 @@ mod tests {
             burst: 13,
             max_in_flight: None,
             note: Some(note.into()),
+            shadow: false,
         };
         assert_eq!(
             l.review_by(),
@@ -96,5 +112,15 @@ mod tests {
         };
         assert_eq!(plain.review_by(), None);
         assert!(!Limit::unlimited().restricts());
+        let watched = Limit {
+            shadow: true,
+            ..l.clone()
+        };
+        assert!(!watched.restricts() && watched.decides());
+        let json = serde_json::to_string(&l).unwrap();
+        assert!(!json.contains("shadow"), "{json}");
+        assert!(serde_json::to_string(&watched)
+            .unwrap()
+            .contains(r#""shadow":true"#));
     }
 }

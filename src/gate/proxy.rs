@@ -2,7 +2,8 @@
 //! retry, [`super::attempts`]), admit or reject at once, pick the least busy replica, set
 //! the deadline, and record exactly one outcome; a 429, 5xx or timeout is remembered
 //! against the client so its retry is recognised. A rejected request never touches the
-//! upstream. [`super::connection`] does the I/O around these decisions.
+//! upstream. A request the limit in shadow would have refused is forwarded like any
+//! other and counted by why it would have been refused. [`super::connection`] does the I/O around these decisions.
 
 use super::admission::{Admission, Admit, InFlight};
 use super::attempts::{client_of, Attempts, Method};
@@ -74,6 +75,9 @@ impl Admitted<'_> {
         self.slot = None;
         match self.admission.try_admit() {
             Admit::Admitted(slot) => {
+                if let Some(why) = slot.shadow_refused() {
+                    metrics.shadow_refusal(why);
+                }
                 self.slot = Some(slot);
                 metrics.resent();
                 true
@@ -123,7 +127,12 @@ impl Proxy {
         // by what they send.
         let failed_client = client.filter(|_| method == Method::ClientAddress);
         let slot = match self.admission.try_admit() {
-            Admit::Admitted(slot) => slot,
+            Admit::Admitted(slot) => {
+                if let Some(why) = slot.shadow_refused() {
+                    self.metrics.shadow_refusal(why);
+                }
+                slot
+            }
             Admit::RejectedRate { retry_after_s } => {
                 self.attempts.failed(failed_client);
                 self.metrics.outcome(RequestOutcome::RejectedRate);
@@ -207,7 +216,10 @@ mod tests {
 
     fn proxy(limit: Limit) -> Proxy {
         let metrics = Arc::new(GateMetrics::new());
-        let admission = Arc::new(Admission::new(&limit, metrics.in_flight.clone()));
+        let admission = Arc::new(
+            Admission::new(&limit, metrics.in_flight.clone())
+                .with_shadow_gauge(metrics.shadow_in_flight.clone()),
+        );
         let upstreams = ["127.0.0.1:9".parse().unwrap()];
         let replicas = Arc::new(Replicas::new(
             &upstreams,
@@ -245,6 +257,7 @@ mod tests {
             burst: 1,
             max_in_flight: None,
             note: None,
+            shadow: false,
         });
         let mut a = admitted(&p);
         assert!(!a.resend(false, true), "the only cell is spent");
@@ -255,12 +268,35 @@ mod tests {
     }
 
     #[test]
+    fn in_shadow_a_request_over_the_limit_is_forwarded_and_counted() {
+        let p = proxy(Limit {
+            rate_per_s: Some(0.001),
+            burst: 1,
+            max_in_flight: None,
+            note: None,
+            shadow: true,
+        });
+        let first = admitted(&p);
+        let second = admitted(&p);
+        assert!(line(
+            &p,
+            r#"recover_gate_shadow_refusals_total{reason="rate"} 1"#
+        ));
+        assert!(line(
+            &p,
+            r#"recover_gate_requests_total{outcome="rejected_rate"} 0"#
+        ));
+        drop((first, second));
+    }
+
+    #[test]
     fn a_resend_holds_one_in_flight_slot_and_is_counted() {
         let p = proxy(Limit {
             rate_per_s: None,
             burst: 1,
             max_in_flight: Some(1),
             note: None,
+            shadow: false,
         });
         let mut a = admitted(&p);
         assert!(a.resend(false, true), "its own slot is given up first");

@@ -92,7 +92,10 @@ impl BoundGate {
         let proxy_listener = bind("--listen", cfg.listen).await?;
         let admin_listener = bind("--admin-listen", cfg.admin_listen).await?;
 
-        let admission = Arc::new(Admission::new(&limit, metrics.in_flight.clone()));
+        let admission = Arc::new(
+            Admission::new(&limit, metrics.in_flight.clone())
+                .with_shadow_gauge(metrics.shadow_in_flight.clone()),
+        );
         let control = Arc::new(LimitControl::new(
             limit,
             admission.clone(),

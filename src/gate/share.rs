@@ -65,6 +65,7 @@ pub fn share(total: &Limit, peers: Peers) -> Limit {
         burst: burst.max(1),
         max_in_flight: total.max_in_flight.map(|m| split(m, peers)),
         note: total.note.clone(),
+        shadow: total.shadow,
     }
 }
 
@@ -78,6 +79,7 @@ mod tests {
             burst,
             max_in_flight: mif,
             note: None,
+            shadow: false,
         }
     }
 

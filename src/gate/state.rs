@@ -179,6 +179,7 @@ mod tests {
             burst: 3,
             max_in_flight: Some(40),
             note: Some("step 2".into()),
+            shadow: false,
         };
         let stored = Stored {
             limit: limit.clone(),
@@ -221,6 +222,7 @@ mod tests {
             burst: 25,
             max_in_flight: None,
             note: None,
+            shadow: false,
         };
         let (limit, origin) = resolve(flags.clone(), &Err(rejected.clone()));
         assert_eq!(origin, Origin::FlagsAfterRejectedFile);

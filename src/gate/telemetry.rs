@@ -11,6 +11,7 @@ use prometheus_client::metrics::histogram::exponential_buckets;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+use super::admission::Refused;
 use super::balance::policy::BalancePolicy;
 use super::latency::LatencyHistogram;
 use super::limit::Limit;
@@ -75,6 +76,14 @@ pub struct GateMetrics {
     limit_peers: Gauge,
     limit_age: Gauge<f64, AtomicU64>,
     peers_age: Gauge<f64, AtomicU64>,
+    /// 1 while the limit is in shadow: decided and counted, nothing refused.
+    shadow: Gauge,
+    shadow_rate: F64Gauge,
+    shadow_max_in_flight: F64Gauge,
+    /// Requests the limit in shadow would have refused, by [`Refused`].
+    shadow_refusals: [Counter; 2],
+    /// Requests the limit in shadow would have held in flight (admission counts them).
+    pub shadow_in_flight: Gauge,
     upstream_latency: LatencyHistogram,
     upstream_ejected: Family<InfoLabels, Gauge>,
     upstream_ejections: Family<InfoLabels, Counter>,
@@ -166,8 +175,44 @@ impl GateMetrics {
                 .get_or_create(&[("reason", w.label())])
                 .clone()
         });
+        let shadow_refusals: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_shadow_refusals",
+            "Requests the limit in shadow would have refused (and admitted), by reason: rate or in_flight",
+            Refused::ALL.map(|w| [("reason", w.label())]),
+        );
+        let shadow_refusals = Refused::ALL.map(|w| {
+            shadow_refusals
+                .get_or_create(&[("reason", w.label())])
+                .clone()
+        });
         let gauge = Gauge::<f64, AtomicU64>::default;
         GateMetrics {
+            shadow_refusals,
+            shadow: register(
+                r,
+                "recover_gate_shadow",
+                "1 while the limit is in shadow: every request decided by it and counted, none refused; the recover_gate_limit_* gauges then read +Inf (nothing enforced)",
+                Gauge::default(),
+            ),
+            shadow_rate: register(
+                r,
+                "recover_gate_shadow_rate_per_second",
+                "This replica's share of the rate limit in shadow (+Inf: none, or not in shadow)",
+                gauge(),
+            ),
+            shadow_max_in_flight: register(
+                r,
+                "recover_gate_shadow_max_in_flight",
+                "This replica's share of the in-flight cap in shadow (+Inf: none, or not in shadow)",
+                gauge(),
+            ),
+            shadow_in_flight: register(
+                r,
+                "recover_gate_shadow_in_flight",
+                "Requests the limit in shadow would have admitted and not yet answered: the concurrency it would have held (0 when not in shadow)",
+                Gauge::default(),
+            ),
             connections_closed,
             resends,
             resend_refusals,
@@ -353,6 +398,11 @@ impl GateMetrics {
             .set(1);
     }
 
+    /// One request the limit in shadow would have refused.
+    pub fn shadow_refusal(&self, why: Refused) {
+        self.shadow_refusals[why as usize].inc();
+    }
+
     pub fn outcome(&self, o: RequestOutcome) {
         self.outcomes[o as usize].inc();
     }
@@ -376,10 +426,19 @@ impl GateMetrics {
     }
 
     /// Show this replica's share of the limit, the version, and how many replicas share
-    /// it (the version is the only child of the info family).
+    /// it (the version is the only child of the info family). A limit in shadow shows in
+    /// the shadow gauges; the limit gauges then show nothing enforced.
     pub fn limit_applied(&self, limit: &Limit, version: &str, peers: Peers) {
         self.limit_peers.set(peers.count as i64);
         let inf = f64::INFINITY;
+        self.shadow.set(i64::from(limit.shadow));
+        let watched = limit.shadow.then_some(limit);
+        self.shadow_rate
+            .set(watched.and_then(|l| l.rate_per_s).unwrap_or(inf));
+        self.shadow_max_in_flight
+            .set(watched.and_then(|l| l.max_in_flight).map_or(inf, f64::from));
+        let unlimited = Limit::unlimited();
+        let limit = if limit.shadow { &unlimited } else { limit };
         let rate = limit.rate_per_s.unwrap_or(inf);
         self.limit_rate.set(rate);
         self.limit_burst.set(if limit.rate_per_s.is_some() {
@@ -448,6 +507,37 @@ mod tests {
             "recover_gate_upstream_latency_seconds_count 1",
             "recover_gate_upstream_resends_total{reason=\"closed_before_write\"} 0",
             "recover_gate_upstream_resends_refused_total{reason=\"not_idempotent\"} 0",
+            "recover_gate_shadow 0",
+            "recover_gate_shadow_refusals_total{reason=\"rate\"} 0",
+            "recover_gate_shadow_refusals_total{reason=\"in_flight\"} 0",
+            "recover_gate_shadow_in_flight 0",
+            "recover_gate_shadow_rate_per_second +Inf",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_limit_in_shadow_shows_in_the_shadow_gauges_and_enforces_nothing() {
+        let m = GateMetrics::new();
+        let watched = Limit {
+            rate_per_s: Some(30.0),
+            burst: 15,
+            max_in_flight: Some(8),
+            note: Some("review by 2030-01-01T00:00:00Z".into()),
+            shadow: true,
+        };
+        m.limit_applied(&watched, "3", Peers::ALONE);
+        m.shadow_refusal(Refused::Rate);
+        let text = m.render();
+        for needle in [
+            "recover_gate_shadow 1",
+            "recover_gate_shadow_rate_per_second 30.0",
+            "recover_gate_shadow_max_in_flight 8.0",
+            "recover_gate_shadow_refusals_total{reason=\"rate\"} 1",
+            "recover_gate_limit_rate_per_second +Inf",
+            "recover_gate_limit_max_in_flight +Inf",
+            "recover_gate_limit_review_deadline_timestamp_seconds +Inf",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }

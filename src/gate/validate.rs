@@ -44,8 +44,14 @@ impl InvalidLimit {
 
 /// Check the ranges serde cannot: a rate is finite, not negative and enforceable (see the
 /// module doc); a rate above zero comes with a burst of at least 1 that it refills within
-/// [`MAX_REFILL_S`].
+/// [`MAX_REFILL_S`]; a limit in shadow has something to decide.
 pub fn check(limit: &Limit) -> Result<(), InvalidLimit> {
+    if limit.shadow && !limit.decides() {
+        return Err(InvalidLimit::new(
+            "shadow",
+            "needs a limit to watch: set rate_per_s or max_in_flight (to lift the limit, leave shadow out)",
+        ));
+    }
     let Some(rate) = limit.rate_per_s else {
         return Ok(());
     };
@@ -94,7 +100,7 @@ pub fn check(limit: &Limit) -> Result<(), InvalidLimit> {
 
 /// A limit as written in JSON: `rate_per_s` must be present (`null` lifts the limit, so an
 /// empty object is not read as "unlimited"), `burst` may be left out (half a second of the
-/// rate, at least 1), `max_in_flight` and `note` default to none.
+/// rate, at least 1), `max_in_flight` and `note` default to none, `shadow` to false.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Written {
@@ -106,6 +112,8 @@ struct Written {
     max_in_flight: Option<u32>,
     #[serde(default)]
     note: Option<String>,
+    #[serde(default)]
+    shadow: bool,
 }
 
 /// A required field that may be `null`.
@@ -122,6 +130,7 @@ impl Written {
             rate_per_s: self.rate_per_s,
             max_in_flight: self.max_in_flight,
             note: self.note,
+            shadow: self.shadow,
         }
     }
 }
@@ -196,6 +205,17 @@ mod tests {
             "max_in_flight"
         );
         assert_eq!(field_of("not json"), "body");
+        assert_eq!(field_of(r#"{"rate_per_s": 5, "shadow": "yes"}"#), "shadow");
+        assert_eq!(
+            field_of(r#"{"rate_per_s": null, "shadow": true}"#),
+            "shadow"
+        );
+        assert!(
+            parse_json(br#"{"rate_per_s": 5, "shadow": true}"#)
+                .unwrap()
+                .shadow
+        );
+        assert!(parse_json(br#"{"rate_per_s": null, "max_in_flight": 3, "shadow": true}"#).is_ok());
         let e = parse_json(b" [1, 2, 3]").unwrap_err();
         assert_eq!(e.field, "body");
         assert!(e.message.contains("not an array"), "{e}");

@@ -160,4 +160,13 @@ pub trait Platform: Send + Sync {
     async fn fetch_journal(&self, _run_id: &str) -> Result<Option<String>, PlatformError> {
         Ok(None)
     }
+    /// Copy the series the run observed beside its mirrored journal, for `recover
+    /// report` elsewhere. Local: nothing to do.
+    async fn mirror_observed(&self, _run_id: &str, _json: &str) -> Result<(), PlatformError> {
+        Ok(())
+    }
+    /// Read a series mirrored by [`Platform::mirror_observed`], if there is one.
+    async fn fetch_observed(&self, _run_id: &str) -> Result<Option<String>, PlatformError> {
+        Ok(None)
+    }
 }

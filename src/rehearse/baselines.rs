@@ -84,6 +84,7 @@ pub async fn run(
                     burst: (rate / 10.0).ceil().max(1.0) as u32,
                     max_in_flight: None,
                     note: Some("rehearsal baseline: shed 20% of arrivals".into()),
+                    shadow: false,
                 })
                 .await?;
             format!("gate at 80% of arrival ({rate:.1} of {arrival:.1} req/s)")

@@ -54,6 +54,7 @@ fn a_resumed_seven_step_run_shows_seven_of_seven_steps() {
         j.append(step_done(i)).unwrap();
     }
     j.append(Event::RunFinished {
+        gate: None,
         outcome: Outcome::Succeeded,
         message: None,
     })

@@ -196,6 +196,7 @@ fn limit(rate: f64) -> Limit {
         burst: 5,
         max_in_flight: None,
         note: None,
+        shadow: false,
     }
 }
 

@@ -94,6 +94,7 @@ async fn a_gate_restarted_while_the_api_refuses_it_never_admits_more_than_its_la
         burst: 1,
         max_in_flight: Some(6),
         note: Some("hold".into()),
+        shadow: false,
     };
     p.gate()
         .set_limit(&total)

@@ -26,6 +26,7 @@ fn limit(rate: f64) -> Limit {
         burst: 6,
         max_in_flight: Some(40),
         note: Some("shedding: run-x".to_string()),
+        shadow: false,
     }
 }
 

@@ -25,6 +25,7 @@ fn total(rate: f64) -> Limit {
         burst: recover::gate::limit::default_burst(rate),
         max_in_flight: None,
         note: Some("ramp".into()),
+        shadow: false,
     }
 }
 

@@ -24,6 +24,7 @@ fn total(rate: f64) -> Limit {
         burst: default_burst(rate),
         max_in_flight: Some(64),
         note: None,
+        shadow: false,
     }
 }
 

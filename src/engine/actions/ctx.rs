@@ -1,8 +1,11 @@
 //! What a run's actions share: the runbook, the platform, the metrics, the fixed plan
-//! figures, and the journal every action writes to before and after it acts.
+//! figures, the journal every action writes to before and after it acts, and the series
+//! the run observed ([`super::super::observed`]): every snapshot an action reads and every
+//! limit a gate action sees passes through here, so it is recorded here and nowhere else.
 
 use super::super::batches::RestartProgress;
 use super::super::journal::{ActionRecord, Event, Journal};
+use super::super::observed::{self, Observed};
 use super::super::progress::log::log_event;
 use super::super::progress::ProgressEvent;
 use super::super::vars::Fixed;
@@ -16,8 +19,19 @@ use crate::platform::Known;
 use crate::platform::Platform;
 use crate::runbook::Runbook;
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often the observed series is written while a run goes on (and once at its end).
+const WRITE_EVERY: Duration = Duration::from_secs(2);
+
+/// The series being recorded and where it goes.
+struct Recorder {
+    series: Observed,
+    path: PathBuf,
+    written: Option<Instant>,
+}
 
 /// A journal handle shared with actions that finish on a spawned task.
 pub(crate) type SharedJournal = Arc<Mutex<Journal>>;
@@ -39,6 +53,7 @@ pub struct Ctx {
     drained: Mutex<Vec<String>>,
     /// Replicas this run restarted.
     restarted: Mutex<Vec<String>>,
+    observed: Mutex<Recorder>,
 }
 
 impl Ctx {
@@ -53,7 +68,20 @@ impl Ctx {
         opts: RunOptions,
         restart: BTreeMap<String, RestartProgress>,
     ) -> Self {
+        let dir = journal
+            .path()
+            .parent()
+            .map(PathBuf::from)
+            .unwrap_or_default();
+        let path = observed::path_for(&dir, &run_id);
+        // A resumed run carries on with what it had seen.
+        let series = Observed::read(&path).unwrap_or_else(|_| Observed::new(&run_id));
         Ctx {
+            observed: Mutex::new(Recorder {
+                series,
+                path,
+                written: None,
+            }),
             rb,
             platform,
             metrics,
@@ -74,6 +102,49 @@ impl Ctx {
             *m = memory;
         }
         self
+    }
+
+    /// Record snapshots observed before the run acted (its detection window).
+    pub fn seeing(self, window: &[Snapshot]) -> Self {
+        for s in window {
+            self.saw(s);
+        }
+        self
+    }
+
+    /// Record one snapshot; written out every [`WRITE_EVERY`].
+    fn saw(&self, snap: &Snapshot) {
+        self.with_series(|o| o.push(snap));
+    }
+
+    /// Record the gate's limit from now on, as a gate action found or left it.
+    fn saw_limit(&self, limit: &Known<Limit>) {
+        let l = match limit {
+            Known::Value(l) => Ok(l.rate_per_s),
+            Known::Unknown { unknown } => Err(unknown.clone()),
+        };
+        self.with_series(|o| o.limit(SystemTime::now(), l));
+    }
+
+    fn with_series(&self, f: impl FnOnce(&mut Observed)) {
+        let Ok(mut r) = self.observed.lock() else {
+            return;
+        };
+        f(&mut r.series);
+        if r.written.is_none_or(|w| w.elapsed() >= WRITE_EVERY) {
+            write_series(&mut r);
+        }
+    }
+
+    /// Write the observed series now (the run's end); its path.
+    pub fn flush_observed(&self) -> Option<String> {
+        let mut r = self.observed.lock().ok()?;
+        write_series(&mut r).then(|| r.path.display().to_string())
+    }
+
+    /// Where the observed series is written.
+    pub fn observed_path(&self) -> Option<PathBuf> {
+        self.observed.lock().ok().map(|r| r.path.clone())
     }
 
     /// What the run saw of the gate so far.
@@ -169,7 +240,9 @@ impl Ctx {
     }
 
     pub(crate) async fn snapshot(&self) -> Result<Snapshot, MetricError> {
-        self.metrics.snapshot(&self.rb.signals).await
+        let snap = self.metrics.snapshot(&self.rb.signals).await?;
+        self.saw(&snap);
+        Ok(snap)
     }
 
     /// The signals over what happened since `since` only (see
@@ -179,7 +252,11 @@ impl Ctx {
         since: Option<SystemTime>,
     ) -> Result<Snapshot, MetricError> {
         match since {
-            Some(t) => self.metrics.snapshot_since(&self.rb.signals, t).await,
+            Some(t) => {
+                let snap = self.metrics.snapshot_since(&self.rb.signals, t).await?;
+                self.saw(&snap);
+                Ok(snap)
+            }
             None => self.snapshot().await,
         }
     }
@@ -188,6 +265,9 @@ impl Ctx {
     /// fsync'd before the action acts: an action whose record cannot be written must not
     /// run, so the error is the step's failure.
     pub(crate) fn started(&self, step: &str, action: ActionRecord) -> Result<(), StepFailure> {
+        if let ActionRecord::SetLimit { before, .. } = &action {
+            self.saw_limit(before);
+        }
         append(
             &self.journal,
             Event::ActionStarted {
@@ -199,6 +279,12 @@ impl Ctx {
 
     /// Journal that an action ran, with what it observed after.
     pub(crate) fn finished(&self, step: &str, action: ActionRecord) -> Result<(), StepFailure> {
+        if let ActionRecord::SetLimit {
+            after: Some(after), ..
+        } = &action
+        {
+            self.saw_limit(after);
+        }
         append(
             &self.journal,
             Event::ActionFinished {
@@ -206,6 +292,18 @@ impl Ctx {
                 action,
             },
         )
+    }
+}
+
+/// Write the series; a failure is logged (the journal, not this, is the run's record).
+fn write_series(r: &mut Recorder) -> bool {
+    r.written = Some(Instant::now());
+    match r.series.write(&r.path) {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(path = %r.path.display(), error = %e, "could not write the observed series");
+            false
+        }
     }
 }
 

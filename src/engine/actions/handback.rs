@@ -175,6 +175,7 @@ mod tests {
                 "set by recover run r1 (runbook x, step hold); review by 2030-01-01T00:00:00Z: if"
                     .into(),
             ),
+            shadow: false,
         }
     }
 

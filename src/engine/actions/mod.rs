@@ -19,7 +19,7 @@ mod outcome;
 mod replicas;
 
 pub use ctx::Ctx;
-pub use gate::DEFAULT_LIMIT_DEADLINE;
+pub use gate::{describe_limit, DEFAULT_LIMIT_DEADLINE};
 pub use handback::{decide_left, gate_left, GateMemory};
 pub use outcome::{StepDone, StepError, StepFailure, Tally};
 

@@ -109,6 +109,10 @@ pub enum Event {
         outcome: Outcome,
         #[serde(default)]
         message: Option<String>,
+        /// What the run left on the gate and the commands that change it, as the run's
+        /// summary said them (absent from journals written before it was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gate: Option<super::report::GateLeft>,
     },
 }
 

@@ -2,7 +2,8 @@
 //! one ConfigMap (`recover-journal`, created by the manifests) so `recover resume` works
 //! from another machine or a new Job, a resumed run never evicts a finished pod again, and
 //! what the run did outlives the Events' one-hour TTL. One key group per run:
-//! `<run>.jsonl`, `<run>.rollout.json`, `<run>.summary.json`.
+//! `<run>.jsonl`, `<run>.rollout.json`, `<run>.summary.json`, `<run>.observed.json` (the
+//! series the run observed, bounded by the engine to fit one value).
 //!
 //! The object must stay under the API server's 1 MiB limit: every write drops the oldest
 //! runs first ([`super::decide::keys::prune`]), decided on the same read the write is
@@ -42,6 +43,9 @@ pub fn rollout_key(run_id: &str) -> String {
 }
 pub fn summary_key(run_id: &str) -> String {
     configmap_key(run_id, ".summary.json")
+}
+pub fn observed_key(run_id: &str) -> String {
+    configmap_key(run_id, ".observed.json")
 }
 
 /// Reads and pruned writes of the journal ConfigMap.

@@ -343,4 +343,21 @@ impl Platform for KubePlatform {
     async fn fetch_journal(&self, run_id: &str) -> Result<Option<String>, PlatformError> {
         self.mirror.store().journal(run_id).await
     }
+
+    /// Queued for the background writer like the journal; not awaited (the series is for
+    /// the postmortem, never for a resume).
+    async fn mirror_observed(&self, run_id: &str, json: &str) -> Result<(), PlatformError> {
+        self.fence
+            .check(&format!("mirroring the observed series of run {run_id}"))?;
+        self.mirror
+            .put(journal::observed_key(run_id), json.to_string());
+        Ok(())
+    }
+
+    async fn fetch_observed(&self, run_id: &str) -> Result<Option<String>, PlatformError> {
+        self.mirror
+            .store()
+            .get(&journal::observed_key(run_id))
+            .await
+    }
 }

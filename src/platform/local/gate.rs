@@ -64,7 +64,10 @@ fn same(a: &Limit, b: &Limit) -> bool {
         (None, None) => true,
         _ => false,
     };
-    close(a.rate_per_s, b.rate_per_s) && a.burst == b.burst && a.max_in_flight == b.max_in_flight
+    close(a.rate_per_s, b.rate_per_s)
+        && a.burst == b.burst
+        && a.max_in_flight == b.max_in_flight
+        && a.shadow == b.shadow
 }
 
 #[async_trait::async_trait]

@@ -55,6 +55,8 @@ pub fn total(shares: &[Limit]) -> Option<Limit> {
         burst: shares.iter().map(|l| l.burst).sum::<u32>().max(1),
         max_in_flight,
         note: first.note.clone(),
+        // In shadow only when every gate is: one enforcing gate refuses for real.
+        shadow: shares.iter().all(|l| l.shadow),
     })
 }
 
@@ -112,6 +114,7 @@ mod tests {
             burst: 7,
             max_in_flight: Some(11),
             note: Some("n".into()),
+            shadow: false,
         };
         let shares: Vec<Limit> = (0..3).map(|r| share(&t, Peers::new(3, r))).collect();
         let back = total(&shares).unwrap();

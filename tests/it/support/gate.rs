@@ -135,6 +135,7 @@ pub fn limit(rate: Option<f64>, burst: u32, max_in_flight: Option<u32>) -> Limit
         burst,
         max_in_flight,
         note: None,
+        shadow: false,
     }
 }
 
