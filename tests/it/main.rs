@@ -79,6 +79,7 @@ mod promql_prometheus;
 mod readme_blocks;
 mod rehearse_e2e;
 mod rehearse_slow_replica;
+mod report_postmortem;
 mod runbook_limits;
 mod runbook_new;
 mod runbook_validate;
