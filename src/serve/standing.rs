@@ -124,12 +124,14 @@ mod tests {
             burst: 23,
             max_in_flight: None,
             note: Some(format!("set by recover run {run} (runbook stuck-overload, step hold-at-safe-rate); review by 2030-01-01T00:00:00Z: if that run is no longer active")),
+            shadow: false,
         }
     }
 
     fn report(outcome: Outcome, limit: Option<Limit>) -> RunReport {
         RunReport {
             run_id: "r1".into(),
+            observed: None,
             runbook: "stuck-overload".into(),
             target: "local:demo".into(),
             outcome,
