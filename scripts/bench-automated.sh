@@ -102,25 +102,16 @@ start_all() {
   AM=127.0.0.1:$((base + 7))
   SERVE=127.0.0.1:$((base + 5))
   "$BIN" demo up --dir "$DEMO" --base-port "$base" ${workers:+--workers "$workers"} >"$WORK/$name-up.log"
-  # The demo's scrape config at SCRAPE, its targets in namespace "demo", the shipped
-  # rules, alerting to this Alertmanager.
-  cp "$ROOT/deploy/prometheus/recover-rules.yaml" "$DEMO/recover-rules.yaml"
+  # demo up writes the whole path: prometheus.yml (targets in namespace "demo", the shipped
+  # rules, alerting to Alertmanager at +7), alertmanager.yml (the shipped route, its
+  # webhook at serve on +5) and serve.yaml (its check reads Prometheus at +6). Only the
+  # scrape and evaluation intervals change here.
   sed -e "s/scrape_interval: 1s/scrape_interval: $SCRAPE/" \
     -e "s/evaluation_interval: 1s/evaluation_interval: $EVAL/" \
-    -e 's/labels: {app_kubernetes_io_name: \([a-z-]*\)}/labels: {app_kubernetes_io_name: \1, namespace: demo}/' \
     "$DEMO/prometheus.yml" >"$DEMO/prometheus-bench.yml"
-  cat >>"$DEMO/prometheus-bench.yml" <<EOF
-rule_files: [recover-rules.yaml]
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ['$AM']
-EOF
-  # The shipped route, its webhook pointed at this serve with the demo's token.
-  sed -e "s#url: http://recover-serve.recover-demo.svc:9095/alerts#url: http://$SERVE/alerts#" \
-    -e "s#credentials_file: /etc/alertmanager/secrets/recover-serve-token#credentials_file: $DEMO/serve-token#" \
-    "$ROOT/deploy/alertmanager/recover-route.yaml" >"$DEMO/alertmanager.yml"
-  grep -q "http://$SERVE/alerts" "$DEMO/alertmanager.yml" || { echo "the shipped route's URL moved: update this script" >&2; exit 3; }
+  grep -q "rule_files: \[recover-rules.yaml\]" "$DEMO/prometheus-bench.yml" && grep -q "'$AM'" "$DEMO/prometheus-bench.yml" ||
+    { echo "demo up's prometheus.yml lost its rules or Alertmanager: update this script" >&2; exit 3; }
+  grep -q "http://$SERVE/alerts" "$DEMO/alertmanager.yml" || { echo "demo up's alertmanager.yml does not post to $SERVE: update this script" >&2; exit 3; }
   prometheus --config.file="$DEMO/prometheus-bench.yml" --web.listen-address="$PROM" \
     --storage.tsdb.path="$DEMO/prom-data" --log.level=warn >"$WORK/$name-prometheus.log" 2>&1 &
   PIDS+=($!)
