@@ -6,7 +6,7 @@
 //! [`super::compare`].
 
 use super::error::SimError;
-use super::plot::{Area, PlotResult};
+use super::plot::Chart;
 use crate::retry::RetryKind;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -27,7 +27,7 @@ pub trait Params:
 /// (as JSON) itself.
 pub trait Outcome: Debug + Serialize + 'static {
     fn text(&self) -> String;
-    fn plot(&self, root: &Area) -> PlotResult;
+    fn chart(&self) -> Chart;
     /// The figures of one row of `--compare`, in column order.
     fn figures(&self) -> Vec<Figure>;
     /// Time to recover, for scenarios that measure one.

@@ -53,19 +53,48 @@ impl Series {
     }
 }
 
-/// The axes of a chart; `right` adds a second y axis for the right-hand series.
-pub struct Axes<'a> {
+/// What a chart shows: a line chart over time, `left` against the left axis, drawn in
+/// order (the first underneath), and `right` against a second y axis when there is one.
+/// A scenario describes its chart; [`lines`] draws any of them.
+pub struct Chart {
     pub title: String,
-    pub x_desc: &'a str,
-    pub y_desc: &'a str,
-    pub right: Option<&'a str>,
+    pub x_desc: &'static str,
+    pub y_desc: &'static str,
+    pub left: Vec<Series>,
+    /// The second axis's description and its series.
+    pub right: Option<(&'static str, Vec<Series>)>,
 }
 
-/// A line chart over time: `left` against the left axis, drawn in order (the first
-/// underneath), `right` against the right one (if `axes.right` names it). Axes start at 0
-/// and end 10% above the highest point.
-pub fn lines(root: &Area, axes: &Axes, left: &[Series], right: &[Series]) -> PlotResult {
+impl Chart {
+    pub fn new(
+        title: impl Into<String>,
+        x_desc: &'static str,
+        y_desc: &'static str,
+        left: Vec<Series>,
+    ) -> Self {
+        Chart {
+            title: title.into(),
+            x_desc,
+            y_desc,
+            left,
+            right: None,
+        }
+    }
+
+    /// A second y axis described `desc`, for `series`.
+    pub fn with_right(self, desc: &'static str, series: Vec<Series>) -> Self {
+        Chart {
+            right: Some((desc, series)),
+            ..self
+        }
+    }
+}
+
+/// Draw `chart`. Axes start at 0 and end 10% above the highest point.
+pub fn lines(root: &Area, chart: &Chart) -> PlotResult {
     root.fill(&WHITE)?;
+    let left = chart.left.as_slice();
+    let right = chart.right.as_ref().map_or(&[][..], |r| r.1.as_slice());
     let max = |s: &[Series], f: fn(&(f64, f64)) -> f64| {
         s.iter()
             .flat_map(|l| l.points.iter().map(f))
@@ -74,49 +103,45 @@ pub fn lines(root: &Area, axes: &Axes, left: &[Series], right: &[Series]) -> Plo
     let x_max = max(left, |p| p.0).max(max(right, |p| p.0)).max(1.0);
     let y_max = max(left, |p| p.1).max(1e-9) * 1.1;
     let y2_max = max(right, |p| p.1).max(1e-9) * 1.1;
-    let mut chart = ChartBuilder::on(root)
-        .caption(&axes.title, ("sans-serif", 22))
+    let mut drawn = ChartBuilder::on(root)
+        .caption(&chart.title, ("sans-serif", 22))
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .right_y_label_area_size(if axes.right.is_some() { 70 } else { 0 })
+        .right_y_label_area_size(if chart.right.is_some() { 70 } else { 0 })
         .build_cartesian_2d(0f64..x_max, 0f64..y_max)?
         .set_secondary_coord(0f64..x_max, 0f64..y2_max);
-    chart
+    drawn
         .configure_mesh()
-        .x_desc(axes.x_desc)
-        .y_desc(axes.y_desc)
+        .x_desc(chart.x_desc)
+        .y_desc(chart.y_desc)
         .draw()?;
-    if let Some(desc) = axes.right {
-        chart.configure_secondary_axes().y_desc(desc).draw()?;
+    if let Some((desc, _)) = &chart.right {
+        drawn.configure_secondary_axes().y_desc(*desc).draw()?;
     }
     for s in left {
-        chart
-            .draw_series(LineSeries::new(
-                s.points.iter().copied(),
-                s.color.stroke_width(s.width),
-            ))?
-            .label(s.label.as_str())
-            .legend(legend(s.color));
+        labelled(drawn.draw_series(line(s))?, s);
     }
-    if axes.right.is_some() {
-        for s in right {
-            chart
-                .draw_secondary_series(LineSeries::new(
-                    s.points.iter().copied(),
-                    s.color.stroke_width(s.width),
-                ))?
-                .label(s.label.as_str())
-                .legend(legend(s.color));
-        }
+    for s in right {
+        labelled(drawn.draw_secondary_series(line(s))?, s);
     }
-    chart
+    drawn
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()?;
     Ok(())
+}
+
+/// One series as plotters draws it, on either axis.
+fn line<'b>(s: &Series) -> LineSeries<SVGBackend<'b>, (f64, f64)> {
+    LineSeries::new(s.points.iter().copied(), s.color.stroke_width(s.width))
+}
+
+/// The legend entry of a drawn series.
+fn labelled(drawn: &mut plotters::chart::SeriesAnno<'_, SVGBackend<'_>>, s: &Series) {
+    drawn.label(s.label.as_str()).legend(legend(s.color));
 }
 
 pub fn legend(c: RGBColor) -> impl Fn((i32, i32)) -> PathElement<(i32, i32)> {

@@ -252,7 +252,7 @@ impl<M: Model> ErasedReport for Ran<M> {
         self.report.text()
     }
     fn plot(&self, root: &Area) -> PlotResult {
-        self.report.plot(root)
+        plot::lines(root, &self.report.chart())
     }
     fn json(&self) -> serde_json::Result<String> {
         serde_json::to_string_pretty(&self.report)

@@ -32,6 +32,36 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     o
 }
 
+/// A report's first line: the scenario and the seed it ran, then what it ran.
+pub fn heading(scenario: &str, seed: u64, what: &str) -> String {
+    let mut o = format!("scenario {scenario} (seed {seed})");
+    if !what.is_empty() {
+        let _ = write!(o, ": {what}");
+    }
+    o.push('\n');
+    o
+}
+
+/// A series table and, under it, the note that says how to read its rows: `(note)`.
+pub fn noted_table(headers: &[&str], rows: &[Vec<String>], note: &str) -> String {
+    let mut o = table(headers, rows);
+    let _ = writeln!(o, "({note})");
+    o
+}
+
+/// A series of seconds as a table that fits a screen: one row per [`window`] seconds, made
+/// by `row` from that window's seconds, and the note under it, written knowing the window.
+pub fn windowed_table<T>(
+    series: &[T],
+    headers: &[&str],
+    row: impl FnMut(&[T]) -> Vec<String>,
+    note: impl FnOnce(usize) -> String,
+) -> String {
+    let window = window(series.len());
+    let rows: Vec<Vec<String>> = series.chunks(window).map(row).collect();
+    noted_table(headers, &rows, &note(window))
+}
+
 /// A share in [0, 1] as a percentage: `49.7%`.
 pub fn pct(x: f64) -> String {
     format!("{:.1}%", x * 100.0)

@@ -11,7 +11,7 @@ use crate::simulate::kernel::clock::Clock;
 use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::model::Params;
 use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text;
 use plotters::style::{BLUE, GREEN, MAGENTA, RED};
 use serde::{Deserialize, Serialize};
@@ -170,26 +170,21 @@ impl Outcome for StormReport {
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let pts = |f: fn(&StormTick) -> u32| -> Vec<(f64, f64)> {
             self.series
                 .iter()
                 .map(|t| (f64::from(t.tick), f64::from(f(t))))
                 .collect()
         };
-        let left = [
+        let left = vec![
             Series::new("arriving", BLUE, pts(|t| t.arriving)),
             Series::new("retries", MAGENTA, pts(|t| t.retries)),
             Series::new("served", GREEN, pts(|t| t.served)),
             Series::new("turned away", RED, pts(|t| t.turned_away)),
         ];
-        let axes = Axes {
-            title: format!("retry-storm, policy {}", self.policy),
-            x_desc: "tick",
-            y_desc: "calls",
-            right: None,
-        };
-        plot::lines(root, &axes, &left, &[])
+        let title = format!("retry-storm, policy {}", self.policy);
+        Chart::new(title, "tick", "calls", left)
     }
 
     fn time_to_recover_s(&self) -> Option<f64> {

@@ -15,12 +15,22 @@ use crate::simulate::kernel::arrivals::{Arrivals, Stream};
 use crate::simulate::kernel::record::Series as Rows;
 use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text::{self, pct};
 use model::{Breaker as Machine, Dependency, State};
 use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
+
+/// The columns of the second-by-second table.
+const COLUMNS: [&str; 6] = [
+    "t(s)",
+    "passed",
+    "failed",
+    "refused",
+    "not closed",
+    "dependency",
+];
 
 /// One second of the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -90,15 +100,13 @@ fn describe(kind: BreakerKind, p: &BreakerParams) -> String {
 /// How often it opened, closed and flapped, and what got through; second by second.
 impl Outcome for BreakerReport {
     fn text(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario breaker (seed {}): {} calls, errors {}, breaker {}",
-            self.seed,
+        let what = format!(
+            "{} calls, errors {}, breaker {}",
             self.calls,
             self.errors.name(),
-            self.breaker.name()
+            self.breaker.name(),
         );
+        let mut o = text::heading("breaker", self.seed, &what);
         let first = self
             .first_open_s
             .map_or("never".into(), |t| format!("first at {t:.2} s"));
@@ -134,47 +142,33 @@ impl Outcome for BreakerReport {
                 if rec { "recovered" } else { "still overloaded" }
             );
         }
-        let window = text::window(self.series.len());
-        let rows: Vec<Vec<String>> = self
-            .series
-            .chunks(window)
-            .map(|c| {
-                let sum = |f: fn(&BreakerSecond) -> u64| c.iter().map(f).sum::<u64>();
-                let share = c.iter().map(|s| s.open_share).sum::<f64>() / c.len() as f64;
-                vec![
-                    c[0].t.to_string(),
-                    sum(|s| s.passed).to_string(),
-                    sum(|s| s.failed).to_string(),
-                    sum(|s| s.rejected).to_string(),
-                    pct(share),
-                    if c.iter().any(|s| s.degraded) {
-                        "overloaded".into()
-                    } else {
-                        "-".into()
-                    },
-                ]
-            })
-            .collect();
-        o.push_str(&text::table(
-            &[
-                "t(s)",
-                "passed",
-                "failed",
-                "refused",
-                "not closed",
-                "dependency",
-            ],
-            &rows,
-        ));
-        let _ = writeln!(o, "(rows of {window} s)");
+        let row = |c: &[BreakerSecond]| {
+            let sum = |f: fn(&BreakerSecond) -> u64| c.iter().map(f).sum::<u64>();
+            let share = c.iter().map(|s| s.open_share).sum::<f64>() / c.len() as f64;
+            vec![
+                c[0].t.to_string(),
+                sum(|s| s.passed).to_string(),
+                sum(|s| s.failed).to_string(),
+                sum(|s| s.rejected).to_string(),
+                pct(share),
+                if c.iter().any(|s| s.degraded) {
+                    "overloaded".into()
+                } else {
+                    "-".into()
+                },
+            ]
+        };
+        o.push_str(&text::windowed_table(&self.series, &COLUMNS, row, |w| {
+            format!("rows of {w} s")
+        }));
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let pts = |f: fn(&BreakerSecond) -> f64| -> Vec<(f64, f64)> {
             self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
         };
-        let left = [
+        let left = vec![
             Series::new(
                 "calls passed/s",
                 RGBColor(90, 120, 230),
@@ -187,23 +181,23 @@ impl Outcome for BreakerReport {
                 pts(|s| s.rejected as f64),
             ),
         ];
-        let right = [Series::new(
+        let right = vec![Series::new(
             "breaker not closed (share, right axis)",
             RGBColor(230, 140, 0),
             pts(|s| s.open_share),
         )];
-        let axes = Axes {
-            title: format!(
+        Chart::new(
+            format!(
                 "breaker {}, errors {}: opened {} times",
                 self.breaker.name(),
                 self.errors.name(),
                 self.trips + self.reopens
             ),
-            x_desc: "time (s)",
-            y_desc: "calls per second",
-            right: Some("share of the second not closed"),
-        };
-        plot::lines(root, &axes, &left, &right)
+            "time (s)",
+            "calls per second",
+            left,
+        )
+        .with_right("share of the second not closed", right)
     }
 
     fn figures(&self) -> Vec<Figure> {

@@ -14,12 +14,22 @@ pub mod params;
 pub use params::{BulkheadParams, Design};
 
 use crate::simulate::model::{Alternative, Figure, Model, Outcome};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text::{self, pct};
 use params::{DOWNSTREAMS, RECOMMENDATIONS, SEARCH};
 use plotters::style::RGBColor;
 use serde::Serialize;
 use std::fmt::Write;
+
+/// The columns of the second-by-second table.
+const COLUMNS: [&str; 6] = [
+    "t(s)",
+    "core",
+    "search",
+    "recommendations",
+    "in use",
+    "waiting",
+];
 
 /// Success rates of the calls made in some stretch of the run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -126,12 +136,11 @@ fn describe_pools(p: &BulkheadParams) -> String {
 /// Success before and after the slowdown, the connections in use and the calls waiting.
 impl Outcome for BulkheadReport {
     fn text(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario bulkhead (seed {}): {}; recommendations slow from {} s",
-            self.seed, self.pools, self.slow_at_s
+        let what = format!(
+            "{}; recommendations slow from {} s",
+            self.pools, self.slow_at_s,
         );
+        let mut o = text::heading("bulkhead", self.seed, &what);
         for (what, x) in [("before", &self.before), ("after", &self.after)] {
             let _ = writeln!(
             o,
@@ -163,50 +172,32 @@ impl Outcome for BulkheadReport {
             "connections in use: at most {}; calls waiting for one: at most {}",
             self.max_in_use, self.max_waiting
         );
-        let window = text::window(self.series.len());
-        let rows: Vec<Vec<String>> = self
-            .series
-            .chunks(window)
-            .map(|c| {
-                let avg =
-                    |f: fn(&BulkheadSecond) -> f64| c.iter().map(f).sum::<f64>() / c.len() as f64;
-                let last = &c[c.len() - 1];
-                vec![
-                    c[0].t.to_string(),
-                    pct(avg(|s| s.core)),
-                    pct(avg(|s| s.search)),
-                    pct(avg(|s| s.recommendations)),
-                    last.in_use.to_string(),
-                    last.waiting.to_string(),
-                ]
-            })
-            .collect();
-        o.push_str(&text::table(
-            &[
-                "t(s)",
-                "core",
-                "search",
-                "recommendations",
-                "in use",
-                "waiting",
-            ],
-            &rows,
-        ));
-        let _ = writeln!(
-        o,
-        "(rows of {window} s by the time the calls were made; in use and waiting at the row's end)"
-    );
+        let row = |c: &[BulkheadSecond]| {
+            let avg = |f: fn(&BulkheadSecond) -> f64| c.iter().map(f).sum::<f64>() / c.len() as f64;
+            let last = &c[c.len() - 1];
+            vec![
+                c[0].t.to_string(),
+                pct(avg(|s| s.core)),
+                pct(avg(|s| s.search)),
+                pct(avg(|s| s.recommendations)),
+                last.in_use.to_string(),
+                last.waiting.to_string(),
+            ]
+        };
+        o.push_str(&text::windowed_table(&self.series, &COLUMNS, row, |w| {
+            format!("rows of {w} s by the time the calls were made; in use and waiting at the row's end")
+        }));
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let pts = |f: fn(&BulkheadSecond) -> f64| -> Vec<(f64, f64)> {
             self.series
                 .iter()
                 .map(|s| (f64::from(s.t), f(s) * 100.0))
                 .collect()
         };
-        let left = [
+        let left = vec![
             Series::new(
                 "core call succeeded (%)",
                 RGBColor(30, 140, 30),
@@ -223,7 +214,7 @@ impl Outcome for BulkheadReport {
                 pts(|s| s.recommendations),
             ),
         ];
-        let right = [Series::new(
+        let right = vec![Series::new(
             "connections in use (right axis)",
             RGBColor(230, 140, 0),
             self.series
@@ -231,13 +222,13 @@ impl Outcome for BulkheadReport {
                 .map(|s| (f64::from(s.t), s.in_use as f64))
                 .collect(),
         )];
-        let axes = Axes {
-            title: format!("bulkhead: {}", self.pools),
-            x_desc: "time (s)",
-            y_desc: "success (%)",
-            right: Some("connections in use"),
-        };
-        plot::lines(root, &axes, &left, &right)
+        Chart::new(
+            format!("bulkhead: {}", self.pools),
+            "time (s)",
+            "success (%)",
+            left,
+        )
+        .with_right("connections in use", right)
     }
 
     fn figures(&self) -> Vec<Figure> {

@@ -22,7 +22,7 @@ use crate::plan::Plan;
 use crate::retry::RetryKind;
 use crate::simulate::error::SimError;
 use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text;
 use crate::util::duration;
 use params::SystemParams;
@@ -43,60 +43,52 @@ pub fn take_plan(p: &mut SystemParams, plan: Plan) -> Result<(), String> {
     Ok(())
 }
 
+/// The columns of the second-by-second table.
+const COLUMNS: [&str; 11] = [
+    "t(s)",
+    "arrive/s",
+    "retry/s",
+    "useful/s",
+    "wasted/s",
+    "timeout/s",
+    "reject/s",
+    "queue",
+    "in retry",
+    "capacity",
+    "gate",
+];
+
 /// A condensed table of the run (one row per window so 300 s fit on a screen) and the
 /// summary lines; the chart: arrivals, goodput, wasted work, rejections and capacity per
 /// second, the queue on the right axis. A stuck overload is easiest to see as a picture:
 /// arrivals staying high while goodput stays near zero.
 impl Outcome for SystemReport {
     fn text(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(o, "scenario {} (seed {})", self.scenario, self.seed);
-        let window = text::window(self.series.len());
-        let rows: Vec<Vec<String>> = self
-            .series
-            .chunks(window)
-            .map(|chunk| {
-                let n = chunk.len() as f64;
-                let avg = |f: fn(&Second) -> u64| {
-                    format!("{:.0}", chunk.iter().map(f).sum::<u64>() as f64 / n)
-                };
-                let last = &chunk[chunk.len() - 1];
-                vec![
-                    chunk[0].t.to_string(),
-                    avg(|s| s.arriving),
-                    avg(|s| s.retries),
-                    avg(|s| s.useful),
-                    avg(|s| s.abandoned),
-                    avg(|s| s.timeouts),
-                    avg(|s| s.rejected),
-                    last.queue.to_string(),
-                    last.in_retry.to_string(),
-                    format!("{:.0}", last.capacity),
-                    last.gate_rate
-                        .map_or("open".to_string(), |g| format!("{g:.0}")),
-                ]
-            })
-            .collect();
-        o.push_str(&text::table(
-            &[
-                "t(s)",
-                "arrive/s",
-                "retry/s",
-                "useful/s",
-                "wasted/s",
-                "timeout/s",
-                "reject/s",
-                "queue",
-                "in retry",
-                "capacity",
-                "gate",
-            ],
-            &rows,
-        ));
-        let _ = writeln!(
-            o,
-            "(rows average {window} s; queue, in retry, capacity and gate at the row's end)"
-        );
+        let mut o = text::heading(self.scenario, self.seed, "");
+        let row = |chunk: &[Second]| {
+            let n = chunk.len() as f64;
+            let avg = |f: fn(&Second) -> u64| {
+                format!("{:.0}", chunk.iter().map(f).sum::<u64>() as f64 / n)
+            };
+            let last = &chunk[chunk.len() - 1];
+            vec![
+                chunk[0].t.to_string(),
+                avg(|s| s.arriving),
+                avg(|s| s.retries),
+                avg(|s| s.useful),
+                avg(|s| s.abandoned),
+                avg(|s| s.timeouts),
+                avg(|s| s.rejected),
+                last.queue.to_string(),
+                last.in_retry.to_string(),
+                format!("{:.0}", last.capacity),
+                last.gate_rate
+                    .map_or("open".to_string(), |g| format!("{g:.0}")),
+            ]
+        };
+        o.push_str(&text::windowed_table(&self.series, &COLUMNS, row, |w| {
+            format!("rows average {w} s; queue, in retry, capacity and gate at the row's end")
+        }));
         let _ = writeln!(o, "peak calls in a second: {}", self.peak_calls);
         let t = &self.totals;
         let _ = writeln!(
@@ -125,7 +117,7 @@ impl Outcome for SystemReport {
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let pts = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
             self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
         };
@@ -139,7 +131,7 @@ impl Outcome for SystemReport {
         };
         // Drawn back to front: the wide grey capacity line stays visible under the wasted
         // work that, in a stuck state, uses all of it.
-        let left = [
+        let left = vec![
             Series::new(
                 "capacity (useful/s)",
                 RGBColor(170, 170, 170),
@@ -160,19 +152,13 @@ impl Outcome for SystemReport {
             ),
             Series::new("useful/s", GREEN, pts(|s| s.useful as f64)),
         ];
-        let right = [Series::new(
+        let right = vec![Series::new(
             "queue depth (right axis)",
             RGBColor(230, 140, 0),
             pts(|s| s.queue as f64),
         )
         .width(1)];
-        let axes = Axes {
-            title,
-            x_desc: "time (s)",
-            y_desc: "requests per second",
-            right: Some("queue depth"),
-        };
-        plot::lines(root, &axes, &left, &right)
+        Chart::new(title, "time (s)", "requests per second", left).with_right("queue depth", right)
     }
 
     fn time_to_recover_s(&self) -> Option<f64> {

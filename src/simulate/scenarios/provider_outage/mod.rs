@@ -16,7 +16,7 @@ pub use params::ProviderOutageParams;
 use crate::retry::RetryKind;
 use crate::simulate::error::SimError;
 use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text;
 use plotters::style::RGBColor;
 use std::fmt::Write;
@@ -36,21 +36,19 @@ fn overload(served: u32) -> String {
 /// The peak after the return, what it cost, and when it was over; tick by tick.
 impl Outcome for ProviderOutageReport {
     fn text(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-        o,
-        "scenario provider-outage (seed {}): {} clients calling together at {} s, each calling again {} s after its call went through; provider serves {} per {} ms tick and {}; down {} s..{} s; {}",
-        self.seed,
-        self.clients,
-        self.first_call_s,
-        self.period_s,
-        self.capacity_per_tick,
-        self.tick_ms,
-        overload(self.overload_served),
-        self.down_from_s,
-        self.back_at_s,
-        self.policy_description
-    );
+        let what = format!(
+            "{} clients calling together at {} s, each calling again {} s after its call went through; provider serves {} per {} ms tick and {}; down {} s..{} s; {}",
+            self.clients,
+            self.first_call_s,
+            self.period_s,
+            self.capacity_per_tick,
+            self.tick_ms,
+            overload(self.overload_served),
+            self.down_from_s,
+            self.back_at_s,
+            self.policy_description,
+        );
+        let mut o = text::heading("provider-outage", self.seed, &what);
         let _ = writeln!(
             o,
             "peak requests in one tick after the provider is back: {} at {:.1} s (capacity {})",
@@ -87,7 +85,7 @@ impl Outcome for ProviderOutageReport {
                 ]
             })
             .collect();
-        o.push_str(&text::table(
+        o.push_str(&text::noted_table(
             &[
                 "t(s)",
                 "requests",
@@ -98,22 +96,19 @@ impl Outcome for ProviderOutageReport {
                 "waiting",
             ],
             &rows,
+            "one row per second; peak tick: the most requests in one of its ticks; waiting: clients whose call has not gone through, at its end",
         ));
-        let _ = writeln!(
-        o,
-        "(one row per second; peak tick: the most requests in one of its ticks; waiting: clients whose call has not gone through, at its end)"
-    );
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let t = |x: &OutageTick| x.tick as f64 * self.tick_ms / 1000.0;
         let pts = |f: fn(&OutageTick) -> u64| -> Vec<(f64, f64)> {
             self.series.iter().map(|x| (t(x), f(x) as f64)).collect()
         };
         let cap = f64::from(self.capacity_per_tick);
         let end = self.series.last().map_or(1.0, t);
-        let left = [
+        let left = vec![
             Series::new(
                 "capacity per tick",
                 RGBColor(170, 170, 170),
@@ -128,22 +123,22 @@ impl Outcome for ProviderOutageReport {
             Series::new("served", RGBColor(30, 140, 30), pts(|x| x.served)),
             Series::new("failed", RGBColor(200, 30, 30), pts(|x| x.failed)),
         ];
-        let right = [Series::new(
+        let right = vec![Series::new(
             "clients waiting (right axis)",
             RGBColor(230, 140, 0),
             pts(|x| x.waiting),
         )];
-        let axes = Axes {
-            title: format!(
+        Chart::new(
+            format!(
                 "provider-outage, {}: recovered {}",
                 self.policy,
                 fmt_recovered(self.recovered_after_s)
             ),
-            x_desc: "time (s)",
-            y_desc: "requests per tick",
-            right: Some("clients waiting"),
-        };
-        plot::lines(root, &axes, &left, &right)
+            "time (s)",
+            "requests per tick",
+            left,
+        )
+        .with_right("clients waiting", right)
     }
 
     fn time_to_recover_s(&self) -> Option<f64> {

@@ -21,7 +21,7 @@ pub use model::{deadline, loads, AttemptTiming, LayerSecond, Loads};
 pub use params::{Failures, RetryLayersParams};
 
 use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text;
 use plotters::style::RGBColor;
 use serde::Serialize;
@@ -89,12 +89,11 @@ fn share(a: u64, b: u64) -> f64 {
 /// is overloaded, and the deadline arithmetic.
 impl Outcome for RetryLayersReport {
     fn text(&self) -> String {
-        let mut o = String::new();
-        let _ = writeln!(
-        o,
-        "scenario retry-layers (seed {}): {} req/s into the app; retries: app {}, API {}, downstream {}; {}",
-        self.seed, self.rate_per_s, self.retries[0], self.retries[1], self.retries[2], self.condition
-    );
+        let what = format!(
+            "{} req/s into the app; retries: app {}, API {}, downstream {}; {}",
+            self.rate_per_s, self.retries[0], self.retries[1], self.retries[2], self.condition,
+        );
+        let mut o = text::heading("retry-layers", self.seed, &what);
         let rows: Vec<Vec<String>> = LAYERS
             .iter()
             .enumerate()
@@ -188,7 +187,7 @@ impl Outcome for RetryLayersReport {
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let colors = [
             RGBColor(90, 120, 230),
             RGBColor(30, 140, 30),
@@ -208,13 +207,8 @@ impl Outcome for RetryLayersReport {
                 Series::new(format!("{name} calls/s"), color, pts)
             })
             .collect();
-        let axes = Axes {
-            title: format!("retry-layers: {}", self.condition),
-            x_desc: "time (s)",
-            y_desc: "calls per second",
-            right: None,
-        };
-        plot::lines(root, &axes, &left, &[])
+        let title = format!("retry-layers: {}", self.condition);
+        Chart::new(title, "time (s)", "calls per second", left)
     }
 
     fn figures(&self) -> Vec<Figure> {

@@ -5,7 +5,7 @@ use super::model::Run;
 use super::params::SlowReplicaParams;
 use crate::simulate::kernel::record::Latency;
 use crate::simulate::model::{Figure, Outcome, Unit};
-use crate::simulate::plot::{self, Area, Axes, PlotResult, Series};
+use crate::simulate::plot::{Chart, Series};
 use crate::simulate::text::{self, fmt_ms, pct};
 use plotters::style::RGBColor;
 use serde::Serialize;
@@ -190,18 +190,16 @@ pub fn describe_setup(r: &SlowReplicaReport) -> String {
 /// second; the chart of the same.
 impl Outcome for SlowReplicaReport {
     fn text(&self) -> String {
-        let mut o = String::new();
         let b = &self.slow_replica;
-        let _ = writeln!(
-        o,
-        "scenario slow-replica (seed {}): {} replicas, {} calls/s; replica {b} {}x slower from {} s; balancer: {}",
-        self.seed,
-        self.replicas.len(),
-        self.rate_per_s,
-        self.slow_factor,
-        self.slow_at_s,
-        describe_setup(self)
-    );
+        let what = format!(
+            "{} replicas, {} calls/s; replica {b} {}x slower from {} s; balancer: {}",
+            self.replicas.len(),
+            self.rate_per_s,
+            self.slow_factor,
+            self.slow_at_s,
+            describe_setup(self),
+        );
+        let mut o = text::heading("slow-replica", self.seed, &what);
         let _ = writeln!(
             o,
             "each replica finishes {:.1} req/s when healthy; {b} slowed finishes {:.1} req/s",
@@ -256,7 +254,6 @@ impl Outcome for SlowReplicaReport {
                 }
             );
         }
-        let window = text::window(self.series.len());
         let headers = [
             "t(s)", "calls", "p50", "p99", "failed", "B share", "B queue", "B out",
         ];
@@ -264,49 +261,43 @@ impl Outcome for SlowReplicaReport {
             .iter()
             .map(|h| h.replace('B', b))
             .collect::<Vec<_>>();
-        let rows: Vec<Vec<String>> = self
-            .series
-            .chunks(window)
-            .map(|chunk| {
-                let calls: u64 = chunk.iter().map(|x| x.calls).sum();
-                let worst = chunk.iter().map(|x| x.p99_ms).fold(0.0, f64::max);
-                let p50 = chunk.iter().map(|x| x.p50_ms).fold(0.0, f64::max);
-                vec![
-                    chunk[0].t.to_string(),
-                    calls.to_string(),
-                    fmt_ms(p50),
-                    fmt_ms(worst),
-                    chunk.iter().map(|x| x.failed).sum::<u64>().to_string(),
-                    pct(chunk.iter().map(|x| x.slow_share).sum::<f64>() / chunk.len() as f64),
-                    chunk
-                        .iter()
-                        .map(|x| x.slow_max_backlog)
-                        .max()
-                        .unwrap_or(0)
-                        .to_string(),
-                    if chunk.iter().any(|x| x.slow_ejected) {
-                        "ejected".into()
-                    } else {
-                        "-".into()
-                    },
-                ]
-            })
-            .collect();
+        let row = |chunk: &[SecondRow]| {
+            let calls: u64 = chunk.iter().map(|x| x.calls).sum();
+            let worst = chunk.iter().map(|x| x.p99_ms).fold(0.0, f64::max);
+            let p50 = chunk.iter().map(|x| x.p50_ms).fold(0.0, f64::max);
+            vec![
+                chunk[0].t.to_string(),
+                calls.to_string(),
+                fmt_ms(p50),
+                fmt_ms(worst),
+                chunk.iter().map(|x| x.failed).sum::<u64>().to_string(),
+                pct(chunk.iter().map(|x| x.slow_share).sum::<f64>() / chunk.len() as f64),
+                chunk
+                    .iter()
+                    .map(|x| x.slow_max_backlog)
+                    .max()
+                    .unwrap_or(0)
+                    .to_string(),
+                if chunk.iter().any(|x| x.slow_ejected) {
+                    "ejected".into()
+                } else {
+                    "-".into()
+                },
+            ]
+        };
         let hs: Vec<&str> = headers.iter().map(String::as_str).collect();
-        o.push_str(&text::table(&hs, &rows));
-        let _ = writeln!(
-        o,
-        "(rows of {window} s by arrival time: the worst p50 and p99 of the calls that arrived then; {b} queue: the most waiting or in work at {b})"
-    );
+        o.push_str(&text::windowed_table(&self.series, &hs, row, |w| {
+            format!("rows of {w} s by arrival time: the worst p50 and p99 of the calls that arrived then; {b} queue: the most waiting or in work at {b}")
+        }));
         o
     }
 
-    fn plot(&self, root: &Area) -> PlotResult {
+    fn chart(&self) -> Chart {
         let pts = |f: fn(&SecondRow) -> f64| -> Vec<(f64, f64)> {
             self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
         };
         let b = &self.slow_replica;
-        let left = [
+        let left = vec![
             Series::new(
                 "p99 (ms) of the calls arriving that second",
                 RGBColor(200, 30, 30),
@@ -314,23 +305,23 @@ impl Outcome for SlowReplicaReport {
             ),
             Series::new("p50 (ms)", RGBColor(30, 140, 30), pts(|s| s.p50_ms)),
         ];
-        let right = [Series::new(
+        let right = vec![Series::new(
             format!("{b}'s queue (right axis)"),
             RGBColor(230, 140, 0),
             pts(|s| s.slow_max_backlog as f64),
         )];
-        let axes = Axes {
-            title: format!(
+        Chart::new(
+            format!(
                 "slow-replica: {b} {}x slower from {} s, {}",
                 self.slow_factor,
                 self.slow_at_s,
                 describe_setup(self)
             ),
-            x_desc: "arrival time (s)",
-            y_desc: "latency (ms)",
-            right: Some("requests at B"),
-        };
-        plot::lines(root, &axes, &left, &right)
+            "arrival time (s)",
+            "latency (ms)",
+            left,
+        )
+        .with_right("requests at B", right)
     }
 
     fn figures(&self) -> Vec<Figure> {
