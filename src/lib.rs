@@ -20,6 +20,7 @@ pub mod gate;
 pub mod metrics;
 pub mod plan;
 pub mod platform;
+pub mod postmortem;
 pub mod rehearse;
 pub mod retry;
 pub mod runbook;

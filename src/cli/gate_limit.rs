@@ -26,9 +26,19 @@ pub enum LimitCommand {
     Lift(LiftArgs),
 }
 
-/// Which gate.
+/// Which gate, and how to show its limit.
 #[derive(Debug, clap::Args)]
 pub struct WhereArgs {
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// The limit in force afterwards: text for people, JSON for scripts.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output: Output,
+}
+
+/// Which gate (also `recover plan --shadow`'s).
+#[derive(Debug, clap::Args)]
+pub struct GateArgs {
     /// local: a gate's admin API (--admin, --token-file); kube: the limit ConfigMap of
     /// the gates in --namespace.
     #[arg(long, value_enum, default_value = "local")]
@@ -45,9 +55,6 @@ pub struct WhereArgs {
     /// Kubeconfig context (kube; default: the current one).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
-    /// The limit in force afterwards: text for people, JSON for scripts.
-    #[arg(long, value_enum, default_value = "text")]
-    pub output: Output,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -70,6 +77,10 @@ pub struct SetArgs {
     /// Why, and who to ask (shown by `get` and the gate's admin API).
     #[arg(long)]
     pub note: Option<String>,
+    /// Run the limit in shadow: the gate decides every request by it and counts what it
+    /// would refuse (recover_gate_shadow_refusals_total), refusing nothing.
+    #[arg(long)]
+    pub shadow: bool,
     #[command(flatten)]
     pub at: WhereArgs,
 }
@@ -83,8 +94,8 @@ pub struct LiftArgs {
     pub at: WhereArgs,
 }
 
-impl WhereArgs {
-    fn address(&self) -> Result<GateAddress, Failure> {
+impl GateArgs {
+    pub fn address(&self) -> Result<GateAddress, Failure> {
         match self.target {
             Where::Local => {
                 let (Some(admin_url), Some(token_file)) = (&self.admin, &self.token_file) else {
@@ -124,7 +135,7 @@ impl WhereArgs {
 }
 
 /// Who changed the limit by hand, for its note.
-fn by_hand(verb: &str, note: Option<&str>) -> String {
+pub fn by_hand(verb: &str, note: Option<&str>) -> String {
     let user = std::env::var("USER").unwrap_or_else(|_| "an operator".into());
     let at = recover::util::time::now_rfc3339();
     format!(
@@ -139,7 +150,7 @@ fn set_limit(args: &SetArgs) -> Result<Limit, Failure> {
         burst: args.burst.unwrap_or_else(|| default_burst(args.rate)),
         max_in_flight: args.max_in_flight,
         note: Some(by_hand("set", args.note.as_deref())),
-        shadow: false,
+        shadow: args.shadow,
     };
     recover::gate::validate::check(&limit)
         .map_err(|e| Failure::usage(anyhow!("--{}: {}", e.field.replace('_', "-"), e.message)))?;
@@ -158,7 +169,7 @@ pub fn run(cmd: LimitCommand) -> CliResult {
             }),
         ),
     };
-    let address = at.address()?;
+    let address = at.gate.address()?;
     let output = at.output;
     let rt = super::runtime()?;
     rt.block_on(async move {
@@ -179,7 +190,7 @@ pub fn run(cmd: LimitCommand) -> CliResult {
     })
 }
 
-fn describe(l: &Limit) -> String {
+pub fn describe(l: &Limit) -> String {
     let what = match (l.rate_per_s, l.max_in_flight) {
         (None, None) => "unlimited".to_string(),
         (rate, mif) => {
@@ -193,8 +204,13 @@ fn describe(l: &Limit) -> String {
             parts.join(", ")
         }
     };
+    let mode = if l.shadow {
+        "\nshadow: on (every request decided by this limit and counted in recover_gate_shadow_refusals_total; nothing refused)"
+    } else {
+        "\nshadow: off"
+    };
     match &l.note {
-        Some(n) => format!("limit: {what}\nnote: {n}"),
-        None => format!("limit: {what}"),
+        Some(n) => format!("limit: {what}{mode}\nnote: {n}"),
+        None => format!("limit: {what}{mode}"),
     }
 }

@@ -17,7 +17,9 @@ pub mod gate;
 mod gate_limit;
 pub mod history;
 pub mod plan;
+mod plan_shadow;
 pub mod rehearse;
+pub mod report;
 pub mod resume;
 pub mod run;
 pub mod runbooks;
@@ -70,6 +72,8 @@ pub enum Command {
     Resume(resume::ResumeArgs),
     /// List past runs from the journal directory.
     History(history::HistoryArgs),
+    /// Write a real run's postmortem draft, report.json and timeline.svg.
+    Report(report::ReportArgs),
     /// Reproduce the failure with real local processes and recover from it.
     Rehearse(rehearse::RehearseArgs),
     /// Deterministic what-if model of clients, gate and server.
@@ -171,6 +175,7 @@ pub fn dispatch(cli: Cli) -> CliResult {
         Some(Command::Runbooks(c)) => runbooks::run(c),
         Some(Command::Resume(a)) => resume::run(a),
         Some(Command::History(a)) => history::run(a),
+        Some(Command::Report(a)) => report::run(a),
         Some(Command::Rehearse(a)) => rehearse::run(a),
         Some(Command::Simulate(a)) => simulate::run(a),
         Some(Command::Serve(a)) => serve::run(a),

@@ -63,9 +63,28 @@ pub struct PlanArgs {
     /// The plan with its arithmetic in words, or as JSON.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    /// Put the plan's limit on the gate in shadow: the gate counts what the shed would
+    /// refuse of today's traffic and refuses nothing. Needs the gate (--admin and
+    /// --token-file, or --target kube --namespace NS); refused (exit 3) while the gate
+    /// enforces a limit.
+    #[arg(long)]
+    pub shadow: bool,
+    #[command(flatten)]
+    pub gate: super::gate_limit::GateArgs,
 }
 
 pub fn run(args: PlanArgs) -> CliResult {
+    let gate_named = args.gate.admin.is_some()
+        || args.gate.token_file.is_some()
+        || args.gate.namespace.is_some();
+    if gate_named && !args.shadow {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--admin, --token-file and --namespace name the gate for --shadow; add --shadow or leave them out"
+        )));
+    }
+    if args.shadow {
+        args.gate.address()?;
+    }
     let measuring = !args.metrics_urls.is_empty() || args.prometheus.is_some();
     let mut cfg = PlanConfig::default();
     let mut declared = DetectorConfig::default();
@@ -158,6 +177,13 @@ pub fn run(args: PlanArgs) -> CliResult {
         cfg.step_hold = h;
     }
     let plan = make_plan(&inputs, &cfg);
+    let shadow = args
+        .shadow
+        .then(|| super::plan_shadow::shadow_limit(plan.admit_rate, plan.shed_fraction));
+    if let Some(limit) = &shadow {
+        recover::gate::validate::check(limit)
+            .map_err(|e| Failure::usage(anyhow::anyhow!("the plan's limit: {e}")))?;
+    }
     if args.output == Output::Text {
         println!("inputs (measured, declared, given or assumed):");
         for line in sourced.describe() {
@@ -167,6 +193,9 @@ pub fn run(args: PlanArgs) -> CliResult {
     }
     if !args.check_with_sim {
         print_plan_with(&plan, &sourced, args.output)?;
+        if let Some(limit) = shadow {
+            super::plan_shadow::apply(&args.gate, limit, args.output)?;
+        }
         return Ok(Exit::Done);
     }
     let check = sim_check(&inputs, &plan, &args.sim_set)?;
@@ -186,6 +215,9 @@ pub fn run(args: PlanArgs) -> CliResult {
             print_plan(&plan, args.output)?;
             println!("{}", check_text(&check));
         }
+    }
+    if let Some(limit) = shadow {
+        super::plan_shadow::apply(&args.gate, limit, args.output)?;
     }
     Ok(Exit::Done)
 }

@@ -26,6 +26,13 @@ pub struct ResumeArgs {
     /// Final report format on stdout.
     #[arg(long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+    #[command(flatten)]
+    pub mirror: MirrorArgs,
+}
+
+/// Where a run's journal was mirrored (`recover resume`, `recover report`).
+#[derive(Debug, clap::Args)]
+pub struct MirrorArgs {
     /// Where the run's journal was mirrored, when there is no local one: only `kube`
     /// mirrors (the recover-journal ConfigMap).
     #[arg(long, value_name = "KIND", value_parser = ["kube"])]
@@ -50,7 +57,7 @@ pub struct ResumeArgs {
 }
 
 /// The cluster a mirrored journal is fetched from, from the flags.
-fn mirror_target(args: &ResumeArgs) -> Result<Option<Target>, Failure> {
+fn mirror_target(args: &MirrorArgs) -> Result<Option<Target>, Failure> {
     if args.target.is_none() {
         return Ok(None);
     }
@@ -79,27 +86,33 @@ fn mirror_target(args: &ResumeArgs) -> Result<Option<Target>, Failure> {
 /// journal dir.
 fn journal_path(args: &ResumeArgs, rt: &tokio::runtime::Runtime) -> Result<PathBuf, Failure> {
     let local = journal_of(&args.journal_dir, &args.run_id);
-    let Some(target) = mirror_target(args)? else {
+    if local.is_ok() || args.mirror.target.is_none() {
         return local;
-    };
-    if let Ok(p) = local {
-        return Ok(p);
     }
+    fetch_mirrored(&args.journal_dir, &args.run_id, &args.mirror, rt)
+}
+
+/// Fetch the journal of `run_id` mirrored where `mirror` says (with the run's observed
+/// series, when there is one) into `journal_dir`; its path.
+pub fn fetch_mirrored(
+    journal_dir: &Path,
+    run_id: &str,
+    mirror: &MirrorArgs,
+    rt: &tokio::runtime::Runtime,
+) -> Result<PathBuf, Failure> {
+    let target = mirror_target(mirror)?
+        .ok_or_else(|| Failure::usage(anyhow!("no --target to fetch a mirrored journal from")))?;
     rt.block_on(async {
         let (platform, _) = reach(&target).await?;
-        match engine::mirror::fetch_to(platform.as_ref(), &args.run_id, &args.journal_dir).await {
+        match engine::mirror::fetch_to(platform.as_ref(), run_id, journal_dir).await {
             Ok(Some(p)) => {
-                eprintln!(
-                    "fetched the journal of run {} from {}",
-                    args.run_id,
-                    target.id()
-                );
+                eprintln!("fetched the journal of run {run_id} from {}", target.id());
                 Ok(p)
             }
             Ok(None) => Err(Failure::usage(anyhow!(
                 "no run {:?} in {} nor in the journal mirror of {} (give the full run id)",
-                args.run_id,
-                args.journal_dir.display(),
+                run_id,
+                journal_dir.display(),
                 target.id()
             ))),
             Err(e) => Err(Failure::new(Exit::Refused, e)),

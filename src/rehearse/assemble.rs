@@ -192,6 +192,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         files: Files::default(),
         endpoints: f.endpoints.clone(),
         slow_replica: None,
+        run: None,
     };
     (report, samples)
 }

@@ -108,6 +108,38 @@ pub struct Report {
     /// section, whose trigger is one replica made slower); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slow_replica: Option<SlowReplicaFacts>,
+    /// Set when the report is of a real run (`recover report RUN_ID`), not a rehearsal:
+    /// which run, its clock, and every figure above it could not know, with why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunFacts>,
+}
+
+/// A real run's report (`recover report`): the same fields as a rehearsal's, read on the
+/// run's clock. There is no trigger a run knows the end of: `trigger_end_s` is 0, the
+/// clock's zero, which is the run's start (its first journal line), so every duration
+/// "after `trigger_end_s`" is after the run's start. Fields a real run cannot know keep
+/// their type (a rehearsal's reader must still read them) and are listed in `unknown`
+/// with the reason: read them through it, never as measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunFacts {
+    pub run_id: String,
+    pub target: String,
+    /// succeeded | failed | aborted, or failed with `message` saying the journal ends early.
+    pub outcome: String,
+    pub message: Option<String>,
+    /// RFC 3339: the run's start (t = 0) and end.
+    pub started_at: String,
+    pub finished_at: String,
+    /// When the trouble started, seconds on the run's clock (negative: before the run),
+    /// and how it was found; null when there is no series from before the run.
+    pub onset_s: Option<f64>,
+    pub onset_from: String,
+    /// What the run left on the gate and the commands that change it (from the journal).
+    pub gate: Option<crate::engine::report::GateLeft>,
+    /// Field name (`scenario.workers`, `lower_bound_s`, ...) -> why it is not known.
+    pub unknown: BTreeMap<String, String>,
+    /// Where the evidence came from: the journal, the observed series, Prometheus.
+    pub sources: Vec<String>,
 }
 
 /// What the slow-replica rehearsal measured. Every p99 is the median of the recorder's

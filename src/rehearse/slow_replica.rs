@@ -270,6 +270,7 @@ fn assemble(
         files: Files::default(),
         endpoints,
         slow_replica: Some(seen.facts),
+        run: None,
     };
     (report, samples)
 }

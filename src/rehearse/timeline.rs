@@ -86,11 +86,14 @@ fn draw_title(area: &DrawingArea<SVGBackend, Shift>, r: &Report) -> Result<(), T
             r.failure.as_deref().unwrap_or("no steady state")
         ),
     };
+    let sc = &r.scenario;
+    if let Some(run) = &r.run {
+        return draw_run_title(area, r, run, &verdict);
+    }
     let line1 = format!(
         "recover rehearse: {}, runbook {}: {verdict}",
         r.scenario.name, r.runbook
     );
-    let sc = &r.scenario;
     let line2 = format!(
         "{} workers ({:.1} req/s demand) -> gate -> {} replica(s), {:.0} req/s warm capacity; unavailable {:.0} s; k {}, shed {}",
         sc.workers,
@@ -127,6 +130,52 @@ fn draw_title(area: &DrawingArea<SVGBackend, Shift>, r: &Report) -> Result<(), T
         .map_err(err)?;
     }
     Ok(())
+}
+
+/// A real run's title: what the run knew, nothing a rehearsal's scenario would say.
+fn draw_run_title(
+    area: &DrawingArea<SVGBackend, Shift>,
+    r: &Report,
+    run: &super::report::RunFacts,
+    verdict: &str,
+) -> Result<(), TimelineError> {
+    let line1 = format!(
+        "recover run {} on {}, runbook {}: {verdict}",
+        run.run_id, run.target, r.runbook
+    );
+    let line2 = format!(
+        "t = 0 at the run's start ({}); k {}, shed {}, admit {}; {}",
+        run.started_at,
+        r.k.map(|k| format!("{k:.1}"))
+            .unwrap_or_else(|| "unknown".into()),
+        r.shed_fraction
+            .map(|s| format!("{:.0}%", s * 100.0))
+            .unwrap_or_else(|| "unknown".into()),
+        r.admit_rate_per_s
+            .map(|a| format!("{a:.1} req/s"))
+            .unwrap_or_else(|| "unknown".into()),
+        match run.onset_s {
+            Some(o) => format!("trouble from t = {o:.0} s ({})", run.onset_from),
+            None => format!("onset unknown ({})", run.onset_from),
+        }
+    );
+    area.draw(&Text::new(
+        line1,
+        (20, 10),
+        ("sans-serif", 24).into_font().style(FontStyle::Bold),
+    ))
+    .map_err(err)?;
+    area.draw(&Text::new(line2, (20, 42), ("sans-serif", 16).into_font()))
+        .map_err(err)?;
+    Ok(())
+}
+
+/// Whether the report knows `field` (a real run lists what it does not; no line is drawn
+/// for a figure it does not know).
+fn known(r: &Report, field: &str) -> bool {
+    r.run
+        .as_ref()
+        .is_none_or(|f| !f.unknown.contains_key(field))
 }
 
 fn max_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> f64 {
@@ -253,16 +302,18 @@ fn draw_rates(
         .map_err(err)?;
     decorate(&mut chart, r, y_max, true)?;
     mark_steps(&mut chart, r, y_max)?;
-    chart
-        .draw_series(DashedLineSeries::new(
-            vec![(x.0, demand), (x.1, demand)],
-            8,
-            6,
-            DEMAND.stroke_width(2),
-        ))
-        .map_err(err)?
-        .label(format!("demand ({demand:.1}/s)"))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], DEMAND.stroke_width(2)));
+    if known(r, "scenario.demand_per_s") {
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x.0, demand), (x.1, demand)],
+                8,
+                6,
+                DEMAND.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(format!("demand ({demand:.1}/s)"))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], DEMAND.stroke_width(2)));
+    }
     // The limit is drawn only where finite; clipped to the panel when far above traffic.
     let series: [(&str, RGBColor, u32, Pick); 4] = [
         (
@@ -317,18 +368,20 @@ fn draw_latency(
         .draw()
         .map_err(err)?;
     decorate(&mut chart, r, y_max, false)?;
-    chart
-        .draw_series(DashedLineSeries::new(
-            vec![(x.0, timeout), (x.1, timeout)],
-            8,
-            6,
-            OFFERED.stroke_width(2),
-        ))
-        .map_err(err)?
-        .label(format!(
-            "client timeout ({timeout:.1} s): above it, answers are wasted"
-        ))
-        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OFFERED.stroke_width(2)));
+    if known(r, "scenario.client_timeout_s") {
+        chart
+            .draw_series(DashedLineSeries::new(
+                vec![(x.0, timeout), (x.1, timeout)],
+                8,
+                6,
+                OFFERED.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label(format!(
+                "client timeout ({timeout:.1} s): above it, answers are wasted"
+            ))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OFFERED.stroke_width(2)));
+    }
     draw_line(
         &mut chart,
         s,

@@ -130,6 +130,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         files: Files::default(),
         endpoints: BTreeMap::new(),
         slow_replica: None,
+        run: None,
     };
     (report, samples)
 }

@@ -115,6 +115,10 @@ pub struct GateLimit {
     /// How long this limit may stand unattended; required when it blocks everything.
     #[serde(default, with = "crate::util::duration::serde_human_opt")]
     pub deadline: Option<Duration>,
+    /// Put the limit in shadow: the gate decides every request by it and counts what it
+    /// would refuse, refusing nothing (what the shed would do to today's traffic).
+    #[serde(default)]
+    pub shadow: bool,
 }
 
 /// A rate or no rate limit at all.

@@ -358,7 +358,13 @@ fn parse_action(ctx: &Ctx, rep: &mut Reporter, with: &[Seg], s: &RawStep) -> Opt
             if a.burst == Some(0) {
                 rep.at(&at("burst"), "burst must be at least 1");
             }
-            if blocks && (a.deadline.is_none() || a.note.is_none()) {
+            if a.shadow && a.rate == RateSetting::Unlimited {
+                rep.at(
+                    &at("shadow"),
+                    "a limit in shadow needs a rate to decide by; `unlimited` has nothing to count",
+                );
+            }
+            if blocks && !a.shadow && (a.deadline.is_none() || a.note.is_none()) {
                 rep.at(&at("rate"), "a limit that blocks everything needs a `deadline` and a `note` saying who must act");
             }
             Action::GateLimit(a)

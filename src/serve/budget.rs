@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use super::config::BudgetConfig;
+use super::standing::StandingLimit;
 
 /// One target's record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -26,6 +27,9 @@ pub struct TargetBudget {
     /// When the last run on this target ended (for the cooldown).
     #[serde(default, with = "crate::util::time::rfc3339::option")]
     pub last_finished: Option<SystemTime>,
+    /// A limit a failed or aborted run left on the gate, until the gate is read without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standing: Option<StandingLimit>,
 }
 
 /// What the decision logic needs to know about a target's budget now.
@@ -43,6 +47,8 @@ pub struct BudgetView {
     /// No new run before this time (the last run ended less than `cooldown` ago).
     #[serde(with = "crate::util::time::rfc3339::option")]
     pub cooldown_until: Option<SystemTime>,
+    /// A failed or aborted run's limit still on the gate.
+    pub standing: Option<StandingLimit>,
 }
 
 /// Budgets of all targets.
@@ -73,6 +79,7 @@ impl BudgetBook {
                 .last_finished
                 .map(|f| f + cfg.cooldown)
                 .filter(|until| *until > now),
+            standing: t.standing,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct ServeConfig {
     /// Where runbooks are looked up by name (besides `runbooks/`).
     #[serde(default)]
     pub runbook_dir: Option<PathBuf>,
+    /// A command run on every refused alert (a flood's repeats once a period, as logged).
+    #[serde(default)]
+    pub notify_hook: Option<super::notify::NotifyConfig>,
     pub routes: Vec<Route>,
 }
 
@@ -257,6 +260,17 @@ fn validate(cfg: &ServeConfig) -> Result<(), (Vec<Seg>, String)> {
     }
     if cfg.max_body_bytes < 1024 {
         return bad(&["max_body_bytes"], "must be at least 1024");
+    }
+    if let Some(n) = &cfg.notify_hook {
+        if n.command.first().is_none_or(|p| p.trim().is_empty()) {
+            return bad(
+                &["notify_hook", "command"],
+                "give the program and its arguments, e.g. [/usr/local/bin/page, --team, sre]",
+            );
+        }
+        if n.timeout.is_zero() {
+            return bad(&["notify_hook", "timeout"], "must be longer than zero");
+        }
     }
     if cfg.routes.is_empty() {
         return bad(&["routes"], "at least one route is needed");

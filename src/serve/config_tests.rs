@@ -199,3 +199,21 @@ fn errors_point_at_the_line_of_the_field_once() {
         assert!(!e.contains(" at line "), "the location twice: {e}");
     }
 }
+
+#[test]
+fn a_notify_hook_needs_a_program() {
+    let with = |hook: &str| GOOD.replace("routes:", &format!("{hook}\nroutes:"));
+    let c = parse(
+        &with("notify_hook: { command: [/usr/local/bin/page, --team, sre] }"),
+        "serve.yaml",
+    )
+    .unwrap();
+    let hook = c.notify_hook.unwrap();
+    assert_eq!(hook.command[0], "/usr/local/bin/page");
+    assert_eq!(hook.timeout, Duration::from_secs(10));
+    let e = parse(&with("notify_hook: { command: [] }"), "serve.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("notify_hook.command"), "{e}");
+    assert!(e.contains("give the program"), "{e}");
+}

@@ -76,6 +76,11 @@ impl RunLauncher for EngineLauncher {
         self.cancel.cancel();
     }
 
+    async fn gate_limit(&self, target: &Target) -> Result<crate::gate::limit::Limit, LaunchError> {
+        let (platform, _metrics) = connect(target).await?;
+        Ok(platform.gate().get_limit().await?)
+    }
+
     async fn launch(&self, req: &LaunchRequest) -> RunSummary {
         let (mut runbook, platform, metrics) = match self.prepare(&req.runbook, &req.target).await {
             Ok(p) => p,

@@ -133,6 +133,8 @@ async fn alerts(State(rx): State<Arc<Receiver>>, headers: HeaderMap, body: Body)
         }
     };
     rx.metrics.webhook("accepted");
+    // A failed run's limit is judged on the gate as it is now, not as it was left.
+    rx.refresh_standing().await;
     decide(&rx, &body, &checked)
 }
 

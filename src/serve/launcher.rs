@@ -84,6 +84,10 @@ pub enum LaunchError {
     Metrics(#[from] crate::metrics::source::MetricError),
     #[error("the runbook's detection windows do not fit the metrics: {0}")]
     Windows(#[from] crate::detect::windows::WindowError),
+    #[error("reading the gate's limit: {0}")]
+    Gate(#[from] crate::platform::PlatformError),
+    #[error("this launcher cannot read a gate")]
+    NoGate,
 }
 
 impl From<crate::detect::WatchError> for LaunchError {
@@ -102,6 +106,11 @@ pub trait RunLauncher: Send + Sync {
     async fn check(&self, req: &CheckRequest) -> Result<crate::detect::Verdict, LaunchError>;
     /// Run the runbook to the end (or as a dry run) and report how it ended.
     async fn launch(&self, req: &LaunchRequest) -> RunSummary;
+    /// The limit in force on the target's gate now (to tell whether a failed run's limit
+    /// still stands). Default: the launcher cannot read gates.
+    async fn gate_limit(&self, _target: &Target) -> Result<crate::gate::limit::Limit, LaunchError> {
+        Err(LaunchError::NoGate)
+    }
     /// Where the journal of a run will be, if known before it ends.
     fn journal_path(&self, _req: &LaunchRequest) -> Option<PathBuf> {
         None

@@ -16,7 +16,7 @@ use crate::util::exposition::{encode_text, register, register_family};
 const ALERT_STATUSES: [&str; 2] = ["firing", "resolved"];
 const WEBHOOK_RESULTS: [&str; 3] = ["accepted", "unauthorized", "bad_request"];
 /// The receiver's decisions (`receiver.rs`, `receiver/act.rs`, `decide::Refusal::kind`).
-pub const DECISIONS: [&str; 13] = [
+pub const DECISIONS: [&str; 14] = [
     "no_route",
     "ignored_resolved",
     "joined_run",
@@ -28,9 +28,12 @@ pub const DECISIONS: [&str; 13] = [
     "recheck_scheduled",
     "rechecks_exhausted",
     "refused_breaker",
+    "refused_standing_limit",
     "refused_budget",
     "refused_cooldown",
 ];
+/// Why an alert was refused (`policy::Refusal::reason`).
+pub const REFUSAL_REASONS: [&str; 4] = ["breaker", "standing_limit", "budget", "cooldown"];
 const RUN_OUTCOMES: [&str; 5] = ["succeeded", "failed", "aborted", "refused", "dry_run"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -41,6 +44,11 @@ pub struct StatusLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DecisionLabel {
     pub decision: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -73,6 +81,8 @@ pub struct ServeMetrics {
     /// Webhook requests by result: accepted, unauthorized, bad_request.
     pub webhooks: Family<ResultLabel, Counter>,
     pub decisions: Family<DecisionLabel, Counter>,
+    /// Alerts refused, by reason: breaker, standing_limit, budget, cooldown.
+    pub alerts_refused: Family<ReasonLabel, Counter>,
     /// Finished runs by outcome (dry runs count as `dry_run`).
     pub runs: Family<OutcomeLabel, Counter>,
     pub runs_in_progress: Gauge,
@@ -112,6 +122,12 @@ impl ServeMetrics {
                 "decisions",
                 "Decisions taken on alerts",
                 DECISIONS.map(|s| DecisionLabel { decision: s.into() }),
+            ),
+            alerts_refused: register_family(
+                &mut r,
+                "alerts_refused",
+                "Firing alerts refused, by reason (a human resets the breaker or lifts a failed run's limit; the budget and the cooldown pass with time)",
+                REFUSAL_REASONS.map(|s| ReasonLabel { reason: s.into() }),
             ),
             runs: register_family(
                 &mut r,
@@ -182,6 +198,14 @@ impl ServeMetrics {
             .inc();
     }
 
+    pub fn refused(&self, reason: &str) {
+        self.alerts_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
     pub fn run_finished(&self, outcome: &str) {
         self.runs
             .get_or_create(&OutcomeLabel {
@@ -223,6 +247,9 @@ mod tests {
             "recover_serve_webhooks_total{result=\"unauthorized\"} 0",
             "recover_serve_decisions_total{decision=\"launched\"} 0",
             "recover_serve_decisions_total{decision=\"refused_breaker\"} 0",
+            "recover_serve_decisions_total{decision=\"refused_standing_limit\"} 0",
+            "recover_serve_alerts_refused_total{reason=\"standing_limit\"} 0",
+            "recover_serve_alerts_refused_total{reason=\"breaker\"} 0",
             "recover_serve_runs_total{outcome=\"failed\"} 0",
             "recover_serve_runs_in_progress 0",
         ] {

@@ -3,11 +3,11 @@
 //!
 //! An alert is a hint, not a verdict. For each firing alert the receiver finds its route
 //! (runbook + target), then: joins a run or detection already in progress on the target,
-//! or refuses (breaker, budget, cooldown), or runs the runbook's own detection; only a
+//! or refuses (breaker, a failed run's limit still on the gate, budget, cooldown), or runs the runbook's own detection; only a
 //! Stuck verdict starts a run (a dry run in observe mode). Resolved alerts never act.
 //!
 //! Layout: [`config`] (serve.yaml), [`alert`] (payload), [`auth`], [`policy`] (pure
-//! decisions), [`budget`], [`runs`] (registry), [`state`] (where budgets and breakers are
+//! decisions), [`standing`] (a failed run's limit), [`budget`], [`runs`] (registry), [`state`] (where budgets and breakers are
 //! kept: a file or a ConfigMap), [`receiver`] (carrying decisions out),
 //! [`http`] (routes), [`metrics`], [`launcher`] (the seam to the engine).
 
@@ -21,10 +21,12 @@ pub mod http;
 pub mod launcher;
 pub mod log_lines;
 pub mod metrics;
+pub mod notify;
 pub mod policy;
 pub mod receiver;
 pub mod replay;
 pub mod runs;
+pub mod standing;
 pub mod state;
 
 pub use launcher::{CheckRequest, LaunchRequest, RunLauncher, RunOutcome, RunSummary};

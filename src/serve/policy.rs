@@ -1,6 +1,7 @@
 //! What to do with one alert, as pure functions: no clock, no I/O, no locks. An alert is a
 //! hint, not a verdict: this decides whether to look (run detection), join what is already
-//! happening, refuse (budget, breaker, cooldown), and, once detection has spoken, whether
+//! happening, refuse (breaker, a failed run's limit standing, budget, cooldown), and, once
+//! detection has spoken, whether
 //! to act. Everything that keeps the receiver from becoming a remediation storm is here,
 //! where it is tested exhaustively.
 
@@ -10,6 +11,7 @@ use std::time::{Duration, SystemTime};
 use super::alert::AlertStatus;
 use super::budget::BudgetView;
 use super::config::RecheckConfig;
+use super::standing::StandingLimit;
 use crate::detect::VerdictKind;
 
 /// `act` runs runbooks; `observe` runs them as dry runs and records what it would do.
@@ -42,6 +44,8 @@ pub enum Refusal {
     BreakerOpen {
         failures: u32,
     },
+    /// A failed or aborted run's safe hold is still on the gate: a human must look first.
+    StandingLimit(StandingLimit),
     BudgetExhausted {
         used: u32,
         limit: u32,
@@ -58,13 +62,21 @@ impl Refusal {
     pub fn kind(&self) -> &'static str {
         match self {
             Refusal::BreakerOpen { .. } => "refused_breaker",
+            Refusal::StandingLimit(_) => "refused_standing_limit",
             Refusal::BudgetExhausted { .. } => "refused_budget",
             Refusal::Cooldown { .. } => "refused_cooldown",
         }
     }
 
+    /// The reason label of `recover_serve_alerts_refused_total` (the kind without `refused_`).
+    pub fn reason(&self) -> &'static str {
+        let kind = self.kind();
+        kind.strip_prefix("refused_").unwrap_or(kind)
+    }
+
     pub fn message(&self, target: &str) -> String {
         match self {
+            Refusal::StandingLimit(held) => held.message(target),
             Refusal::BreakerOpen { failures } => format!(
                 "BREAKER OPEN on {target} after {failures} failed or aborted runs: not acting until a human resets it (`recover serve reset {target}`)"
             ),
@@ -129,12 +141,17 @@ pub fn on_alert(status: AlertStatus, activity: &Activity, budget: &BudgetView) -
     }
 }
 
-/// The storm guards, in order of how loudly they must be reported.
-fn guard(budget: &BudgetView) -> Option<Refusal> {
+/// The storm guards, in order of how loudly they must be reported: the breaker (a human
+/// must reset it), then a failed run's limit still on the gate (a human must lift it),
+/// then the budget and the cooldown, which pass with time.
+pub fn guard(budget: &BudgetView) -> Option<Refusal> {
     if budget.breaker_open {
         return Some(Refusal::BreakerOpen {
             failures: budget.failures,
         });
+    }
+    if let Some(held) = &budget.standing {
+        return Some(Refusal::StandingLimit(held.clone()));
     }
     if budget.remaining == 0 {
         return Some(Refusal::BudgetExhausted {
@@ -207,7 +224,65 @@ mod tests {
             failures: 0,
             breaker_after: 2,
             cooldown_until: None,
+            standing: None,
         }
+    }
+
+    fn held() -> StandingLimit {
+        StandingLimit {
+            run_id: "r1".into(),
+            outcome: "failed".into(),
+            limit: "45.0 req/s (burst 23)".into(),
+            review_by: Some("2030-01-01T00:00:00Z".into()),
+            commands: vec![
+                "recover gate limit lift --admin http://127.0.0.1:18081 --token-file /d/gate.token"
+                    .into(),
+            ],
+            unconfirmed: None,
+        }
+    }
+
+    #[test]
+    fn a_failed_runs_standing_limit_refuses_with_the_command_that_lifts_it() {
+        let mut b = open_budget();
+        b.standing = Some(held());
+        let d = on_alert(FIRING, &Activity::Idle, &b);
+        let AlertAction::Refuse(r) = d else {
+            panic!("not refused: {d:?}")
+        };
+        assert_eq!(r.kind(), "refused_standing_limit");
+        assert_eq!(r.reason(), "standing_limit");
+        let m = r.message("local:demo");
+        assert!(
+            m.contains("`recover gate limit lift --admin http://127.0.0.1:18081 --token-file /d/gate.token`"),
+            "{m}"
+        );
+        assert!(m.contains("review by 2030-01-01T00:00:00Z"), "{m}");
+        // Detection that finished meanwhile does not act either.
+        assert_eq!(
+            on_verdict(
+                VerdictKind::Stuck,
+                Mode::Act,
+                &b,
+                0,
+                &RecheckConfig::default()
+            ),
+            AfterCheck::Refuse(r.clone())
+        );
+        // It outranks the budget and the cooldown (they pass with time; it does not),
+        // and yields to the breaker (a reset comes first).
+        b.remaining = 0;
+        b.cooldown_until = Some(SystemTime::UNIX_EPOCH);
+        assert_eq!(guard(&b), Some(r));
+        b.breaker_open = true;
+        assert!(matches!(guard(&b), Some(Refusal::BreakerOpen { .. })));
+        // Lifted: nothing stands, the alert is checked.
+        let mut lifted = open_budget();
+        lifted.standing = None;
+        assert_eq!(
+            on_alert(FIRING, &Activity::Idle, &lifted),
+            AlertAction::Check
+        );
     }
 
     const FIRING: AlertStatus = AlertStatus::Firing;

@@ -21,6 +21,7 @@ use super::runs::{rfc3339, AlertRef, CheckAlerts, DecisionRecord, Registry, Sour
 use super::state::{FileStore, StateStore};
 
 mod act;
+mod standing;
 pub use act::CHECK_TIMEOUT;
 
 /// Why the receiver could not start.
@@ -227,6 +228,21 @@ impl Receiver {
         if rec.message.is_empty() {
             rec.message = rec.decision.clone();
         }
+        let refused = rec
+            .decision
+            .strip_prefix("refused_")
+            .map(|reason| super::notify::Event {
+                event: "refused",
+                reason,
+                target: rec.target.as_deref().unwrap_or("-"),
+                message: &rec.message,
+                alertname: &rec.alertname,
+                fingerprint: &rec.fingerprint,
+                at: &rec.at,
+            });
+        if let Some(e) = &refused {
+            self.metrics.refused(e.reason);
+        }
         let target = rec.target.as_deref().unwrap_or("-");
         let now = std::time::Instant::now();
         let emit = {
@@ -255,6 +271,10 @@ impl Receiver {
                 " ({quiet_before} more like this since the last such line, logged at debug level)"
             ),
         };
+        // A person hears of a refusal as often as the log writes it: once a period in a flood.
+        if let (Some(cfg), Some(e)) = (&self.cfg.notify_hook, &refused) {
+            super::notify::spawn(cfg, e);
+        }
         match log_lines::level(&rec.decision) {
             Level::Error => tracing::error!(decision = %rec.decision,
                 fingerprint = %fingerprint, target = %target, "{message}{more}"),

@@ -27,7 +27,7 @@ const LAYERS: &[&[&str]] = &[
     // The runbook engine.
     &["engine"],
     // Applications: the rehearsal, the webhook receiver, the simulator, the demo system.
-    &["rehearse", "serve", "simulate", "demo"],
+    &["rehearse", "serve", "simulate", "demo", "postmortem"],
 ];
 
 const TOP: usize = LAYERS.len() - 1;

@@ -60,6 +60,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "needs a `deadline` and a `note`",
     ),
     (
+        "shadow-unlimited.yaml",
+        "15:9",
+        "spec.steps[0].with.shadow",
+        "needs a rate to decide by",
+    ),
+    (
         "bad-quantity.yaml",
         "14:9",
         "spec.steps[0].with.rate",

@@ -4,7 +4,9 @@
 //! launcher is the real engine, planning with the shipped runbook's declarations. One
 //! system, staged once, carries the whole story:
 //! observe mode changes nothing; a failing runbook opens the breaker, which refuses until
-//! a human resets it; the real runbook recovers the system, stuck for a minute by then,
+//! a human resets it, and leaves its safe hold on the gate, on top of which serve refuses
+//! to act (saying so in the answer, the decision log, the metric and the notify hook, with
+//! the command that lifts it) until the printed command lifts it; the real runbook recovers the system, stuck for a minute by then,
 //! once although the alert repeats; the budget then refuses; resolved alerts never act.
 
 use recover::rehearse::orchestrate::sweep;
@@ -32,7 +34,8 @@ impl Drop for Sweep {
 
 /// The shipped runbook (its own declarations of capacity and cold factor: the receiver
 /// connects to a service already stuck, with no healthy moment to measure them in), with
-/// detection windows sized for a test; and a runbook that always fails.
+/// detection windows sized for a test; and a runbook that always fails, leaving a safe
+/// hold on the gate as the shipped runbook's on_failure does.
 fn write_runbooks(dir: &Path) {
     let src = recover::runbook::find("stuck-overload", &[])
         .unwrap()
@@ -51,8 +54,10 @@ fn write_runbooks(dir: &Path) {
         "[{name: hopeless, action: wait.until, with: {check: steady}, timeout: 2s}]",
     )
     .unwrap();
-    rb["spec"]["on_failure"] =
-        serde_yaml::from_str("[{name: page, action: notify, with: {message: doomed}}]").unwrap();
+    rb["spec"]["on_failure"] = serde_yaml::from_str(
+        "[{name: hold, action: gate.limit, with: {rate: plan.admit_rate * 0.5, deadline: 1h}}, {name: page, action: notify, with: {message: doomed}}]",
+    )
+    .unwrap();
     std::fs::write(dir.join("doomed.yaml"), serde_yaml::to_string(&rb).unwrap()).unwrap();
 }
 
@@ -70,6 +75,7 @@ recheck: {{ after: 1s, max: 10 }}
 state_file: {d}/serve-state.json
 journal_dir: {d}/journal
 runbook_dir: {d}/runbooks
+notify_hook: {{ command: [/bin/sh, -c, 'cat >> "$0"; echo >> "$0"', {d}/notified.jsonl] }}
 routes:
   - name: stuck
     match: {{ alertname: ConfigServiceStuck }}
@@ -253,6 +259,83 @@ async fn e2e_serve_recovers_a_stuck_system_once_and_the_guards_hold() {
         )
         .await;
     assert_eq!(s, 200);
+
+    // 2b. The failed run left its safe hold on the gate: serve does not act on top of it
+    // and says why and what a human should do, everywhere a person might look.
+    let held: Value = serde_json::from_str(&limit().await).unwrap();
+    assert!(held["limit"]["rate_per_s"].is_number(), "{held}");
+    let answer = rx.post(fixture("alertmanager/firing.json")).await;
+    let d = &answer["decisions"][0];
+    assert_eq!(d["decision"], "refused_standing_limit", "{answer}");
+    let message = d["message"].as_str().unwrap().to_string();
+    let command = message
+        .split('`')
+        .find(|s| s.starts_with("recover gate limit lift "))
+        .unwrap_or_else(|| panic!("no command in the refusal: {message}"))
+        .to_string();
+    assert!(
+        command.contains(&format!("--admin http://{}", stage.sys.addrs().gate_admin)),
+        "{command}"
+    );
+    assert!(message.contains("review by 20"), "{message}");
+    let decisions = rx
+        .http
+        .get_json(&format!("{}/decisions", rx.base))
+        .await
+        .to_string();
+    assert!(decisions.contains("refused_standing_limit"), "{decisions}");
+    let m = rx.http.get_text(&format!("{}/metrics", rx.base)).await;
+    assert_exposes(
+        &m,
+        &[
+            r#"recover_serve_alerts_refused_total{reason="standing_limit"} 1"#,
+            r#"recover_serve_alerts_refused_total{reason="breaker"} 1"#,
+        ],
+    );
+    let notified = tmp.path().join("notified.jsonl");
+    let start_n = Instant::now();
+    let event = loop {
+        let text = std::fs::read_to_string(&notified).unwrap_or_default();
+        if let Some(line) = text
+            .lines()
+            .find(|l| l.contains("\"reason\":\"standing_limit\""))
+        {
+            break serde_json::from_str::<Value>(line).unwrap();
+        }
+        assert!(
+            start_n.elapsed() < Duration::from_secs(10),
+            "the notify hook was not told: {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(event["event"], "refused");
+    assert_eq!(event["target"], "local:rehearsal");
+    assert!(
+        event["message"].as_str().unwrap().contains(&command),
+        "{event}"
+    );
+    assert_eq!(
+        pids(&state_dir),
+        pids_before,
+        "a refused alert must not act"
+    );
+    // The printed command works as printed; the next alert is checked again.
+    let bin_dir = Path::new(crate::support::BIN).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let lifted = std::process::Command::new("sh")
+        .args(["-c", &command])
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert!(
+        lifted.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&lifted.stderr)
+    );
 
     // 3. The real runbook recovers the system once, although the alert repeats (an
     // Unknown verdict from a scrape the stuck service answered late is rechecked). The

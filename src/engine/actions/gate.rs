@@ -48,7 +48,7 @@ impl Act for GateLimit {
                     burst: burst_for(rate, self.burst),
                     max_in_flight: mif,
                     note,
-                    shadow: false,
+                    shadow: self.shadow,
                 }
             }
         };
@@ -65,7 +65,7 @@ impl Act for GateLimit {
         vec![match &self.rate {
             RateSetting::Unlimited => "set the gate to unlimited".into(),
             RateSetting::Rate(r) => format!(
-                "set the gate to {} req/s ({}), burst {}, review deadline {}",
+                "set the gate to {} req/s ({}), burst {}, {}",
                 p.fixed
                     .quantity(r)
                     .map(|v| format!("{v:.1}"))
@@ -75,7 +75,14 @@ impl Act for GateLimit {
                     "{} (half a second of the rate)",
                     burst_for(p.fixed.quantity(r).unwrap_or(0.0), None)
                 )),
-                dur(self.deadline.unwrap_or(DEFAULT_LIMIT_DEADLINE))
+                if self.shadow {
+                    "in shadow: the gate counts what it would refuse and refuses nothing".into()
+                } else {
+                    format!(
+                        "review deadline {}",
+                        dur(self.deadline.unwrap_or(DEFAULT_LIMIT_DEADLINE))
+                    )
+                }
             ),
         }]
     }
@@ -327,6 +334,7 @@ pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(),
     ctx.emit(ProgressEvent::LimitSet {
         step: step.to_string(),
         rate_per_s: limit.rate_per_s,
+        shadow: limit.shadow,
     });
     let after = read(gate.get_limit().await);
     ctx.finished(
@@ -347,11 +355,16 @@ pub fn describe_limit(l: &Limit) -> String {
     match l.rate_per_s {
         None => "unlimited".into(),
         Some(r) => format!(
-            "{r:.1} req/s (burst {}{})",
+            "{r:.1} req/s (burst {}{}){}",
             l.burst,
             l.max_in_flight
                 .map(|m| format!(", max in flight {m}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if l.shadow {
+                " in shadow: counted, nothing refused"
+            } else {
+                ""
+            }
         ),
     }
 }

@@ -45,7 +45,8 @@ impl GateControl for Recording {
         })
     }
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
-        self.changed(format!("set_limit {:?}", limit.rate_per_s));
+        let shadow = if limit.shadow { " in shadow" } else { "" };
+        self.changed(format!("set_limit {:?}{shadow}", limit.rate_per_s));
         *self.rate.lock().unwrap() = limit.rate_per_s;
         Ok(())
     }
@@ -228,4 +229,39 @@ async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
             step.name
         );
     }
+}
+
+#[tokio::test]
+async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so() {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let mut step = rb
+        .steps
+        .iter()
+        .find(|s| s.name == "block-at-edge")
+        .unwrap()
+        .clone();
+    let Action::GateLimit(a) = &mut step.action else {
+        panic!("block-at-edge sets the gate's limit")
+    };
+    a.shadow = true;
+    let said = super::describe(&step, &fixed(&rb), &[], &rb).join(" ");
+    assert!(said.contains("in shadow"), "{said}");
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::create(dir.path(), "run-shadow").unwrap();
+    let platform = Recording::default();
+    let changes = platform.changes.clone();
+    let ctx = Arc::new(Ctx::new(
+        rb.clone(),
+        Arc::new(platform),
+        Arc::new(NoMetrics),
+        fixed(&rb),
+        "run-shadow".into(),
+        journal,
+        RunOptions::default(),
+        BTreeMap::new(),
+    ));
+    let done = perform(&ctx, &step, Tally::default()).await.unwrap();
+    let changes = changes.lock().unwrap().clone();
+    assert_eq!(changes, ["set_limit Some(22.5) in shadow"], "{changes:?}");
+    assert!(format!("{done:?}").contains("in shadow"), "{done:?}");
 }

@@ -4,6 +4,9 @@
 //! offered 120.0/s  admitted 30.0/s  useful 29.4/s  limit 30.0/s  p99 0.21s (timeout 2.0s)  retrying 87  queue 3 | holding 30.0 req/s, check 2/3 passed; next: raise to 45.0 req/s if it passes
 //! ```
 //!
+//! A limit in shadow reads `limit 30.0/s (shadow)`: the gate counts what it would refuse
+//! and refuses nothing, so the figures are those of traffic it did not shed.
+//!
 //! A pure fold over [`ProgressEvent`]s: the figures are the last ones a check or a hold
 //! read, the limit the last one the engine set, and the "next" move is what
 //! [`next_move`] (the function the ramp itself calls) makes of the ramp's state and the
@@ -35,6 +38,8 @@ pub struct LiveView {
     readings: Option<Readings>,
     /// The limit last set: `Some(None)` is unlimited.
     limit: Option<Option<f64>>,
+    /// Whether the limit last set is in shadow.
+    shadow: bool,
     check: Option<CheckSeen>,
     ramp: Option<RampSeen>,
 }
@@ -64,7 +69,12 @@ impl LiveView {
                     failure_limit: *failure_limit,
                 });
             }
-            ProgressEvent::LimitSet { rate_per_s, .. } => self.limit = Some(*rate_per_s),
+            ProgressEvent::LimitSet {
+                rate_per_s, shadow, ..
+            } => {
+                self.limit = Some(*rate_per_s);
+                self.shadow = *shadow;
+            }
             ProgressEvent::RampHolding {
                 check,
                 check_needed,
@@ -119,6 +129,11 @@ impl LiveView {
             None => "-".to_string(),
             Some(None) => "none".to_string(),
             Some(Some(l)) => format!("{l:.1}/s"),
+        };
+        let limit = if self.shadow {
+            format!("{limit} (shadow)")
+        } else {
+            limit
         };
         let p99 = match (r.latency_p99_s, r.client_timeout_s) {
             (None, _) => "-".to_string(),
@@ -246,6 +261,7 @@ mod tests {
             ProgressEvent::LimitSet {
                 step: "readmit".into(),
                 rate_per_s: Some(30.0),
+                shadow: false,
             },
             holding(30.0),
             measured(1, 0.0),
@@ -290,10 +306,23 @@ mod tests {
         let lift = ProgressEvent::LimitSet {
             step: "readmit".into(),
             rate_per_s: None,
+            shadow: false,
         };
         let lines = render(&[holding(30.0), measured(3, 0.0), done, lift]);
         let last = lines.last().unwrap();
         assert!(last.contains("limit none") && !last.contains('|'), "{last}");
+    }
+
+    #[test]
+    fn a_limit_in_shadow_says_so_beside_its_rate() {
+        let watch = ProgressEvent::LimitSet {
+            step: "watch".into(),
+            rate_per_s: Some(30.0),
+            shadow: true,
+        };
+        let lines = render(&[watch, measured(1, 0.0)]);
+        let last = lines.last().unwrap();
+        assert!(last.contains("limit 30.0/s (shadow)"), "{last}");
     }
 
     #[test]

@@ -64,10 +64,13 @@ pub enum ProgressEvent {
         failure_limit: Option<u32>,
         readings: Readings,
     },
-    /// The gate's limit as the engine just set it (None: unlimited).
+    /// The gate's limit as the engine just set it (None: unlimited); `shadow`: decided
+    /// and counted by the gate, nothing refused.
     LimitSet {
         step: String,
         rate_per_s: Option<f64>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        shadow: bool,
     },
     /// The ramp holds `state.rate`, then runs `check`; `params` and `state` are what its
     /// next move will be decided from.
@@ -201,9 +204,19 @@ impl ProgressEvent {
                     state.measurements, state.failures
                 )
             }
-            ProgressEvent::LimitSet { step, rate_per_s } => match rate_per_s {
-                Some(r) => format!("  {step}: gate limit set to {r:.1} req/s"),
-                None => format!("  {step}: gate limit lifted"),
+            ProgressEvent::LimitSet {
+                step,
+                rate_per_s,
+                shadow,
+            } => match (rate_per_s, shadow) {
+                (Some(r), false) => format!("  {step}: gate limit set to {r:.1} req/s"),
+                (Some(r), true) => format!(
+                    "  {step}: gate limit set to {r:.1} req/s in shadow (counted, nothing refused)"
+                ),
+                (None, false) => format!("  {step}: gate limit lifted"),
+                (None, true) => format!(
+                    "  {step}: gate limit in shadow (in-flight cap counted, nothing refused)"
+                ),
             },
             ProgressEvent::RampDecided(d) => format!("  {}: decision {}", d.step, d.describe()),
             ProgressEvent::StepFinished {

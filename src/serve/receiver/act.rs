@@ -233,8 +233,22 @@ impl Receiver {
             },
         };
         let target = req.target.id();
+        // Refused before its first action: nothing changed on the target, so the run
+        // spends nothing, neither budget nor cooldown, and the next alert may act.
+        let refused = report.outcome == RunOutcome::Refused;
+        // Even a run aborted because the receiver stops leaves its safe hold on the gate.
+        let held = (!refused)
+            .then(|| Self::left_standing(report.details.as_ref()))
+            .flatten();
         let now = SystemTime::now();
         let mut st = self.state();
+        if held.is_some() {
+            st.budget
+                .targets
+                .entry(target.clone())
+                .or_default()
+                .standing = held.clone();
+        }
         if let Some(rec) = st.runs.get_mut(&req.run_id) {
             rec.state = RunState::Finished(report.outcome);
             rec.finished_at = Some(rfc3339(now));
@@ -245,9 +259,6 @@ impl Receiver {
             rec.report = report.details.clone();
         }
         st.set_activity(&target, Activity::Idle);
-        // Refused before its first action: nothing changed on the target, so the run
-        // spends nothing, neither budget nor cooldown, and the next alert may act.
-        let refused = report.outcome == RunOutcome::Refused;
         let opened = if refused {
             st.budget.cancel_last_start(&target);
             if let Some(rec) = st.runs.get_mut(&req.run_id) {
@@ -274,6 +285,10 @@ impl Receiver {
         };
         self.save_state(&st);
         drop(st);
+        if let Some(held) = &held {
+            tracing::error!(target = %target, run_id = %held.run_id,
+                "{}", crate::serve::log_lines::clean(&held.message(&target)));
+        }
         self.metrics.runs_in_progress.dec();
         self.metrics.run_finished(report.outcome.as_str());
         let message = crate::serve::log_lines::clean(&report.message);
