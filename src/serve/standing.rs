@@ -123,6 +123,7 @@ mod tests {
             rate_per_s: Some(45.0),
             burst: 23,
             max_in_flight: None,
+            shadow: false,
             note: Some(format!("set by recover run {run} (runbook stuck-overload, step hold-at-safe-rate); review by 2030-01-01T00:00:00Z: if that run is no longer active")),
         }
     }
@@ -144,6 +145,7 @@ mod tests {
             finished_at: String::new(),
             steps: vec![],
             journal: None,
+            observed: None,
             gate: Some(GateLeft {
                 said: "left at 45.0 req/s by the run's safe hold".into(),
                 review_by: Some("2030-01-01T00:00:00Z".into()),
