@@ -166,6 +166,13 @@ impl Act for GateRamp {
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             let snap = ctx.snapshot_since(Some(after.since)).await.ok();
+            if let Some(snap) = &snap {
+                // The figures beside the decision are the ones it was made from.
+                ctx.emit(ProgressEvent::Observed {
+                    step: step.to_string(),
+                    readings: Readings::read(&ctx.fixed.lookup(Some(snap))),
+                });
+            }
             let seen = seen_in(snap.as_ref(), &self.rejected_signal);
             let rejected = seen.rejected;
             let capacity_now = seen.capacity_now;
