@@ -6,12 +6,14 @@ use recover::gate::balance::policy::BalancePolicy;
 use recover::retry::RetryKind;
 use recover::simulate::kernel::arrivals::Arrivals;
 use recover::simulate::model::Model;
-use recover::simulate::scenarios::breaker::{BreakerKind, BreakerParams, BreakerReport, ErrorMode};
+use recover::simulate::scenarios::breaker::{BreakerKind, ErrorMode};
 use recover::simulate::scenarios::bulkhead::{BulkheadParams, Design};
 use recover::simulate::scenarios::provider_outage::ProviderOutageParams;
 use recover::simulate::scenarios::retry_layers::{Failures, RetryLayersParams};
 use recover::simulate::scenarios::slow_replica::{SlowReplicaParams, SlowReplicaReport};
 use std::time::Duration;
+
+use crate::simulate_drills::breaker_run;
 
 const SEEDS: std::ops::RangeInclusive<u64> = 1..=20;
 
@@ -372,15 +374,6 @@ fn slow_replica_hedging_helps_load_aware_balancers_not_round_robin_in_every_seed
 // breaker
 // ---------------------------------------------------------------------------------------
 
-fn breaker(errors: ErrorMode, kind: BreakerKind, seed: u64) -> BreakerReport {
-    let p = BreakerParams {
-        errors,
-        breaker: kind,
-        ..BreakerParams::default()
-    };
-    Model::run(&p, seed)
-}
-
 /// Random errors: the consecutive breaker trips soon after every close and its single
 /// probe passes half the time, so it flaps all along; the rate breaker's 5 probes all
 /// pass 1 time in 32, so it stays open nearly all the time. At most one open per 10 s
@@ -388,9 +381,9 @@ fn breaker(errors: ErrorMode, kind: BreakerKind, seed: u64) -> BreakerReport {
 #[test]
 fn breaker_random_errors_flap_or_stay_open_and_cut_success_in_every_seed() {
     for seed in SEEDS {
-        let c = breaker(ErrorMode::Random, BreakerKind::Consecutive, seed);
+        let c = breaker_run(ErrorMode::Random, BreakerKind::Consecutive, seed);
         assert!(c.flaps >= 5 && c.closes >= 5, "seed {seed}: {c:?}");
-        let r = breaker(ErrorMode::Random, BreakerKind::Rate, seed);
+        let r = breaker_run(ErrorMode::Random, BreakerKind::Rate, seed);
         assert!(
             r.open_share > 0.95 && r.closes <= 3,
             "seed {seed}: {}",
@@ -412,11 +405,11 @@ fn breaker_random_errors_flap_or_stay_open_and_cut_success_in_every_seed() {
 fn breaker_deterministic_half_ends_stuck_open_where_it_trips_in_every_seed() {
     let mut never_tripped = 0;
     for seed in SEEDS {
-        let r = breaker(ErrorMode::DeterministicHalf, BreakerKind::Rate, seed);
+        let r = breaker_run(ErrorMode::DeterministicHalf, BreakerKind::Rate, seed);
         let tail = &r.series[r.series.len() - 100..];
         assert!(tail.iter().all(|s| s.open_share == 1.0), "seed {seed}");
         assert!(r.good_callers_success_rate.unwrap() < 0.01, "seed {seed}");
-        let c = breaker(ErrorMode::DeterministicHalf, BreakerKind::Consecutive, seed);
+        let c = breaker_run(ErrorMode::DeterministicHalf, BreakerKind::Consecutive, seed);
         if c.trips == 0 {
             never_tripped += 1;
             assert_eq!(c.good_callers_success_rate, Some(1.0), "seed {seed}");
@@ -434,11 +427,11 @@ fn breaker_deterministic_half_ends_stuck_open_where_it_trips_in_every_seed() {
 #[test]
 fn breaker_open_time_lets_an_overloaded_dependency_recover_in_every_seed() {
     for seed in SEEDS {
-        let none = breaker(ErrorMode::Overload, BreakerKind::None, seed);
+        let none = breaker_run(ErrorMode::Overload, BreakerKind::None, seed);
         assert_eq!(none.dependency_recovered, Some(false), "seed {seed}");
         assert!((none.success_rate - 0.5).abs() < 0.01, "seed {seed}");
         for kind in [BreakerKind::Consecutive, BreakerKind::Rate] {
-            let r = breaker(ErrorMode::Overload, kind, seed);
+            let r = breaker_run(ErrorMode::Overload, kind, seed);
             assert_eq!(
                 (r.trips, r.reopens, r.closes, r.flaps),
                 (1, 0, 1, 0),

@@ -332,7 +332,11 @@ fn retry_layers_retries_do_not_fit_a_400_ms_deadline() {
 // breaker
 // ---------------------------------------------------------------------------------------
 
-fn breaker_run(errors: ErrorMode, kind: BreakerKind, seed: u64) -> breaker::BreakerReport {
+pub(crate) fn breaker_run(
+    errors: ErrorMode,
+    kind: BreakerKind,
+    seed: u64,
+) -> breaker::BreakerReport {
     let p = BreakerParams {
         errors,
         breaker: kind,
