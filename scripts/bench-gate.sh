@@ -7,6 +7,10 @@
 # the table shows the median of each figure: on a shared 2-core machine one round is at
 # the mercy of whatever else runs.
 #
+# The gate's shadow case runs the refusing case's limit (--rate 1 --burst 1) with --shadow:
+# every request is decided by it and counted as one it would refuse, and all are
+# forwarded. Its throughput is meant to be pass-through's: the row prints its ratio.
+#
 # Beside the clock figures, an instruction count per request for the gate's two paths
 # (valgrind --tool=callgrind, the whole process: parsing, admission, the runtime, the
 # system call wrappers): it does not move with the load on the machine, so a regression
@@ -84,6 +88,7 @@ wait_port() { # wait until something answers HTTP on port $1
 
 UP=$(free_port); EDGE=$(free_port); EDGE_LIMIT=$(free_port); HA=$(free_port); HA_LIMIT=$(free_port)
 GATE=$(free_port); GATE_ADMIN=$(free_port); GATE_LIMIT=$(free_port); GATE_LIMIT_ADMIN=$(free_port)
+GATE_SHADOW=$(free_port); GATE_SHADOW_ADMIN=$(free_port)
 
 # The upstream: nginx answering 200 from memory (no disk, no logging).
 mkdir -p "$WORK/up" "$WORK/edge"
@@ -162,7 +167,10 @@ GATE_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE_LIMIT" --admin-listen "127.0.0.1:$GATE_LIMIT_ADMIN" \
   --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 2>"$WORK/gate-limit.log" & PIDS+=($!)
 GATE_LIMIT_PID=$!
-for p in $UP $EDGE $EDGE_LIMIT $HA $HA_LIMIT $GATE $GATE_LIMIT; do wait_port "$p"; done
+RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE_SHADOW" --admin-listen "127.0.0.1:$GATE_SHADOW_ADMIN" \
+  --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 --shadow 2>"$WORK/gate-shadow.log" & PIDS+=($!)
+GATE_SHADOW_PID=$!
+for p in $UP $EDGE $EDGE_LIMIT $HA $HA_LIMIT $GATE $GATE_LIMIT $GATE_SHADOW; do wait_port "$p"; done
 
 # wrk prints latency as 812.00us / 1.20ms / 2.00s: normalise to microseconds.
 to_us() {
@@ -173,16 +181,17 @@ to_us() {
 }
 
 declare -A RPS P50 P99 REJ CPU
-CASES=(direct gate nginx haproxy gate_reject nginx_reject haproxy_reject)
+CASES=(direct gate gate_shadow nginx haproxy gate_reject nginx_reject haproxy_reject)
 declare -A URL=(
   [direct]="http://127.0.0.1:$UP/" [gate]="http://127.0.0.1:$GATE/" [nginx]="http://127.0.0.1:$EDGE/"
   [haproxy]="http://127.0.0.1:$HA/" [gate_reject]="http://127.0.0.1:$GATE_LIMIT/"
+  [gate_shadow]="http://127.0.0.1:$GATE_SHADOW/"
   [nginx_reject]="http://127.0.0.1:$EDGE_LIMIT/" [haproxy_reject]="http://127.0.0.1:$HA_LIMIT/"
 )
 # Whose CPU time a case costs: the proxy's (all its threads, or nginx's master and workers);
 # for the direct case, the upstream's own.
 declare -A CPU_PID=([direct]=$UP_PID [gate]=$GATE_PID [nginx]=$EDGE_PID [haproxy]=$HA_PID
-  [gate_reject]=$GATE_LIMIT_PID [nginx_reject]=$EDGE_PID [haproxy_reject]=$HA_PID)
+  [gate_reject]=$GATE_LIMIT_PID [gate_shadow]=$GATE_SHADOW_PID [nginx_reject]=$EDGE_PID [haproxy_reject]=$HA_PID)
 TICK=$(getconf CLK_TCK)
 cpu_ticks() { # user+system clock ticks of process $1 and its children
   local t=0 q
@@ -231,9 +240,10 @@ callgrind_ir() { # N gate-flags...
   awk -v a="${counts[0]}" -v b="${counts[1]}" -v n="$n" 'BEGIN {printf "%.0f", (b - a) / n}'
 }
 
-declare -A IR=([gate]=- [gate_reject]=-)
+declare -A IR=([gate]=- [gate_reject]=- [gate_shadow]=-)
 if ((CALLGRIND)); then
   IR[gate]=$(callgrind_ir "$CG_REQUESTS")
+  IR[gate_shadow]=$(callgrind_ir "$CG_REQUESTS" --rate 1 --burst 1 --shadow)
   IR[gate_reject]=$(callgrind_ir "$CG_REQUESTS" --rate 1 --burst 1)
   keep=${CALLGRIND_OUT:-/tmp/bench-gate-reject.callgrind}
   cp "$WORK/last-callgrind.1" "$keep.n"; cp "$WORK/last-callgrind.2" "$keep.2n"
@@ -244,7 +254,7 @@ fi
 if ! ((CLOCK)); then
   echo
   echo "instructions per request (callgrind, $CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections):"
-  echo "recover gate pass-through ${IR[gate]} | recover gate --rate 1 ${IR[gate_reject]}"
+  echo "recover gate pass-through ${IR[gate]} | --rate 1 --shadow ${IR[gate_shadow]} | --rate 1 ${IR[gate_reject]}"
   exit 0
 fi
 
@@ -270,12 +280,16 @@ row() { # name label
 }
 row direct "direct (no proxy)"
 row gate "recover gate pass-through"
+row gate_shadow "recover gate --rate 1 shadow"
 row nginx "nginx proxy_pass"
 row haproxy "haproxy http-reuse"
 row gate_reject "recover gate --rate 1"
 row nginx_reject "nginx limit_req 1r/s"
 row haproxy_reject "haproxy stick-table 1/s"
-echo "refused responses per round: recover gate ${REJ[gate_reject]}| nginx ${REJ[nginx_reject]}| haproxy ${REJ[haproxy_reject]}"
+echo "refused responses per round: recover gate ${REJ[gate_reject]}| nginx ${REJ[nginx_reject]}| haproxy ${REJ[haproxy_reject]}| recover gate shadow ${REJ[gate_shadow]:-none}"
+echo "shadow vs pass-through: req/s $(awk -v s="${M_RPS[gate_shadow]}" -v p="${M_RPS[gate]}" 'BEGIN {printf "%.1f%%", 100 * s / p}')" \
+  "(median of rounds; per round: $(paste -d/ <(tr ' ' '\n' <<<"${RPS[gate_shadow]}" | grep -v '^$') <(tr ' ' '\n' <<<"${RPS[gate]}" | grep -v '^$') | awk -F/ '{printf "%.1f%% ", 100 * $1 / $2}'))"
+echo "shadow refusals counted by the shadow gate: $(curl -s "http://127.0.0.1:$GATE_SHADOW_ADMIN/metrics" | awk '/^recover_gate_shadow_refusals_total\{reason="rate"\}/ {print $2}')"
 for c in "${CASES[@]}"; do
   echo "per-round $c: req/s ${RPS[$c]}| p99_us ${P99[$c]}| cpu_us/req ${CPU[$c]}"
 done

@@ -41,6 +41,10 @@ pub struct GateArgs {
     /// Requests admitted and not yet answered; 0 blocks everything; absent: unlimited.
     #[arg(long)]
     pub max_in_flight: Option<u32>,
+    /// Start with --rate / --max-in-flight in shadow: every request decided by them and
+    /// counted (recover_gate_shadow_refusals_total), none refused.
+    #[arg(long)]
+    pub shadow: bool,
     /// How long to wait for an upstream's response (then 504); sent on as x-deadline-ms.
     #[arg(long, default_value = "2s", value_parser = parse_timeout)]
     pub upstream_timeout: Duration,
@@ -249,10 +253,11 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
             .unwrap_or_else(|| args.rate.map_or(1, default_burst)),
         max_in_flight: args.max_in_flight,
         note: None,
-        shadow: false,
+        shadow: args.shadow,
     };
     recover::gate::validate::check(&limit).map_err(|e| {
         let flag = match e.field.as_str() {
+            "shadow" => "--shadow",
             "burst" => "--burst",
             "max_in_flight" => "--max-in-flight",
             _ => "--rate",

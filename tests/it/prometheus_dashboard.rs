@@ -80,8 +80,8 @@ async fn the_dashboard_and_rules_read_what_the_components_export_and_every_query
     let qs = queries(&d);
     assert_eq!(
         d["panels"].as_array().unwrap().len(),
-        3,
-        "the three panels of timeline.svg"
+        4,
+        "the three panels of timeline.svg, and the gate's limit in shadow"
     );
 
     // Names: the components' own /metrics, started for real.

@@ -253,6 +253,18 @@ impl System {
             t,
             f64::INFINITY,
         );
+        // Enforced, not in shadow: the shadow series stand at 0, as the gate exports them.
+        rec.gauge("recover_gate_shadow", &gate, &[], t, 0.0);
+        rec.gauge("recover_gate_shadow_in_flight", &gate, &[], t, 0.0);
+        for reason in ["rate", "in_flight"] {
+            rec.counter(
+                "recover_gate_shadow_refusals",
+                &gate,
+                &[("reason", reason)],
+                t,
+                0.0,
+            );
+        }
         rec.histogram(
             "recover_gate_upstream_latency_seconds",
             &gate,
