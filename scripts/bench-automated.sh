@@ -14,12 +14,14 @@
 #   not failing  namespace:recover_failing:bool back at 0 (the tail of its rate window)
 # then the reference (120 s from trigger to recovered) and whether it was met. Exit 1 when
 # the workers never recovered, or the self-healing outage raised the alert.
-# With --self-heal it first runs a 5 s outage that heals by itself (a demo with
-# --heal-workers pollers, too few to keep the service stuck) and reports any alert for
-# it: there must be none.
+# With --self-heal it also runs, at the same time on ports from base+100 (a demo,
+# Prometheus, Alertmanager and serve of its own), a 5 s outage that heals by itself (a
+# demo with --heal-workers pollers, too few to keep the service stuck) and reports any
+# alert for it: there must be none. --no-tail stops once the run is done and the workers
+# recovered, without waiting for the failing flag to clear.
 #
 # usage: scripts/bench-automated.sh [--scrape 15s] [--eval 15s] [--base-port 28080]
-#          [--bin PATH] [--self-heal] [--heal-workers 4] [--keep]
+#          [--bin PATH] [--self-heal] [--heal-workers 4] [--no-tail] [--keep]
 # --bin skips the release build (e.g. target/debug/recover). --keep leaves the work
 # directory (logs of every process) and prints its path.
 set -euo pipefail
@@ -33,6 +35,7 @@ BIN=""
 SELF_HEAL=0
 HEAL_WORKERS=4
 KEEP=0
+TAIL=1
 LIMIT=600
 while (($#)); do
   case "$1" in
@@ -43,7 +46,8 @@ while (($#)); do
     --self-heal) SELF_HEAL=1; shift ;;
     --heal-workers) HEAL_WORKERS=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
-    *) echo "unknown flag $1 (use --scrape, --eval, --base-port, --bin, --self-heal, --heal-workers, --keep)" >&2; exit 2 ;;
+    --no-tail) TAIL=0; shift ;;
+    *) echo "unknown flag $1 (use --scrape, --eval, --base-port, --bin, --self-heal, --heal-workers, --no-tail, --keep)" >&2; exit 2 ;;
   esac
 done
 EVAL=${EVAL:-$SCRAPE}
@@ -59,9 +63,15 @@ BIN=$(realpath "$BIN")
 WORK=$(mktemp -d)
 PIDS=()
 DEMO=""
-cleanup() {
+HEAL_PID=""
+# Stop this shell's demo and processes (the self-healing phase runs this in its own shell).
+stop_mine() {
   [ -n "$DEMO" ] && "$BIN" demo down --dir "$DEMO" >/dev/null 2>&1 || true
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+}
+cleanup() {
+  stop_mine
+  [ -n "$HEAL_PID" ] && kill "$HEAL_PID" 2>/dev/null || true
   wait 2>/dev/null || true
   if [ "$KEEP" = 1 ]; then echo "work directory kept: $WORK" >&2; else rm -rf "$WORK"; fi
 }
@@ -102,25 +112,16 @@ start_all() {
   AM=127.0.0.1:$((base + 7))
   SERVE=127.0.0.1:$((base + 5))
   "$BIN" demo up --dir "$DEMO" --base-port "$base" ${workers:+--workers "$workers"} >"$WORK/$name-up.log"
-  # The demo's scrape config at SCRAPE, its targets in namespace "demo", the shipped
-  # rules, alerting to this Alertmanager.
-  cp "$ROOT/deploy/prometheus/recover-rules.yaml" "$DEMO/recover-rules.yaml"
+  # demo up writes the whole path: prometheus.yml (targets in namespace "demo", the shipped
+  # rules, alerting to Alertmanager at +7), alertmanager.yml (the shipped route, its
+  # webhook at serve on +5) and serve.yaml (its check reads Prometheus at +6). Only the
+  # scrape and evaluation intervals change here.
   sed -e "s/scrape_interval: 1s/scrape_interval: $SCRAPE/" \
     -e "s/evaluation_interval: 1s/evaluation_interval: $EVAL/" \
-    -e 's/labels: {app_kubernetes_io_name: \([a-z-]*\)}/labels: {app_kubernetes_io_name: \1, namespace: demo}/' \
     "$DEMO/prometheus.yml" >"$DEMO/prometheus-bench.yml"
-  cat >>"$DEMO/prometheus-bench.yml" <<EOF
-rule_files: [recover-rules.yaml]
-alerting:
-  alertmanagers:
-    - static_configs:
-        - targets: ['$AM']
-EOF
-  # The shipped route, its webhook pointed at this serve with the demo's token.
-  sed -e "s#url: http://recover-serve.recover-demo.svc:9095/alerts#url: http://$SERVE/alerts#" \
-    -e "s#credentials_file: /etc/alertmanager/secrets/recover-serve-token#credentials_file: $DEMO/serve-token#" \
-    "$ROOT/deploy/alertmanager/recover-route.yaml" >"$DEMO/alertmanager.yml"
-  grep -q "http://$SERVE/alerts" "$DEMO/alertmanager.yml" || { echo "the shipped route's URL moved: update this script" >&2; exit 3; }
+  grep -q "rule_files: \[recover-rules.yaml\]" "$DEMO/prometheus-bench.yml" && grep -q "'$AM'" "$DEMO/prometheus-bench.yml" ||
+    { echo "demo up's prometheus.yml lost its rules or Alertmanager: update this script" >&2; exit 3; }
+  grep -q "http://$SERVE/alerts" "$DEMO/alertmanager.yml" || { echo "demo up's alertmanager.yml does not post to $SERVE: update this script" >&2; exit 3; }
   prometheus --config.file="$DEMO/prometheus-bench.yml" --web.listen-address="$PROM" \
     --storage.tsdb.path="$DEMO/prom-data" --log.level=warn >"$WORK/$name-prometheus.log" 2>&1 &
   PIDS+=($!)
@@ -164,26 +165,33 @@ stop_all() {
 
 echo "# scrape $SCRAPE, rules evaluated every $EVAL; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-if [ "$SELF_HEAL" = 1 ]; then
-  start_all self-heal "$BASE" "$HEAL_WORKERS"
+# The self-healing outage, on its own system: run in a shell of its own, alongside the
+# stuck overload. Prints its line; exits 1 when it raised the alert or did not heal.
+self_heal() {
+  trap 'stop_mine; wait 2>/dev/null || true' EXIT
+  trap 'exit 130' INT TERM
+  start_all self-heal "$1" "$HEAL_WORKERS"
   warm_up
+  local T FAILING="" FIRED="" HEAL_WAIT RETRY
   T=$(now)
-  echo "self-healing outage: triggered; watching for $((10 * $(secs "$SCRAPE") + 60)) s" >&2
-  "$BIN" demo trigger --dir "$DEMO" --outage 5s >/dev/null
-  FAILING="" FIRED=""
   # Past the outage's rate window (4 scrapes) and a persist after it (5 more), with room.
   HEAL_WAIT=$((10 * $(secs "$SCRAPE") + 60))
+  echo "self-healing outage: triggered; watching for $HEAL_WAIT s" >&2
+  "$BIN" demo trigger --dir "$DEMO" --outage 5s >/dev/null
   while [ "$(since "$T" "$(now)")" -lt "$HEAL_WAIT" ]; do
     [ -z "$FAILING" ] && [ "$(query 'namespace:recover_failing:bool')" = 1 ] && FAILING=$(since "$T" "$(now)")
     [ -z "$FIRED" ] && [ -n "$(query 'ALERTS{alertname="RecoverStuckOverload"}')" ] && FIRED=$(since "$T" "$(now)")
     sleep 1
   done
-  RETRY=$(metric "http://127.0.0.1:$((BASE + 2))/metrics" recover_demo_workers_in_retry_loop)
+  RETRY=$(metric "http://127.0.0.1:$(($1 + 2))/metrics" recover_demo_workers_in_retry_loop)
   echo "self-healing 5 s outage ($HEAL_WORKERS workers): failing ${FAILING:-never}, alert ${FIRED:-none} (pending or firing) in ${HEAL_WAIT} s; workers in the retry loop at the end: ${RETRY:-unknown}"
-  stop_all
   if [ -n "$FIRED" ]; then echo "the self-healing outage raised the stuck alert" >&2; exit 1; fi
   if [ "${RETRY:-1}" != 0 ]; then echo "the outage did not heal by itself with $HEAL_WORKERS workers: not a self-healing case" >&2; exit 1; fi
-  BASE=$((BASE + 100))
+}
+
+if [ "$SELF_HEAL" = 1 ]; then
+  self_heal $((BASE + 100)) >"$WORK/self-heal.out" 2>"$WORK/self-heal.err" &
+  HEAL_PID=$!
 fi
 
 start_all stuck "$BASE" ""
@@ -212,7 +220,7 @@ while [ -z "$DONE" ] || [ -z "$RECOVERED" ]; do
   sleep 1
 done
 CLEARED=""
-if [ -n "$DONE" ]; then
+if [ -n "$DONE" ] && [ "$TAIL" = 1 ]; then
   # How long the failing flag outlives the run (its rate window's tail).
   while [ "$(since "$T" "$(now)")" -lt $((${DONE%.*} + 600)) ]; do
     [ "$(query 'namespace:recover_failing:bool')" = 0 ] && { CLEARED=$(since "$T" "$(now)"); break; }
@@ -222,6 +230,13 @@ fi
 printf '%-10s %s\n' event "seconds after trigger (scrape $SCRAPE)" \
   failing "${FAILING:--}" firing "${FIRING:--}" posted "${POSTED:--}" run "${RUN:--}" \
   recovered "${RECOVERED:--}" done "${DONE:--} ${OUTCOME}" "not failing" "${CLEARED:--}"
+HEAL_RC=0
+if [ -n "$HEAL_PID" ]; then
+  wait "$HEAL_PID" || HEAL_RC=$?
+  HEAL_PID=""
+  sed 's/^/[self-heal] /' "$WORK/self-heal.err" >&2
+  cat "$WORK/self-heal.out"
+fi
 if [ -z "$RECOVERED" ]; then
   echo "not recovered within ${LIMIT} s of the trigger" >&2
   exit 1
@@ -230,3 +245,4 @@ elif [ "$RECOVERED" -le 120 ]; then
 else
   echo "reference: recovered within 120 s of the trigger: not met (${RECOVERED} s)"
 fi
+exit "$HEAL_RC"

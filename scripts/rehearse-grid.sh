@@ -5,16 +5,9 @@
 #
 #   scripts/rehearse-grid.sh [--sample N] [--seed S] [extra `recover rehearse` flags...]
 #
-# Each scenario draws: cold factor 1.5-4, overload factor (true k) 1.5-5, replicas 1-4,
-# concurrency 4-16, clients with or without attempt headers, attached at the trigger or
-# 30 s after it. The rest follows from the model (docs/design/arithmetic.md), never from a
-# shipped scenario, with the 1.5x margin of `rehearse::harsher` over each threshold:
-# capacity C = replicas x concurrency / 40 ms; workers W = 3 C / k, so the retry loop
-# (W / 2 s) is 1.5x the overloaded warm capacity C / k; the poll interval makes demand D
-# 80% of C / (cold x k), so the plan's admit rate lets demand through; the outage catches
-# 1.5x what the cold service answers in a timeout plus a retry (D x outage > 1.5 x 2 s x
-# C / cold, outage > 3.75 k s, at most 15 s). The seed is printed (a new one each run
-# unless given).
+# The scenarios come from scripts/lib/grid_scenarios.py (the axes and what follows from
+# the model are in its doc), the same draw as `scripts/bench-rehearse.sh --sample`. The
+# seed is printed (a new one each run unless given).
 # Needs: cargo, python3. BENCH_PROFILE=release builds release (default: debug, the
 # rehearsal's time is mostly real clocks). A benchmark prints figures; it asserts nothing.
 set -euo pipefail
@@ -36,27 +29,7 @@ if [ "$PROFILE" = release ]; then cargo build --release --quiet; BIN=./target/re
 else cargo build --quiet; BIN=./target/debug/recover; fi
 echo "seed $SEED, $N scenario(s), runs under $OUT" >&2
 
-python3 - "$OUT" "$N" "$SEED" <<'PY'
-import math, os, random, sys
-out, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-rng = random.Random(seed)
-for i in range(1, n + 1):
-    cold = round(rng.uniform(1.5, 4.0), 2)
-    k = round(rng.uniform(1.5, 5.0), 2)
-    replicas = rng.randint(1, 4)
-    conc = rng.randint(4, 16)
-    cap = replicas * conc / 0.040
-    workers = math.ceil(3 * cap / k) + 1
-    interval = workers * cold * k / (0.8 * cap)
-    outage = min(15.0, max(3.0, 3.75 * k + 1.0))
-    header = rng.choice(["x-attempt", "none"])
-    late = rng.choice([False, True])
-    with open(os.path.join(out, f"grid-{i}.yaml"), "w") as f:
-        f.write(f"name: grid-{i}\nreplicas: {replicas}\nservice:\n  concurrency: {conc}\n"
-                f"  cold_factor: {cold}\n  overload_factor: {k}\nworkers:\n  count: {workers}\n"
-                f"  interval: {int(interval * 1000)}ms\n  attempt_header: {header}\n"
-                f"outage: {int(outage * 1000)}ms\n" + ("attach_after: 30s\n" if late else ""))
-PY
+python3 scripts/lib/grid_scenarios.py "$OUT" "$N" "$SEED"
 
 for i in $(seq 1 "$N"); do
   sc="$OUT/grid-$i.yaml"
@@ -78,7 +51,7 @@ for i in range(1, n + 1):
     import re
     y = open(os.path.join(out, f"grid-{i}.yaml")).read()
     g = lambda key: (re.search(rf"{key}: (\S+)", y) or [None, "-"])[1]
-    desc = f"{g('cold_factor')} / {g('overload_factor')} / {g('replicas')} / {g('concurrency')} / {g('attempt_header')} / {'30s' if 'attach_after' in y else 'no'}"
+    desc = f"{g('cold_factor')} / {g('overload_factor')} / {g('replicas')} / {g('concurrency')} / {g('attempt_header')} / {'60s' if 'attach_after' in y else 'no'}"
     code = open(os.path.join(out, f"grid-{i}.exit")).read().strip()
     p = os.path.join(out, f"grid-{i}.json")
     try:

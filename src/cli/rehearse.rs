@@ -24,7 +24,7 @@ pub struct RehearseArgs {
     /// Also run the same trigger with no intervention, a plain restart and a 20% shed.
     #[arg(long)]
     pub baselines: bool,
-    /// Where report.json, timeline.svg, series.csv and the logs go
+    /// Where report.json, timeline.svg, series.csv, summary.txt and the logs go
     /// [default: ./recover-runs/rehearsal-<timestamp>/].
     #[arg(long, value_name = "DIR")]
     pub report_dir: Option<PathBuf>,

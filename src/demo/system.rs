@@ -7,7 +7,8 @@
 //! unavailable for a few seconds); the service then stays stuck. `down` stops it all.
 //!
 //! Ports, from `base_port` (default 18080): gate +0, gate admin API and metrics +1,
-//! workers' metrics +2, webhook receiver (if started) +5, replica i at +10+i.
+//! workers' metrics +2, and, when started with the generated configs, the webhook
+//! receiver +5, Prometheus +6 and Alertmanager +7; replica i at +10+i.
 
 use super::topology::{self, files as layout, Addrs, Topology, WorkersSpec};
 use crate::demo::workers::AttemptHeader;
@@ -70,7 +71,39 @@ pub mod files {
     pub const PROMETHEUS: &str = "prometheus.yml";
     pub const SERVE: &str = "serve.yaml";
     pub const SERVE_TOKEN: &str = "serve-token";
+    pub const RULES: &str = "recover-rules.yaml";
+    pub const ALERTMANAGER: &str = "alertmanager.yml";
 }
+
+/// Where the parts of the automated path the demo does not start itself listen, from the
+/// base port: `recover serve` +5, Prometheus +6, Alertmanager +7.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AlertPath {
+    pub serve: std::net::SocketAddr,
+    pub prometheus: std::net::SocketAddr,
+    pub alertmanager: std::net::SocketAddr,
+}
+
+impl AlertPath {
+    pub fn from_base(base: u16) -> AlertPath {
+        let at = |o: u16| std::net::SocketAddr::from(([127, 0, 0, 1], base.saturating_add(o)));
+        AlertPath {
+            serve: at(5),
+            prometheus: at(6),
+            alertmanager: at(7),
+        }
+    }
+}
+
+/// The shipped alert rules and Alertmanager route, as `deploy/` holds them.
+const SHIPPED_RULES: &str = include_str!("../../deploy/prometheus/recover-rules.yaml");
+const SHIPPED_ROUTE: &str = include_str!("../../deploy/alertmanager/recover-route.yaml");
+/// The URL and token file the shipped route names, replaced by the demo's.
+const SHIPPED_ROUTE_URL: &str = "http://recover-serve.recover-demo.svc:9095/alerts";
+const SHIPPED_ROUTE_TOKEN: &str = "/etc/alertmanager/secrets/recover-serve-token";
+/// The namespace label the demo's series carry: the shipped rules aggregate and alert
+/// per namespace, and the dashboard selects by it.
+pub const NAMESPACE: &str = "demo";
 
 /// The demo system `o` describes, in `dir`.
 pub fn topology(o: &UpOptions, dir: &Path) -> Result<Topology, DemoError> {
@@ -89,36 +122,73 @@ pub fn topology(o: &UpOptions, dir: &Path) -> Result<Topology, DemoError> {
     })
 }
 
-/// A Prometheus scrape config for the demo, labelling targets by role as the built-in
-/// runbooks' `promql` expressions expect.
-pub fn prometheus_config(p: &Addrs) -> String {
+/// A Prometheus config for the demo: every target labelled by role as the built-in
+/// runbooks' `promql` expressions expect and with `namespace: demo`, the shipped rules,
+/// and alerts to the demo's Alertmanager.
+pub fn prometheus_config(p: &Addrs, path: &AlertPath) -> String {
     let replicas: Vec<String> = p.replicas.iter().map(|a| format!("'{a}'")).collect();
+    let job = |name: &str, targets: &str, role: &str| {
+        format!(
+            "  - job_name: {name}\n    static_configs:\n      - targets: [{targets}]\n        labels: {{app_kubernetes_io_name: {role}, namespace: {NAMESPACE}}}\n"
+        )
+    };
     format!(
-        "# Scrapes the demo system started by `recover demo up` (roles as the runbooks' promql\n\
-         # expressions expect). prometheus --config.file=prometheus.yml\n\
+        "# The demo system started by `recover demo up`, its alert rules and Alertmanager:\n\
+         # prometheus --config.file=prometheus.yml --web.listen-address={prom}\n\
          global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n\
-         scrape_configs:\n\
-         \x20 - job_name: recover-demo-gate\n    static_configs:\n      - targets: ['{}']\n        labels: {{app_kubernetes_io_name: recover-gate}}\n\
-         \x20 - job_name: recover-demo-service\n    static_configs:\n      - targets: [{}]\n        labels: {{app_kubernetes_io_name: config-service}}\n\
-         \x20 - job_name: recover-demo-workers\n    static_configs:\n      - targets: ['{}']\n        labels: {{app_kubernetes_io_name: workers}}\n",
-        p.gate_admin,
-        replicas.join(", "),
-        p.workers_metrics
+         rule_files: [{rules}]\n\
+         alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{am}']\n\
+         scrape_configs:\n{}{}{}",
+        job(
+            "recover-demo-gate",
+            &format!("'{}'", p.gate_admin),
+            "recover-gate"
+        ),
+        job(
+            "recover-demo-service",
+            &replicas.join(", "),
+            "config-service"
+        ),
+        job(
+            "recover-demo-workers",
+            &format!("'{}'", p.workers_metrics),
+            "workers"
+        ),
+        prom = path.prometheus,
+        rules = files::RULES,
+        am = path.alertmanager,
     )
 }
 
-/// A webhook receiver config routing `ConfigServiceStuck` to the demo, acting on it.
-pub fn serve_config(dir: &Path) -> String {
+/// The shipped Alertmanager route with its webhook pointed at the demo's serve.
+pub fn alertmanager_config(dir: &Path, path: &AlertPath) -> String {
     format!(
-        "# recover serve --listen <serve port> --config {dir}/serve.yaml --mode act\n\
+        "# prometheus-alertmanager --config.file=alertmanager.yml --web.listen-address={}\n{}",
+        path.alertmanager,
+        SHIPPED_ROUTE
+            .replace(SHIPPED_ROUTE_URL, &format!("http://{}/alerts", path.serve))
+            .replace(
+                SHIPPED_ROUTE_TOKEN,
+                &dir.join(files::SERVE_TOKEN).display().to_string()
+            )
+    )
+}
+
+/// A webhook receiver config routing the shipped `RecoverStuckOverload` to the demo,
+/// acting on it; its own check reads the demo's Prometheus, which raised the alert.
+pub fn serve_config(dir: &Path, path: &AlertPath) -> String {
+    format!(
+        "# recover serve --listen {serve} --config {dir}/serve.yaml --mode act\n\
          apiVersion: recover/v1\nkind: ServeConfig\n\
          auth:\n  bearer_token: {{ file: {dir}/{token} }}\n\
          budget: {{ runs_per_window: 2, window: 1h, breaker_after_failures: 2, cooldown: 1m }}\n\
          recheck: {{ after: 10s, max: 5 }}\n\
          state_file: {dir}/state/serve-state.json\n\
          journal_dir: {dir}/recover-runs\n\
-         routes:\n  - name: demo-stuck\n    match: {{ alertname: RecoverStuckOverload }}\n    runbook: stuck-overload\n    target: {{ platform: local, name: demo, inventory: {dir}/{inv} }}\n",
+         routes:\n  - name: demo-stuck\n    match: {{ alertname: RecoverStuckOverload, namespace: {NAMESPACE} }}\n    runbook: stuck-overload\n    target: {{ platform: local, name: demo, inventory: {dir}/{inv} }}\n    prometheus: http://{prom}\n",
         dir = dir.display(),
+        serve = path.serve,
+        prom = path.prometheus,
         token = files::SERVE_TOKEN,
         inv = files::INVENTORY
     )
@@ -175,8 +245,11 @@ pub async fn up(o: &UpOptions) -> Result<Up, DemoError> {
         crate::util::atomic_file::write_atomic(&dir.join(name), text.as_bytes())
             .map_err(io(format!("writing {}", dir.join(name).display())))
     };
-    write(files::PROMETHEUS, &prometheus_config(&t.addrs))?;
-    write(files::SERVE, &serve_config(&dir))?;
+    let path = AlertPath::from_base(o.base_port);
+    write(files::PROMETHEUS, &prometheus_config(&t.addrs, &path))?;
+    write(files::RULES, SHIPPED_RULES)?;
+    write(files::ALERTMANAGER, &alertmanager_config(&dir, &path))?;
+    write(files::SERVE, &serve_config(&dir, &path))?;
     let started = start_all(&t).await;
     if started.is_err() {
         // Half a demo is no use to anyone: stop what did start.
@@ -268,15 +341,33 @@ mod tests {
             replica_name(1),
             t.inventory("demo", STOP_GRACE).replicas[1].name
         );
-        let prom = prometheus_config(&t.addrs);
+        let path = AlertPath::from_base(18080);
+        let prom = prometheus_config(&t.addrs, &path);
         let doc: serde_yaml::Value = serde_yaml::from_str(&prom).unwrap();
         assert_eq!(
             doc["scrape_configs"][1]["static_configs"][0]["targets"][1],
             "127.0.0.1:18091"
         );
+        assert_eq!(
+            doc["scrape_configs"][2]["static_configs"][0]["labels"]["namespace"],
+            NAMESPACE
+        );
+        assert_eq!(doc["rule_files"][0], files::RULES);
+        assert_eq!(
+            doc["alerting"]["alertmanagers"][0]["static_configs"][0]["targets"][0],
+            "127.0.0.1:18087"
+        );
+        let am = alertmanager_config(Path::new("/x/d"), &path);
+        assert!(am.contains("url: http://127.0.0.1:18085/alerts"), "{am}");
+        assert!(am.contains("credentials_file: /x/d/serve-token"), "{am}");
         let serve =
-            crate::serve::config::parse(&serve_config(Path::new("/x/d")), "serve.yaml").unwrap();
+            crate::serve::config::parse(&serve_config(Path::new("/x/d"), &path), "serve.yaml")
+                .unwrap();
         assert_eq!(serve.routes[0].target.id(), "local:demo");
+        assert_eq!(
+            serve.routes[0].prometheus.as_deref(),
+            Some("http://127.0.0.1:18086")
+        );
         let workers = t.workers_command().join(" ");
         assert!(
             workers.contains("--count 160 ") && workers.contains("--attempt-header none"),

@@ -194,6 +194,12 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
             "sum(recover_demo_workers_in_retry_loop{$clients})",
             "workers currently in a retry loop",
         ),
+        (
+            names::CLIENT_TIMEOUT,
+            "max(recover_demo_workers_client_timeout_seconds@clients)",
+            "max(recover_demo_workers_client_timeout_seconds{$clients})",
+            "the workers' timeout per attempt, seconds",
+        ),
     ];
     let mut out: BTreeMap<String, SignalSpec> = defs
         .into_iter()

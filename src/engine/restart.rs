@@ -21,7 +21,11 @@
 //!    (the warm capacity unknown counts as the cold capacity, which it is at least): the
 //!    queue could build again; restart all.
 //!
-//! Otherwise nothing is restarted, and the step says why.
+//! Otherwise nothing is restarted, and the step says why; and the readmission that follows
+//! starts at what the drained service answers ([`start_rate`]), not at the plan's rate
+//! for a cold, overloaded one.
+
+use super::ramp::RampParams;
 
 /// What the run knows when the step starts.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -126,9 +130,53 @@ pub fn decide(e: &RestartEvidence) -> RestartDecision {
     }
 }
 
+/// The service as a drain with no restart leaves it: no queue, caches as warm as they were.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Drained {
+    /// Warm capacity, req/s (None: not known).
+    pub capacity: Option<f64>,
+    /// Cold capacity, req/s.
+    pub capacity_cold: f64,
+    /// Mean warm fraction of the replicas now (None: not measured).
+    pub warm_fraction: Option<f64>,
+}
+
+impl Drained {
+    /// What the service answers now: `capacity / m(w)` with the cold multiplier
+    /// `m(w) = 1 + (f - 1)(1 - w)`, `f = capacity / capacity_cold`; no overload factor,
+    /// since nothing is queued. Warmth or warm capacity unknown: the cold capacity, which
+    /// it answers at least.
+    pub fn capacity_now(&self) -> f64 {
+        let cold = self.capacity_cold.max(0.0);
+        match (self.capacity, self.warm_fraction) {
+            (Some(c), Some(w)) if c.is_finite() && c >= cold && cold > 0.0 && w.is_finite() => {
+                let f = c / cold;
+                c / (1.0 + (f - 1.0) * (1.0 - w.clamp(0.0, 1.0)))
+            }
+            _ => cold,
+        }
+    }
+}
+
+/// Where the readmission starts. The plan's admit rate (`from`) is sized for a service that
+/// may be cold and still overloaded: capacity_cold / k. After a drain with no restart
+/// (`drained`) nothing is queued, so no request costs k, and the caches keep the warmth
+/// they had; admitting `headroom` of what the service answers now keeps the queue from
+/// building again, so the ramp starts there: never below the plan's rate, never above the
+/// ceiling. A relapse still steps back to the plan's rate ([`super::ramp::next_move`]). Pure.
+pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
+    match drained {
+        Some(d) => (p.headroom.clamp(0.0, 1.0) * d.capacity_now())
+            .min(p.ceiling)
+            .max(p.from),
+        None => p.from,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::ramp::{next_move, RampMove, RampState, Seen};
 
     fn healthy() -> RestartEvidence {
         RestartEvidence {
@@ -214,5 +262,51 @@ mod tests {
         };
         let d = decide(&e);
         assert_eq!(restarts(&d), ["a", "b"]);
+    }
+
+    #[test]
+    fn after_a_drain_alone_the_ramp_starts_at_what_the_service_answers_now() {
+        let p = RampParams {
+            from: 22.5,
+            factor: 1.5,
+            ceiling: 90.0,
+            max_relapses: 2,
+            ceiling_holds: 3,
+            headroom: 0.9,
+        };
+        assert_eq!(start_rate(&p, None), 22.5);
+        let warm = Drained {
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+        };
+        assert!((start_rate(&p, Some(warm)) - 90.0).abs() < 1e-9);
+        // Half warm: m = 1.5, 100 / 1.5 = 66.7 answered, 60 admitted.
+        let half = Drained {
+            warm_fraction: Some(0.5),
+            ..warm
+        };
+        assert!((half.capacity_now() - 100.0 / 1.5).abs() < 1e-9);
+        assert!((start_rate(&p, Some(half)) - 60.0).abs() < 1e-9);
+        // Warmth unknown: the cold capacity. Never below the plan's rate.
+        let unknown = Drained {
+            warm_fraction: None,
+            ..warm
+        };
+        assert!((start_rate(&p, Some(unknown)) - 45.0).abs() < 1e-9);
+        let tiny = Drained {
+            capacity: None,
+            capacity_cold: 10.0,
+            warm_fraction: Some(1.0),
+        };
+        assert_eq!(start_rate(&p, Some(tiny)), 22.5);
+        // A relapse from there steps back to the plan's rate.
+        let mut st = RampState::start(&p);
+        st.rate = start_rate(&p, Some(warm));
+        let m = next_move(&p, &mut st, Err("p99 over".into()), Seen::default());
+        assert!(
+            matches!(m, RampMove::StepBack { rate, .. } if (rate - 22.5).abs() < 1e-9),
+            "{m:?}"
+        );
     }
 }

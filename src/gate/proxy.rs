@@ -11,7 +11,7 @@ use super::balance::{Pick, Replicas};
 use super::deadline;
 use super::http1::RequestHead;
 use super::resend::{self, Refusal};
-use super::telemetry::{GateMetrics, RequestOutcome};
+use super::telemetry::{Decision, GateMetrics, RequestOutcome};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -128,12 +128,14 @@ impl Proxy {
         let failed_client = client.filter(|_| method == Method::ClientAddress);
         let slot = match self.admission.try_admit() {
             Admit::Admitted(slot) => {
+                self.metrics.decided(Decision::Admitted);
                 if let Some(why) = slot.shadow_refused() {
                     self.metrics.shadow_refusal(why);
                 }
                 slot
             }
             Admit::RejectedRate { retry_after_s } => {
+                self.metrics.decided(Decision::RejectedRate);
                 self.attempts.failed(failed_client);
                 self.metrics.outcome(RequestOutcome::RejectedRate);
                 return Dispatch::Reject {
@@ -142,6 +144,7 @@ impl Proxy {
                 };
             }
             Admit::RejectedInFlight => {
+                self.metrics.decided(Decision::RejectedInFlight);
                 self.attempts.failed(failed_client);
                 self.metrics.outcome(RequestOutcome::RejectedInFlight);
                 return Dispatch::Reject {

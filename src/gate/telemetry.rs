@@ -61,9 +61,22 @@ pub enum RequestOutcome {
     ClientGone,
 }
 
+/// The gate's decision on one request, counted when it is made (outcomes are counted when
+/// the request ends, seconds later for work that queued): admitted plus rejected is what
+/// arrived in the same window, and admissions stop the moment the gate closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Admitted = 0,
+    RejectedRate = 1,
+    RejectedInFlight = 2,
+}
+
+const DECISIONS: [&str; 3] = ["admitted", "rejected_rate", "rejected_in_flight"];
+
 pub struct GateMetrics {
     registry: Registry,
     outcomes: [Counter; 6],
+    decisions: [Counter; 3],
     classes: [Counter; 5],
     /// First attempts and retries, by the method that told them apart.
     pub attempts: super::attempts::AttemptCounters,
@@ -140,6 +153,13 @@ impl GateMetrics {
             "Upstream responses by status class",
             CLASSES.map(|c| [("class", c)]),
         );
+        let admissions: Family<Labels, Counter> = register_family(
+            r,
+            "recover_gate_admissions",
+            "The gate's decision on each request, counted when it is made",
+            DECISIONS.map(|d| [("decision", d)]),
+        );
+        let decisions = DECISIONS.map(|d| admissions.get_or_create(&[("decision", d)]).clone());
         let attempts = super::attempts::AttemptCounters::register(r);
         let outcomes = OUTCOMES.map(|o| requests.get_or_create(&[("outcome", o)]).clone());
         let classes = CLASSES.map(|c| responses.get_or_create(&[("class", c)]).clone());
@@ -230,6 +250,7 @@ impl GateMetrics {
                 Counter::default(),
             ),
             outcomes,
+            decisions,
             classes,
             attempts,
             in_flight: register(
@@ -405,6 +426,10 @@ impl GateMetrics {
 
     pub fn outcome(&self, o: RequestOutcome) {
         self.outcomes[o as usize].inc();
+    }
+
+    pub fn decided(&self, d: Decision) {
+        self.decisions[d as usize].inc();
     }
 
     pub fn upstream_response(&self, status: u16, seconds: f64) {

@@ -40,6 +40,9 @@ pub mod names {
     pub const GATE_ADMITTED_RATE: &str = "gate_admitted_rate";
     /// Clients currently in a retry loop.
     pub const CLIENTS_RETRYING: &str = "clients_retrying";
+    /// The clients' own timeout per attempt, seconds, as they export it (the live view
+    /// shows p99 against it; without it, against the runbook's `params.client_timeout_s`).
+    pub const CLIENT_TIMEOUT: &str = "client_timeout";
     /// Per replica (see [`super::SignalSpec::per_replica`]): mean work time per request
     /// at that replica, seconds. One replica far above its peers is a slow replica.
     pub const REPLICA_SERVICE_TIME: &str = "replica_service_time";

@@ -33,7 +33,7 @@ pub fn samples(o: &Observed, zero: f64) -> Vec<Sample> {
 fn sample(o: &Observed, p: &Point, zero: f64) -> Sample {
     let v = |name: &str| o.value(p, name);
     Sample {
-        t_s: p.t - zero,
+        t_s: ms(p.t - zero),
         offered_per_s: v(names::OFFERED_RATE),
         admitted_per_s: v(names::GATE_ADMITTED_RATE),
         rejected_per_s: v(names::GATE_REJECTED_RATE),
@@ -79,8 +79,10 @@ pub fn rejected_between(samples: &[Sample], from: f64, to: f64) -> Option<f64> {
 pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) {
     let r = &ev.report;
     let zero = epoch_of(&r.started_at).unwrap_or(0.0);
-    let at = |ts: &Option<String>| ts.as_deref().and_then(epoch_of).map(|t| t - zero);
-    let end_s = epoch_of(&r.finished_at).map(|t| t - zero).unwrap_or(0.0);
+    let at = |ts: &Option<String>| ts.as_deref().and_then(epoch_of).map(|t| ms(t - zero));
+    let end_s = epoch_of(&r.finished_at)
+        .map(|t| ms(t - zero))
+        .unwrap_or(0.0);
     let mut unknown = BTreeMap::new();
     let mut sources = vec![format!("journal {}", r.journal.clone().unwrap_or_default())];
     let mut samples = Vec::new();
@@ -128,11 +130,11 @@ pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) 
         .and_then(|s| at(&s.finished_at));
     let recovered = r.outcome == Outcome::Succeeded;
     let time_to_recover_s = match (recovered, first_action, last_main_ok) {
-        (true, Some(a), Some(b)) => Some(b - a),
+        (true, Some(a), Some(b)) => Some(ms(b - a)),
         _ => None,
     };
     let decided_s = ev.entries.iter().find_map(|e| match &e.event {
-        Event::Decided { .. } => epoch_of(&e.ts).map(|t| t - zero),
+        Event::Decided { .. } => epoch_of(&e.ts).map(|t| ms(t - zero)),
         _ => None,
     });
     let stuck = r
@@ -153,7 +155,7 @@ pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) 
             "fewer than two observed values of gate_rejected_rate during the run".into(),
         );
     }
-    let onset_s = before.and_then(|b| b.onset).map(|t| epoch_s(t) - zero);
+    let onset_s = before.and_then(|b| b.onset).map(|t| ms(epoch_s(t) - zero));
     let mut phases = Vec::new();
     let stuck_from = onset_s.or(samples.first().map(|s| s.t_s)).unwrap_or(0.0);
     if let Some(a) = first_action {
@@ -316,6 +318,12 @@ pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) 
         }),
     };
     (report, samples)
+}
+
+/// Times are recorded to the millisecond; differences are written so, not with the
+/// binary fraction's noise.
+fn ms(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
 }
 
 fn phase(name: &str, start_s: f64, end_s: f64, note: &str) -> PhaseRecord {

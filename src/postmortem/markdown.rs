@@ -261,7 +261,7 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
         Some(p) => {
             let _ = writeln!(
                 o,
-                "The plan shed {:.0}% of arrivals so the service, restarted cold, could serve what it admitted:\n",
+                "The plan shed {:.0}% of arrivals so that what reached the service stayed under what it could serve, letting its queue drain:\n",
                 p.shed_fraction * 100.0
             );
             for a in &p.arithmetic {
@@ -278,8 +278,16 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
             let _ = writeln!(o, "No plan was recorded: the run shed nothing on purpose.");
         }
     }
-    for s in &r.steps {
-        if let Some(d) = s.figures.get("drained") {
+    let drains: Vec<_> = r
+        .steps
+        .iter()
+        .filter_map(|s| s.figures.get("drained").map(|d| (s, d)))
+        .collect();
+    if !drains.is_empty() {
+        let _ = writeln!(o, "\nDrained on purpose:\n");
+    }
+    for (s, d) in drains {
+        {
             let _ = writeln!(
                 o,
                 "- step `{}` drained {d:.0} queued requests (clients waiting on them had given up or were retrying)",
@@ -346,8 +354,14 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
                 .unwrap_or_default()
         );
     }
+    // The figures a person would ask about; the rest of `run.unknown` are report.json's
+    // rehearsal-only fields.
     if let Some(f) = run {
-        for (field, why) in &f.unknown {
+        for (field, why) in f.unknown.iter().filter(|(k, _)| {
+            ["series", "time_to_recover_s", "dropped."]
+                .iter()
+                .any(|p| k.starts_with(p))
+        }) {
             let _ = writeln!(o, "- `{field}` is unknown: {why}.");
         }
     }

@@ -164,3 +164,58 @@ pub fn samples_of(snaps: &[crate::metrics::signal::Snapshot], zero: f64) -> Vec<
     }
     convert::samples(&o, zero)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A journal with no observed series beside it and a run cut off mid-step: every
+    /// figure that rests on them is unknown with the reason, never a zero.
+    #[test]
+    fn missing_evidence_is_unknown_with_its_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let id = "20260101T000000Z-abcd";
+        let lines = [
+            r#"{"seq":1,"ts":"2026-01-01T00:00:00Z","run_id":"ID","event":"run_started","format":2,"runbook":"rb","runbook_source":"","origin":"x","target":"local:demo","pid":1}"#,
+            r#"{"seq":2,"ts":"2026-01-01T00:00:01Z","run_id":"ID","event":"step_started","phase":"main","index":0,"step":"drain","action":"backlog.drain"}"#,
+        ];
+        let text = lines.join("\n").replace("ID", id) + "\n";
+        std::fs::write(journal::path_for(dir.path(), id), text).unwrap();
+        let ev = load(dir.path(), "20260101").unwrap();
+        assert!(ev.observed.is_err());
+        let (report, samples) = convert::convert(&ev, None);
+        assert!(samples.is_empty());
+        let run = report.run.as_ref().unwrap();
+        for field in ["series", "time_to_recover_s", "dropped.rejected_at_gate"] {
+            assert!(
+                run.unknown.contains_key(field),
+                "{field}: {:?}",
+                run.unknown
+            );
+        }
+        assert!(!report.recovered);
+        assert_eq!(
+            report.steps[0].outcome,
+            "aborted: the journal ends before this step finished"
+        );
+        let md = markdown::render(&ev, &report, &samples);
+        assert!(
+            md.contains("| time to recover | unknown (the run did not finish its main steps)"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "| requests refused at the gate during the run (shed on purpose) | unknown ("
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| requests shed on purpose in all | unknown"),
+            "{md}"
+        );
+        assert!(md.contains("recover resume 20260101T000000Z-abcd"), "{md}");
+        // A run that is not there names the directory looked in.
+        let e = load(dir.path(), "nope").unwrap_err().to_string();
+        assert!(e.contains(&dir.path().display().to_string()), "{e}");
+    }
+}

@@ -100,3 +100,48 @@ pub fn find_onset(
         "Prometheus: the first of the snapshots the detector's rules call failing, unbroken up to the run".into(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::signal::Reading;
+
+    fn snap(s: u64, offered: f64, goodput: f64) -> Snapshot {
+        Snapshot {
+            at: SystemTime::UNIX_EPOCH + Duration::from_secs(s),
+            readings: [("offered_rate", offered), ("goodput", goodput)]
+                .into_iter()
+                .map(|(n, value)| (n.to_string(), Reading::Value { value }))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_onset_is_the_start_of_the_last_failing_stretch_or_unknown_with_why() {
+        let cfg = crate::detect::DetectorConfig::default();
+        let span = Duration::from_secs(60);
+        // Healthy, a blip at 15, healthy, then failing from 40 up to the run.
+        let s: Vec<Snapshot> = (0..12)
+            .map(|i| {
+                let failing = i == 3 || i >= 8;
+                snap(i * 5, 80.0, if failing { 10.0 } else { 79.0 })
+            })
+            .collect();
+        let (onset, _) = find_onset(&s, &cfg, span);
+        assert_eq!(
+            onset,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(40))
+        );
+        // Healthy just before the run: no onset, and why.
+        let (onset, why) = find_onset(&s[..3], &cfg, span);
+        assert!(
+            onset.is_none() && why.contains("did not call the service failing"),
+            "{why}"
+        );
+        // Failing for the whole window: earlier than the window.
+        let all: Vec<Snapshot> = (0..5).map(|i| snap(i, 80.0, 1.0)).collect();
+        let (onset, why) = find_onset(&all, &cfg, span);
+        assert!(onset.is_none() && why.contains("widen --before"), "{why}");
+        assert!(find_onset(&[], &cfg, span).0.is_none());
+    }
+}

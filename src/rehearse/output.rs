@@ -1,5 +1,6 @@
 //! Writes a rehearsal's files into the report directory: `report.json`, `timeline.svg`,
-//! `series.csv` and, when the engine ran, `engine-summary.txt`, each atomically.
+//! `series.csv`, `summary.txt` (what `recover rehearse` prints, also when it printed JSON)
+//! and, when the engine ran, `engine-summary.txt`, each atomically.
 //!
 //! Why it exists: a half-written report.json read by CI would be worse than none.
 
@@ -7,6 +8,9 @@ use super::rehearsal::Rehearsed;
 use super::timeline::render_svg;
 use crate::util::atomic_file::write_atomic;
 use std::path::Path;
+
+/// The rehearsal's summary for people, beside the report.
+pub const SUMMARY: &str = "summary.txt";
 
 /// The engine's own summary table, beside the report.
 pub const ENGINE_SUMMARY: &str = "engine-summary.txt";
@@ -51,6 +55,7 @@ pub fn write(dir: &Path, outcome: &Rehearsed) -> Result<(), OutputError> {
         &files.series,
         super::assemble::series_csv(&outcome.samples).as_bytes(),
     )?;
+    put(SUMMARY, super::summary::render(&outcome.report).as_bytes())?;
     if !outcome.engine_summary.is_empty() {
         put(ENGINE_SUMMARY, outcome.engine_summary.as_bytes())?;
     }

@@ -18,6 +18,7 @@ use crate::metrics::scrape::ScrapeSource;
 use crate::plan::{Plan, SourcedInputs};
 use crate::platform::local::LocalPlatform;
 use crate::platform::Target;
+use crate::runbook::schema::ActionKind;
 use crate::runbook::LoadedRunbook;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -153,7 +154,7 @@ pub fn convert(r: &RunReport, clock: Clock, started_s: f64) -> RunbookOutcome {
         .iter()
         .any(|s| s.figures.get("restarted").is_some_and(|n| *n > 0.0));
     let warmed = r.steps.iter().any(|s| {
-        s.action == "cache.warm"
+        s.action == ActionKind::CacheWarm.as_str()
             && s.started_at.is_some()
             && !s.figures.contains_key("warm_skipped")
     });

@@ -211,34 +211,31 @@ pub fn quantile_from_buckets(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
 
 /// Derive the figures at `now` over the window since `base`, except the rejections, over
 /// the last scrape interval (since `prev`): recovery waits for the instant the gate stops
-/// turning clients away, and a window would report it a window late. Metric names are the
-/// contracts in docs/reference/metrics.md.
+/// turning clients away, and a window would report it a window late. What arrives and what
+/// is admitted are the gate's decisions, counted when made (`recover_gate_admissions_total`),
+/// over the same window: offered is admitted plus rejected, never under admitted, and
+/// work that queued before the gate closed is not counted as admitted when it completes.
+/// Metric names are the contracts in docs/reference/metrics.md.
 pub fn derive(base: &RawScrape, prev: &RawScrape, now: &RawScrape) -> Sample {
     use Role::*;
-    const REQ: &str = "recover_gate_requests_total";
-    // Everything the gate let through, including requests whose client left before the
-    // upstream answered (`client_gone`): in the stuck state that is most of them.
-    let outcomes = |since: &RawScrape, names: &[&str]| {
+    const DECIDED: &str = "recover_gate_admissions_total";
+    const REJECTED: [&str; 2] = ["rejected_rate", "rejected_in_flight"];
+    let decided = |since: &RawScrape, names: &[&str]| {
         names
             .iter()
-            .filter_map(|o| rate(since, now, Gate, REQ, &[("outcome", o)]))
+            .filter_map(|d| rate(since, now, Gate, DECIDED, &[("decision", d)]))
             .reduce(|a, b| a + b)
     };
-    let passed = outcomes(
-        base,
-        &[
-            "admitted",
-            "upstream_error",
-            "upstream_timeout",
-            "client_gone",
-        ],
-    );
-    let rejected = outcomes(prev, &["rejected_rate", "rejected_in_flight"]);
+    let admitted = decided(base, &["admitted"]);
+    let offered = match (admitted, decided(base, &REJECTED)) {
+        (Some(a), Some(r)) => Some(a + r),
+        (a, r) => a.or(r),
+    };
     Sample {
         t_s: now.t_s,
-        offered_per_s: rate(base, now, Gate, REQ, &[]),
-        admitted_per_s: passed,
-        rejected_per_s: rejected,
+        offered_per_s: offered,
+        admitted_per_s: admitted,
+        rejected_per_s: decided(prev, &REJECTED),
         goodput_per_s: rate(
             base,
             now,
@@ -323,8 +320,10 @@ mod tests {
 
     #[test]
     fn rates_from_counter_deltas_and_resets() {
-        let a = scrape(0.0, "recover_gate_requests_total{outcome=\"admitted\"} 100\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 10\nrecover_gate_limit_rate_per_second +Inf", "");
-        let b = scrape(2.0, "recover_gate_requests_total{outcome=\"admitted\"} 140\nrecover_gate_requests_total{outcome=\"rejected_rate\"} 30\nrecover_gate_limit_rate_per_second 50", "");
+        // Outcomes count requests as they end, decisions as they are made: the figures
+        // are the decisions (here 90 queued requests ended as the gate closed).
+        let a = scrape(0.0, "recover_gate_admissions_total{decision=\"admitted\"} 100\nrecover_gate_admissions_total{decision=\"rejected_rate\"} 10\nrecover_gate_requests_total{outcome=\"client_gone\"} 0\nrecover_gate_limit_rate_per_second +Inf", "");
+        let b = scrape(2.0, "recover_gate_admissions_total{decision=\"admitted\"} 140\nrecover_gate_admissions_total{decision=\"rejected_rate\"} 30\nrecover_gate_requests_total{outcome=\"client_gone\"} 180\nrecover_gate_limit_rate_per_second 50", "");
         let s = derive(&a, &a, &b);
         assert_eq!(s.offered_per_s, Some(30.0));
         assert_eq!(s.admitted_per_s, Some(20.0));
@@ -335,7 +334,7 @@ mod tests {
         // Restarted gate: counters start over.
         let c = scrape(
             4.0,
-            "recover_gate_requests_total{outcome=\"admitted\"} 8",
+            "recover_gate_admissions_total{decision=\"admitted\"} 8",
             "",
         );
         assert_eq!(derive(&b, &b, &c).admitted_per_s, Some(4.0));

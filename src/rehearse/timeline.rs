@@ -14,8 +14,9 @@ use super::series::Sample;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
+mod lanes;
 mod lines;
-use lines::{draw_legend, draw_line, Chart, Right};
+use lines::{draw_legend, draw_line, Chart, Key, Right};
 
 /// Drawing failed (plotters reports backend errors as strings).
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +27,10 @@ fn err<E: std::fmt::Debug>(e: E) -> TimelineError {
     TimelineError(format!("{e:?}"))
 }
 
-const W: u32 = 1280;
+const W: u32 = 1440;
+/// Pixels right of every panel's plot where its legend goes, so it never covers a curve
+/// or a label.
+const LEGEND_COLUMN: u32 = 300;
 const H: u32 = 980;
 const OFFERED: RGBColor = RGBColor(214, 39, 40);
 const ADMITTED: RGBColor = RGBColor(31, 119, 180);
@@ -201,19 +205,6 @@ fn decorate(
             )
         }))
         .map_err(err)?;
-    if label_phases {
-        chart
-            .draw_series(r.phases.iter().map(|p| {
-                Text::new(
-                    p.name.clone(),
-                    (p.start_s + 0.3, y_max * 0.985),
-                    ("sans-serif", 15)
-                        .into_font()
-                        .color(&phase_color(&p.name).mix(1.0)),
-                )
-            }))
-            .map_err(err)?;
-    }
     if let Some(d) = r.detected_stuck_s {
         let t = r.trigger_end_s + d;
         chart
@@ -224,23 +215,91 @@ fn decorate(
                 DETECT.stroke_width(2),
             ))
             .map_err(err)?;
-        if label_phases {
-            chart
-                .draw_series(std::iter::once(Text::new(
-                    "stuck detected".to_string(),
-                    (t + 0.3, y_max * 0.92),
-                    ("sans-serif", 15).into_font().color(&DETECT),
-                )))
-                .map_err(err)?;
-        }
+    }
+    if label_phases {
+        label_phases_and_detection(chart, r, y_max)?;
     }
     Ok(())
 }
 
-/// Tick and name each runbook step where it started, staggered so short steps stay legible.
+/// Seconds and y units per pixel of a panel's plotting area, and where its time axis ends.
+fn scale(chart: &Chart, y_max: f64) -> (f64, f64, f64) {
+    let area = chart.plotting_area();
+    let (w, h) = area.dim_in_pixel();
+    let x = area.get_x_range();
+    (
+        (x.end - x.start) / f64::from(w.max(1)),
+        y_max / f64::from(h.max(1)),
+        x.end,
+    )
+}
+
+/// Where a label that names the moment `t` starts: at `t`, or far enough left of it that
+/// it ends inside the plot.
+fn inside(t: f64, width: f64, x_end: f64) -> f64 {
+    t.min(x_end - width)
+}
+
+const PHASE_FONT: f64 = 15.0;
+const STEP_FONT: f64 = 13.0;
+/// The clients panel's right-hand axis (queued requests), between its plot and legend.
+const RIGHT_AXIS: u32 = 60;
+
+/// The phases' names and "stuck detected" along the top of the panel, each where its
+/// moment starts, in lanes a line apart so that short phases keep legible names.
+fn label_phases_and_detection(
+    chart: &mut Chart,
+    r: &Report,
+    y_max: f64,
+) -> Result<(), TimelineError> {
+    let mut labels: Vec<(f64, String, RGBColor)> = r
+        .phases
+        .iter()
+        .map(|p| (p.start_s, p.name.clone(), phase_color(&p.name)))
+        .collect();
+    if let Some(d) = r.detected_stuck_s {
+        labels.push((r.trigger_end_s + d, "stuck detected".into(), DETECT));
+    }
+    labels.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (s_per_px, y_per_px, x_end) = scale(chart, y_max);
+    let runs: Vec<(f64, f64)> = labels
+        .iter()
+        .map(|(t, text, _)| {
+            let width = lanes::text_width_px(text, PHASE_FONT) * s_per_px;
+            (inside(t + 3.0 * s_per_px, width, x_end), width)
+        })
+        .collect();
+    let lane = lanes::assign(&runs, 3, 4.0 * s_per_px);
+    for (((_, text, color), (x, _)), lane) in labels.into_iter().zip(runs).zip(lane) {
+        let y = y_max * 0.985 - lane as f64 * 20.0 * y_per_px;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                text,
+                (x, y),
+                ("sans-serif", PHASE_FONT).into_font().color(&color),
+            )))
+            .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Tick and name each runbook step where it started, in lanes so that steps a moment
+/// apart keep legible names.
 fn mark_steps(chart: &mut Chart, r: &Report, y_max: f64) -> Result<(), TimelineError> {
-    for (i, step) in r.steps.iter().enumerate() {
-        let y = y_max * (0.66 - 0.055 * (i % 8) as f64);
+    let (s_per_px, _, x_end) = scale(chart, y_max);
+    let names: Vec<String> = r.steps.iter().map(|s| format!("> {}", s.name)).collect();
+    let runs: Vec<(f64, f64)> = r
+        .steps
+        .iter()
+        .zip(&names)
+        .map(|(s, n)| {
+            let width = lanes::text_width_px(n, STEP_FONT) * s_per_px;
+            (inside(s.start_s, width, x_end), width)
+        })
+        .collect();
+    let lane = lanes::assign(&runs, 8, 4.0 * s_per_px);
+    for (((step, name), (x, _)), lane) in r.steps.iter().zip(names).zip(runs).zip(lane) {
+        let y = y_max * (0.66 - 0.055 * lane as f64);
         chart
             .draw_series(std::iter::once(PathElement::new(
                 vec![(step.start_s, 0.0), (step.start_s, y)],
@@ -249,9 +308,9 @@ fn mark_steps(chart: &mut Chart, r: &Report, y_max: f64) -> Result<(), TimelineE
             .map_err(err)?;
         chart
             .draw_series(std::iter::once(Text::new(
-                format!("> {}", step.name),
-                (step.start_s, y),
-                ("sans-serif", 13).into_font().color(&ADMITTED),
+                name,
+                (x, y),
+                ("sans-serif", STEP_FONT).into_font().color(&ADMITTED),
             )))
             .map_err(err)?;
     }
@@ -271,7 +330,7 @@ fn single_axis_panel<'b>(
 ) -> Result<Chart<'b, 'b>, TimelineError> {
     ChartBuilder::on(area)
         .margin(10)
-        .margin_right(70)
+        .margin_right(LEGEND_COLUMN)
         .x_label_area_size(30)
         .y_label_area_size(60)
         .caption(caption, ("sans-serif", 18))
@@ -310,9 +369,7 @@ fn draw_rates(
                 6,
                 DEMAND.stroke_width(2),
             ))
-            .map_err(err)?
-            .label(format!("demand ({demand:.1}/s)"))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], DEMAND.stroke_width(2)));
+            .map_err(err)?;
     }
     // The limit is drawn only where finite; clipped to the panel when far above traffic.
     let series: [(&str, RGBColor, u32, Pick); 4] = [
@@ -345,10 +402,15 @@ fn draw_rates(
             }),
         ),
     ];
+    let mut keys: Vec<Key> = Vec::new();
+    if known(r, "scenario.demand_per_s") {
+        keys.push((format!("demand ({demand:.1}/s)"), DEMAND, 2));
+    }
     for (label, color, width, f) in series {
         draw_line(&mut chart, s, f, label, color, width)?;
+        keys.push((label.to_string(), color, width));
     }
-    draw_legend(&mut chart, area)
+    draw_legend(&chart, area, 0, &keys)
 }
 
 fn draw_latency(
@@ -359,7 +421,12 @@ fn draw_latency(
 ) -> Result<(), TimelineError> {
     let timeout = r.scenario.client_timeout_s;
     let y_max = (max_of(s, |v| v.p99_latency_s).max(timeout) * 1.2).max(0.1);
-    let mut chart = single_axis_panel(area, "Client p99 latency vs client timeout", x, y_max)?;
+    let mut chart = single_axis_panel(
+        area,
+        "Client p99 latency vs client timeout (above it, answers are wasted)",
+        x,
+        y_max,
+    )?;
     chart
         .configure_mesh()
         .y_desc("seconds")
@@ -376,11 +443,7 @@ fn draw_latency(
                 6,
                 OFFERED.stroke_width(2),
             ))
-            .map_err(err)?
-            .label(format!(
-                "client timeout ({timeout:.1} s): above it, answers are wasted"
-            ))
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], OFFERED.stroke_width(2)));
+            .map_err(err)?;
     }
     draw_line(
         &mut chart,
@@ -390,7 +453,12 @@ fn draw_latency(
         LATENCY,
         2,
     )?;
-    draw_legend(&mut chart, area)
+    let mut keys: Vec<Key> = Vec::new();
+    if known(r, "scenario.client_timeout_s") {
+        keys.push((format!("client timeout ({timeout:.1} s)"), OFFERED, 2));
+    }
+    keys.push(("p99 latency seen by clients".into(), LATENCY, 2));
+    draw_legend(&chart, area, 0, &keys)
 }
 
 fn draw_clients(
@@ -408,7 +476,8 @@ fn draw_clients(
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .right_y_label_area_size(60)
+        .margin_right(LEGEND_COLUMN - RIGHT_AXIS)
+        .right_y_label_area_size(RIGHT_AXIS)
         .caption(
             "Clients in a retry loop, and the service's queue",
             ("sans-serif", 18),
@@ -451,7 +520,11 @@ fn draw_clients(
         QUEUE,
         2,
     )?;
-    draw_legend(&mut chart, area)
+    let keys: [Key; 2] = [
+        ("clients in a retry loop (left)".into(), RETRYING, 2),
+        ("queued at the service (right)".into(), QUEUE, 2),
+    ];
+    draw_legend(&chart, area, RIGHT_AXIS, &keys)
 }
 
 #[cfg(test)]

@@ -134,6 +134,12 @@ pub struct Route {
     pub runbook: String,
     /// Where the runbook acts.
     pub target: Target,
+    /// The Prometheus the alert came from (`http://HOST:9090`). When set, serve's own check
+    /// reads the runbook's `promql` signals from its history, which already holds the
+    /// window the alert was judged on, instead of observing the target for a fresh one;
+    /// the run still reads its target as usual (a kube target's own `prometheus:`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<String>,
 }
 
 impl Route {
@@ -286,6 +292,14 @@ fn validate(cfg: &ServeConfig) -> Result<(), (Vec<Seg>, String)> {
         }
         if !names.insert(r.name.as_str()) {
             return at("name", "duplicate route name");
+        }
+        if let Some(url) = &r.prometheus {
+            if let Err(e) = crate::metrics::promql::PromqlSource::new(
+                url,
+                crate::platform::target::PROMETHEUS_TIMEOUT,
+            ) {
+                return at("prometheus", &e.to_string());
+            }
         }
     }
     Ok(())

@@ -14,9 +14,11 @@ use super::launcher::{
 use crate::detect::windows::Fields;
 use crate::detect::{watch, Verdict, VerdictKind, Watch};
 use crate::engine::{self, Outcome, RunOptions, RunRequest};
+use crate::metrics::promql::PromqlSource;
 use crate::metrics::source::MetricSource;
 use crate::plan::{Overrides, PlanInputs};
-use crate::platform::{connect, Platform, Target};
+use crate::platform::target::PROMETHEUS_TIMEOUT;
+use crate::platform::{connect, ConnectError, Platform, Target};
 use crate::runbook::LoadedRunbook;
 
 /// A runbook with the platform and metric source it runs against.
@@ -53,7 +55,23 @@ impl EngineLauncher {
 #[async_trait::async_trait]
 impl RunLauncher for EngineLauncher {
     async fn check(&self, req: &CheckRequest) -> Result<Verdict, LaunchError> {
-        let (loaded, _platform, metrics) = self.prepare(&req.runbook, &req.target).await?;
+        let (loaded, metrics) = match &req.prometheus {
+            // The history the alert was judged on: the window is there at once.
+            Some(url) => {
+                let source = PromqlSource::new(url, PROMETHEUS_TIMEOUT).map_err(|source| {
+                    ConnectError::Prometheus {
+                        url: url.clone(),
+                        source,
+                    }
+                })?;
+                let rb = crate::runbook::find(&req.runbook, &self.runbook_dirs)?;
+                (rb, Arc::new(source) as Arc<dyn MetricSource>)
+            }
+            None => {
+                let (rb, _platform, metrics) = self.prepare(&req.runbook, &req.target).await?;
+                (rb, metrics)
+            }
+        };
         let rb = &loaded.runbook;
         // The same window the engine observes before it decides, judged the same way: a
         // service stuck for longer than the window shows no healthy moment in it, so the

@@ -15,6 +15,9 @@ pub struct CheckRequest {
     pub route: String,
     pub runbook: String,
     pub target: Target,
+    /// Read the signals from this Prometheus's history instead of the target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prometheus: Option<String>,
 }
 
 /// Run `runbook` against `target`.

@@ -58,13 +58,6 @@ pub struct Row {
     pub figures: Vec<Measured>,
 }
 
-impl Row {
-    /// The figure called `key`.
-    pub fn figure(&self, key: &str) -> Option<&Measured> {
-        self.figures.iter().find(|f| f.key == key)
-    }
-}
-
 /// A whole `--compare`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comparison {
@@ -72,13 +65,6 @@ pub struct Comparison {
     pub heading: String,
     pub seeds: Seeds,
     pub rows: Vec<Row>,
-}
-
-impl Comparison {
-    /// The row labelled `variant`.
-    pub fn row(&self, variant: &str) -> Option<&Row> {
-        self.rows.iter().find(|r| r.variant == variant)
-    }
 }
 
 /// Run every alternative of `M` for every seed.

@@ -7,6 +7,8 @@ use plotters::prelude::*;
 use std::path::Path;
 
 const SIZE: (u32, u32) = (1000, 520);
+/// The colour of a chart's one line on its second axis.
+const RIGHT_LINE: RGBColor = RGBColor(230, 140, 0);
 
 pub type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
 pub type PlotResult = Result<(), Box<dyn std::error::Error>>;
@@ -79,6 +81,12 @@ impl Chart {
             left,
             right: None,
         }
+    }
+
+    /// A second y axis described `desc`, with one line on it labelled `label`.
+    pub fn with_right_line(self, desc: &'static str, label: &str, points: Vec<(f64, f64)>) -> Self {
+        let line = Series::new(format!("{label} (right axis)"), RIGHT_LINE, points);
+        self.with_right(desc, vec![line])
     }
 
     /// A second y axis described `desc`, for `series`.

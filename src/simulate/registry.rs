@@ -82,12 +82,17 @@ mod tests {
         parse(Path::new("x.yaml"), text).unwrap_err().to_string()
     }
 
+    /// The error for `text` starts with `start`.
+    fn refused_with(text: &str, start: &str) {
+        let e = error(text);
+        assert!(e.starts_with(start), "{e}");
+    }
+
     #[test]
     fn unknown_field_names_file_line_column_and_field() {
-        let e = error("model: config-deploy\nsystem:\n  clients: 50\n  overload: 2\n");
-        assert!(
-            e.starts_with("x.yaml:4:3: system.overload: unknown field `overload`"),
-            "{e}"
+        refused_with(
+            "model: config-deploy\nsystem:\n  clients: 50\n  overload: 2\n",
+            "x.yaml:4:3: system.overload: unknown field `overload`",
         );
     }
 
@@ -98,15 +103,13 @@ mod tests {
         assert!(e.contains("params.timeout"), "{e}");
         let e = error("model: breaker\nseed: 2\nparams:\n  calls_per_s: 10\n  error_rate: 2\n");
         assert_eq!(e, "x.yaml:5:3: params.error_rate: must be between 0 and 1");
-        let e = error("model: nope\n");
-        assert!(
-            e.starts_with("x.yaml:1:1: model: `nope` is not one of retry-storm"),
-            "{e}"
+        refused_with(
+            "model: nope\n",
+            "x.yaml:1:1: model: `nope` is not one of retry-storm",
         );
-        let e = error("model: retry-storm\nplan:\n  shed_fraction: 0.5\n  admit_rate: 1\n  arithmetic: []\n  ramp: []\n");
-        assert!(
-            e.starts_with("x.yaml:2:1: plan: retry-storm runs no plan"),
-            "{e}"
+        refused_with(
+            "model: retry-storm\nplan:\n  shed_fraction: 0.5\n  admit_rate: 1\n  arithmetic: []\n  ramp: []\n",
+            "x.yaml:2:1: plan: retry-storm runs no plan",
         );
     }
 

@@ -41,7 +41,7 @@ const STUCK: Second = Second {
 
 /// OpenMetrics text for `healthy_s` seconds of health followed by `stuck_s` of the stuck
 /// state, one sample a second, ending at `end`.
-fn history(end: u64, healthy_s: u64, stuck_s: u64) -> String {
+pub(crate) fn history(end: u64, healthy_s: u64, stuck_s: u64) -> String {
     let n = healthy_s + stuck_s;
     let start = end - n;
     let at = |i: u64| if i < healthy_s { &HEALTHY } else { &STUCK };

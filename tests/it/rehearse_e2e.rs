@@ -3,7 +3,9 @@
 //! `recover rehearse` relies on: it recovers, without relapse, within a stated multiple
 //! of the lower bound, writes its report and timeline, and leaves no process behind; also
 //! when detection starts only 60 s after the trigger ended (`attach_after`), with the
-//! workers marking their retries and with them marking nothing.
+//! workers marking their retries and with them marking nothing. Each of those runs'
+//! report.json, summary.txt, engine-summary.txt and timeline.svg agree on every figure
+//! they share, and no two of the timeline's labels cover each other.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -154,6 +156,112 @@ fn assert_recovered(report: &serde_json::Value, status: std::process::ExitStatus
     );
 }
 
+fn read(dir: &Path, name: &str) -> String {
+    std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn or_na(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map_or_else(|| "n/a".to_string(), f)
+}
+
+/// The figures report.json, summary.txt, engine-summary.txt and timeline.svg share are the
+/// same numbers, each as the file formats it; and the timeline's labels (step names,
+/// phases, the detection mark, legends, axes) do not cover each other.
+fn assert_files_agree(report: &serde_json::Value, dir: &Path) {
+    let summary = read(dir, "summary.txt");
+    let engine = read(dir, "engine-summary.txt");
+    let svg = read(dir, "timeline.svg");
+    let labels = crate::support::timeline::labels(&svg);
+    let texts: Vec<&str> = labels.iter().map(|l| l.text.as_str()).collect();
+    let in_svg = |want: &str| texts.iter().any(|t| t.contains(want));
+    let f = |v: &serde_json::Value| v.as_f64();
+    let sc = &report["scenario"];
+    let (workers, replicas) = (
+        sc["workers"].as_u64().unwrap(),
+        sc["replicas"].as_u64().unwrap(),
+    );
+    let demand = f(&sc["demand_per_s"]).unwrap();
+    let capacity = f(&sc["capacity_per_s"]).unwrap();
+    let timeout = f(&sc["client_timeout_s"]).unwrap();
+    let k = f(&report["k"]);
+    let shed = f(&report["shed_fraction"]);
+    let admit = f(&report["admit_rate_per_s"]);
+    let (ttr, lb) = (f(&report["time_to_recover_s"]), f(&report["lower_bound_s"]));
+    let one = |v: f64| format!("{v:.1}");
+    let pct = |v: f64| format!("{:.0}%", v * 100.0);
+    let secs = |v: f64| format!("{v:.1} s");
+
+    let system = format!("{workers} workers ({demand:.1} req/s demand) -> gate -> {replicas}");
+    let shown = [
+        (
+            "summary",
+            summary.clone(),
+            vec![
+                format!("{system} config-service replica(s), {capacity:.0} req/s warm capacity; client timeout {timeout:.1} s"),
+                format!("k {}, shed {} (admit {} at first)", or_na(k, one), or_na(shed, pct), or_na(admit, |a| format!("{a:.1} req/s"))),
+                format!("time to recover {} vs lower bound {}", or_na(ttr, secs), or_na(lb, secs)),
+                format!("dropped on purpose: {} requests ({} drained from queues", report["dropped_requests"], report["dropped"]["drained"]),
+            ],
+        ),
+        (
+            "engine-summary.txt",
+            engine.clone(),
+            vec![
+                format!("plan: shed {}, admit {}", or_na(shed, pct), or_na(admit, |a| format!("{a:.1} req/s"))),
+                format!("k = {}", or_na(k, |k| format!("{k:.2}"))),
+                format!("drained={}", report["dropped"]["drained"]),
+            ],
+        ),
+    ];
+    for (file, text, wants) in &shown {
+        for want in wants {
+            assert!(
+                text.contains(want.as_str()),
+                "{file} does not say {want:?} as report.json does:\n{text}"
+            );
+        }
+    }
+    for want in [
+        format!("{system} replica(s), {capacity:.0} req/s warm capacity; unavailable {:.0} s; k {}, shed {}", f(&sc["unavailable_s"]).unwrap(), or_na(k, one), or_na(shed, pct)),
+        format!("recovered in {} (lower bound {})", or_na(ttr, secs), or_na(lb, secs)),
+        format!("demand ({demand:.1}/s)"),
+        format!("client timeout ({timeout:.1} s)"),
+    ] {
+        assert!(in_svg(&want), "timeline.svg does not say {want:?} as report.json does: {texts:#?}");
+    }
+    for step in report["steps"].as_array().unwrap() {
+        let name = step["name"].as_str().unwrap();
+        assert!(
+            in_svg(&format!("> {name}")),
+            "timeline.svg lacks step {name}"
+        );
+        assert!(
+            summary.contains(&format!("    {name} ")) && engine.contains(name),
+            "step {name} missing"
+        );
+    }
+    for phase in report["phases"].as_array().unwrap() {
+        let name = phase["name"].as_str().unwrap();
+        assert!(texts.contains(&name), "timeline.svg lacks phase {name}");
+    }
+    // The plan's inputs, each with its source, read the same in both summaries.
+    let inputs = |text: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|l| l.trim() != "plan inputs:")
+            .skip(1)
+            .take_while(|l| l.trim_start().contains(" = "))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    assert!(!inputs(&summary).is_empty(), "{summary}");
+    assert_eq!(inputs(&summary), inputs(&engine), "plan inputs differ");
+    let over = crate::support::timeline::overlapping(&labels);
+    assert!(
+        over.is_empty(),
+        "timeline.svg: labels cover each other: {over:#?}"
+    );
+}
+
 #[test]
 fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
     let (report, status, tmp) = rehearse(&[]);
@@ -165,6 +273,7 @@ fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
         "timeline lacks its story"
     );
     assert!(Path::new(&dir.join("series.csv")).exists());
+    assert_files_agree(&report, &dir);
 }
 
 /// The service has been stuck for 60 s when detection starts, with no earlier samples:
@@ -172,8 +281,9 @@ fn e2e_rehearse_default_recovers_without_relapse_and_leaves_nothing_behind() {
 /// detector must say Stuck within its persist/grace window plus two scrape intervals.
 fn attached_after_60s_recovers(scenario: &str, attempt_header: &str) {
     let file = crate::support::fixture_path(scenario);
-    let (report, status, _tmp) = rehearse(&["--scenario", &file]);
+    let (report, status, tmp) = rehearse(&["--scenario", &file]);
     assert_recovered(&report, status);
+    assert_files_agree(&report, &tmp.path().join("run"));
     assert_eq!(report["scenario"]["attach_after_s"], 60.0);
     assert_eq!(report["scenario"]["attempt_header"], attempt_header);
     let attached = report["attached_s"].as_f64().expect("attached_s");

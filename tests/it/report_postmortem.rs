@@ -289,3 +289,74 @@ async fn report_reads_a_fake_cluster_run_back_from_its_mirrored_journal() {
     );
     stop.cancel();
 }
+
+/// With `--prometheus`, the series from before the run come out of a real Prometheus
+/// (history backfilled with promtool: 10 minutes healthy, then 5 minutes stuck up to the
+/// run's start) and the onset is where the stuck state began.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_with_prometheus_starts_the_timeline_at_the_onset() {
+    recover::util::http::ensure_tls_provider();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let start = now - 60;
+    let prom = crate::support::prometheus::Prometheus::backfilled(&crate::detect_history::history(
+        start, 600, 300,
+    ))
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let id = "20260101T000000Z-pppp";
+    let source = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("runbooks/stuck-overload.yaml"),
+    )
+    .unwrap();
+    let ts = |s: u64| {
+        humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_secs(s)).to_string()
+    };
+    let journal = [
+        serde_json::json!({"seq":1,"ts":ts(start),"run_id":id,"event":"run_started","format":2,"runbook":"stuck-overload","runbook_source":source,"origin":"built-in","target":"local:demo","pid":1}),
+        serde_json::json!({"seq":2,"ts":ts(start + 1),"run_id":id,"event":"step_started","phase":"main","index":0,"step":"announce","action":"notify"}),
+        serde_json::json!({"seq":3,"ts":ts(start + 2),"run_id":id,"event":"step_finished","phase":"main","step":"announce","outcome":"succeeded","figures":{}}),
+        serde_json::json!({"seq":4,"ts":ts(start + 3),"run_id":id,"event":"run_finished","outcome":"succeeded"}),
+    ];
+    let text: String = journal.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(dir.path().join(format!("{id}.jsonl")), text).unwrap();
+    let out = dir.path().join("pm");
+    let rep = tokio::task::spawn_blocking({
+        let (d, o, base) = (dir.path().to_path_buf(), out.clone(), prom.base.clone());
+        move || {
+            crate::support::bin()
+                .args(["report", id, "--before", "10m", "--prometheus", &base])
+                .arg("--journal-dir")
+                .arg(&d)
+                .arg("--out")
+                .arg(&o)
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(rep.status.code(), Some(0), "{}", said(&rep));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let run = &report["run"];
+    println!("{}", run["sources"]);
+    let onset = run["onset_s"].as_f64().unwrap_or_else(|| panic!("{run:#}"));
+    // The stuck state began 300 s before the run; the rates lag it by their window.
+    assert!((-300.0..=-270.0).contains(&onset), "onset {onset}: {run:#}");
+    assert_eq!(report["phases"][0]["start_s"].as_f64(), Some(onset));
+    let csv = std::fs::read_to_string(out.join("series.csv")).unwrap();
+    let before = csv.lines().skip(1).filter(|l| l.starts_with('-')).count();
+    assert!(before >= 10, "{csv}");
+    let md = std::fs::read_to_string(out.join("postmortem.md")).unwrap();
+    assert!(md.contains("trouble started (onset)"), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| time stuck before the run acted"))
+        .unwrap();
+    assert!(row.contains(&format!("| {:.1} s |", 1.0 - onset)), "{row}");
+    let svg = std::fs::read_to_string(out.join("timeline.svg")).unwrap();
+    parse_xml(&svg);
+}

@@ -26,10 +26,23 @@ pub struct WorkerMetrics {
     pub in_retry_loop: Gauge,
     pub count: Gauge,
     pub latency_seconds: Histogram,
+    /// The timeout per attempt, exported so the live view compares latency with the
+    /// clients' real timeout rather than a runbook's guess of it.
+    pub client_timeout_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    timeout_s: f64,
 }
 
 impl WorkerMetrics {
-    pub fn new() -> Self {
+    /// The metrics of workers whose attempts time out after `timeout`.
+    pub fn new(timeout: std::time::Duration) -> Self {
+        let timeout_s = timeout.as_secs_f64();
+        // A bucket ends at the timeout, so a quantile of attempts that timed out reads
+        // the timeout, not a point inside a wider bucket above it.
+        let mut buckets: Vec<f64> = exponential_buckets(0.005, 2.0, 12)
+            .filter(|b| (b - timeout_s).abs() > 1e-9)
+            .chain([timeout_s])
+            .collect();
+        buckets.sort_by(f64::total_cmp);
         let mut r = Registry::with_prefix("recover_demo_workers");
         // Fields are evaluated in the order written, which is the order `/metrics` lists them.
         WorkerMetrics {
@@ -62,10 +75,27 @@ impl WorkerMetrics {
                 &mut r,
                 "latency_seconds",
                 "Latency per attempt",
-                Histogram::new(exponential_buckets(0.005, 2.0, 12)),
+                Histogram::new(buckets),
             ),
+            client_timeout_seconds: {
+                let g = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+                g.set(timeout_s);
+                register(
+                    &mut r,
+                    "client_timeout_seconds",
+                    "Timeout per attempt, seconds",
+                    g,
+                )
+            },
+            timeout_s,
             registry: r,
         }
+    }
+
+    /// Record one attempt's latency; one that timed out waited the timeout (the timer's
+    /// own lateness is not the service's).
+    pub fn observe_latency(&self, seconds: f64) {
+        self.latency_seconds.observe(seconds.min(self.timeout_s));
     }
 
     pub fn encode(&self) -> String {
@@ -74,7 +104,32 @@ impl WorkerMetrics {
 }
 
 impl Default for WorkerMetrics {
+    /// The metrics of workers with the demo's default timeout.
     fn default() -> Self {
-        Self::new()
+        Self::new(crate::demo::defaults::CLIENT_TIMEOUT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A timed-out attempt (its timer fires a little late) counts in the bucket that ends
+    /// at the timeout, so no quantile reads above it; the timeout itself is exported.
+    #[test]
+    fn timed_out_attempts_end_at_the_timeout_which_is_exported() {
+        let m = WorkerMetrics::new(Duration::from_millis(1500));
+        m.observe_latency(1.503);
+        m.observe_latency(0.2);
+        let text = m.encode();
+        assert!(
+            text.contains("recover_demo_workers_latency_seconds_bucket{le=\"1.5\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("recover_demo_workers_client_timeout_seconds 1.5"),
+            "{text}"
+        );
     }
 }

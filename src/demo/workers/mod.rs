@@ -140,7 +140,7 @@ pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), 
         policy: cfg.retry,
         max_attempts: cfg.max_attempts,
         budget,
-        metrics: WorkerMetrics::new(),
+        metrics: WorkerMetrics::new(cfg.timeout),
         attempt_header: cfg.attempt_header,
         idempotency_key: cfg.idempotency_key,
     });

@@ -247,8 +247,7 @@ async fn attempt(fleet: &Fleet, attempt_no: u32, key: Option<&str>) -> Attempt {
     };
     fleet
         .metrics
-        .latency_seconds
-        .observe(started.elapsed().as_secs_f64());
+        .observe_latency(started.elapsed().as_secs_f64());
     outcome
 }
 

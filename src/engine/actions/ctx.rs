@@ -51,6 +51,8 @@ pub struct Ctx {
     gate_memory: Mutex<GateMemory>,
     /// Replicas this run drained (their drain answered with a count or without one).
     drained: Mutex<Vec<String>>,
+    /// Replicas this run restarted.
+    restarted: Mutex<Vec<String>>,
     observed: Mutex<Recorder>,
 }
 
@@ -90,6 +92,7 @@ impl Ctx {
             restart,
             gate_memory: Mutex::new(GateMemory::default()),
             drained: Mutex::new(Vec::new()),
+            restarted: Mutex::new(Vec::new()),
         }
     }
 
@@ -170,6 +173,21 @@ impl Ctx {
     /// Replicas this run drained (a resumed run knows none: it drains again or restarts).
     pub(crate) fn drained(&self) -> Vec<String> {
         self.drained.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// `replica` was restarted by this run.
+    pub(crate) fn note_restarted(&self, replica: &str) {
+        if let Ok(mut r) = self.restarted.lock() {
+            r.push(replica.to_string());
+        }
+    }
+
+    /// This run drained every one of `replicas` and restarted none: the service has no
+    /// queue and the warmth it had.
+    pub(crate) fn drained_alone(&self, replicas: &[String]) -> bool {
+        let drained = self.drained();
+        let restarted = self.restarted.lock().map(|r| r.len()).unwrap_or(1);
+        restarted == 0 && !replicas.is_empty() && replicas.iter().all(|r| drained.contains(r))
     }
 
     /// A readmission left its limit standing, for `why`.

@@ -9,6 +9,7 @@ use crate::engine::progress::{ProgressEvent, Readings};
 use crate::engine::ramp::{
     next_move, settle_advice, RampDecision, RampMove, RampParams, RampState, Seen,
 };
+use crate::engine::restart::{start_rate, Drained};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
 use crate::metrics::signal::{names, Snapshot};
@@ -113,6 +114,16 @@ impl Act for GateRamp {
             settle_until: tokio::time::Instant::now() + self.settle(),
         };
         let mut st = RampState::start(&p);
+        st.rate = start_rate(&p, drained_alone(ctx).await);
+        if st.rate > p.from {
+            ctx.info(
+                step,
+                format!(
+                    "starting at {:.1} req/s, not the plan's {from:.1}: the run drained every replica and restarted none, so nothing is queued and the caches kept their warmth",
+                    st.rate
+                ),
+            );
+        }
         let mut applied: Option<f64> = None;
         let figures = |st: &RampState, lifted: bool| {
             tally.set("final_rate", st.rate);
@@ -155,6 +166,13 @@ impl Act for GateRamp {
                 .map(|_| ())
                 .map_err(|e| e.to_string());
             let snap = ctx.snapshot_since(Some(after.since)).await.ok();
+            if let Some(snap) = &snap {
+                // The figures beside the decision are the ones it was made from.
+                ctx.emit(ProgressEvent::Observed {
+                    step: step.to_string(),
+                    readings: Readings::read(&ctx.fixed.lookup(Some(snap))),
+                });
+            }
             let seen = seen_in(snap.as_ref(), &self.rejected_signal);
             let rejected = seen.rejected;
             let capacity_now = seen.capacity_now;
@@ -372,6 +390,32 @@ pub fn describe_limit(l: &Limit) -> String {
 /// How high the ramp may raise the limit: the plan's ramp end rate (headroom x healthy
 /// capacity when known), else the larger of the stuck-state arrival rate and healthy
 /// capacity.
+/// The service as this run's drain left it, when the run drained every replica and
+/// restarted none (else None: the plan's rate stands).
+async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
+    let ids: Vec<String> = ctx
+        .platform
+        .replicas()
+        .await
+        .ok()?
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    if !ctx.drained_alone(&ids) {
+        return None;
+    }
+    let warm_fraction = ctx
+        .snapshot()
+        .await
+        .ok()
+        .and_then(|s| s.get(names::WARM_FRACTION));
+    Some(Drained {
+        capacity: ctx.fixed.inputs.capacity,
+        capacity_cold: ctx.fixed.inputs.capacity_cold,
+        warm_fraction,
+    })
+}
+
 fn ramp_ceiling(fixed: &Fixed, from: f64) -> f64 {
     let end = fixed.plan.ramp_end_rate;
     let fallback = fixed

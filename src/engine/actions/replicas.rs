@@ -373,6 +373,7 @@ async fn restart_one(ctx: &Arc<Ctx>, step: &str, replica: &str) -> Result<(), St
     });
     match task.await {
         Ok(Ok(recorded)) => {
+            ctx.note_restarted(replica);
             ctx.info(step, format!("{replica} restarted"));
             recorded
         }

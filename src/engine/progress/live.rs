@@ -1,7 +1,7 @@
 //! The live line under the step progress: what the checks see and what comes next.
 //!
 //! ```text
-//! offered 120.0/s  admitted 30.0/s  useful 29.4/s  limit 30.0/s  p99 0.21s (timeout 2.0s)  retrying 87  queue 3 | holding 30.0 req/s, check 2/3 passed; next: raise to 45.0 req/s if it passes
+//! offered 120.0/s  admitted 30.0/s  rejected 90.0/s  useful 29.4/s  limit 30.0/s  p99 0.21s (timeout 2.0s)  retrying 87  queue 3 | holding 30.0 req/s, check 2/3 passed; next: raise to 45.0 req/s if it passes
 //! ```
 //!
 //! A limit in shadow reads `limit 30.0/s (shadow)`: the gate counts what it would refuse
@@ -138,12 +138,16 @@ impl LiveView {
         let p99 = match (r.latency_p99_s, r.client_timeout_s) {
             (None, _) => "-".to_string(),
             (Some(p), None) => format!("{p:.2}s"),
+            (Some(p), Some(t)) if r.timeout_declared => {
+                format!("{p:.2}s (declared timeout {t:.1}s)")
+            }
             (Some(p), Some(t)) => format!("{p:.2}s (timeout {t:.1}s)"),
         };
         format!(
-            "offered {}  admitted {}  useful {}  limit {limit}  p99 {p99}  retrying {}  queue {}",
+            "offered {}  admitted {}  rejected {}  useful {}  limit {limit}  p99 {p99}  retrying {}  queue {}",
             rate(r.offered_rate),
             rate(r.admitted_rate),
+            rate(r.rejected_rate),
             rate(r.goodput),
             count(r.clients_retrying),
             count(r.queue_depth),
@@ -220,6 +224,7 @@ mod tests {
             rejected_rate: Some(rejected),
             latency_p99_s: Some(0.21),
             client_timeout_s: Some(2.0),
+            timeout_declared: false,
             clients_retrying: Some(87.0),
             queue_depth: Some(3.0),
         }
@@ -270,7 +275,7 @@ mod tests {
         let lines = render(&events);
         assert_eq!(
             lines.last().unwrap(),
-            "offered 30.0/s  admitted 30.0/s  useful 29.4/s  limit 30.0/s  p99 0.21s (timeout 2.0s)  retrying 87  queue 3 | holding 30.0 req/s, check healthy 2/3 passed; next: lift the limit if it passes"
+            "offered 30.0/s  admitted 30.0/s  rejected 0.0/s  useful 29.4/s  limit 30.0/s  p99 0.21s (timeout 2.0s)  retrying 87  queue 3 | holding 30.0 req/s, check healthy 2/3 passed; next: lift the limit if it passes"
         );
         assert_eq!(
             lines[0],
@@ -333,7 +338,7 @@ mod tests {
         }]);
         assert_eq!(
             lines,
-            ["offered -  admitted -  useful -  limit -  p99 -  retrying -  queue -"]
+            ["offered -  admitted -  rejected -  useful -  limit -  p99 -  retrying -  queue -"]
         );
     }
 }

@@ -259,7 +259,10 @@ pub struct Readings {
     pub goodput: Option<f64>,
     pub rejected_rate: Option<f64>,
     pub latency_p99_s: Option<f64>,
+    /// The clients' timeout: what they export (`client_timeout`), else the runbook's
+    /// `params.client_timeout_s`, which `timeout_declared` then says.
     pub client_timeout_s: Option<f64>,
+    pub timeout_declared: bool,
     pub clients_retrying: Option<f64>,
     pub queue_depth: Option<f64>,
 }
@@ -269,6 +272,8 @@ impl Readings {
     pub fn read(lookup: &dyn Fn(&str) -> Option<f64>) -> Self {
         let admitted = lookup(names::GATE_ADMITTED_RATE);
         let rejected = lookup(names::GATE_REJECTED_RATE);
+        let measured_timeout = lookup(names::CLIENT_TIMEOUT);
+        let declared_timeout = lookup(CLIENT_TIMEOUT_PARAM);
         let offered = lookup(names::OFFERED_RATE).or(match (admitted, rejected) {
             (Some(a), Some(r)) => Some(a + r),
             _ => None,
@@ -279,7 +284,8 @@ impl Readings {
             goodput: lookup(names::GOODPUT),
             rejected_rate: rejected,
             latency_p99_s: lookup(names::LATENCY_P99),
-            client_timeout_s: lookup(CLIENT_TIMEOUT_PARAM),
+            client_timeout_s: measured_timeout.or(declared_timeout),
+            timeout_declared: measured_timeout.is_none() && declared_timeout.is_some(),
             clients_retrying: lookup(names::CLIENTS_RETRYING),
             queue_depth: lookup(names::QUEUE_DEPTH),
         }
@@ -316,7 +322,19 @@ mod tests {
         });
         assert_eq!(r.offered_rate, Some(42.0));
         assert_eq!(r.client_timeout_s, Some(2.0));
+        assert!(r.timeout_declared);
         assert_eq!(r.queue_depth, None, "no data is not a zero");
+    }
+
+    #[test]
+    fn the_clients_own_timeout_wins_over_the_declared_one() {
+        let r = Readings::read(&|n| match n {
+            "client_timeout" => Some(1.0),
+            CLIENT_TIMEOUT_PARAM => Some(2.0),
+            _ => None,
+        });
+        assert_eq!(r.client_timeout_s, Some(1.0));
+        assert!(!r.timeout_declared);
     }
 
     #[test]

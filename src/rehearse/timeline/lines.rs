@@ -98,23 +98,34 @@ pub(super) fn draw_line<'a, 'b>(
     Ok(())
 }
 
-/// The same boxed legend, top right, on every panel.
-pub(super) fn draw_legend<'a, CT: CoordTranslate>(
-    chart: &mut ChartContext<'a, SVGBackend<'a>, CT>,
-    area: &DrawingArea<SVGBackend, Shift>,
-) -> Result<(), TimelineError> {
-    chart
-        .configure_series_labels()
-        .position(legend_spot(area))
-        .background_style(WHITE.mix(0.9))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw()
-        .map_err(err)
-}
+/// One legend entry: a line's label, colour and width.
+pub(super) type Key = (String, RGBColor, u32);
 
-/// Upper right, but below the phase names drawn along the top edge.
-fn legend_spot(area: &DrawingArea<SVGBackend, Shift>) -> SeriesLabelPosition {
-    let (w, _) = area.dim_in_pixel();
-    SeriesLabelPosition::Coordinate(w as i32 - 420, 28)
+/// The same legend on every panel, right of its plot (and of `axis_px` of a right-hand
+/// axis), where nothing else is drawn. Drawn on the panel itself: plotters keeps its own
+/// legend inside the plot, over the curves and the labels.
+pub(super) fn draw_legend<'a, CT: CoordTranslate>(
+    chart: &ChartContext<'a, SVGBackend<'a>, CT>,
+    area: &DrawingArea<SVGBackend, Shift>,
+    axis_px: u32,
+    keys: &[Key],
+) -> Result<(), TimelineError> {
+    let plot = chart.plotting_area();
+    let (w, _) = plot.dim_in_pixel();
+    let x = plot.get_base_pixel().0 - area.get_base_pixel().0 + (w + axis_px) as i32 + 12;
+    for (i, (label, color, width)) in keys.iter().enumerate() {
+        let y = 36 + 20 * i as i32;
+        area.draw(&PathElement::new(
+            vec![(x, y), (x + 20, y)],
+            color.stroke_width(*width),
+        ))
+        .map_err(err)?;
+        area.draw(&Text::new(
+            label.clone(),
+            (x + 26, y - 7),
+            ("sans-serif", 14).into_font(),
+        ))
+        .map_err(err)?;
+    }
+    Ok(())
 }

@@ -29,6 +29,7 @@ impl Receiver {
             route: route.name.clone(),
             runbook: route.runbook.clone(),
             target: route.target.clone(),
+            prometheus: route.prometheus.clone(),
         };
         let launcher = self.launcher.clone();
         let verdict = match tokio::time::timeout(

@@ -18,6 +18,7 @@ pub mod loopback_http;
 pub mod prometheus;
 pub mod rule_incidents;
 pub mod serve;
+pub mod timeline;
 pub mod wire;
 
 use std::future::Future;

@@ -181,11 +181,6 @@ impl Outcome for BreakerReport {
                 pts(|s| s.rejected as f64),
             ),
         ];
-        let right = vec![Series::new(
-            "breaker not closed (share, right axis)",
-            RGBColor(230, 140, 0),
-            pts(|s| s.open_share),
-        )];
         Chart::new(
             format!(
                 "breaker {}, errors {}: opened {} times",
@@ -197,7 +192,11 @@ impl Outcome for BreakerReport {
             "calls per second",
             left,
         )
-        .with_right("share of the second not closed", right)
+        .with_right_line(
+            "share of the second not closed",
+            "breaker not closed, share",
+            pts(|s| s.open_share),
+        )
     }
 
     fn figures(&self) -> Vec<Figure> {

@@ -214,21 +214,20 @@ impl Outcome for BulkheadReport {
                 pts(|s| s.recommendations),
             ),
         ];
-        let right = vec![Series::new(
-            "connections in use (right axis)",
-            RGBColor(230, 140, 0),
-            self.series
-                .iter()
-                .map(|s| (f64::from(s.t), s.in_use as f64))
-                .collect(),
-        )];
         Chart::new(
             format!("bulkhead: {}", self.pools),
             "time (s)",
             "success (%)",
             left,
         )
-        .with_right("connections in use", right)
+        .with_right_line(
+            "connections in use",
+            "connections in use",
+            self.series
+                .iter()
+                .map(|s| (f64::from(s.t), s.in_use as f64))
+                .collect(),
+        )
     }
 
     fn figures(&self) -> Vec<Figure> {

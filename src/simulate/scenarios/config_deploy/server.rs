@@ -241,6 +241,15 @@ mod tests {
         }
     }
 
+    /// Requests served over the ticks `ticks`.
+    fn served(s: &mut Server, ticks: std::ops::Range<u32>) -> u32 {
+        let mut n = 0;
+        for t in ticks {
+            s.step(t, |_| n += 1);
+        }
+        n
+    }
+
     fn req(i: u32) -> Req {
         Req {
             client: i,
@@ -256,11 +265,7 @@ mod tests {
             s.arrive(req(i), 0);
         }
         // 100 queued > 2 * 10 servable in time: each costs 4, so 2 per tick serves one per 2 ticks.
-        let mut n = 0;
-        for t in 0..10 {
-            s.step(t, |_| n += 1);
-        }
-        assert_eq!(n, 5);
+        assert_eq!(served(&mut s, 0..10), 5);
         assert!(s.overloaded());
     }
 
@@ -301,11 +306,7 @@ mod tests {
         for i in 0..5 {
             s.arrive(req(i), 1_000);
         }
-        let mut n = 0;
-        for t in 1_000..1_010 {
-            s.step(t, |_| n += 1);
-        }
-        assert_eq!(n, 5);
+        assert_eq!(served(&mut s, 1_000..1_010), 5);
         assert!((s.warm_fraction(1_010) - 1.0 / 1.5).abs() < 1e-9);
         s.warm();
         assert_eq!(s.warm_fraction(1_010), 1.0);

@@ -123,11 +123,6 @@ impl Outcome for ProviderOutageReport {
             Series::new("served", RGBColor(30, 140, 30), pts(|x| x.served)),
             Series::new("failed", RGBColor(200, 30, 30), pts(|x| x.failed)),
         ];
-        let right = vec![Series::new(
-            "clients waiting (right axis)",
-            RGBColor(230, 140, 0),
-            pts(|x| x.waiting),
-        )];
         Chart::new(
             format!(
                 "provider-outage, {}: recovered {}",
@@ -138,7 +133,7 @@ impl Outcome for ProviderOutageReport {
             "requests per tick",
             left,
         )
-        .with_right("clients waiting", right)
+        .with_right_line("clients waiting", "clients waiting", pts(|x| x.waiting))
     }
 
     fn time_to_recover_s(&self) -> Option<f64> {

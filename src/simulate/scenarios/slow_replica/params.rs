@@ -205,24 +205,17 @@ mod tests {
 
     #[test]
     fn bad_values_name_the_key() {
-        let p = SlowReplicaParams {
+        let refusal = |p: SlowReplicaParams| p.validate().unwrap_err().to_string();
+        let e = refusal(SlowReplicaParams {
             slow_replica: 4,
             ..SlowReplicaParams::default()
-        };
-        assert!(p
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("slow_replica"));
-        let p = SlowReplicaParams {
+        });
+        assert!(e.contains("slow_replica"), "{e}");
+        let e = refusal(SlowReplicaParams {
             outlier_ejection: true,
             outlier_factor: 0.5,
             ..SlowReplicaParams::default()
-        };
-        assert!(p
-            .validate()
-            .unwrap_err()
-            .to_string()
-            .contains("outlier_factor"));
+        });
+        assert!(e.contains("outlier_factor"), "{e}");
     }
 }

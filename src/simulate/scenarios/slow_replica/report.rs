@@ -305,11 +305,6 @@ impl Outcome for SlowReplicaReport {
             ),
             Series::new("p50 (ms)", RGBColor(30, 140, 30), pts(|s| s.p50_ms)),
         ];
-        let right = vec![Series::new(
-            format!("{b}'s queue (right axis)"),
-            RGBColor(230, 140, 0),
-            pts(|s| s.slow_max_backlog as f64),
-        )];
         Chart::new(
             format!(
                 "slow-replica: {b} {}x slower from {} s, {}",
@@ -321,7 +316,11 @@ impl Outcome for SlowReplicaReport {
             "latency (ms)",
             left,
         )
-        .with_right("requests at B", right)
+        .with_right_line(
+            "requests at B",
+            &format!("{b}'s queue"),
+            pts(|s| s.slow_max_backlog as f64),
+        )
     }
 
     fn figures(&self) -> Vec<Figure> {
