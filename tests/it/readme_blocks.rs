@@ -11,8 +11,8 @@
 //! - every command block of the guide (`docs/guide/`): `sh` runs as written in a fresh
 //!   directory with a fresh HOME; `sh repo` the same from the repository checkout (its
 //!   commands read the repository's files); `sh long` (builds, whole suites, rehearsals:
-//!   minutes) and `sh cluster` (a Kubernetes cluster, Prometheus, a running receiver or a
-//!   system in an incident) are skipped, and counted and printed, never silently.
+//!   minutes) and `sh cluster` (a Kubernetes cluster, Prometheus, a running receiver, a
+//!   running demo or a system in an incident) are skipped, and counted and printed, never silently.
 
 use crate::support::demo_up::Down;
 use crate::support::docs::{self, Block};
