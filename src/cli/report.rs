@@ -20,6 +20,17 @@ pub enum Format {
     All,
 }
 
+impl Format {
+    /// The files this choice writes.
+    fn formats(self) -> Formats {
+        Formats {
+            md: matches!(self, Format::Md | Format::All),
+            json: matches!(self, Format::Json | Format::All),
+            svg: matches!(self, Format::Svg | Format::All),
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct ReportArgs {
     /// The run, as `recover history` prints it (a unique prefix is enough).
@@ -63,28 +74,7 @@ pub fn run(args: ReportArgs) -> CliResult {
         None => None,
     };
     let (report, samples) = postmortem::convert::convert(&ev, before.as_ref());
-    let formats = match args.format {
-        Format::Md => Formats {
-            md: true,
-            json: false,
-            svg: false,
-        },
-        Format::Json => Formats {
-            md: false,
-            json: true,
-            svg: false,
-        },
-        Format::Svg => Formats {
-            md: false,
-            json: false,
-            svg: true,
-        },
-        Format::All => Formats {
-            md: true,
-            json: true,
-            svg: true,
-        },
-    };
+    let formats = args.format.formats();
     let out = args.out.clone().unwrap_or_else(|| {
         args.journal_dir
             .join(format!("{}.report", ev.report.run_id))

@@ -216,14 +216,7 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
                 ..
             } => Some((
                 format!("step **{step}** finished"),
-                format!(
-                    "{}{}",
-                    outcome.words(),
-                    message
-                        .as_ref()
-                        .map(|m| format!(": {m}"))
-                        .unwrap_or_default()
-                ),
+                with_message(outcome.words(), message),
             )),
             Event::FailurePhase { reason } => {
                 Some(("switched to the on_failure steps".into(), reason.clone()))
@@ -232,14 +225,7 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
                 outcome, message, ..
             } => Some((
                 "run finished".into(),
-                format!(
-                    "{}{}",
-                    outcome.words(),
-                    message
-                        .as_ref()
-                        .map(|m| format!(": {m}"))
-                        .unwrap_or_default()
-                ),
+                with_message(outcome.words(), message),
             )),
             Event::ActionStarted { .. } => None,
         };
@@ -371,4 +357,12 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
 /// A table cell: no line breaks or pipes of its own.
 fn cell(s: &str) -> String {
     s.replace('\n', " ").replace('|', "\\|")
+}
+
+/// An outcome's words, then the message after a colon when there is one.
+fn with_message(words: &str, message: &Option<String>) -> String {
+    match message {
+        Some(m) => format!("{words}: {m}"),
+        None => words.to_string(),
+    }
 }

@@ -2,11 +2,11 @@
 //! and runs on_failure; a cancelled run (what Ctrl-C does) aborts cleanly, runs on_failure
 //! and leaves the gate at the safe rate with a note saying who must act.
 
+use crate::support::engine::fixed_inputs;
 use crate::support::engine::*;
 use crate::support::fixture_path;
-use recover::engine::{self, Outcome, RunOptions, RunRequest, StepOutcome};
+use recover::engine::{self, Outcome, RunRequest, StepOutcome};
 use recover::metrics::scrape::ScrapeSource;
-use recover::plan::PlanInputs;
 use recover::platform::{local::LocalPlatform, Platform, PlatformFetch};
 use std::sync::Arc;
 use std::time::Duration;
@@ -55,18 +55,7 @@ fn e2e_failed_check_and_cancel_run_on_failure_and_leave_a_noted_safe_limit() {
             recover::runbook::find(&fixture_path("runbooks/e2e-never.yaml"), &[]).unwrap();
         runbook.source = runbook.source.replace("count: 5", "count: 500");
         runbook.runbook = recover::runbook::parse_str("e2e-never (long)", &runbook.source).unwrap();
-        let options = RunOptions {
-            journal_dir: sys.journal_dir(),
-            overrides: PlanInputs {
-                arrival_rate: 40.0,
-                capacity_cold: 50.0,
-                k: 2.0,
-                capacity: None,
-                demand: None,
-            }
-            .into(),
-            ..RunOptions::default()
-        };
+        let options = fixed_inputs(&sys.journal_dir());
         let cancel = CancellationToken::new();
         let c = cancel.clone();
         tokio::spawn(async move {

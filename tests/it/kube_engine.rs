@@ -5,14 +5,14 @@
 //! once, its on_failure steps included (another controller may be acting).
 
 use crate::kube_platform::options;
+use crate::support::engine::fixed_inputs;
 use crate::support::fixture_path;
 use crate::support::kube::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
-use recover::engine::{self, Outcome, RunOptions, RunRequest, StepOutcome};
+use recover::engine::{self, Outcome, RunRequest, StepOutcome};
 use recover::metrics::scrape::ScrapeSource;
-use recover::plan::PlanInputs;
 use recover::platform::kube::KubePlatform;
 use recover::platform::Platform;
 use recover::platform::PlatformFetch;
@@ -35,18 +35,7 @@ fn request(
         platform: platform.clone(),
     })));
     let runbook = recover::runbook::find(&fixture_path("runbooks/kube-restart.yaml"), &[]).unwrap();
-    let options = RunOptions {
-        journal_dir: journal_dir.to_path_buf(),
-        overrides: PlanInputs {
-            arrival_rate: 40.0,
-            capacity_cold: 50.0,
-            k: 2.0,
-            capacity: None,
-            demand: None,
-        }
-        .into(),
-        ..RunOptions::default()
-    };
+    let options = fixed_inputs(journal_dir);
     (
         platform.clone(),
         RunRequest {

@@ -7,15 +7,15 @@
 
 use crate::kube_engine::pods_answer;
 use crate::kube_platform::{holder, options};
+use crate::support::engine::fixed_inputs;
 use crate::support::fixture_path;
 use crate::support::kube::*;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event};
 use kube::api::{Api, ListParams, PostParams};
-use recover::engine::{self, Outcome, RunOptions, RunRequest, StepOutcome};
+use recover::engine::{self, Outcome, RunRequest, StepOutcome};
 use recover::gate::limit::Limit;
 use recover::metrics::scrape::ScrapeSource;
-use recover::plan::PlanInputs;
 use recover::platform::kube::fence::FENCE_ANNOTATION;
 use recover::platform::kube::KubePlatform;
 use recover::platform::{Platform, PlatformError, PlatformFetch};
@@ -38,18 +38,7 @@ fn request(c: &FakeCluster, dir: &std::path::Path) -> RunRequest {
         runbook,
         platform,
         metrics,
-        options: RunOptions {
-            journal_dir: dir.to_path_buf(),
-            overrides: PlanInputs {
-                arrival_rate: 40.0,
-                capacity_cold: 50.0,
-                k: 2.0,
-                capacity: None,
-                demand: None,
-            }
-            .into(),
-            ..RunOptions::default()
-        },
+        options: fixed_inputs(dir),
     }
 }
 

@@ -7,13 +7,13 @@
 
 use crate::kube_platform::options;
 use crate::support::demo_up::Demo;
+use crate::support::engine::fixed_inputs;
 use crate::support::fixture_path;
 use crate::support::kube::*;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
-use recover::engine::{self, Outcome, RunOptions, RunRequest};
+use recover::engine::{self, Outcome, RunRequest};
 use recover::metrics::scrape::ScrapeSource;
-use recover::plan::PlanInputs;
 use recover::platform::kube::KubePlatform;
 use recover::platform::{Platform, PlatformFetch};
 use serde_json::Value;
@@ -227,18 +227,7 @@ async fn report_reads_a_fake_cluster_run_back_from_its_mirrored_journal() {
         runbook,
         platform,
         metrics,
-        options: RunOptions {
-            journal_dir: dir.path().join("controller"),
-            overrides: PlanInputs {
-                arrival_rate: 40.0,
-                capacity_cold: 50.0,
-                k: 2.0,
-                capacity: None,
-                demand: None,
-            }
-            .into(),
-            ..RunOptions::default()
-        },
+        options: fixed_inputs(&dir.path().join("controller")),
     };
     let ran = engine::run(req, CancellationToken::new()).await.unwrap();
     assert_eq!(ran.outcome, Outcome::Succeeded, "{}", ran.summary_table());

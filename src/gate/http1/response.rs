@@ -30,7 +30,9 @@ pub fn parse_response<'h, 'b>(
         httparse::Status::Complete(len) => len,
         httparse::Status::Partial => return incomplete(buf),
     };
-    let (Some(status), Some(version)) = (resp.code, resp.version) else {
+    // httparse reads any three digits; RFC 9110 section 15 makes a code outside 100..=599
+    // invalid. "004" would reach the client as "4", which no client parses.
+    let (Some(status @ 100..=599), Some(version)) = (resp.code, resp.version) else {
         return Err(HeadError::Malformed(httparse::Error::Status));
     };
     if status == 101 {
@@ -107,5 +109,27 @@ mod tests {
             .unwrap();
         assert_eq!(old.framing, Framing::UntilClose);
         assert!(!old.reusable());
+    }
+
+    #[test]
+    fn a_status_outside_100_to_599_is_malformed_not_rewritten() {
+        for wire in [
+            &b"HTTP/1.1 004 No Content\r\n\r\n"[..],
+            b"HTTP/1.1 099 X\r\n\r\n",
+            b"HTTP/1.1 600 X\r\n\r\n",
+        ] {
+            let mut headers = empty_headers();
+            assert!(
+                matches!(
+                    parse_response(wire, &mut headers, false),
+                    Err(HeadError::Malformed(httparse::Error::Status))
+                ),
+                "{}",
+                String::from_utf8_lossy(wire)
+            );
+        }
+        let mut headers = empty_headers();
+        let ok = parse_response(b"HTTP/1.1 599 X\r\n\r\n", &mut headers, false);
+        assert_eq!(ok.unwrap().unwrap().status, 599);
     }
 }

@@ -4,6 +4,8 @@
 //! real process on 127.0.0.1 and is stopped when the `System` drops.
 
 use super::fixture_path;
+use recover::engine::RunOptions;
+use recover::plan::PlanInputs;
 use recover::platform::local::LocalPlatform;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
 use recover::util::net::{free_loopback_addr, wait_http_ok};
@@ -229,4 +231,21 @@ pub fn only_journal(dir: &Path) -> Option<PathBuf> {
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .collect();
     (files.len() == 1).then(|| files.remove(0))
+}
+
+/// A run's options with its plan inputs given (40 req/s offered, a cold capacity of 50, k
+/// 2), so the run needs no detection window, and its journal in `journal_dir`.
+pub fn fixed_inputs(journal_dir: &Path) -> RunOptions {
+    RunOptions {
+        journal_dir: journal_dir.to_path_buf(),
+        overrides: PlanInputs {
+            arrival_rate: 40.0,
+            capacity_cold: 50.0,
+            k: 2.0,
+            capacity: None,
+            demand: None,
+        }
+        .into(),
+        ..RunOptions::default()
+    }
 }
