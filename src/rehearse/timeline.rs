@@ -184,6 +184,25 @@ fn known(r: &Report, field: &str) -> bool {
         .is_none_or(|f| !f.unknown.contains_key(field))
 }
 
+/// A dashed horizontal line across the panel at `y`: a declared figure (demand, the
+/// client timeout) the measured curves are read against.
+fn reference_line(
+    chart: &mut Chart,
+    x: (f64, f64),
+    y: f64,
+    color: RGBColor,
+) -> Result<(), TimelineError> {
+    chart
+        .draw_series(DashedLineSeries::new(
+            vec![(x.0, y), (x.1, y)],
+            8,
+            6,
+            color.stroke_width(2),
+        ))
+        .map_err(err)?;
+    Ok(())
+}
+
 fn max_of(samples: &[Sample], f: impl Fn(&Sample) -> Option<f64>) -> f64 {
     samples
         .iter()
@@ -272,14 +291,7 @@ fn draw_rates(
     decorate(&mut chart, r, y_max, true)?;
     mark_steps(&mut chart, r, y_max)?;
     if known(r, "scenario.demand_per_s") {
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(x.0, demand), (x.1, demand)],
-                8,
-                6,
-                DEMAND.stroke_width(2),
-            ))
-            .map_err(err)?;
+        reference_line(&mut chart, x, demand, DEMAND)?;
     }
     // The limit is drawn only where finite; clipped to the panel when far above traffic.
     let series: [(&str, RGBColor, u32, Pick); 4] = [
@@ -346,14 +358,7 @@ fn draw_latency(
         .map_err(err)?;
     decorate(&mut chart, r, y_max, false)?;
     if known(r, "scenario.client_timeout_s") {
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(x.0, timeout), (x.1, timeout)],
-                8,
-                6,
-                OFFERED.stroke_width(2),
-            ))
-            .map_err(err)?;
+        reference_line(&mut chart, x, timeout, OFFERED)?;
     }
     draw_line(
         &mut chart,

@@ -130,22 +130,33 @@ fn fixed(rb: &crate::runbook::Runbook) -> Fixed {
     }
 }
 
+/// A run's context for `rb` on `platform` and `journal`: no metrics, the runbook's
+/// fixed inputs, default options.
+fn ctx_on(
+    rb: &crate::runbook::Runbook,
+    platform: Arc<dyn Platform>,
+    journal: Journal,
+    run_id: &str,
+) -> Arc<Ctx> {
+    Arc::new(Ctx::new(
+        rb.clone(),
+        platform,
+        Arc::new(NoMetrics),
+        fixed(rb),
+        run_id.into(),
+        journal,
+        RunOptions::default(),
+        BTreeMap::new(),
+    ))
+}
+
 /// The shipped runbook's block, drain and restart steps against `platform`, on a journal
 /// in `dir`; the changes they made.
 async fn block_drain_restart(platform: Recording, dir: &std::path::Path) -> Vec<String> {
     let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
     let journal = Journal::create(dir, "run-drain").unwrap();
     let changes = platform.changes.clone();
-    let ctx = Arc::new(Ctx::new(
-        rb.clone(),
-        Arc::new(platform),
-        Arc::new(NoMetrics),
-        fixed(&rb),
-        "run-drain".into(),
-        journal,
-        RunOptions::default(),
-        BTreeMap::new(),
-    ));
+    let ctx = ctx_on(&rb, Arc::new(platform), journal, "run-drain");
     for name in ["block-at-edge", "drain-backlog", "batched-restart"] {
         let step = rb.steps.iter().find(|s| s.name == name).unwrap();
         perform(&ctx, step, Tally::default()).await.unwrap();
@@ -185,7 +196,6 @@ async fn the_shipped_runbook_restarts_only_where_a_drain_does_not_suffice() {
 #[tokio::test]
 async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
     let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
-    let fixed = fixed(&rb);
     let full = std::fs::OpenOptions::new()
         .append(true)
         .open("/dev/full")
@@ -193,16 +203,7 @@ async fn an_action_whose_journal_record_cannot_be_written_does_not_run() {
     let journal = Journal::on_file(full, "/dev/full".as_ref(), "run-full");
     let platform = Arc::new(Recording::default());
     let changes = platform.changes.clone();
-    let ctx = Arc::new(Ctx::new(
-        rb.clone(),
-        platform,
-        Arc::new(NoMetrics),
-        fixed,
-        "run-full".into(),
-        journal,
-        RunOptions::default(),
-        BTreeMap::new(),
-    ));
+    let ctx = ctx_on(&rb, platform, journal, "run-full");
     let acting: Vec<_> = rb
         .steps
         .iter()
@@ -250,16 +251,7 @@ async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so(
     let journal = Journal::create(dir.path(), "run-shadow").unwrap();
     let platform = Recording::default();
     let changes = platform.changes.clone();
-    let ctx = Arc::new(Ctx::new(
-        rb.clone(),
-        Arc::new(platform),
-        Arc::new(NoMetrics),
-        fixed(&rb),
-        "run-shadow".into(),
-        journal,
-        RunOptions::default(),
-        BTreeMap::new(),
-    ));
+    let ctx = ctx_on(&rb, Arc::new(platform), journal, "run-shadow");
     let done = perform(&ctx, &step, Tally::default()).await.unwrap();
     let changes = changes.lock().unwrap().clone();
     assert_eq!(changes, ["set_limit Some(22.5) in shadow"], "{changes:?}");
