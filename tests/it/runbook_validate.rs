@@ -1,6 +1,7 @@
 //! `recover runbooks validate` on broken runbooks: every error names file:line:column and
 //! the field path, and the command exits 2. Also checks the shipped runbooks load.
 
+use crate::support::engine::assert_exit_ok;
 use crate::support::fixture_path;
 use std::path::Path;
 use std::process::Command;
@@ -242,10 +243,5 @@ fn a_runbook_missing_a_detector_signal_is_refused_naming_it() {
         .arg(&file)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit_ok(&out);
 }
