@@ -2,6 +2,7 @@
 //! window: the plan inputs (each with its source) and the plan. The verdict must be one
 //! the runbook runs in, unless the plan inputs were given.
 
+use super::journal::Decided;
 use super::EngineError;
 use crate::detect::Verdict;
 use crate::plan::{make_plan, Overrides, Plan, PlanInputs, SourcedInputs};
@@ -17,6 +18,30 @@ pub struct PlannedRun {
     pub plan: Plan,
     /// True when the plan does not rest on this run's own verdict (inputs given).
     pub assumed: bool,
+}
+
+impl PlannedRun {
+    /// The decision as the journal records it.
+    pub fn recorded(&self) -> Decided {
+        Decided {
+            verdict: self.verdict.clone(),
+            inputs: Some(self.inputs),
+            sources: self.sources.clone(),
+            plan: Some(self.plan.clone()),
+            assumed: self.assumed,
+        }
+    }
+
+    /// The decision a journal recorded, to carry on from (None: it has no plan).
+    pub fn from_recorded(d: &Decided) -> Option<PlannedRun> {
+        Some(PlannedRun {
+            verdict: d.verdict.clone(),
+            inputs: d.inputs?,
+            sources: d.sources.clone(),
+            plan: d.plan.clone()?,
+            assumed: d.assumed,
+        })
+    }
 }
 
 /// Decide from the verdict on the observed window ([`crate::detect::watch`]). Pure.
