@@ -2,11 +2,11 @@
 //! window: the plan inputs (each with its source) and the plan. The verdict must be one
 //! the runbook runs in, unless the plan inputs were given.
 
-use super::journal::Decided;
 use super::EngineError;
 use crate::detect::Verdict;
 use crate::plan::{make_plan, Overrides, Plan, PlanInputs, SourcedInputs};
 use crate::runbook::Runbook;
+use serde::{Deserialize, Serialize};
 
 /// What the engine decided before acting: the verdict, and the plan it will follow.
 #[derive(Debug, Clone)]
@@ -17,6 +17,19 @@ pub struct PlannedRun {
     pub sources: SourcedInputs,
     pub plan: Plan,
     /// True when the plan does not rest on this run's own verdict (inputs given).
+    pub assumed: bool,
+}
+
+/// The decision a run recorded before acting. `inputs` and `plan` are optional only so
+/// that a journal cut off mid-decision still reads; a run writes both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decided {
+    pub verdict: Verdict,
+    pub inputs: Option<PlanInputs>,
+    /// Where each input came from.
+    pub sources: SourcedInputs,
+    pub plan: Option<Plan>,
+    /// True when the plan inputs were given by the operator, not measured.
     pub assumed: bool,
 }
 

@@ -2,7 +2,7 @@
 //! return value (the rehearsal and the webhook receiver read it in-process), the final
 //! summary table, and the `--output json` document.
 
-use super::journal::Decided;
+use super::planning::Decided;
 pub use super::status::{Figures, Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
 use crate::gate::limit::Limit;

@@ -10,10 +10,9 @@ mod resume;
 pub use action::{unknown, ActionRecord};
 pub use resume::{resume_point, JournalError, ResumePoint};
 
+pub use super::planning::Decided;
 use super::ramp::RampDecision;
 use super::status::{Figures, Outcome, Phase, StepOutcome};
-use crate::detect::Verdict;
-use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::platform::Target;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -24,19 +23,6 @@ use std::path::{Path, PathBuf};
 /// of another format (format 1 had no such field) are refused with that number, not read
 /// half-way.
 pub const FORMAT: u32 = 2;
-
-/// The decision a run recorded before acting. `inputs` and `plan` are optional only so
-/// that a journal cut off mid-decision still reads; a run writes both.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Decided {
-    pub verdict: Verdict,
-    pub inputs: Option<PlanInputs>,
-    /// Where each input came from.
-    pub sources: SourcedInputs,
-    pub plan: Option<Plan>,
-    /// True when the plan inputs were given by the operator, not measured.
-    pub assumed: bool,
-}
 
 /// One line of the journal.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
