@@ -69,6 +69,7 @@ mod kube_pod_calls;
 mod kube_rbac;
 mod kube_serve_state;
 mod listener_timeouts;
+mod live_view_signals;
 mod local_gate_share;
 mod metrics_body_caps;
 mod metrics_eval_props;
