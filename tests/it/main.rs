@@ -55,6 +55,7 @@ mod kube_engine;
 mod kube_fencing;
 mod kube_gate_fail_static;
 mod kube_gate_limit;
+mod kube_gate_limit_cli;
 mod kube_gate_shadow;
 mod kube_gate_share;
 mod kube_lease;

@@ -251,10 +251,7 @@ pub fn capacity_cold(
 ) -> Option<Estimate> {
     if let (Some(f), Some(c)) = (cold, capacity) {
         // A known cold factor on a capacity is as good as the capacity.
-        let via = match f.source {
-            Source::Declared => format!("spec.detect.cold_factor {}", f.value),
-            _ => format!("cold factor {:.2} ({})", f.value, f.from),
-        };
+        let via = format!("cold factor {:.2} ({})", f.value, f.from);
         return Some(Estimate::new(
             c.value / f.value.max(1.0),
             c.source,
@@ -265,7 +262,7 @@ pub fn capacity_cold(
         return Some(Estimate::new(
             v,
             Source::Measured,
-            "highest completion rate within 10s after the last restart, while queued",
+            "highest completion rate within 10s after the last restart, while queued and not seen overloaded",
         ));
     }
     capacity.map(|c| {
@@ -291,6 +288,8 @@ fn measured_cold(window: &[Snapshot]) -> Option<f64> {
                 .unwrap_or(false)
         })
         .filter(|s| s.get(names::QUEUE_DEPTH).unwrap_or(0.0) > 0.0)
+        // Overloaded, completions are the cold capacity over k.
+        .filter(|s| cold::regime(s) != Ok(cold::Regime::Overloaded))
         .filter_map(|s| s.get(names::WORK_RATE))
         .fold(None, |acc: Option<f64>, v| {
             Some(acc.map_or(v, |a| a.max(v)))
