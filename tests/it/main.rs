@@ -47,6 +47,8 @@ mod gate_shadow;
 mod gate_shadow_cli;
 mod gate_sources;
 mod gate_upstream_links;
+mod gate_workers;
+mod grid_draws;
 mod history_resumed;
 mod http_refusals;
 mod kind_e2e;
