@@ -94,6 +94,10 @@ fn gate_page(c: &Counters) -> String {
         "# HELP recover_gate_requests Requests by outcome.\n# TYPE recover_gate_requests counter\n\
          recover_gate_requests_total{{outcome=\"admitted\"}} {}\n\
          recover_gate_requests_total{{outcome=\"upstream_timeout\"}} {}\n\
+         # TYPE recover_gate_admissions counter\n\
+         recover_gate_admissions_total{{decision=\"admitted\"}} {}\n\
+         recover_gate_admissions_total{{decision=\"rejected_rate\"}} 0\n\
+         recover_gate_admissions_total{{decision=\"rejected_in_flight\"}} 0\n\
          # TYPE recover_gate_attempts counter\n\
          recover_gate_attempts_total{{kind=\"first\"}} {}\n\
          recover_gate_attempts_total{{kind=\"retry\"}} {}\n\
@@ -101,6 +105,7 @@ fn gate_page(c: &Counters) -> String {
          # TYPE recover_gate_limit_rate_per_second gauge\nrecover_gate_limit_rate_per_second +Inf\n# EOF\n",
         c.useful,
         c.gate - c.useful,
+        c.gate,
         c.first,
         c.gate - c.first
     )

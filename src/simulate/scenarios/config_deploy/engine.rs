@@ -6,11 +6,11 @@ use super::clients::{Client, Phase};
 use super::gate::{Admission, Gate};
 use super::params::SystemParams;
 use super::procedure::Procedure;
-use super::report::{analyse, Second, SystemReport, Totals};
+use super::report::{Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
 use crate::retry::{RetryBudget, RetryPolicy};
 use crate::simulate::kernel::clock::Clock;
-use crate::simulate::kernel::record::Series;
+use crate::simulate::kernel::record::{Recovery, Series};
 use crate::simulate::kernel::rng::SplitMix64;
 use std::time::Duration;
 
@@ -383,15 +383,18 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         (None, None) => ("trigger_end", ticks(p.trigger_end(), tick) / per_s),
     };
     let settle = ticks(p.settle_window, tick) / per_s;
-    let (settled, recovered, ttr) = analyse(&series, reference_t, settle);
+    let recovery = Recovery::of(
+        &series,
+        |s| s.arriving,
+        Second::failures,
+        e.totals.given_up,
+        reference_t as usize,
+        settle as usize,
+    );
     SystemReport {
         scenario: super::params::NAME,
         seed,
-        peak_calls: series.iter().map(|s| s.arriving).max().unwrap_or(0),
-        given_up: e.totals.given_up,
-        settled_s: settled.map(f64::from),
-        recovered,
-        time_to_recover_s: ttr.map(f64::from),
+        recovery,
         reference,
         reference_s: f64::from(reference_t),
         relapses: procedure.as_ref().map_or(0, Procedure::relapses),
