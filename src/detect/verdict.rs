@@ -320,14 +320,20 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.capacity_from = Some(c.from.clone());
     }
-    let cold_factor = estimate::cold_factor(i.cfg, i.window);
-    if let Some(f) = &cold_factor {
-        ev.push(Evidence::new(
-            "cold_factor",
-            Some(f.value),
-            format!("used ({}): {}", f.source.as_str(), f.from),
-        ));
-    }
+    let cold_factor = match estimate::cold_factor(i.cfg, i.window) {
+        Ok(f) => {
+            ev.push(Evidence::new(
+                "cold_factor",
+                Some(f.value),
+                format!("used ({}): {}", f.source.as_str(), f.from),
+            ));
+            Some(f)
+        }
+        Err(why) => {
+            ev.push(Evidence::new("cold_factor", None, why));
+            None
+        }
+    };
     let cold = estimate::capacity_cold(i.window, cap.as_ref(), cold_factor.as_ref());
     if let Some(c) = &cold {
         ev.push(Evidence::new(

@@ -220,13 +220,7 @@ pub async fn run(req: RunRequest, cancel: CancellationToken) -> Result<RunReport
                 started_by: options.started_by.clone(),
                 pid: std::process::id(),
             })?;
-            j.append(Event::Decided {
-                verdict: d.verdict.clone(),
-                inputs: Some(d.inputs),
-                sources: d.sources.clone(),
-                plan: Some(d.plan.clone()),
-                assumed: d.assumed,
-            })?;
+            j.append(Event::Decided(d.recorded()))?;
             let ready = Ready {
                 rb: &rb,
                 platform: platform.clone(),
@@ -302,24 +296,10 @@ pub async fn resume(
         &format!("{} (from journal)", point.origin),
         &point.runbook_source,
     )?;
-    let Some(journal::Decided {
-        verdict,
-        inputs: Some(inputs),
-        sources,
-        plan: Some(plan),
-        assumed,
-    }) = point.decided.clone()
-    else {
+    let Some(d) = point.decided.as_ref().and_then(PlannedRun::from_recorded) else {
         return Err(EngineError::NotDecided {
             run_id: point.run_id,
         });
-    };
-    let d = PlannedRun {
-        verdict,
-        inputs,
-        sources,
-        plan,
-        assumed,
     };
     let started_at = entries.first().map(|e| e.ts.clone()).unwrap_or_default();
     let (target, locked_by) = (platform.clone(), point.run_id.clone());
@@ -361,23 +341,8 @@ fn base_report(
     started_at: &str,
     dry_run: bool,
 ) -> RunReport {
-    RunReport {
-        run_id: run_id.to_string(),
-        runbook: rb.name.clone(),
-        target: platform.target_id(),
-        outcome: Outcome::Failed,
-        dry_run,
-        message: None,
-        verdict: Some(d.verdict.clone()),
-        plan_inputs: Some(d.inputs),
-        input_sources: Some(d.sources.clone()),
-        plan: Some(d.plan.clone()),
-        assumed_inputs: d.assumed,
-        started_at: started_at.to_string(),
-        finished_at: String::new(),
-        steps: Vec::new(),
-        journal: None,
-        observed: None,
-        gate: None,
-    }
+    let mut r = RunReport::new(run_id, &rb.name, &platform.target_id(), started_at);
+    r.dry_run = dry_run;
+    r.record_decision(&d.recorded());
+    r
 }

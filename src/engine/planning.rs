@@ -6,6 +6,7 @@ use super::EngineError;
 use crate::detect::Verdict;
 use crate::plan::{make_plan, Overrides, Plan, PlanInputs, SourcedInputs};
 use crate::runbook::Runbook;
+use serde::{Deserialize, Serialize};
 
 /// What the engine decided before acting: the verdict, and the plan it will follow.
 #[derive(Debug, Clone)]
@@ -17,6 +18,43 @@ pub struct PlannedRun {
     pub plan: Plan,
     /// True when the plan does not rest on this run's own verdict (inputs given).
     pub assumed: bool,
+}
+
+/// The decision a run recorded before acting. `inputs` and `plan` are optional only so
+/// that a journal cut off mid-decision still reads; a run writes both.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decided {
+    pub verdict: Verdict,
+    pub inputs: Option<PlanInputs>,
+    /// Where each input came from.
+    pub sources: SourcedInputs,
+    pub plan: Option<Plan>,
+    /// True when the plan inputs were given by the operator, not measured.
+    pub assumed: bool,
+}
+
+impl PlannedRun {
+    /// The decision as the journal records it.
+    pub fn recorded(&self) -> Decided {
+        Decided {
+            verdict: self.verdict.clone(),
+            inputs: Some(self.inputs),
+            sources: self.sources.clone(),
+            plan: Some(self.plan.clone()),
+            assumed: self.assumed,
+        }
+    }
+
+    /// The decision a journal recorded, to carry on from (None: it has no plan).
+    pub fn from_recorded(d: &Decided) -> Option<PlannedRun> {
+        Some(PlannedRun {
+            verdict: d.verdict.clone(),
+            inputs: d.inputs?,
+            sources: d.sources.clone(),
+            plan: d.plan.clone()?,
+            assumed: d.assumed,
+        })
+    }
 }
 
 /// Decide from the verdict on the observed window ([`crate::detect::watch`]). Pure.

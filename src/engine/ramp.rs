@@ -49,6 +49,9 @@ pub struct Seen {
     /// What the service can take now, req/s: its concurrency over its service time now
     /// (None: not measured; the raise is then bounded by the ceiling alone).
     pub capacity_now: Option<f64>,
+    /// The demand before the incident, first attempts/s (the run's input; None: unknown).
+    /// It decides what a settle blames: only demand over the limit is missing capacity.
+    pub demand: Option<f64>,
 }
 
 impl Seen {
@@ -56,7 +59,7 @@ impl Seen {
     pub fn rejected(rejected: Option<f64>) -> Self {
         Seen {
             rejected,
-            capacity_now: None,
+            ..Seen::default()
         }
     }
 }
@@ -112,8 +115,9 @@ pub enum RampMove {
     Finish {
         reason: String,
     },
-    /// Still rejecting after every hold at the ceiling: more is offered than the service
-    /// can take. Leave the limit at the ceiling; a human decides about capacity.
+    /// Still rejecting after every hold at the ceiling. Leave the limit at the ceiling; the
+    /// reason says whether the demand explains the excess ([`settle_cause`]), and a human
+    /// decides what to do about it.
     Settle {
         rate: f64,
         reason: String,
@@ -168,7 +172,9 @@ impl RampMove {
             }
             RampMove::Finish { .. } => "lift the limit".to_string(),
             RampMove::Settle { rate, .. } => {
-                format!("leave the limit at {rate:.1} req/s (more is offered than the service can take)")
+                format!(
+                    "leave the limit at {rate:.1} req/s (the gate still rejects at the ceiling)"
+                )
             }
             RampMove::Fail { reason } => format!("give up: {reason}"),
         }
@@ -204,8 +210,10 @@ pub fn next_move(
                     return RampMove::Settle {
                         rate: state.rate,
                         reason: format!(
-                            "the gate still rejects {rejected:.1} req/s at the ceiling {:.1} req/s after {} holds: more is offered than the service can take",
-                            state.rate, p.ceiling_holds
+                            "the gate still rejects {rejected:.1} req/s at the ceiling {:.1} req/s after {} holds; {}",
+                            state.rate,
+                            p.ceiling_holds,
+                            settle_cause(state.rate, seen.demand)
                         ),
                     };
                 }
@@ -256,27 +264,45 @@ fn raise(p: &RampParams, state: &mut RampState, to: f64) -> RampMove {
     RampMove::Raise { rate: state.rate }
 }
 
-/// What a person should do after the ramp settled at `rate` with the gate still rejecting:
-/// add capacity only when the demand before the incident (first attempts/s) does not fit
-/// under the limit; demand that fits means the rejections are not first attempts the
-/// service lacks room for (retries, bursts above the burst, a client offering the excess),
-/// and more replicas would not stop them. Unknown demand: both possibilities. Pure.
+/// Why the gate still rejects at the ceiling `rate`, as far as the demand before the
+/// incident (first attempts/s) tells: demand over the limit is more than the service can
+/// take; demand under it means the excess is retries or bursts, which more capacity would
+/// not stop. Unknown demand: both possibilities, neither asserted. Pure.
+pub fn settle_cause(rate: f64, demand: Option<f64>) -> String {
+    match known_demand(demand) {
+        Some(d) if d < rate => format!(
+            "demand before the incident was {d:.1} req/s, under the limit: the excess is retrying clients or bursts, not first attempts the service lacks room for, so capacity is not what held it"
+        ),
+        Some(d) => format!(
+            "demand before the incident was {d:.1} req/s, over the limit: more is offered than the service can take"
+        ),
+        None => "demand before the incident is unknown: more may be offered than the service can take, or retrying clients may offer the excess".to_string(),
+    }
+}
+
+/// What a person should do after the ramp settled at `rate` with the gate still rejecting,
+/// following the same reading of the demand as [`settle_cause`]: add capacity only when the
+/// demand does not fit under the limit. Pure.
 pub fn settle_advice(rate: f64, demand: Option<f64>, capacity: Option<f64>) -> String {
     let cap = capacity
         .filter(|c| c.is_finite() && *c > 0.0)
-        .map(|c| format!(", capacity {c:.1} req/s"))
+        .map(|c| format!(" (capacity {c:.1} req/s)"))
         .unwrap_or_default();
-    match demand.filter(|d| d.is_finite() && *d >= 0.0) {
+    match known_demand(demand) {
         Some(d) if d < rate => format!(
-            "Next: demand before the incident was {d:.1} req/s{cap}, under the limit: capacity is not what is missing. Find what still offers the excess (retrying clients, bursts), then lift the limit (the command in the run summary)"
+            "Next: capacity{cap} is not what is missing. Find what still offers the excess (retrying clients, bursts), then lift the limit (the command in the run summary)"
         ),
-        Some(d) => format!(
-            "Next: demand before the incident was {d:.1} req/s{cap}, more than the limit: add capacity (replicas), then lift the limit (the command in the run summary)"
+        Some(_) => format!(
+            "Next: add capacity (replicas){cap}, then lift the limit (the command in the run summary)"
         ),
         None => format!(
-            "Next: demand before the incident is unknown{cap}: add capacity (replicas) if demand exceeds the limit, or find what still offers the excess, then lift the limit (the command in the run summary)"
+            "Next: add capacity (replicas){cap} if demand exceeds the limit, or find what still offers the excess, then lift the limit (the command in the run summary)"
         ),
     }
+}
+
+fn known_demand(demand: Option<f64>) -> Option<f64> {
+    demand.filter(|d| d.is_finite() && *d >= 0.0)
 }
 
 #[cfg(test)]
@@ -286,16 +312,13 @@ mod tests {
         let under = super::settle_advice(90.0, Some(20.0), Some(100.0));
         assert!(!under.contains("add capacity"), "{under}");
         assert!(
-            under.contains("demand before the incident was 20.0 req/s, capacity 100.0 req/s"),
+            under.contains("capacity (capacity 100.0 req/s) is not what is missing"),
             "{under}"
         );
         let over = super::settle_advice(18.0, Some(40.0), None);
         assert!(over.contains("add capacity (replicas)"), "{over}");
         let unknown = super::settle_advice(18.0, None, None);
-        assert!(
-            unknown.contains("demand before the incident is unknown"),
-            "{unknown}"
-        );
+        assert!(unknown.contains("if demand exceeds the limit"), "{unknown}");
     }
 
     use super::*;
@@ -356,6 +379,7 @@ mod tests {
         let seen = |c| Seen {
             rejected: Some(200.0),
             capacity_now: Some(c),
+            demand: None,
         };
         // The service measures 400 req/s now: 0.9 x 400 = 360 covers 1.1 x 300 offered.
         let mut s = RampState::start(&p);
@@ -411,6 +435,67 @@ mod tests {
             next_move(&p, &mut t, Ok(()), rej(0.0)),
             RampMove::Finish { .. }
         ));
+    }
+
+    /// The settle at a 90 req/s ceiling with demand 20 req/s before the incident: the
+    /// excess is not demand, so the reason must not blame the service's capacity; the same
+    /// settle with demand over the limit does.
+    #[test]
+    fn a_settle_blames_capacity_only_when_demand_exceeds_the_limit() {
+        let p = RampParams {
+            from: 30.0,
+            ceiling: 90.0,
+            ceiling_holds: 0,
+            ..params()
+        };
+        let settle = |demand: Option<f64>| {
+            let mut s = RampState {
+                rate: 90.0,
+                ..RampState::start(&p)
+            };
+            let seen = Seen {
+                demand,
+                ..rej(40.0)
+            };
+            match next_move(&p, &mut s, Ok(()), seen) {
+                RampMove::Settle { reason, .. } => reason,
+                other => panic!("expected a settle, got {other:?}"),
+            }
+        };
+        let under = settle(Some(20.0));
+        assert!(
+            under.starts_with("the gate still rejects 40.0 req/s at the ceiling 90.0 req/s"),
+            "{under}"
+        );
+        assert!(!under.contains("more than the service can take"), "{under}");
+        assert!(
+            !under.contains("more is offered than the service can take"),
+            "{under}"
+        );
+        assert!(
+            under.contains("demand before the incident was 20.0 req/s, under the limit"),
+            "{under}"
+        );
+        assert!(under.contains("capacity is not what held it"), "{under}");
+        let over = settle(Some(120.0));
+        assert!(
+            over.contains("more is offered than the service can take"),
+            "{over}"
+        );
+        let unknown = settle(None);
+        assert!(
+            unknown.contains("demand before the incident is unknown"),
+            "{unknown}"
+        );
+        let leave = RampMove::Settle {
+            rate: 90.0,
+            reason: under,
+        };
+        assert!(
+            !leave.describe().contains("service can take"),
+            "{}",
+            leave.describe()
+        );
     }
 
     #[test]

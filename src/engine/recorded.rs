@@ -7,33 +7,19 @@
 
 use super::journal::{ActionRecord, Entry, Event};
 use super::report::{RunReport, StepRecord};
-use super::status::{Outcome, StepOutcome};
+use super::status::StepOutcome;
 use crate::platform::Known;
 
 /// Rebuild the report of the run whose journal is `entries` (`journal`: where it was read).
 pub fn from_journal(entries: &[Entry], journal: Option<String>) -> RunReport {
-    let mut r = RunReport {
-        run_id: entries
-            .first()
-            .map(|e| e.run_id.clone())
-            .unwrap_or_default(),
-        runbook: String::new(),
-        target: String::new(),
-        outcome: Outcome::Failed,
-        dry_run: false,
-        message: None,
-        verdict: None,
-        plan_inputs: None,
-        input_sources: None,
-        plan: None,
-        assumed_inputs: false,
-        started_at: entries.first().map(|e| e.ts.clone()).unwrap_or_default(),
-        finished_at: String::new(),
-        steps: Vec::new(),
-        journal,
-        observed: None,
-        gate: None,
-    };
+    let first = entries.first();
+    let mut r = RunReport::new(
+        first.map_or("", |e| &e.run_id),
+        "",
+        "",
+        first.map_or("", |e| &e.ts),
+    );
+    r.journal = journal;
     let mut finished = false;
     for e in entries {
         match &e.event {
@@ -43,19 +29,7 @@ pub fn from_journal(entries: &[Entry], journal: Option<String>) -> RunReport {
                 r.runbook = runbook.clone();
                 r.target = target.clone();
             }
-            Event::Decided {
-                verdict,
-                inputs,
-                sources,
-                plan,
-                assumed,
-            } => {
-                r.verdict = Some(verdict.clone());
-                r.plan_inputs = *inputs;
-                r.input_sources = Some(sources.clone());
-                r.plan = plan.clone();
-                r.assumed_inputs = *assumed;
-            }
+            Event::Decided(d) => r.record_decision(d),
             Event::StepStarted {
                 phase,
                 step,

@@ -2,6 +2,7 @@
 //! return value (the rehearsal and the webhook receiver read it in-process), the final
 //! summary table, and the `--output json` document.
 
+use super::planning::Decided;
 pub use super::status::{Figures, Outcome, Phase, StepOutcome};
 use crate::detect::Verdict;
 use crate::gate::limit::Limit;
@@ -69,6 +70,38 @@ pub struct GateLeft {
 }
 
 impl RunReport {
+    /// A run's report before anything is known of it: failed until it says otherwise.
+    pub fn new(run_id: &str, runbook: &str, target: &str, started_at: &str) -> RunReport {
+        RunReport {
+            run_id: run_id.to_string(),
+            runbook: runbook.to_string(),
+            target: target.to_string(),
+            outcome: Outcome::Failed,
+            dry_run: false,
+            message: None,
+            verdict: None,
+            plan_inputs: None,
+            input_sources: None,
+            plan: None,
+            assumed_inputs: false,
+            started_at: started_at.to_string(),
+            finished_at: String::new(),
+            steps: Vec::new(),
+            journal: None,
+            observed: None,
+            gate: None,
+        }
+    }
+
+    /// Take the decision the run made (or its journal recorded) into the report.
+    pub fn record_decision(&mut self, d: &Decided) {
+        self.verdict = Some(d.verdict.clone());
+        self.plan_inputs = d.inputs;
+        self.input_sources = Some(d.sources.clone());
+        self.plan = d.plan.clone();
+        self.assumed_inputs = d.assumed;
+    }
+
     /// Requests destroyed on purpose (drained backlog), summed over steps; `None` when a
     /// replica's drain gave no count (the step's `drain_counts_unknown`), so the sum is
     /// not the total.

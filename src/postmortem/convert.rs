@@ -134,7 +134,7 @@ pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) 
         _ => None,
     };
     let decided_s = ev.entries.iter().find_map(|e| match &e.event {
-        Event::Decided { .. } => epoch_of(&e.ts).map(|t| ms(t - zero)),
+        Event::Decided(_) => epoch_of(&e.ts).map(|t| ms(t - zero)),
         _ => None,
     });
     let stuck = r

@@ -177,9 +177,10 @@ pub fn render(ev: &Evidence, report: &Report, samples: &[Sample]) -> String {
                     .unwrap_or_default(),
             )),
             Event::Resumed { pid } => Some(("run resumed".into(), format!("pid {pid}"))),
-            Event::Decided { verdict, plan, .. } => Some((
-                format!("decided: verdict {}", verdict.verdict.as_str()),
-                plan.as_ref()
+            Event::Decided(d) => Some((
+                format!("decided: verdict {}", d.verdict.verdict.as_str()),
+                d.plan
+                    .as_ref()
                     .map(|p| {
                         format!(
                             "shed {:.0}%, admit {:.1} req/s",

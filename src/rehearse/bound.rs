@@ -16,11 +16,27 @@
 //! - Clients not in the loop keep polling, but their polls are left out: their phases are
 //!   unknown (the trigger may have bunched them, so none need arrive in a short window), and
 //!   in a stuck state they are few.
-//! - The service answers no faster than its pool: `capacity_warm / m(w)` per second, with
-//!   the cold multiplier `m(w) = 1 + (cold_factor - 1)(1 - w)`; warmth `w` rises with
-//!   requests served (`warm_after` per replica, spread evenly: balancing is the fastest
-//!   way) or jumps to 1 when a warm call completes. Overload never costs anything here,
+//! - A replica answers no faster than its pool: `(capacity_warm / replicas) x phi(w)` per
+//!   second, `phi(w) = 1 / m(w)` with the cold multiplier `m(w) = 1 + (cold_factor - 1)(1 - w)`;
+//!   its warmth `w` rises with the requests it serves (`warm_after` of them from cold to
+//!   warm) or jumps to 1 when a warm call completes. Overload never costs anything here,
 //!   requests in flight at the start are free to drop, and nothing waits for a scrape.
+//! - After a restart every replica starts cold: each replica's best is then the same curve,
+//!   so the service's best is that curve times the replicas (`Spread::Even`).
+//! - Without a restart only the mean warmth is measured, and the spread matters: `m` is
+//!   affine and falling in `w`, so `phi` is convex, and by Jensen a warm and a cold replica
+//!   answer more than two half-warm ones (`f = 4`: `1 + 1/4` against `2 x 1/2.5` warm
+//!   capacities). So the bound takes the most favourable spread (`Spread::Favourable`): with
+//!   `S` the warmth summed over the replicas, the most any spread can answer per second is
+//!   `g(S) = max sum_i phi(w_i)` over `w` in `[0, 1]^replicas` with `sum_i w_i = S`. A convex
+//!   function of `w` is largest at a vertex of that set, and its vertices have at most one
+//!   `w_i` strictly between 0 and 1: `floor(S)` replicas warm, one at `S - floor(S)`, the rest
+//!   cold. `S` starts at `replicas x mean` and only grows by what is served (`1 / warm_after`
+//!   a request, less once a replica is warm), and `g` does not fall as `S` grows, so the
+//!   served count can never pass the one of `n' = capacity/replicas x g(S0 + n / warm_after)`.
+//!   That curve takes the best spread at every instant, not only at the start, because no one
+//!   spread is best throughout: a warm and a cold replica answer more at first, two half-warm
+//!   ones lose less while warming the rest of the way.
 //! - A restart costs the replica's own start-to-ready time, measured when the rehearsal
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
@@ -59,13 +75,24 @@ pub struct BoundStart {
     pub warm_fraction: Option<f64>,
 }
 
+/// How the warmth is spread over the replicas when serving starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spread {
+    /// Every replica equally warm (after a restart: all cold).
+    Even,
+    /// Only the mean is known: the most favourable spread at every instant (module doc).
+    Favourable,
+}
+
 /// One schedule of the model: when serving starts, when the caches become warm by a warm
-/// call (if one is made), and how warm the service is when serving starts.
+/// call (if one is made), and how warm the service is (mean over replicas, and its spread)
+/// when serving starts.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Schedule {
     pub serve_from_s: f64,
     pub warm_done_s: Option<f64>,
     pub start_warmth: f64,
+    pub spread: Spread,
 }
 
 /// Fluid time step, seconds (the result is moved earlier by what stepping can cost, so
@@ -79,6 +106,27 @@ impl BoundSystem {
         1.0 + (self.cold_factor.max(1.0) - 1.0) * (1.0 - w.clamp(0.0, 1.0))
     }
 
+    /// The most the service answers per second with its warmth summed over the replicas
+    /// at `sum` (0..=replicas) and spread as `spread`.
+    fn rate(&self, sum: f64, spread: Spread) -> f64 {
+        let r = self.replicas.max(1) as f64;
+        let sum = sum.clamp(0.0, r);
+        let c = self.capacity_warm_per_s;
+        match spread {
+            Spread::Even => c / self.cold_multiplier(sum / r),
+            Spread::Favourable => {
+                let warm = sum.floor();
+                let partly = if warm < r {
+                    1.0 / self.cold_multiplier(sum - warm)
+                } else {
+                    0.0
+                };
+                let cold = (r - warm - 1.0).max(0.0) / self.cold_multiplier(0.0);
+                c / r * (warm + partly + cold)
+            }
+        }
+    }
+
     /// Requests that must be answered once to leave the loop.
     pub fn backlog(&self, retrying: f64) -> f64 {
         (retrying - self.retrying_allowed * self.workers as f64).max(0.0)
@@ -88,7 +136,8 @@ impl BoundSystem {
     /// its best from `serve_from_s`.
     pub fn earliest(&self, retrying: f64, s: Schedule) -> Option<f64> {
         let backlog = self.backlog(retrying);
-        let warm_total = self.warm_after as f64 * self.replicas.max(1) as f64;
+        let replicas = self.replicas.max(1) as f64;
+        let warm_after = self.warm_after as f64;
         let c = self.capacity_warm_per_s;
         if backlog <= 0.0 {
             return Some(s.serve_from_s.max(0.0));
@@ -102,16 +151,17 @@ impl BoundSystem {
         let (mut t, mut n) = (s.serve_from_s, 0.0);
         loop {
             let warm_call = s.warm_done_s.is_some_and(|w| t >= w);
-            let w = if warm_call || warm_total <= 0.0 {
-                1.0
+            // Warmth summed over the replicas.
+            let sum = if warm_call || warm_after <= 0.0 {
+                replicas
             } else {
-                (s.start_warmth + n / warm_total).min(1.0)
+                (s.start_warmth.clamp(0.0, 1.0) * replicas + n / warm_after).min(replicas)
             };
-            if w >= 1.0 {
+            if sum >= replicas {
                 let end = t + ((backlog - n) / c).max(0.0);
                 return Some((end - slack).max(s.serve_from_s));
             }
-            n += c / self.cold_multiplier(w) * DT;
+            n += self.rate(sum, s.spread) * DT;
             t += DT;
             if n >= backlog {
                 return Some((t - slack).max(s.serve_from_s));
@@ -138,6 +188,7 @@ impl BoundSystem {
                     serve_from_s: r,
                     warm_done_s: None,
                     start_warmth: 0.0,
+                    spread: Spread::Even,
                 }),
             },
             BoundPath {
@@ -147,6 +198,7 @@ impl BoundSystem {
                     serve_from_s: r + w,
                     warm_done_s: Some(r + w),
                     start_warmth: 0.0,
+                    spread: Spread::Even,
                 }),
             },
             BoundPath {
@@ -158,6 +210,7 @@ impl BoundSystem {
                     serve_from_s: r,
                     warm_done_s: Some(r + w),
                     start_warmth: 0.0,
+                    spread: Spread::Even,
                 }),
             },
         ];
@@ -165,12 +218,13 @@ impl BoundSystem {
             out.push(BoundPath {
                 name: "drain_no_restart".into(),
                 what: format!(
-                    "drain (the overload lives in the queue), readmit at once at the warmth the service had ({warm_now:.2}) while the caches warm ({w:.2} s)"
+                    "drain (the overload lives in the queue), readmit at once at the warmth the service had (mean {warm_now:.2}, spread the most favourable way) while the caches warm ({w:.2} s)"
                 ),
                 time_s: time(Schedule {
                     serve_from_s: 0.0,
                     warm_done_s: Some(w),
                     start_warmth: warm_now,
+                    spread: Spread::Favourable,
                 }),
             });
         }

@@ -257,6 +257,46 @@ fn warming_first_beats_the_cold_only_formula_but_not_the_bound() {
     assert!(least(&sys.paths(start)).unwrap().1 <= measured);
 }
 
+/// Only the mean warmth is measured, and a throughput convex in warmth rewards a spread:
+/// one warm and one cold replica (mean 0.5, warmth barely moving over the run) answer 200
+/// requests at `100 + 25` req/s, 1.6 s, where the mean's even spread says `2 x 100 / 2.5`,
+/// 2.5 s. The bound must not take the even spread for the no-restart path.
+#[test]
+fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
+    let svc = Service {
+        replicas: 2,
+        concurrency: 4,
+        service_time_s: 0.04,
+        cold_factor: 4.0,
+        warm_after: 100_000,
+        warm_s: 10.0,
+    };
+    let p = Procedure {
+        restart_s: None,
+        warmth: vec![1.0, 0.0],
+        serve_delay_s: 0.0,
+        warm_call_after_s: None,
+        spread: false,
+        seed: 1,
+    };
+    let measured = simulate(&svc, 200, &p);
+    assert!((measured - 1.6).abs() < 0.05, "{measured}");
+    let sys = svc.bound_system(200, 0.0, true);
+    let paths = sys.paths(BoundStart {
+        retrying: 200.0,
+        restart_s: Some(0.0),
+        warm_fraction: Some(0.5),
+    });
+    let (best, bound) = least(&paths).unwrap();
+    assert!(
+        bound <= measured,
+        "{} says {bound}, took {measured}",
+        best.name
+    );
+    // Not lower than the favourable spread's own figure either: 200 / 125 s.
+    assert!(bound > 1.55, "{bound}");
+}
+
 #[test]
 fn nothing_to_answer_is_immediate_and_no_capacity_never() {
     let mut sys = Service {
@@ -272,6 +312,7 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
         serve_from_s: 0.3,
         warm_done_s: None,
         start_warmth: 0.0,
+        spread: Spread::Even,
     };
     assert_eq!(sys.earliest(1.0, s), Some(0.3));
     sys.capacity_warm_per_s = 0.0;

@@ -129,30 +129,18 @@ mod tests {
     }
 
     fn report(outcome: Outcome, limit: Option<Limit>) -> RunReport {
-        RunReport {
-            run_id: "r1".into(),
-            runbook: "stuck-overload".into(),
-            target: "local:demo".into(),
-            outcome,
-            dry_run: false,
-            message: None,
-            verdict: None,
-            plan_inputs: None,
-            input_sources: None,
-            plan: None,
-            assumed_inputs: false,
-            started_at: String::new(),
-            finished_at: String::new(),
-            steps: vec![],
-            journal: None,
-            observed: None,
-            gate: Some(GateLeft {
-                said: "left at 45.0 req/s by the run's safe hold".into(),
-                review_by: Some("2030-01-01T00:00:00Z".into()),
-                limit,
-                commands: vec!["recover gate limit lift --admin http://127.0.0.1:18081 --token-file /d/gate.token".into()],
-            }),
-        }
+        let mut r = RunReport::new("r1", "stuck-overload", "local:demo", "");
+        r.outcome = outcome;
+        r.gate = Some(GateLeft {
+            said: "left at 45.0 req/s by the run's safe hold".into(),
+            review_by: Some("2030-01-01T00:00:00Z".into()),
+            limit,
+            commands: vec![
+                "recover gate limit lift --admin http://127.0.0.1:18081 --token-file /d/gate.token"
+                    .into(),
+            ],
+        });
+        r
     }
 
     #[test]

@@ -173,7 +173,10 @@ impl Act for GateRamp {
                     readings: Readings::read(&ctx.fixed.lookup(Some(snap))),
                 });
             }
-            let seen = seen_in(snap.as_ref(), &self.rejected_signal);
+            let seen = Seen {
+                demand: ctx.fixed.inputs.demand,
+                ..seen_in(snap.as_ref(), &self.rejected_signal)
+            };
             let rejected = seen.rejected;
             let capacity_now = seen.capacity_now;
             let at_rate = st.rate;
@@ -276,6 +279,7 @@ fn seen_in(snap: Option<&Snapshot>, rejected_signal: &str) -> Seen {
     Seen {
         rejected: s.get(rejected_signal),
         capacity_now,
+        demand: None,
     }
 }
 

@@ -19,8 +19,8 @@ use crate::runbook::schema::Handback;
 pub struct GateMemory {
     /// None: the run has not changed the gate (yet).
     pub before_run: Option<Known<Limit>>,
-    /// Why a `gate.ramp` left its limit standing (more is offered than the service can
-    /// take): restoring the old limit would overload it again, so the hand-back keeps it.
+    /// Why a `gate.ramp` left its limit standing (the gate still rejected at its ceiling):
+    /// restoring the old limit would let that excess in at once, so the hand-back keeps it.
     pub settled: Option<String>,
 }
 
@@ -260,7 +260,7 @@ mod tests {
             untouched.said
         );
         let settled = GateMemory {
-            settled: Some("more is offered than the service can take".into()),
+            settled: Some("the gate still rejects 4.0 req/s at the ceiling 18.0 req/s".into()),
             ..touched()
         };
         let kept = decide_left(

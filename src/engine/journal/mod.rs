@@ -8,12 +8,11 @@ mod action;
 mod resume;
 
 pub use action::{unknown, ActionRecord};
-pub use resume::{resume_point, Decided, JournalError, ResumePoint};
+pub use resume::{resume_point, JournalError, ResumePoint};
 
+pub use super::planning::Decided;
 use super::ramp::RampDecision;
 use super::status::{Figures, Outcome, Phase, StepOutcome};
-use crate::detect::Verdict;
-use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::platform::Target;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -63,15 +62,7 @@ pub enum Event {
     Resumed {
         pid: u32,
     },
-    Decided {
-        verdict: Verdict,
-        inputs: Option<PlanInputs>,
-        /// Where each input came from.
-        sources: SourcedInputs,
-        plan: Option<Plan>,
-        /// True when the plan inputs were given by the operator, not measured.
-        assumed: bool,
-    },
+    Decided(Decided),
     StepStarted {
         phase: Phase,
         index: usize,

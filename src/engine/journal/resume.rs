@@ -2,25 +2,13 @@
 //! which steps finished, whether it had switched to its on_failure steps, how far a
 //! batched restart had come, and how to reach its target again.
 
-use super::{ActionRecord, Entry, Event};
-use crate::detect::Verdict;
+use super::{ActionRecord, Decided, Entry, Event};
 use crate::engine::actions::GateMemory;
 use crate::engine::batches::RestartProgress;
 use crate::engine::ramp::RampMove;
 use crate::engine::status::{Outcome, Phase, StepOutcome};
-use crate::plan::{Plan, PlanInputs, SourcedInputs};
 use crate::platform::Target;
 use std::collections::{BTreeMap, BTreeSet};
-
-/// The decision a journal recorded.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Decided {
-    pub verdict: Verdict,
-    pub inputs: Option<PlanInputs>,
-    pub sources: SourcedInputs,
-    pub plan: Option<Plan>,
-    pub assumed: bool,
-}
 
 /// Where an interrupted run stands, reconstructed from its journal.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,21 +68,7 @@ pub fn resume_point(entries: &[Entry]) -> Result<ResumePoint, JournalError> {
     };
     for e in entries {
         match &e.event {
-            Event::Decided {
-                verdict,
-                inputs,
-                sources,
-                plan,
-                assumed,
-            } => {
-                p.decided = Some(Decided {
-                    verdict: verdict.clone(),
-                    inputs: *inputs,
-                    sources: sources.clone(),
-                    plan: plan.clone(),
-                    assumed: *assumed,
-                })
-            }
+            Event::Decided(d) => p.decided = Some(d.clone()),
             Event::StepFinished {
                 phase,
                 step,
