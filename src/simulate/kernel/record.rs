@@ -22,6 +22,7 @@ impl<T: Default> Series<T> {
     }
 
     /// The row holding time `t`.
+    #[inline]
     pub fn at(&mut self, t: u64) -> &mut T {
         let i = (t / self.step) as usize;
         if i >= self.rows.len() {
