@@ -42,6 +42,41 @@ fn the_rules_pass_promtool_check_and_their_unit_tests() {
     assert!(text(&out).contains("SUCCESS"), "{}", text(&out));
 }
 
+/// Every rule reads the series the file records only from rules earlier in its own group.
+/// A group's rules run in order at one timestamp, each reading what the rules before it
+/// wrote; groups run at phases of their own, so a rule reading another group's records
+/// (the stuck alert in a group apart from the failing flag) sees them up to one
+/// evaluation interval late, and the alert fires that much later.
+#[test]
+fn each_rule_reads_records_written_before_it_in_its_own_group() {
+    let rules = yaml(RULES);
+    let groups = rules["groups"].as_sequence().unwrap();
+    let recorded: Vec<&str> = groups
+        .iter()
+        .flat_map(|g| g["rules"].as_sequence().unwrap())
+        .filter_map(|r| r["record"].as_str())
+        .collect();
+    let mut checked_alert = false;
+    for group in groups {
+        let mut before: Vec<&str> = Vec::new();
+        for rule in group["rules"].as_sequence().unwrap() {
+            let name = rule["record"].as_str().or(rule["alert"].as_str()).unwrap();
+            let expr = rule["expr"].as_str().unwrap();
+            let tokens = expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'));
+            for token in tokens.filter(|t| recorded.contains(t)) {
+                assert!(
+                    before.contains(&token),
+                    "{RULES}: {name} (group {}) reads {token}, which is not recorded before it in its group",
+                    group["name"].as_str().unwrap_or("?")
+                );
+                checked_alert |= name == "RecoverStuckOverload";
+            }
+            before.extend(rule["record"].as_str());
+        }
+    }
+    assert!(checked_alert, "the stuck alert reads no recorded series");
+}
+
 #[test]
 fn the_prometheus_rule_manifest_holds_the_same_rules() {
     require("promtool", "prometheus");
