@@ -84,17 +84,7 @@ async fn a_shared_gate_is_ready_once_it_knows_its_share_and_follows_the_count() 
     })
     .await;
     assert!(followed);
-    let auth = format!("Bearer {TOKEN}");
-    let j = c
-        .send(
-            "GET",
-            &format!("http://{admin}/admin/limit"),
-            &[("authorization", &auth)],
-            "",
-        )
-        .await
-        .unwrap()
-        .json();
+    let j = admin_limit(admin).await;
     assert_eq!(
         (j["peers"].clone(), j["version"].clone()),
         (2.into(), "0".into())
@@ -109,6 +99,7 @@ async fn a_shared_gate_is_ready_once_it_knows_its_share_and_follows_the_count() 
     );
 
     // The limit comes from the ConfigMap only: the admin API cannot change it.
+    let auth = format!("Bearer {TOKEN}");
     let r = c
         .send(
             "PUT",

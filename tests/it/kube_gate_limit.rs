@@ -3,7 +3,7 @@
 //! resourceVersion with the same peer count; each gate is a real gate following the
 //! ConfigMap and the EndpointSlices with its own Role, reached through the pod proxy.
 
-use crate::support::gate::{client, upstream, TOKEN};
+use crate::support::gate::{admin_limit, upstream};
 use crate::support::kube::gates::real_gate;
 use crate::support::kube::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -35,21 +35,6 @@ fn platform(c: &FakeCluster, apply_timeout: Duration) -> KubePlatform {
     o.reach = Reach::ApiProxy;
     o.gate_apply_timeout = apply_timeout;
     KubePlatform::new(c.client.clone(), o)
-}
-
-/// What `GET /admin/limit` of a gate says: the total and this replica's share.
-async fn admin_limit(admin: std::net::SocketAddr) -> serde_json::Value {
-    let auth = format!("Bearer {TOKEN}");
-    client()
-        .send(
-            "GET",
-            &format!("http://{admin}/admin/limit"),
-            &[("authorization", &auth)],
-            "",
-        )
-        .await
-        .unwrap()
-        .json()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -3,7 +3,7 @@
 //! operator's account held to the manifests' laptop Roles. It writes the limit ConfigMap
 //! every gate follows and returns only once the real gates behind it report the new version.
 
-use crate::support::gate::{client, upstream, TOKEN};
+use crate::support::gate::{admin_limit, upstream};
 use crate::support::kube::gates::real_gate;
 use crate::support::kube::*;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -48,21 +48,6 @@ async fn stored(c: &FakeCluster) -> (Limit, String) {
         .unwrap();
     let limit = serde_json::from_str(&cm.data.unwrap()["limit.json"]).unwrap();
     (limit, cm.metadata.resource_version.unwrap())
-}
-
-/// What `GET /admin/limit` of a gate says: the version in force and this replica's share.
-async fn admin_limit(admin: std::net::SocketAddr) -> serde_json::Value {
-    let auth = format!("Bearer {TOKEN}");
-    client()
-        .send(
-            "GET",
-            &format!("http://{admin}/admin/limit"),
-            &[("authorization", &auth)],
-            "",
-        )
-        .await
-        .unwrap()
-        .json()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

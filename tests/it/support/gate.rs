@@ -250,6 +250,22 @@ pub async fn put_limit(gate: &Gate, body: &str) -> Reply {
         .unwrap()
 }
 
+/// What `GET /admin/limit` of the gate whose admin API is `admin` says: the limit and
+/// version in force and this replica's share.
+pub async fn admin_limit(admin: SocketAddr) -> serde_json::Value {
+    let auth = format!("Bearer {TOKEN}");
+    client()
+        .send(
+            "GET",
+            &format!("http://{admin}/admin/limit"),
+            &[("authorization", &auth)],
+            "",
+        )
+        .await
+        .unwrap()
+        .json()
+}
+
 pub async fn metrics(admin: SocketAddr) -> String {
     client().get(&format!("http://{admin}/metrics")).await.body
 }
