@@ -264,20 +264,25 @@ fn warming_first_beats_the_cold_only_formula_but_not_the_bound() {
     assert!(least(&sys.paths(start)).unwrap().1 <= measured);
 }
 
-/// Only the mean warmth is measured, and a throughput convex in warmth rewards a spread:
-/// one warm and one cold replica (mean 0.5, warmth barely moving over the run) answer 200
-/// requests at `100 + 25` req/s, 1.6 s, where the mean's even spread says `2 x 100 / 2.5`,
-/// 2.5 s. The bound must not take the even spread for the no-restart path.
-#[test]
-fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
-    let svc = Service {
+/// Two replicas, 4x slower cold, whose warmth barely moves over a run.
+fn two_replicas_warming_slowly() -> Service {
+    Service {
         replicas: 2,
         concurrency: 4,
         service_time_s: 0.04,
         cold_factor: 4.0,
         warm_after: 100_000,
         warm_s: 10.0,
-    };
+    }
+}
+
+/// Only the mean warmth is measured, and a throughput convex in warmth rewards a spread:
+/// one warm and one cold replica (mean 0.5, warmth barely moving over the run) answer 200
+/// requests at `100 + 25` req/s, 1.6 s, where the mean's even spread says `2 x 100 / 2.5`,
+/// 2.5 s. The bound must not take the even spread for the no-restart path.
+#[test]
+fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
+    let svc = two_replicas_warming_slowly();
     let p = Procedure {
         restart_s: None,
         warmth: vec![1.0, 0.0],
@@ -320,14 +325,7 @@ fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
 /// what the favourable spread of the same mean allows.
 #[test]
 fn known_even_warmth_is_tighter_than_the_favourable_spread() {
-    let svc = Service {
-        replicas: 2,
-        concurrency: 4,
-        service_time_s: 0.04,
-        cold_factor: 4.0,
-        warm_after: 100_000,
-        warm_s: 10.0,
-    };
+    let svc = two_replicas_warming_slowly();
     let sys = svc.bound_system(200, 0.0, true);
     let drain = |each: Option<Vec<f64>>| {
         sys.paths(BoundStart {
