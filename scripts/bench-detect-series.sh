@@ -3,9 +3,9 @@
 # server on 127.0.0.1 (python3 http.server), with the built-in signals and their default
 # window. Three pages, each under the 16 MiB body cap (the script stops if one is not):
 #   unread: SERIES series of a metric no signal reads, beside the gate's own metrics
-#   mixed:  45,000 of them of recover_gate_requests_total (under the 50,000 series cap on
+#   mixed:  45,000 of them of recover_gate_admissions_total (under the 50,000 series cap on
 #           what the signals read), the rest of the unread metric
-#   read:   SERIES series of recover_gate_requests_total, a metric the signals read
+#   read:   SERIES series of recover_gate_admissions_total, a metric the signals read
 # For each: wall and CPU seconds, peak memory, the exit code, and the verdict's summary.
 # With --before BIN the same runs with an older build side by side (each bounded by
 # --limit; a run killed there shows as "killed").
@@ -42,6 +42,9 @@ trap cleanup EXIT INT TERM
 GATE_LINES='# TYPE recover_gate_requests_total counter
 recover_gate_requests_total{outcome="admitted"} 1000
 recover_gate_requests_total{outcome="rejected_rate"} 10
+# TYPE recover_gate_admissions_total counter
+recover_gate_admissions_total{decision="admitted"} 1000
+recover_gate_admissions_total{decision="rejected_rate"} 10
 # TYPE recover_gate_in_flight gauge
 recover_gate_in_flight 3'
 mkdir -p "$WORK/www"
@@ -52,12 +55,12 @@ awk -v n="$SERIES" -v head="$GATE_LINES" 'BEGIN {
 }' >"$WORK/www/unread"
 awk -v n="$SERIES" -v head="$GATE_LINES" 'BEGIN {
   print head
-  for (i = 0; i < n; i++) printf "recover_gate_requests_total{route=\"/r%d\"} %d\n", i, i
+  for (i = 0; i < n; i++) printf "recover_gate_admissions_total{route=\"/r%d\"} %d\n", i, i
 }' >"$WORK/www/read"
 awk -v n="$SERIES" -v head="$GATE_LINES" 'BEGIN {
   print head
   for (i = 0; i < n; i++) {
-    if (i < 45000) printf "recover_gate_requests_total{route=\"/r%d\"} %d\n", i, i
+    if (i < 45000) printf "recover_gate_admissions_total{route=\"/r%d\"} %d\n", i, i
     else printf "http_server_requests_total{route=\"/r%d\"} %d\n", i, i
   }
 }' >"$WORK/www/mixed"

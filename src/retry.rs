@@ -86,41 +86,31 @@ impl RetryPolicy {
         }
     }
 
-    /// The longest wait before retry number `retry` (1 = the first retry), in nanoseconds.
-    fn ceiling_nanos(&self, retry: u32) -> u64 {
+    /// The policy in whole nanoseconds, converted once.
+    pub fn in_nanos(&self) -> RetryNanos {
         let base = nanos(self.base);
-        if self.kind == RetryKind::Fixed {
-            return base;
+        RetryNanos {
+            kind: self.kind,
+            base,
+            max: nanos(self.max).max(base),
         }
-        let shift = retry.saturating_sub(1).min(63);
-        let grown = base.checked_shl(shift).filter(|g| g >> shift == base);
-        grown.unwrap_or(u64::MAX).min(nanos(self.max).max(base))
     }
 
     /// The longest wait before retry number `retry` (1 = the first retry).
     pub fn ceiling(&self, retry: u32) -> Duration {
-        Duration::from_nanos(self.ceiling_nanos(retry))
-    }
-
-    fn delay_nanos(&self, retry: u32, random: impl FnOnce() -> f64) -> u64 {
-        let ceiling = self.ceiling_nanos(retry);
-        match self.kind {
-            RetryKind::FullJitter => (ceiling as f64 * random().clamp(0.0, 1.0)) as u64,
-            RetryKind::Fixed | RetryKind::Exponential => ceiling,
-        }
+        Duration::from_nanos(self.in_nanos().ceiling(retry))
     }
 
     /// The wait before retry number `retry` (1 = the first retry); `random` (uniform in
     /// [0, 1)) is drawn only by full jitter.
     pub fn delay(&self, retry: u32, random: impl FnOnce() -> f64) -> Duration {
-        Duration::from_nanos(self.delay_nanos(retry, random))
+        Duration::from_nanos(self.in_nanos().delay(retry, random))
     }
 
     /// [`RetryPolicy::delay`] in whole `unit`s, rounded up and at least one: a model that
     /// advances `unit` by `unit` never retries in the unit that failed.
     pub fn delay_units(&self, retry: u32, unit: Duration, random: impl FnOnce() -> f64) -> u64 {
-        let unit = nanos(unit).max(1);
-        self.delay_nanos(retry, random).div_ceil(unit).max(1)
+        self.in_nanos().delay_units(retry, nanos(unit), random)
     }
 
     /// In words, for reports.
@@ -139,6 +129,47 @@ impl RetryPolicy {
                 d(self.max)
             ),
         }
+    }
+}
+
+/// A [`RetryPolicy`] in whole nanoseconds: the one computation of its delays, for a model
+/// that draws one per event without converting durations each time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryNanos {
+    kind: RetryKind,
+    base: u64,
+    /// At least `base`.
+    max: u64,
+}
+
+impl RetryNanos {
+    /// The longest wait before retry number `retry` (1 = the first retry).
+    #[inline]
+    fn ceiling(&self, retry: u32) -> u64 {
+        if self.kind == RetryKind::Fixed {
+            return self.base;
+        }
+        let shift = retry.saturating_sub(1).min(63);
+        let grown = self
+            .base
+            .checked_shl(shift)
+            .filter(|g| g >> shift == self.base);
+        grown.unwrap_or(u64::MAX).min(self.max)
+    }
+
+    #[inline]
+    fn delay(&self, retry: u32, random: impl FnOnce() -> f64) -> u64 {
+        let ceiling = self.ceiling(retry);
+        match self.kind {
+            RetryKind::FullJitter => (ceiling as f64 * random().clamp(0.0, 1.0)) as u64,
+            RetryKind::Fixed | RetryKind::Exponential => ceiling,
+        }
+    }
+
+    /// [`RetryPolicy::delay_units`] with the unit in nanoseconds.
+    #[inline]
+    pub fn delay_units(&self, retry: u32, unit_nanos: u64, random: impl FnOnce() -> f64) -> u64 {
+        self.delay(retry, random).div_ceil(unit_nanos.max(1)).max(1)
     }
 }
 

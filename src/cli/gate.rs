@@ -280,6 +280,7 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         admin_token,
         admin_writes: !args.admin_read_only,
         state_file: args.state_file,
+        workers: None,
     })
 }
 

@@ -90,8 +90,8 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
     let defs = [
         (
             names::OFFERED_RATE,
-            "rate(recover_gate_requests_total@gate[$W])",
-            "sum(rate(recover_gate_requests_total{$gate}[$W]))",
+            "rate(recover_gate_admissions_total@gate[$W])",
+            "sum(rate(recover_gate_admissions_total{$gate}[$W]))",
             "requests/s arriving at the gate (first attempts and retries)",
         ),
         (
@@ -138,8 +138,8 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
         ),
         (
             names::GATE_ADMITTED_RECENT,
-            r#"rate(recover_gate_requests_total{outcome="admitted"}@gate[$R]) or 0"#,
-            r#"sum(rate(recover_gate_requests_total{outcome="admitted", $gate}[$R])) or 0 * sum(up{$gate})"#,
+            r#"rate(recover_gate_admissions_total{decision="admitted"}@gate[$R]) or 0"#,
+            r#"sum(rate(recover_gate_admissions_total{decision="admitted", $gate}[$R])) or 0 * sum(up{$gate})"#,
             "requests/s the gate admits over the last few seconds (readmission)",
         ),
         (
@@ -180,15 +180,15 @@ pub fn demo_signal_templates() -> BTreeMap<String, SignalSpec> {
         ),
         (
             names::GATE_REJECTED_RATE,
-            r#"(rate(recover_gate_requests_total{outcome="rejected_rate"}@gate[$W]) or 0) + (rate(recover_gate_requests_total{outcome="rejected_in_flight"}@gate[$W]) or 0)"#,
-            r#"sum(rate(recover_gate_requests_total{outcome=~"rejected_.*", $gate}[$W])) or 0 * sum(up{$gate})"#,
+            r#"(rate(recover_gate_admissions_total{decision="rejected_rate"}@gate[$W]) or 0) + (rate(recover_gate_admissions_total{decision="rejected_in_flight"}@gate[$W]) or 0)"#,
+            r#"sum(rate(recover_gate_admissions_total{decision=~"rejected_.*", $gate}[$W])) or 0 * sum(up{$gate})"#,
             "requests/s the gate rejects",
         ),
         (
             names::GATE_ADMITTED_RATE,
-            r#"rate(recover_gate_requests_total{outcome="admitted"}@gate[$W]) or 0"#,
-            r#"sum(rate(recover_gate_requests_total{outcome="admitted", $gate}[$W])) or 0 * sum(up{$gate})"#,
-            "requests/s the gate admits and the service answers",
+            r#"rate(recover_gate_admissions_total{decision="admitted"}@gate[$W]) or 0"#,
+            r#"sum(rate(recover_gate_admissions_total{decision="admitted", $gate}[$W])) or 0 * sum(up{$gate})"#,
+            "requests/s the gate admits, counted when it decides (answered or not)",
         ),
         (
             names::CLIENTS_RETRYING,

@@ -6,6 +6,7 @@ use super::error::GateError;
 use super::limit::Limit;
 use super::limits::ClientLimits;
 use std::net::SocketAddr;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -41,6 +42,8 @@ pub struct GateConfig {
     pub admin_writes: bool,
     /// Where the last applied limit is kept; it wins over `limit` at start when present.
     pub state_file: Option<PathBuf>,
+    /// Proxy worker threads; `None`: one per core the gate may use.
+    pub workers: Option<NonZeroUsize>,
 }
 
 impl GateConfig {
@@ -58,6 +61,7 @@ impl GateConfig {
             admin_token: None,
             admin_writes: true,
             state_file: None,
+            workers: None,
         }
     }
 }

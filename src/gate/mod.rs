@@ -3,10 +3,11 @@
 //! so that what it admits finishes inside the client's timeout. The limit changes at
 //! runtime through a [`limit_source::LimitSource`] (admin API, state file, ConfigMap).
 //!
-//! The proxy path, outermost first, each concern in its own module: [`connection`] (one
-//! client connection's loop, over the [`http1`] codec) -> [`proxy`] (the per-request
-//! policy: [`admission`], rate AND in-flight cap, reject fast; [`balance`], least
-//! outstanding requests or power of two choices, with latency outlier ejection;
+//! The proxy path, outermost first, each concern in its own module: [`workers`] (a
+//! single-threaded runtime per core, each accepted connection served by the least loaded)
+//! -> [`connection`] (one client connection's loop, over the [`http1`] codec) -> [`proxy`]
+//! (the per-request policy: [`admission`], rate AND in-flight cap, reject fast;
+//! [`balance`], least outstanding requests or power of two choices, with latency outlier ejection;
 //! [`deadline`], `x-deadline-ms`; [`attempts`], first attempt or retry) -> [`exchange`]
 //! (forward under the deadline, relay the response; [`resend`], never a second copy the
 //! upstream may act on) -> [`upstream`] (each client connection's own upstream
@@ -44,6 +45,7 @@ pub mod state;
 pub mod telemetry;
 pub mod upstream;
 pub mod validate;
+pub mod workers;
 
 pub use config::GateConfig;
 pub use control::AppliedLimit;

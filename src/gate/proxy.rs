@@ -6,7 +6,7 @@
 //! other and counted by why it would have been refused. [`super::connection`] does the I/O around these decisions.
 
 use super::admission::{Admission, Admit, InFlight};
-use super::attempts::{client_of, Attempts, Method};
+use super::attempts::{client_of, Attempts, ClientSlot};
 use super::balance::{Pick, Replicas};
 use super::deadline;
 use super::http1::RequestHead;
@@ -121,11 +121,11 @@ impl Proxy {
         upstream_head: &mut Vec<u8>,
     ) -> Dispatch<'_> {
         let client = client_of(head.header("x-forwarded-for"), peer);
-        let (method, kind) = self.attempts.classify(|h| head.header(h), client);
-        self.metrics.attempts.count(method, kind);
-        // Failures are remembered for clients that mark nothing: the rest are counted
-        // by what they send.
-        let failed_client = client.filter(|_| method == Method::ClientAddress);
+        let told = self.attempts.classify(|h| head.header(h), client);
+        self.metrics.attempts.count(told.method, told.kind);
+        // Failures are remembered for clients that mark nothing (`told.client` is theirs
+        // alone): the rest are counted by what they send.
+        let failed_client = told.client;
         let slot = match self.admission.try_admit() {
             Admit::Admitted(slot) => {
                 self.metrics.decided(Decision::Admitted);
@@ -188,7 +188,7 @@ struct PendingOutcome<'a> {
     metrics: &'a GateMetrics,
     outcome: Option<RequestOutcome>,
     attempts: &'a Attempts,
-    client: Option<IpAddr>,
+    client: Option<ClientSlot>,
     server_error: bool,
 }
 

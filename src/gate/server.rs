@@ -7,28 +7,25 @@ use super::admission::Admission;
 use super::attempts::Attempts;
 use super::balance::Replicas;
 use super::config::{parse_upstream, GateConfig};
-use super::conn_table::{ConnectionTable, Slot};
-use super::connection::{self, Timeouts};
+use super::conn_table::ConnectionTable;
+use super::connection::Timeouts;
 use super::control::LimitControl;
 use super::error::GateError;
 use super::limit_source::{LimitSource, Meaning, PeerSource};
 use super::limits::{self, ClientLimits};
-use super::proxy::Proxy;
 use super::state::{self, Origin};
 use super::telemetry::GateMetrics;
 use super::validate;
+use super::workers::{spawn_proxy_workers, ProxyParts};
 use crate::util::http_server;
 use std::net::SocketAddr;
 
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-
-/// How long open connections get to finish their request after shutdown is asked for.
-const DRAIN_GRACE: Duration = Duration::from_secs(5);
 
 /// A gate with both listeners bound and its starting limit resolved, not yet serving.
 pub struct BoundGate {
@@ -45,6 +42,7 @@ pub struct BoundGate {
     admin_writes: bool,
     origin: Origin,
     peers: Option<Box<dyn PeerSource>>,
+    workers: usize,
 }
 
 impl BoundGate {
@@ -123,6 +121,10 @@ impl BoundGate {
             admin_writes: cfg.admin_writes,
             origin,
             peers: None,
+            workers: cfg.workers.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                |n| n.get(),
+            ),
         })
     }
 
@@ -202,7 +204,7 @@ impl BoundGate {
             client_timeouts: self.client_timeouts,
             connections: self.connections,
         };
-        let workers = spawn_proxy_workers(self.proxy_listener, parts, &shutdown);
+        let workers = spawn_proxy_workers(self.proxy_listener, parts, self.workers, &shutdown);
         let joined = tokio::task::spawn_blocking(move || {
             workers.map(|ws| {
                 for w in ws {
@@ -327,150 +329,6 @@ fn spawn_peers(
             );
         }
     });
-}
-
-/// What each proxy worker needs; the limit state, the replica loads and the attempt
-/// tables are shared by all (a client's next connection may land on another worker, and
-/// its retry must still be seen as one).
-#[derive(Clone)]
-struct ProxyParts {
-    admission: Arc<Admission>,
-    metrics: Arc<GateMetrics>,
-    replicas: Arc<Replicas>,
-    timeout: Duration,
-    attempts: Arc<Attempts>,
-    client_timeouts: Timeouts,
-    connections: Arc<ConnectionTable>,
-}
-
-/// One single-threaded runtime per core, each accepting on the same listener with its
-/// own upstream connection pool, the way nginx runs one worker process per core. A
-/// request and its upstream exchange then stay on one thread: no cross-thread wake-ups,
-/// which on a busy 2-core machine cost more than the proxying itself.
-fn spawn_proxy_workers(
-    listener: TcpListener,
-    parts: ProxyParts,
-    shutdown: &CancellationToken,
-) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
-    let listener = listener.into_std()?;
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut workers = Vec::with_capacity(n);
-    for i in 0..n {
-        let listener = listener.try_clone()?;
-        let parts = parts.clone();
-        let shutdown = shutdown.clone();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let worker = std::thread::Builder::new()
-            .name(format!("gate-proxy-{i}"))
-            .spawn(move || {
-                rt.block_on(async move {
-                    let listener = match TcpListener::from_std(listener) {
-                        Ok(l) => l,
-                        Err(e) => {
-                            tracing::error!("proxy worker {i} cannot use the listener: {e}");
-                            shutdown.cancel();
-                            return;
-                        }
-                    };
-                    let proxy = Arc::new(Proxy::new(
-                        parts.admission,
-                        parts.metrics,
-                        parts.replicas,
-                        parts.timeout,
-                        parts.attempts,
-                    ));
-                    tokio::spawn(keep_timer_armed(parts.timeout, shutdown.clone()));
-                    let accepting = Accepting {
-                        proxy,
-                        timeouts: parts.client_timeouts,
-                        connections: parts.connections,
-                    };
-                    accept_loop(listener, accepting, shutdown).await;
-                });
-            })?;
-        workers.push(worker);
-    }
-    Ok(workers)
-}
-
-/// Every admitted request arms a timer (its upstream timeout). tokio wakes its driver
-/// with an eventfd write whenever a new timer is due before every timer already armed,
-/// which with idle moments in between is one syscall for every few requests (seen with
-/// `perf`). A timer that is always armed and always due sooner than any request's keeps
-/// those registrations silent; it costs this worker a few wake-ups per second.
-async fn keep_timer_armed(upstream_timeout: Duration, shutdown: CancellationToken) {
-    let period = (upstream_timeout / 2).clamp(Duration::from_millis(1), Duration::from_millis(100));
-    let mut tick = tokio::time::interval(period);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => return,
-            _ = tick.tick() => {}
-        }
-    }
-}
-
-/// What one worker's accept loop hands each connection it takes.
-struct Accepting {
-    proxy: Arc<Proxy>,
-    timeouts: Timeouts,
-    connections: Arc<ConnectionTable>,
-}
-
-async fn accept_loop(listener: TcpListener, accepting: Accepting, shutdown: CancellationToken) {
-    let mut conns = JoinSet::new();
-    let draining = CancellationToken::new();
-    loop {
-        let accepted = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            a = listener.accept() => a,
-        };
-        while conns.try_join_next().is_some() {}
-        let (stream, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of file descriptors and the like: back off instead of spinning.
-                accepting.connections.log_accept_error(&e);
-                accepting.proxy.metrics.accept_error();
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let Some(slot) = take_slot(&accepting, &stream, peer) else {
-            continue; // refused and closed
-        };
-        let _ = stream.set_nodelay(true);
-        let proxy = accepting.proxy.clone();
-        let timeouts = accepting.timeouts;
-        let draining = draining.clone();
-        conns.spawn(async move {
-            connection::serve(stream, &proxy, timeouts, slot.presence(), &draining).await
-        });
-    }
-    drop(listener);
-    draining.cancel();
-    let _ = tokio::time::timeout(DRAIN_GRACE, async {
-        while conns.join_next().await.is_some() {}
-    })
-    .await;
-    conns.abort_all();
-}
-
-/// A slot for a new connection (maybe after closing a waiting one for it), or `None`
-/// after refusing it at once: a 503 written only if the socket takes it now, then closed
-/// as `stream` drops.
-fn take_slot(accepting: &Accepting, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
-    match accepting.connections.open(peer.ip()) {
-        Ok(opened) => Some(opened.slot),
-        Err(why) => {
-            let _ = stream.try_write(limits::REFUSAL);
-            accepting.proxy.metrics.connection_refused(why);
-            accepting.connections.log_refusal(why, peer.ip());
-            None
-        }
-    }
 }
 
 /// Raise the open-file limit to the hard limit, and lower the connection cap to what the

@@ -108,6 +108,8 @@ pub struct GateMetrics {
     /// then `max_connections_per_address`.
     connections_refused: [Counter; 2],
     accept_errors: Counter,
+    /// Client connections open on each proxy worker thread, by `worker`.
+    worker_connections: Family<InfoLabels, Gauge>,
     /// Requests sent again on a new upstream connection, and those that were not.
     resends: Counter,
     resend_refusals: [Counter; 3],
@@ -248,6 +250,12 @@ impl GateMetrics {
                 "recover_gate_accept_errors",
                 "Failed accepts on the proxy listener (out of file descriptors and the like)",
                 Counter::default(),
+            ),
+            worker_connections: register(
+                r,
+                "recover_gate_worker_connections",
+                "Client connections open on each proxy worker thread",
+                Family::default(),
             ),
             outcomes,
             decisions,
@@ -392,6 +400,12 @@ impl GateMetrics {
         self.admin_refusals
             .get_or_create(&[("route", route.to_string()), ("status", status.to_string())])
             .inc();
+    }
+
+    /// The open client connections of proxy worker `worker`, shown from the first scrape.
+    pub fn worker_connections(&self, worker: usize) -> Gauge {
+        let l = [("worker", worker.to_string())];
+        self.worker_connections.get_or_create(&l).clone()
     }
 
     /// The series of one replica, created now so that they read 0 (weight 1) from start.

@@ -130,14 +130,16 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .filter_map(|s| s.workers_retrying)
             .next_back()
             .unwrap_or(workers as f64);
-        let warm_fraction = rec
+        // Each replica's warmth at the last scrape before the runbook that has any.
+        let warmth = rec
             .raws
             .iter()
             .filter(|r| r.t_s <= rb_start)
-            .filter_map(|r| r.mean(Role::Service, "recover_demo_service_warm_fraction"))
-            .next_back();
+            .map(|r| r.each(Role::Service, "recover_demo_service_warm_fraction"))
+            .rfind(|w| !w.is_empty())
+            .unwrap_or_default();
         let crit = SteadyCriteria::default();
-        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, warm_fraction, &crit);
+        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, &warmth, &crit);
         let (rel, over) = after_runbook(rec, sc, rb_start);
         (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {

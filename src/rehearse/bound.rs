@@ -36,7 +36,9 @@
 //!   served count can never pass the one of `n' = capacity/replicas x g(S0 + n / warm_after)`.
 //!   That curve takes the best spread at every instant, not only at the start, because no one
 //!   spread is best throughout: a warm and a cold replica answer more at first, two half-warm
-//!   ones lose less while warming the rest of the way.
+//!   ones lose less while warming the rest of the way. Where every replica's warmth is
+//!   measured, none of this is assumed: each replica serves at its own best from its own
+//!   warmth (`BoundSystem::earliest_known`).
 //! - A restart costs the replica's own start-to-ready time, measured when the rehearsal
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
@@ -65,7 +67,7 @@ pub struct BoundSystem {
 }
 
 /// The state at the runbook's start.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BoundStart {
     /// Workers in the retry loop.
     pub retrying: f64,
@@ -73,6 +75,9 @@ pub struct BoundStart {
     pub restart_s: Option<f64>,
     /// Mean warm fraction of the replicas, if measured.
     pub warm_fraction: Option<f64>,
+    /// Each replica's warm fraction, where measured for every replica (then it wins over
+    /// the mean: no spread needs to be assumed).
+    pub warm_per_replica: Option<Vec<f64>>,
 }
 
 /// How the warmth is spread over the replicas when serving starts.
@@ -172,6 +177,52 @@ impl BoundSystem {
         }
     }
 
+    /// Earliest time the backlog can have been answered with each replica's warmth known
+    /// (`warmth`, one per replica), serving from `serve_from_s`, all warm at `warm_done_s`
+    /// if a warm call is made: each replica warms only by what it serves, so each serves
+    /// at its own best, all of them busy.
+    pub fn earliest_known(
+        &self,
+        retrying: f64,
+        warmth: &[f64],
+        serve_from_s: f64,
+        warm_done_s: Option<f64>,
+    ) -> Option<f64> {
+        let backlog = self.backlog(retrying);
+        let c = self.capacity_warm_per_s;
+        if backlog <= 0.0 {
+            return Some(serve_from_s.max(0.0));
+        }
+        if c <= 0.0 || !c.is_finite() || warmth.is_empty() {
+            return None;
+        }
+        let per = c / warmth.len() as f64;
+        let warm_after = self.warm_after as f64;
+        let slack = 2.0 * self.cold_factor.max(1.0) * DT;
+        let mut served = vec![0.0; warmth.len()];
+        let mut t = serve_from_s;
+        loop {
+            let warm_call = warm_done_s.is_some_and(|w| t >= w) || warm_after <= 0.0;
+            let n: f64 = served.iter().sum();
+            let w = |i: usize| (warmth[i].clamp(0.0, 1.0) + served[i] / warm_after).min(1.0);
+            if warm_call || (0..warmth.len()).all(|i| w(i) >= 1.0) {
+                let end = t + ((backlog - n) / c).max(0.0);
+                return Some((end - slack).max(serve_from_s));
+            }
+            let step: Vec<f64> = (0..warmth.len())
+                .map(|i| per / self.cold_multiplier(w(i)) * DT)
+                .collect();
+            served.iter_mut().zip(step).for_each(|(s, d)| *s += d);
+            t += DT;
+            if served.iter().sum::<f64>() >= backlog {
+                return Some((t - slack).max(serve_from_s));
+            }
+            if t > HORIZON_S {
+                return None;
+            }
+        }
+    }
+
     /// Every path with its best time; the lower bound is the least of them.
     pub fn paths(&self, start: BoundStart) -> Vec<BoundPath> {
         let r = start.restart_s.unwrap_or(0.0).max(0.0);
@@ -214,7 +265,21 @@ impl BoundSystem {
                 }),
             },
         ];
-        if self.drain_clears_overload {
+        let known = start
+            .warm_per_replica
+            .as_deref()
+            .filter(|ws| ws.len() == self.replicas.max(1) as usize);
+        if let (true, Some(ws)) = (self.drain_clears_overload, known) {
+            let each: Vec<String> = ws.iter().map(|x| format!("{x:.2}")).collect();
+            out.push(BoundPath {
+                name: "drain_no_restart".into(),
+                what: format!(
+                    "drain (the overload lives in the queue), readmit at once at each replica's warmth ({}) while the caches warm ({w:.2} s)",
+                    each.join(", ")
+                ),
+                time_s: self.earliest_known(start.retrying, ws, 0.0, Some(w)),
+            });
+        } else if self.drain_clears_overload {
             out.push(BoundPath {
                 name: "drain_no_restart".into(),
                 what: format!(
@@ -248,9 +313,11 @@ pub fn true_lower_bound(
     sc: &Scenario,
     retrying: f64,
     start_to_ready_s: Option<f64>,
-    warm_fraction: Option<f64>,
+    warmth: &[f64],
     crit: &SteadyCriteria,
 ) -> Option<LowerBound> {
+    let warm_fraction =
+        (!warmth.is_empty()).then(|| warmth.iter().sum::<f64>() / warmth.len() as f64);
     let sys = BoundSystem {
         replicas: sc.replicas,
         capacity_warm_per_s: sc.capacity_per_s(),
@@ -265,6 +332,7 @@ pub fn true_lower_bound(
         retrying,
         restart_s: start_to_ready_s,
         warm_fraction,
+        warm_per_replica: Some(warmth.to_vec()),
     });
     let (best, t) = least(&paths)?;
     let (lowest, what) = (best.name.clone(), best.what.clone());

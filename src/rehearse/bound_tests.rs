@@ -169,18 +169,23 @@ proptest! {
         // The procedure's measured warmth is the mean over replicas, as the gauge gives it.
         let r = svc.replicas as usize;
         let mean_warmth = (0..r).map(|i| p.warmth[i % p.warmth.len()]).sum::<f64>() / r as f64;
-        let start = BoundStart {
-            retrying: retrying as f64,
-            restart_s: p.restart_s.or(Some(0.0)),
-            warm_fraction: Some(mean_warmth),
-        };
-        let paths = sys.paths(start);
-        let (best, bound) = least(&paths).expect("a bound");
-        prop_assert!(
-            bound <= measured + 1e-9,
-            "{} says {bound:.4} s, the procedure took {measured:.4} s: {paths:?}",
-            best.name
-        );
+        let each: Vec<f64> = (0..r).map(|i| p.warmth[i % p.warmth.len()]).collect();
+        // Known as the mean alone, and replica by replica.
+        for warm_per_replica in [None, Some(each)] {
+            let start = BoundStart {
+                retrying: retrying as f64,
+                restart_s: p.restart_s.or(Some(0.0)),
+                warm_fraction: Some(mean_warmth),
+                warm_per_replica,
+            };
+            let paths = sys.paths(start);
+            let (best, bound) = least(&paths).expect("a bound");
+            prop_assert!(
+                bound <= measured + 1e-9,
+                "{} says {bound:.4} s, the procedure took {measured:.4} s: {paths:?}",
+                best.name
+            );
+        }
     }
 }
 
@@ -199,8 +204,9 @@ fn the_default_scenario_paths() {
         retrying: 160.0,
         restart_s: Some(0.1),
         warm_fraction: Some(1.0),
+        warm_per_replica: None,
     };
-    let paths = sys.paths(start);
+    let paths = sys.paths(start.clone());
     let t = |name: &str| {
         paths
             .iter()
@@ -253,6 +259,7 @@ fn warming_first_beats_the_cold_only_formula_but_not_the_bound() {
         retrying: 160.0,
         restart_s: Some(0.1),
         warm_fraction: None,
+        warm_per_replica: None,
     };
     assert!(least(&sys.paths(start)).unwrap().1 <= measured);
 }
@@ -282,11 +289,13 @@ fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
     let measured = simulate(&svc, 200, &p);
     assert!((measured - 1.6).abs() < 0.05, "{measured}");
     let sys = svc.bound_system(200, 0.0, true);
-    let paths = sys.paths(BoundStart {
+    let mut start = BoundStart {
         retrying: 200.0,
         restart_s: Some(0.0),
         warm_fraction: Some(0.5),
-    });
+        warm_per_replica: None,
+    };
+    let paths = sys.paths(start.clone());
     let (best, bound) = least(&paths).unwrap();
     assert!(
         bound <= measured,
@@ -295,6 +304,48 @@ fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
     );
     // Not lower than the favourable spread's own figure either: 200 / 125 s.
     assert!(bound > 1.55, "{bound}");
+    // Measured replica by replica, the same figure without assuming a spread.
+    start.warm_per_replica = Some(vec![1.0, 0.0]);
+    let paths = sys.paths(start);
+    let (best, known) = least(&paths).unwrap();
+    assert!(known <= measured && known > 1.55, "{known}: {}", best.what);
+    assert!(
+        best.what.contains("each replica's warmth (1.00, 0.00)"),
+        "{}",
+        best.what
+    );
+}
+
+/// Replicas measured equally warm: the known warmths give the even spread's figure, above
+/// what the favourable spread of the same mean allows.
+#[test]
+fn known_even_warmth_is_tighter_than_the_favourable_spread() {
+    let svc = Service {
+        replicas: 2,
+        concurrency: 4,
+        service_time_s: 0.04,
+        cold_factor: 4.0,
+        warm_after: 100_000,
+        warm_s: 10.0,
+    };
+    let sys = svc.bound_system(200, 0.0, true);
+    let drain = |each: Option<Vec<f64>>| {
+        sys.paths(BoundStart {
+            retrying: 200.0,
+            restart_s: Some(0.0),
+            warm_fraction: Some(0.5),
+            warm_per_replica: each,
+        })
+        .into_iter()
+        .find(|p| p.name == "drain_no_restart")
+        .and_then(|p| p.time_s)
+        .unwrap()
+    };
+    let even = drain(Some(vec![0.5, 0.5]));
+    let favourable = drain(None);
+    // 200 at 2 x 100 / 2.5 = 80 req/s against 125 req/s.
+    assert!((even - 2.5).abs() < 0.02, "{even}");
+    assert!((favourable - 1.6).abs() < 0.02, "{favourable}");
 }
 
 #[test]
@@ -323,7 +374,7 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
 fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let lb = true_lower_bound(&sc, 160.0, Some(0.08), Some(0.6), &crit).unwrap();
+    let lb = true_lower_bound(&sc, 160.0, Some(0.08), &[0.6], &crit).unwrap();
     let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
@@ -346,7 +397,7 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
     assert!(msg.contains("bug in the bound or the clock"), "{msg}");
     // Unmeasured restart and warmth: the favourable values (0 s, warm).
-    let open = true_lower_bound(&sc, 160.0, None, None, &crit).unwrap();
+    let open = true_lower_bound(&sc, 160.0, None, &[], &crit).unwrap();
     assert!(open.lower_bound_s <= lb.lower_bound_s);
     assert!(open.restart_from.starts_with("unknown"));
 }

@@ -83,6 +83,13 @@ impl RawScrape {
         (!vals.is_empty()).then(|| vals.iter().sum::<f64>() / vals.len() as f64)
     }
 
+    /// A gauge's value at each answering target of `role` that exposes it.
+    pub fn each(&self, role: Role, name: &str) -> Vec<f64> {
+        self.pages(role)
+            .filter_map(|(_, pts)| sum_matching(pts, name, &[]))
+            .collect()
+    }
+
     fn instance_sum(
         &self,
         role: Role,

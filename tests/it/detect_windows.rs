@@ -94,6 +94,10 @@ fn gate_page(c: &Counters) -> String {
         "# HELP recover_gate_requests Requests by outcome.\n# TYPE recover_gate_requests counter\n\
          recover_gate_requests_total{{outcome=\"admitted\"}} {}\n\
          recover_gate_requests_total{{outcome=\"upstream_timeout\"}} {}\n\
+         # TYPE recover_gate_admissions counter\n\
+         recover_gate_admissions_total{{decision=\"admitted\"}} {}\n\
+         recover_gate_admissions_total{{decision=\"rejected_rate\"}} 0\n\
+         recover_gate_admissions_total{{decision=\"rejected_in_flight\"}} 0\n\
          # TYPE recover_gate_attempts counter\n\
          recover_gate_attempts_total{{kind=\"first\"}} {}\n\
          recover_gate_attempts_total{{kind=\"retry\"}} {}\n\
@@ -101,6 +105,7 @@ fn gate_page(c: &Counters) -> String {
          # TYPE recover_gate_limit_rate_per_second gauge\nrecover_gate_limit_rate_per_second +Inf\n# EOF\n",
         c.useful,
         c.gate - c.useful,
+        c.gate,
         c.first,
         c.gate - c.first
     )
@@ -118,7 +123,7 @@ fn service_page(c: &Counters, s: &Second) -> String {
          recover_demo_service_service_seconds_bucket{{le=\"0.01\"}} {}\n\
          recover_demo_service_service_seconds_bucket{{le=\"+Inf\"}} {}\n\
          # TYPE recover_demo_service_ready gauge\nrecover_demo_service_ready 1\n\
-         # TYPE recover_demo_service_concurrency_limit gauge\nrecover_demo_service_concurrency_limit 4\n# EOF\n",
+         # TYPE recover_demo_service_concurrency_limit gauge\nrecover_demo_service_concurrency_limit 1\n# EOF\n",
         c.gate, c.useful, c.abandoned, s.queue, c.st_sum, c.st_count, c.st_count, c.st_count
     )
 }
@@ -235,8 +240,20 @@ fn stuck_after_restart_is_stuck_with_k_and_capacities() {
     assert!((k - 4.0).abs() < 0.01, "k = {k} from {:?}", v.k_from);
     assert!(v.k_from.as_deref().unwrap().contains("service time"));
     assert!((v.arrival_rate.unwrap() - 500.0).abs() < 1.0);
-    assert_eq!(v.capacity, Some(200.0));
-    assert_eq!(v.capacity_cold, Some(160.0));
+    // One slot at 5 ms: the service's own numbers (Little's law) agree with the declaration,
+    // and, measured, win over it.
+    assert!(
+        (v.capacity.unwrap() - 200.0).abs() < 1e-9,
+        "{:?}",
+        v.capacity
+    );
+    assert_eq!(v.sources.capacity, Some(Source::Measured));
+    assert!(v
+        .capacity_from
+        .as_deref()
+        .unwrap()
+        .contains("declared, not used"));
+    assert!((v.capacity_cold.unwrap() - 160.0).abs() < 1e-9);
     assert!(v
         .evidence
         .iter()
@@ -289,7 +306,7 @@ fn stuck_before_anyone_looked_plans_from_declarations_or_names_what_is_missing()
     };
     let v = detect(&w, &little);
     assert!(
-        (v.capacity.unwrap() - 800.0).abs() < 1e-6,
+        (v.capacity.unwrap() - 200.0).abs() < 1e-6,
         "{:?}",
         v.capacity_from
     );

@@ -170,7 +170,7 @@ fn detect_refuses_a_page_over_the_series_cap_with_exit_12() {
     for i in 0..=SERIES_CAP {
         let _ = writeln!(
             body,
-            "recover_gate_requests_total{{outcome=\"admitted\",route=\"/r/{i}\"}} 1"
+            "recover_gate_admissions_total{{decision=\"admitted\",route=\"/r/{i}\"}} 1"
         );
     }
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -53,7 +53,7 @@ fn retry_storm_json_reports_peak_given_up_and_settled() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["peak_calls"], 16);
     assert_eq!(v["given_up"], 4);
-    assert_eq!(v["settled_ticks"], 8);
+    assert_eq!(v["settled_s"], 8.0);
     assert_eq!(v["series"][7]["served"], 4);
 }
 

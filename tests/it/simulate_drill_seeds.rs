@@ -32,6 +32,28 @@ fn outage(
     Model::run(&p, seed)
 }
 
+/// The collapse comes from the provider's mechanism, not a rule: it shares its 8 calls'
+/// worth of work a tick among every call it holds and its callers wait 100 ms, so in every
+/// seed and under every policy a tick after the return that offers more than 8 calls
+/// answers none of them in time, and one that offers 8 or fewer answers all of them.
+#[test]
+fn provider_outage_collapse_comes_from_sharing_and_the_timeout_in_every_seed() {
+    for seed in SEEDS {
+        for policy in RetryKind::ALL {
+            let r = outage(policy, seed);
+            for t in r.series.iter().filter(|t| t.tick >= 60) {
+                let offered = t.new + t.retries;
+                let want = if offered > 8 {
+                    (0, offered)
+                } else {
+                    (offered, 0)
+                };
+                assert_eq!((t.served, t.failed), want, "seed {seed} {policy}: {t:?}");
+            }
+        }
+    }
+}
+
 /// The ordering the drill teaches, seed by seed: full jitter recovers within the window
 /// in every seed, while fixed retries and plain backoff keep their 40 retries in one tick
 /// (five times the capacity) and never recover; full jitter's peak after the return stays

@@ -250,7 +250,7 @@ fn provider_outage_full_jitter_spreads_the_retries_and_recovers() {
 fn provider_outage_shedding_does_not_break_up_synchronised_retries() {
     let p = ProviderOutageParams {
         policy: RetryKind::Fixed,
-        overload_served: 8,
+        shed: true,
         ..ProviderOutageParams::default()
     };
     let r = Model::run(&p, 1);

@@ -12,7 +12,7 @@ fn run(p: &SystemParams) -> SystemReport {
 #[test]
 fn without_shedding_and_with_overload_factor_4_it_stays_stuck() {
     let r = run(&SystemParams::default());
-    assert!(!r.recovered);
+    assert!(!r.recovery.recovered);
     // Long after the 20 s outage, clients still time out and goodput stays far below demand
     // (500 clients / 30 s is about 17 polls/s).
     let tail = &r.series[r.series.len() - 30..];
@@ -32,8 +32,8 @@ fn with_shedding_it_recovers_within_seconds() {
         ..SystemParams::default()
     };
     let r = run(&p);
-    assert!(r.recovered);
-    let ttr = r.time_to_recover_s.unwrap();
+    assert!(r.recovery.recovered);
+    let ttr = r.recovery.time_to_recover_s.unwrap();
     assert!(ttr <= 20.0, "{ttr}");
 }
 
@@ -47,7 +47,7 @@ fn with_overload_factor_1_it_recovers_by_itself() {
         ..SystemParams::default()
     };
     let r = run(&p);
-    assert!(r.recovered, "{:?}", r.series.last());
+    assert!(r.recovery.recovered, "{:?}", r.series.last());
 }
 
 #[test]
@@ -156,10 +156,14 @@ fn a_load_spike_alone_can_leave_it_stuck_and_shedding_rides_it_out() {
     };
     let r = run(&spike);
     assert_eq!(r.reference_s, 50.0);
-    assert!(!r.recovered);
+    assert!(!r.recovery.recovered);
     let shed = run(&SystemParams {
         shedding: true,
         ..spike
     });
-    assert!(shed.recovered, "{:?}", shed.time_to_recover_s);
+    assert!(
+        shed.recovery.recovered,
+        "{:?}",
+        shed.recovery.time_to_recover_s
+    );
 }

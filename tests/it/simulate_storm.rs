@@ -61,13 +61,16 @@ fn immediate_retry_storm_matches_the_hand_calculation_tick_by_tick() {
     ];
     let r = Model::run(&StormParams::default(), 1);
     assert_eq!(r.series, expected);
-    assert_eq!(r.peak_calls, 16);
-    assert_eq!(r.given_up, 4);
+    assert_eq!(r.recovery.peak_calls, 16);
+    assert_eq!(r.recovery.given_up, 4);
     // Server returns at tick 8; tick 16 is the first in which every arriving call is served.
-    assert_eq!(r.settled_ticks, Some(8));
-    assert!(r.recovered);
+    assert_eq!(r.recovery.settled_s, Some(8.0));
+    assert!(r.recovery.recovered);
     // Conservation: 14 ticks x 4 clients = 56 calls = 52 served + 4 given up + 0 pending.
-    assert_eq!((r.calls, r.served, r.given_up, r.pending), (56, 52, 4, 0));
+    assert_eq!(
+        (r.calls, r.served, r.recovery.given_up as u32, r.pending),
+        (56, 52, 4, 0)
+    );
 }
 
 #[test]
@@ -82,7 +85,7 @@ fn every_call_is_served_given_up_or_pending_under_every_policy() {
             let r = Model::run(&p, seed);
             assert_eq!(
                 r.calls,
-                r.served + r.given_up + r.pending,
+                r.served + r.recovery.given_up as u32 + r.pending,
                 "{policy} seed {seed}"
             );
             let served: u32 = r.series.iter().map(|t| t.served).sum();
@@ -102,9 +105,9 @@ fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
         1,
     );
     // Doubling delays (1, 2, 4 ticks) stretch the 4 tries past the outage: nobody gives up.
-    assert_eq!(backoff.given_up, 0);
-    assert!(immediate.given_up > backoff.given_up);
-    let mut settled_sum = 0;
+    assert_eq!(backoff.recovery.given_up, 0);
+    assert!(immediate.recovery.given_up > backoff.recovery.given_up);
+    let mut settled_sum = 0.0;
     for seed in 1..=10 {
         let r = Model::run(
             &StormParams {
@@ -114,14 +117,14 @@ fn backoff_gives_up_fewer_calls_and_jitter_flattens_the_peak() {
             seed,
         );
         assert!(
-            r.peak_calls < immediate.peak_calls,
+            r.recovery.peak_calls < immediate.recovery.peak_calls,
             "seed {seed}: {}",
-            r.peak_calls
+            r.recovery.peak_calls
         );
-        settled_sum += r.settled_ticks.unwrap_or(100);
+        settled_sum += r.recovery.settled_s.unwrap_or(100.0);
     }
     assert!(
-        settled_sum < 10 * immediate.settled_ticks.unwrap(),
+        settled_sum < 10.0 * immediate.recovery.settled_s.unwrap(),
         "{settled_sum}"
     );
 }
@@ -135,5 +138,9 @@ fn a_server_that_sheds_instead_of_collapsing_settles_sooner() {
         },
         1,
     );
-    assert!(shed.settled_ticks.unwrap() < 8, "{:?}", shed.settled_ticks);
+    assert!(
+        shed.recovery.settled_s.unwrap() < 8.0,
+        "{:?}",
+        shed.recovery.settled_s
+    );
 }

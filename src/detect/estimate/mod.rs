@@ -150,11 +150,14 @@ pub fn demand(i: &Inputs, window_mean: Option<f64>) -> Option<Estimate> {
     })
 }
 
-/// Healthy capacity, req/s. Declared (per replica times the replicas ready now, or the
-/// total) wins. Otherwise measured: the highest work rate while healthy (in the window,
-/// else in the history) is only a lower bound, since a healthy service is rarely
-/// saturated, so Little's law (concurrency / healthy service time), where the service
-/// exports its concurrency, wins when it says more. Every candidate goes in `evidence`.
+/// Healthy capacity, req/s. Little's law (concurrency / healthy service time) from a
+/// service time measured while healthy and the concurrency the service exports is the
+/// service's own model, so it wins over a declaration, which may be stale (the declared
+/// figure is named in its `from`). Otherwise declared (per replica times the replicas
+/// ready now, or the total). Otherwise measured: the highest work rate while healthy (in
+/// the window, else in the history) is only a lower bound, since a healthy service is
+/// rarely saturated, so Little's law with a declared service time wins when it says more.
+/// Every candidate goes in `evidence`.
 pub fn capacity(
     i: &Inputs,
     service_time: Option<&Estimate>,
@@ -162,6 +165,39 @@ pub fn capacity(
 ) -> Option<Estimate> {
     let cfg = i.cfg;
     let ready = i.latest(names::REPLICAS_READY);
+    let little = match (i.latest(names::CONCURRENCY_LIMIT), service_time) {
+        (Some(c), Some(st)) if c > 0.0 && st.value > 0.0 => Some(Estimate::new(
+            c / st.value,
+            Source::Measured,
+            format!(
+                "Little's law: concurrency limit {c:.0} / healthy service time {:.4}s ({})",
+                st.value, st.from
+            ),
+        )),
+        _ => None,
+    };
+    let declared = cfg
+        .capacity_per_replica
+        .zip(ready.filter(|n| *n >= 1.0))
+        .map(|(per, n)| {
+            (
+                per * n,
+                format!("spec.detect.capacity_per_replica {per} x {n:.0}"),
+            )
+        })
+        .or_else(|| {
+            cfg.capacity_per_s
+                .map(|c| (c, "spec.detect.capacity_per_s".to_string()))
+        });
+    if let (Some(ll), Some((d, what)), Some(Source::Measured)) =
+        (&little, &declared, service_time.map(|s| s.source))
+    {
+        return Some(Estimate::new(
+            ll.value,
+            Source::Measured,
+            format!("{}; {what} = {d:.1} declared, not used", ll.from),
+        ));
+    }
     if let Some(per) = cfg.capacity_per_replica {
         match ready {
             Some(n) if n >= 1.0 => {
@@ -215,17 +251,6 @@ pub fn capacity(
                 )
             })
         });
-    let little = match (i.latest(names::CONCURRENCY_LIMIT), service_time) {
-        (Some(c), Some(st)) if c > 0.0 && st.value > 0.0 => Some(Estimate::new(
-            c / st.value,
-            Source::Measured,
-            format!(
-                "Little's law: concurrency limit {c:.0} / healthy service time {:.4}s ({})",
-                st.value, st.from
-            ),
-        )),
-        _ => None,
-    };
     for c in lower.iter().chain(little.iter()) {
         evidence.push(Evidence::new(
             "capacity",
@@ -367,5 +392,43 @@ mod tests {
         assert!(c.from.starts_with("Little's law"), "{}", c.from);
         let c = capacity(&i, None, &mut ev).unwrap();
         assert_eq!(c.value, 20.0);
+    }
+
+    /// A runbook declaring the demo's 4 x 40 ms = 100 req/s per replica, on a service
+    /// running 16 slots: its own numbers (16 / 40 ms measured while healthy) say 400, and
+    /// the plan must not rest on the stale declaration. A declared service time is no
+    /// measurement and leaves the declaration standing.
+    #[test]
+    fn the_service_own_numbers_overrule_a_stale_declared_capacity() {
+        let now = snap(&[
+            (names::REPLICAS_READY, 1.0),
+            (names::CONCURRENCY_LIMIT, 16.0),
+        ]);
+        let window = [now.clone()];
+        let cfg = DetectorConfig {
+            capacity_per_replica: Some(100.0),
+            ..DetectorConfig::default()
+        };
+        let i = Inputs {
+            cfg: &cfg,
+            window: &window,
+            healthy: &[],
+            lookback: None,
+        };
+        let mut ev = vec![];
+        let measured_st = Estimate::new(0.040, Source::Measured, "while healthy");
+        let c = capacity(&i, Some(&measured_st), &mut ev).unwrap();
+        assert!((c.value - 400.0).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.source, Source::Measured);
+        assert!(
+            c.from
+                .contains("spec.detect.capacity_per_replica 100 x 1 = 100.0 declared, not used"),
+            "{}",
+            c.from
+        );
+        let declared_st =
+            Estimate::new(0.040, Source::Declared, "spec.detect.healthy_service_time");
+        let c = capacity(&i, Some(&declared_st), &mut ev).unwrap();
+        assert_eq!((c.value, c.source), (100.0, Source::Declared));
     }
 }

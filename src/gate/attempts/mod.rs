@@ -20,7 +20,7 @@
 
 mod tables;
 
-pub use tables::{FailedClients, RecentKeys};
+pub use tables::{ClientSlot, FailedClients, RecentKeys};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -168,9 +168,14 @@ impl Attempts {
         &self,
         header: impl Fn(&str) -> Option<&'h [u8]>,
         client: Option<IpAddr>,
-    ) -> (Method, Kind) {
-        if let Some(m) = marked(&header) {
-            return m;
+    ) -> Classified {
+        let told = |method, kind| Classified {
+            method,
+            kind,
+            client: None,
+        };
+        if let Some((method, kind)) = marked(&header) {
+            return told(method, kind);
         }
         let key = header("idempotency-key").or_else(|| header("x-request-id"));
         if let Some(k) = key.filter(|k| !k.is_empty()) {
@@ -179,19 +184,32 @@ impl Attempts {
             } else {
                 Kind::First
             };
-            return (Method::RequestKey, kind);
+            return told(Method::RequestKey, kind);
         }
+        let client = client.map(|c| self.clients.locate(c));
         let retry = client.is_some_and(|c| self.clients.take_retry(c, self.now_ms()));
-        let kind = if retry { Kind::Retry } else { Kind::First };
-        (Method::ClientAddress, kind)
+        Classified {
+            method: Method::ClientAddress,
+            kind: if retry { Kind::Retry } else { Kind::First },
+            client,
+        }
     }
 
-    /// The gate gave `client` a 429, a 5xx or a timeout.
-    pub fn failed(&self, client: Option<IpAddr>) {
+    /// The gate gave a client told apart by its address a 429, a 5xx or a timeout.
+    pub fn failed(&self, client: Option<ClientSlot>) {
         if let Some(c) = client {
             self.clients.failed(c, self.now_ms());
         }
     }
+}
+
+/// One request as [`Attempts::classify`] told it: how, first or retry, and for a client
+/// told apart by its address alone, where that address's failures are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Classified {
+    pub method: Method,
+    pub kind: Kind,
+    pub client: Option<ClientSlot>,
 }
 
 /// `recover_gate_attempts_total{kind, method}`: one handle per pair, resolved once.
@@ -282,30 +300,23 @@ mod tests {
         let a = Attempts::default();
         let ip: IpAddr = "192.0.2.7".parse().unwrap();
         let plain = headers(&[]);
-        assert_eq!(
-            a.classify(&plain, Some(ip)),
-            (Method::ClientAddress, Kind::First)
-        );
-        a.failed(Some(ip));
-        assert_eq!(
-            a.classify(&plain, Some(ip)),
-            (Method::ClientAddress, Kind::Retry)
-        );
-        assert_eq!(
-            a.classify(&plain, Some(ip)),
-            (Method::ClientAddress, Kind::First)
-        );
+        fn told<'h>(
+            a: &Attempts,
+            h: impl Fn(&str) -> Option<&'h [u8]>,
+            ip: IpAddr,
+        ) -> (Method, Kind) {
+            let c = a.classify(h, Some(ip));
+            (c.method, c.kind)
+        }
+        assert_eq!(told(&a, &plain, ip), (Method::ClientAddress, Kind::First));
+        a.failed(Some(a.clients.locate(ip)));
+        assert_eq!(told(&a, &plain, ip), (Method::ClientAddress, Kind::Retry));
+        assert_eq!(told(&a, &plain, ip), (Method::ClientAddress, Kind::First));
         let keyed = headers(&[("Idempotency-Key", "k1")]);
-        assert_eq!(
-            a.classify(&keyed, Some(ip)),
-            (Method::RequestKey, Kind::First)
-        );
-        assert_eq!(
-            a.classify(&keyed, Some(ip)),
-            (Method::RequestKey, Kind::Retry)
-        );
+        assert_eq!(told(&a, &keyed, ip), (Method::RequestKey, Kind::First));
+        assert_eq!(told(&a, &keyed, ip), (Method::RequestKey, Kind::Retry));
         let both = headers(&[("x-request-id", "k1"), ("x-attempt", "1")]);
-        assert_eq!(a.classify(&both, Some(ip)), (Method::XAttempt, Kind::First));
+        assert_eq!(told(&a, &both, ip), (Method::XAttempt, Kind::First));
         assert_eq!(
             client_of(Some(b"203.0.113.9, 10.0.0.1"), Some(ip)),
             Some("203.0.113.9".parse().unwrap())

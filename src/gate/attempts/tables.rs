@@ -3,7 +3,7 @@
 //! each packed into one atomic, so memory is flat under any traffic and no lock is taken;
 //! collisions and evictions only make the estimate rougher. Pure over a millisecond clock.
 
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::{BuildHasher, RandomState};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -76,6 +76,13 @@ pub struct FailedClients {
 
 const TICK_MS: u64 = 10;
 
+/// One client address's place in [`FailedClients`], from [`FailedClients::locate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientSlot {
+    index: usize,
+    tag: u64,
+}
+
 impl FailedClients {
     pub fn new(slots: usize, horizon: Duration) -> Self {
         FailedClients {
@@ -85,10 +92,18 @@ impl FailedClients {
         }
     }
 
-    fn locate<T: Hash>(&self, client: T) -> (&AtomicU64, u64) {
+    /// Where `client`'s failures are kept: hash the address once per request, for its
+    /// look-up and for the failure it may end in.
+    pub fn locate(&self, client: IpAddr) -> ClientSlot {
         let h = self.hasher.hash_one(client);
-        let tag = (h >> 48) | 1;
-        (&self.slots[(h as usize) & (self.slots.len() - 1)], tag)
+        ClientSlot {
+            index: (h as usize) & (self.slots.len() - 1),
+            tag: (h >> 48) | 1,
+        }
+    }
+
+    fn slot(&self, at: ClientSlot) -> (&AtomicU64, u64) {
+        (&self.slots[at.index & (self.slots.len() - 1)], at.tag)
     }
 
     /// `(tag, owed)` of a slot value still inside the horizon at tick `now`.
@@ -102,9 +117,9 @@ impl FailedClients {
             .is_ok()
     }
 
-    /// The gate answered `client` with a 429, a 5xx or a timeout at `now_ms`.
-    pub fn failed(&self, client: IpAddr, now_ms: u64) {
-        let (slot, tag) = self.locate(client);
+    /// The gate answered the client at `at` with a 429, a 5xx or a timeout at `now_ms`.
+    pub fn failed(&self, at: ClientSlot, now_ms: u64) {
+        let (slot, tag) = self.slot(at);
         let now = now_ms / TICK_MS;
         let stamp = (now & 0xFFFF_FFFF) + 1;
         self.update(slot, |v| {
@@ -116,10 +131,10 @@ impl FailedClients {
         });
     }
 
-    /// True when `client` is owed a retry (a failure within the horizon not yet matched):
+    /// True when the client at `at` is owed a retry (a failure within the horizon not yet matched):
     /// this request is taken to be that retry.
-    pub fn take_retry(&self, client: IpAddr, now_ms: u64) -> bool {
-        let (slot, tag) = self.locate(client);
+    pub fn take_retry(&self, at: ClientSlot, now_ms: u64) -> bool {
+        let (slot, tag) = self.slot(at);
         let now = now_ms / TICK_MS;
         self.update(slot, |v| match self.live(v, now) {
             Some((t, owed)) if t == tag && owed > 0 => Some(v - (1 << 32)),
@@ -166,6 +181,7 @@ mod tests {
     fn each_failure_predicts_one_retry_from_that_client_within_the_horizon() {
         let c = FailedClients::new(64, Duration::from_secs(10));
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let (a, b) = (c.locate(a), c.locate(b));
         assert!(!c.take_retry(a, 0));
         c.failed(a, 100);
         c.failed(a, 200);

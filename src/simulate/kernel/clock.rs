@@ -96,20 +96,30 @@ impl<E: Copy> Clock<E> {
     }
 
     /// `event` is due at `at` (a time already over counts as the earliest one still open).
+    // Inlined into every model's event loop with the rare heap push kept out of line: a
+    // call per event cost the continuous model a fifth of its instructions.
+    #[inline]
     pub fn schedule(&mut self, at: u64, event: E) {
         let at = at.max(self.now);
         if at - self.now < self.size {
             self.put(at, event);
         } else {
-            self.seq += 1;
-            self.far.push(Reverse(Far {
-                at,
-                seq: self.seq,
-                event,
-            }));
+            self.schedule_far(at, event);
         }
     }
 
+    #[cold]
+    #[inline(never)]
+    fn schedule_far(&mut self, at: u64, event: E) {
+        self.seq += 1;
+        self.far.push(Reverse(Far {
+            at,
+            seq: self.seq,
+            event,
+        }));
+    }
+
+    #[inline]
     fn put(&mut self, at: u64, event: E) {
         let i = (at & self.mask) as usize;
         self.buckets[i].push(event);

@@ -22,6 +22,7 @@ impl<T: Default> Series<T> {
     }
 
     /// The row holding time `t`.
+    #[inline]
     pub fn at(&mut self, t: u64) -> &mut T {
         let i = (t / self.step) as usize;
         if i >= self.rows.len() {
@@ -71,6 +72,51 @@ impl Latency {
             p99_ms: ms(0.99),
             max_ms: v.last().copied().unwrap_or(0) as f64 / 1000.0,
             failed: us_failed.iter().filter(|x| x.1).count() as u64,
+        }
+    }
+}
+
+/// How a run came out of its trouble, read off its series by one rule in every model that
+/// measures it. Times are in the series' periods: a second, or a tick of a tick model
+/// that takes one tick as one second.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Recovery {
+    /// Most attempts arriving in one period.
+    pub peak_calls: u64,
+    /// Calls given up (out of attempts, or of retry budget).
+    pub given_up: u64,
+    /// From the reference until the first period in which every arriving attempt was
+    /// served.
+    pub settled_s: Option<f64>,
+    /// Failure-free for at least the settle window at the end of the run.
+    pub recovered: bool,
+    /// From the reference until the final failure-free stretch began.
+    pub time_to_recover_s: Option<f64>,
+}
+
+impl Recovery {
+    /// From a series: each period's arriving attempts and those of them that failed; the
+    /// period the times count from (`reference`), and how many failure-free periods at
+    /// the end make a recovery (`settle`, at least one).
+    pub fn of<T>(
+        series: &[T],
+        arriving: impl Fn(&T) -> u64,
+        failing: impl Fn(&T) -> u64,
+        given_up: u64,
+        reference: usize,
+        settle: usize,
+    ) -> Recovery {
+        let from = reference.min(series.len());
+        let settled = series[from..].iter().position(|s| failing(s) == 0);
+        let last_bad = series.iter().rposition(|s| failing(s) > 0);
+        let clean_from = last_bad.map_or(0, |i| i + 1).max(from);
+        let recovered = series.len() - clean_from >= settle.max(1);
+        Recovery {
+            peak_calls: series.iter().map(arriving).max().unwrap_or(0),
+            given_up,
+            settled_s: settled.map(|i| i as f64),
+            recovered,
+            time_to_recover_s: recovered.then(|| (clean_from - from) as f64),
         }
     }
 }
@@ -126,6 +172,28 @@ mod tests {
         *s.at(3) += 1;
         *s.at(25) += 2;
         assert_eq!(s.rows(), &[1, 0, 2]);
+    }
+
+    fn recovery(fails: &[u64], reference: usize, settle: usize) -> Recovery {
+        Recovery::of(fails, |_| 1, |f| *f, 0, reference, settle)
+    }
+
+    #[test]
+    fn recovery_starts_after_the_last_failing_period() {
+        let r = recovery(&[0, 5, 5, 0, 3, 0, 0, 0, 0], 1, 3);
+        assert_eq!(
+            (r.settled_s, r.recovered, r.time_to_recover_s),
+            (Some(2.0), true, Some(4.0))
+        );
+    }
+
+    #[test]
+    fn a_short_clean_tail_is_not_recovery() {
+        let r = recovery(&[0, 5, 5, 5, 5, 5, 0, 0], 1, 3);
+        assert_eq!(
+            (r.settled_s, r.recovered, r.time_to_recover_s),
+            (Some(5.0), false, None)
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
 use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::record::Recovery;
 use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::model::Params;
 use crate::simulate::model::{Alternative, Figure, Model, Outcome, Unit};
@@ -103,14 +104,10 @@ pub struct StormReport {
     pub scenario: &'static str,
     pub policy: RetryKind,
     pub seed: u64,
-    pub peak_calls: u32,
-    pub given_up: u32,
-    /// Ticks from the server's return until the first tick in which every arriving call is
-    /// served; none if that never happened.
-    pub settled_ticks: Option<u32>,
-    pub recovered: bool,
-    /// `settled_ticks` with one tick taken as one second.
-    pub time_to_recover_s: Option<f64>,
+    /// From the server's return, one tick taken as one second: settled is the first tick
+    /// in which every arriving call is served; recovered, that the run ends on such a tick.
+    #[serde(flatten)]
+    pub recovery: Recovery,
     pub calls: u32,
     pub served: u32,
     pub pending: u32,
@@ -154,13 +151,14 @@ impl Outcome for StormReport {
             ],
             &rows,
         ));
-        let _ = writeln!(o, "peak calls in a tick: {}", self.peak_calls);
+        let r = &self.recovery;
+        let _ = writeln!(o, "peak calls in a tick: {}", r.peak_calls);
         let _ = writeln!(
             o,
             "calls given up: {} of {} (served {}, pending {})",
-            self.given_up, self.calls, self.served, self.pending
+            r.given_up, self.calls, self.served, self.pending
         );
-        let _ = match self.settled_ticks {
+        let _ = match r.settled_s {
             Some(n) => writeln!(o, "settled: {n} ticks after the server returned"),
             None => writeln!(
                 o,
@@ -188,20 +186,16 @@ impl Outcome for StormReport {
     }
 
     fn time_to_recover_s(&self) -> Option<f64> {
-        self.time_to_recover_s
+        self.recovery.time_to_recover_s
     }
 
     fn figures(&self) -> Vec<Figure> {
+        let r = &self.recovery;
         vec![
-            Figure::flag("recovered", "settles", ("settles", "never"), self.recovered),
-            Figure::new(
-                "settled_ticks",
-                "settled after",
-                Unit::Ticks,
-                self.settled_ticks.map(f64::from),
-            ),
-            Figure::count("peak_calls", "peak", u64::from(self.peak_calls)),
-            Figure::count("given_up", "given up", u64::from(self.given_up)),
+            Figure::flag("recovered", "settles", ("settles", "never"), r.recovered),
+            Figure::new("settled_ticks", "settled after", Unit::Ticks, r.settled_s),
+            Figure::count("peak_calls", "peak", r.peak_calls),
+            Figure::count("given_up", "given up", r.given_up),
         ]
     }
 }
@@ -272,19 +266,20 @@ impl Model for StormParams {
             given_up_total += row.given_up;
             series.push(row);
         }
-        let settled_ticks = series
-            .iter()
-            .find(|r| r.tick >= back_at && r.turned_away == 0)
-            .map(|r| r.tick - back_at);
+        let recovery = Recovery::of(
+            &series,
+            |r| u64::from(r.arriving),
+            |r| u64::from(r.turned_away),
+            u64::from(given_up_total),
+            // The series starts at tick 1.
+            back_at.saturating_sub(1) as usize,
+            1,
+        );
         StormReport {
             scenario: "retry-storm",
             policy: self.policy,
             seed,
-            peak_calls: series.iter().map(|r| r.arriving).max().unwrap_or(0),
-            given_up: given_up_total,
-            settled_ticks,
-            recovered: settled_ticks.is_some(),
-            time_to_recover_s: settled_ticks.map(f64::from),
+            recovery,
             calls: tries.len() as u32,
             served: served_total,
             pending,

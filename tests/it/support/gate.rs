@@ -121,7 +121,11 @@ pub fn config(upstreams: &[&Upstream], limit: Limit) -> GateConfig {
 }
 
 pub async fn start(cfg: GateConfig) -> Gate {
-    let bound = BoundGate::bind(cfg).await.expect("gate binds");
+    run(BoundGate::bind(cfg).await.expect("gate binds"))
+}
+
+/// Run a gate already bound: connections may wait in its listen backlog before it runs.
+pub fn run(bound: BoundGate) -> Gate {
     let (proxy, admin) = (bound.proxy_addr(), bound.admin_addr());
     let stop = CancellationToken::new();
     let s = stop.clone();

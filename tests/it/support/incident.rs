@@ -232,6 +232,19 @@ impl System {
             let v = self.gate.get(o).copied().unwrap_or(0.0);
             rec.counter("recover_gate_requests", &gate, &[("outcome", o)], t, v);
         }
+        // The gate's decisions: every request not rejected was admitted, whatever its
+        // outcome (this model counts a request's decision and outcome in the same second).
+        let rejected = |d: &str| self.gate.get(d).copied().unwrap_or(0.0);
+        let admitted = self.gate.values().sum::<f64>()
+            - rejected("rejected_rate")
+            - rejected("rejected_in_flight");
+        for (d, v) in [
+            ("admitted", admitted),
+            ("rejected_rate", rejected("rejected_rate")),
+            ("rejected_in_flight", rejected("rejected_in_flight")),
+        ] {
+            rec.counter("recover_gate_admissions", &gate, &[("decision", d)], t, v);
+        }
         rec.counter(
             "recover_gate_attempts",
             &gate,

@@ -46,8 +46,8 @@ pub fn check_plan(system: &SystemParams, plan: &Plan, seed: u64) -> PlanCheck {
     p.plan = Some(plan.clone());
     let r = engine::run(&p, seed);
     PlanCheck {
-        recovers: r.recovered,
+        recovers: r.recovery.recovered,
         relapses: r.relapses,
-        time_to_recover_s: r.time_to_recover_s,
+        time_to_recover_s: r.recovery.time_to_recover_s,
     }
 }

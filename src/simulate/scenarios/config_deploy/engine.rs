@@ -6,11 +6,11 @@ use super::clients::{Client, Phase};
 use super::gate::{Admission, Gate};
 use super::params::SystemParams;
 use super::procedure::Procedure;
-use super::report::{analyse, Second, SystemReport, Totals};
+use super::report::{Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
-use crate::retry::{RetryBudget, RetryPolicy};
+use crate::retry::{RetryBudget, RetryNanos};
 use crate::simulate::kernel::clock::Clock;
-use crate::simulate::kernel::record::Series;
+use crate::simulate::kernel::record::{Recovery, Series};
 use crate::simulate::kernel::rng::SplitMix64;
 use std::time::Duration;
 
@@ -23,25 +23,28 @@ fn ticks(d: Duration, tick: Duration) -> u32 {
 struct Timing {
     timeout_t: u32,
     interval_t: u32,
-    retry: RetryPolicy,
-    tick: Duration,
+    /// The clients' policy, converted once: a delay is drawn per failed attempt.
+    retry: RetryNanos,
+    tick_nanos: u64,
+    /// The longest delay anything is usually scheduled ahead (full jitter waits at most
+    /// the backed-off delay).
+    horizon: u64,
 }
 
 impl Timing {
     fn of(p: &SystemParams, tick: Duration) -> Self {
+        let (timeout_t, interval_t) = (
+            ticks(p.timeout, tick).max(1),
+            ticks(p.interval, tick).max(1),
+        );
+        let retry = p.retry_policy();
         Timing {
-            timeout_t: ticks(p.timeout, tick).max(1),
-            interval_t: ticks(p.interval, tick).max(1),
-            retry: p.retry_policy(),
-            tick,
+            timeout_t,
+            interval_t,
+            retry: retry.in_nanos(),
+            tick_nanos: tick.as_nanos().clamp(1, u128::from(u64::MAX)) as u64,
+            horizon: u64::from(interval_t.max(timeout_t).max(ticks(retry.max, tick))),
         }
-    }
-
-    /// The longest delay anything is usually scheduled ahead (full jitter waits at most
-    /// the backed-off delay).
-    fn horizon(&self) -> u64 {
-        let retry = u64::from(ticks(self.retry.max, self.tick));
-        u64::from(self.interval_t.max(self.timeout_t)).max(retry)
     }
 }
 
@@ -98,6 +101,7 @@ impl<'a> Engine<'a> {
         }
     }
 
+    #[inline]
     fn at(&mut self, id: u32, when: u32) {
         self.clients[id as usize].wake = when;
         self.clock.schedule(u64::from(when), id);
@@ -197,7 +201,7 @@ impl<'a> Engine<'a> {
         let d = self
             .t
             .retry
-            .delay_units(attempt, self.t.tick, || rng.unit());
+            .delay_units(attempt, self.t.tick_nanos, || rng.unit());
         self.clients[id as usize].phase = Phase::Backoff;
         self.at(id, now + d as u32);
     }
@@ -267,9 +271,9 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         let iv = ((f64::from(interval_t) / p.spike_factor).round() as u32).max(1);
         (from, from + ticks(p.spike, tick), iv)
     });
-    let change_horizon = change.map_or(0, |q| Timing::of(q, tick).horizon());
+    let change_horizon = change.map_or(0, |q| Timing::of(q, tick).horizon);
     let spike_horizon = spike.map_or(0, |s| u64::from(s.2));
-    let horizon = timing.horizon().max(change_horizon).max(spike_horizon);
+    let horizon = timing.horizon.max(change_horizon).max(spike_horizon);
     let mut rng = SplitMix64::new(seed);
     let mut clock = Clock::new(horizon);
     let clients = (0..p.clients)
@@ -383,15 +387,18 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         (None, None) => ("trigger_end", ticks(p.trigger_end(), tick) / per_s),
     };
     let settle = ticks(p.settle_window, tick) / per_s;
-    let (settled, recovered, ttr) = analyse(&series, reference_t, settle);
+    let recovery = Recovery::of(
+        &series,
+        |s| s.arriving,
+        Second::failures,
+        e.totals.given_up,
+        reference_t as usize,
+        settle as usize,
+    );
     SystemReport {
         scenario: super::params::NAME,
         seed,
-        peak_calls: series.iter().map(|s| s.arriving).max().unwrap_or(0),
-        given_up: e.totals.given_up,
-        settled_s: settled.map(f64::from),
-        recovered,
-        time_to_recover_s: ttr.map(f64::from),
+        recovery,
         reference,
         reference_s: f64::from(reference_t),
         relapses: procedure.as_ref().map_or(0, Procedure::relapses),

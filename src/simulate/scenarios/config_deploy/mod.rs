@@ -89,7 +89,7 @@ impl Outcome for SystemReport {
         o.push_str(&text::windowed_table(&self.series, &COLUMNS, row, |w| {
             format!("rows average {w} s; queue, in retry, capacity and gate at the row's end")
         }));
-        let _ = writeln!(o, "peak calls in a second: {}", self.peak_calls);
+        let _ = writeln!(o, "peak calls in a second: {}", self.recovery.peak_calls);
         let t = &self.totals;
         let _ = writeln!(
         o,
@@ -100,13 +100,13 @@ impl Outcome for SystemReport {
         let _ = writeln!(
             o,
             "settled (first clean second) after {reference}: {}",
-            text::opt_s(self.settled_s)
+            text::opt_s(self.recovery.settled_s)
         );
-        if self.recovered {
+        if self.recovery.recovered {
             let _ = writeln!(
                 o,
                 "recovered: yes, {} after {reference}",
-                text::opt_s(self.time_to_recover_s)
+                text::opt_s(self.recovery.time_to_recover_s)
             );
         } else {
             let _ = writeln!(o, "recovered: no (still failing at the end of the run)");
@@ -121,7 +121,7 @@ impl Outcome for SystemReport {
         let pts = |f: fn(&Second) -> f64| -> Vec<(f64, f64)> {
             self.series.iter().map(|s| (f64::from(s.t), f(s))).collect()
         };
-        let title = match (self.recovered, self.time_to_recover_s) {
+        let title = match (self.recovery.recovered, self.recovery.time_to_recover_s) {
             (true, Some(t)) => format!(
                 "{}: recovers {t} s after {}",
                 self.scenario,
@@ -162,7 +162,7 @@ impl Outcome for SystemReport {
     }
 
     fn time_to_recover_s(&self) -> Option<f64> {
-        self.time_to_recover_s
+        self.recovery.time_to_recover_s
     }
 
     fn attempts(&self) -> Option<u64> {
@@ -171,15 +171,15 @@ impl Outcome for SystemReport {
 
     fn figures(&self) -> Vec<Figure> {
         vec![
-            Figure::flag("recovered", "from start", RECOVERS, self.recovered),
+            Figure::flag("recovered", "from start", RECOVERS, self.recovery.recovered),
             Figure::new(
                 "time_to_recover_s",
                 "recovery",
                 Unit::Seconds,
-                self.time_to_recover_s,
+                self.recovery.time_to_recover_s,
             ),
-            Figure::count("peak_calls", "peak", self.peak_calls),
-            Figure::count("given_up", "given up", self.given_up),
+            Figure::count("peak_calls", "peak", self.recovery.peak_calls),
+            Figure::count("given_up", "given up", self.recovery.given_up),
             Figure::count("wasted", "wasted", self.totals.abandoned_work),
         ]
     }
@@ -251,13 +251,13 @@ impl Model for SystemParams {
                 "recovers_if_changed_when_stuck",
                 "once stuck",
                 RECOVERS,
-                late.recovered,
+                late.recovery.recovered,
             ));
             f.push(Figure::new(
                 "time_to_recover_after_change_s",
                 "recovery after",
                 Unit::Seconds,
-                late.time_to_recover_s,
+                late.recovery.time_to_recover_s,
             ));
         }
         f

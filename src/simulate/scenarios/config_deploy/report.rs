@@ -1,7 +1,8 @@
 //! What a continuous-model run produced: the per-second series and the summary a user
-//! asks about (did it recover, how fast, how bad was the peak). The recovery analysis is a
-//! pure function of the series so tests and `--compare` read it the same way.
+//! asks about (did it recover, how fast, how bad was the peak), read off the series by the
+//! kernel's one recovery rule ([`Recovery`]).
 
+use crate::simulate::kernel::record::Recovery;
 use serde::Serialize;
 
 /// One simulated second.
@@ -59,16 +60,10 @@ pub struct Totals {
 pub struct SystemReport {
     pub scenario: &'static str,
     pub seed: u64,
-    /// Most attempts arriving in one second.
-    pub peak_calls: u64,
-    pub given_up: u64,
-    /// Seconds from the reference (trigger end, or the procedure start) until the first
-    /// second in which every arriving attempt was served.
-    pub settled_s: Option<f64>,
-    /// Failure-free for at least the settle window at the end of the run.
-    pub recovered: bool,
-    /// Seconds from the reference until the final failure-free stretch began.
-    pub time_to_recover_s: Option<f64>,
+    /// Times from the reference (trigger end, or the procedure start); the settle window
+    /// is the parameters' `settle_window`.
+    #[serde(flatten)]
+    pub recovery: Recovery,
     /// What the times are measured from: "trigger_end" or "plan_start".
     pub reference: &'static str,
     pub reference_s: f64,
@@ -76,53 +71,4 @@ pub struct SystemReport {
     pub relapses: u32,
     pub totals: Totals,
     pub series: Vec<Second>,
-}
-
-/// (settled_s, recovered, time_to_recover_s) from a series; `reference_s` is where the
-/// clock starts, `settle_s` how long the final clean stretch must be.
-pub fn analyse(
-    series: &[Second],
-    reference_s: u32,
-    settle_s: u32,
-) -> (Option<u32>, bool, Option<u32>) {
-    let from = (reference_s as usize).min(series.len());
-    let settled = series[from..]
-        .iter()
-        .position(|s| s.failures() == 0)
-        .map(|i| i as u32);
-    let last_bad = series.iter().rposition(|s| s.failures() > 0);
-    let clean_from = last_bad.map_or(0, |i| i + 1).max(from);
-    let clean_len = series.len() - clean_from;
-    let recovered = clean_len as u32 >= settle_s.max(1);
-    let ttr = recovered.then(|| (clean_from - from) as u32);
-    (settled, recovered, ttr)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn series(fails: &[u64]) -> Vec<Second> {
-        fails
-            .iter()
-            .enumerate()
-            .map(|(t, f)| Second {
-                t: t as u32,
-                sent_failed: *f,
-                ..Second::default()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn recovery_starts_after_the_last_failing_second() {
-        let s = series(&[0, 5, 5, 0, 3, 0, 0, 0, 0]);
-        assert_eq!(analyse(&s, 1, 3), (Some(2), true, Some(4)));
-    }
-
-    #[test]
-    fn a_short_clean_tail_is_not_recovery() {
-        let s = series(&[0, 5, 5, 5, 5, 5, 0, 0]);
-        assert_eq!(analyse(&s, 1, 3), (Some(5), false, None));
-    }
 }

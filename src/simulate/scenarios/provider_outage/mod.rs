@@ -1,6 +1,7 @@
 //! `provider-outage`: 40 clients call a provider that serves 8 requests per 100 ms tick
-//! and collapses (serves nothing) when offered more; it is down from 2 s to 6 s of a 24 s
-//! window. The clients call at the same moment, so when it goes down they all fail
+//! and collapses (answers nothing in time: it shares its capacity among every call it
+//! holds, and its callers wait 100 ms) when offered more; it is down from 2 s to 6 s of a
+//! 24 s window. The clients call at the same moment, so when it goes down they all fail
 //! together, and a client whose call failed sends nothing new until a retry of it goes
 //! through. What the retry policy decides: whether the retries keep arriving together
 //! (fixed delays and plain exponential backoff do: 40 in one tick, five times the
@@ -9,6 +10,7 @@
 
 mod model;
 pub mod params;
+mod provider;
 
 pub use model::{OutageTick, ProviderOutageReport};
 pub use params::ProviderOutageParams;
@@ -25,11 +27,11 @@ fn fmt_recovered(r: Option<f64>) -> String {
     r.map_or("never within the window".into(), |s| format!("{s:.1} s"))
 }
 
-fn overload(served: u32) -> String {
-    if served == 0 {
-        "collapses when offered more (serves none of them)".into()
+fn overload(shed: bool, timeout_ms: f64) -> String {
+    if shed {
+        "refuses at once what does not fit".into()
     } else {
-        format!("serves {served} when offered more")
+        format!("collapses when offered more than it can finish within the callers' {timeout_ms} ms timeout (it shares its capacity among them and answers none in time)")
     }
 }
 
@@ -43,7 +45,7 @@ impl Outcome for ProviderOutageReport {
             self.period_s,
             self.capacity_per_tick,
             self.tick_ms,
-            overload(self.overload_served),
+            overload(self.shed, self.timeout_ms),
             self.down_from_s,
             self.back_at_s,
             self.policy_description,
@@ -197,7 +199,7 @@ impl Model for ProviderOutageParams {
             self.clients,
             self.first_call.as_secs_f64(),
             self.capacity_per_tick,
-            overload(self.overload_served),
+            overload(self.shed, self.timeout.as_secs_f64() * 1000.0),
             self.down_from.as_secs_f64(),
             self.down_to.as_secs_f64(),
             self.duration.as_secs_f64()

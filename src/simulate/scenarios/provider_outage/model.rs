@@ -1,10 +1,11 @@
 //! The tick model of `provider-outage`, on the kernel's clock (one unit a tick), and what
-//! a run reports. Each tick the provider takes the calls that arrive in it: none while it
-//! is down; all of them when they fit its capacity; when offered more, `overload_served`
-//! of them (a seeded draw picks which), none for a provider that collapses. A failed call
-//! is tried again after its client's retry policy, rounded up to whole ticks.
+//! a run reports. Each tick the calls that arrive go to the provider ([`super::provider`]):
+//! refused while it is down; otherwise taken in and worked on until they are answered or
+//! their callers' timeout runs out. A failed call is tried again after its client's retry
+//! policy, rounded up to whole ticks.
 
 use super::params::ProviderOutageParams;
+use super::provider::{Provider, TickEnd};
 use crate::retry::RetryKind;
 use crate::simulate::kernel::clock::Clock;
 use crate::simulate::kernel::rng::SplitMix64;
@@ -35,7 +36,8 @@ pub struct ProviderOutageReport {
     pub period_s: f64,
     pub tick_ms: f64,
     pub capacity_per_tick: u32,
-    pub overload_served: u32,
+    pub timeout_ms: f64,
+    pub shed: bool,
     pub down_from_s: f64,
     pub back_at_s: f64,
     pub duration_s: f64,
@@ -65,55 +67,59 @@ pub fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
     for c in 0..p.clients {
         clock.schedule(p.ticks(p.first_call), c);
     }
+    let mut provider = Provider::new(p.capacity_per_tick, p.ticks(p.timeout), p.shed);
     // Failed tries of each client's current call.
     let mut tries = vec![0u32; p.clients as usize];
     let mut waiting = 0u64;
     let mut series = Vec::with_capacity(ticks as usize);
+    let mut out = TickEnd::default();
     for t in 0..ticks {
         let mut batch = clock.take(t);
-        let offered = batch.len() as u64;
-        let served = if t >= down_from && t < back {
-            0
-        } else if offered <= u64::from(p.capacity_per_tick) {
-            offered
-        } else {
-            u64::from(p.overload_served)
-        };
-        if served > 0 && served < offered {
-            rng.shuffle(&mut batch);
-        }
         let mut row = OutageTick {
             tick: t,
             ..OutageTick::default()
         };
-        for (i, &c) in batch.iter().enumerate() {
-            let tried = &mut tries[c as usize];
-            if *tried == 0 {
+        for &c in &batch {
+            if tries[c as usize] == 0 {
                 row.new += 1;
             } else {
                 row.retries += 1;
             }
-            let next = if (i as u64) < served {
-                row.served += 1;
-                waiting -= u64::from(*tried > 0);
+        }
+        if t >= down_from && t < back {
+            provider.down(&batch, &mut out);
+        } else {
+            let room = provider.room();
+            if p.shed && batch.len() > room && room > 0 {
+                rng.shuffle(&mut batch);
+            }
+            provider.tick(t, &batch, &mut out);
+        }
+        clock.give_back(batch);
+        for &c in &out.served {
+            let tried = &mut tries[c as usize];
+            row.served += 1;
+            waiting -= u64::from(*tried > 0);
+            *tried = 0;
+            clock.schedule(t + period, c);
+        }
+        for &c in &out.failed {
+            let tried = &mut tries[c as usize];
+            row.failed += 1;
+            waiting += u64::from(*tried == 0);
+            *tried += 1;
+            let next = if p.max_attempts > 0 && *tried >= p.max_attempts {
+                row.given_up += 1;
+                waiting -= 1;
                 *tried = 0;
                 t + period
             } else {
-                row.failed += 1;
-                waiting += u64::from(*tried == 0);
-                *tried += 1;
-                if p.max_attempts > 0 && *tried >= p.max_attempts {
-                    row.given_up += 1;
-                    waiting -= 1;
-                    *tried = 0;
-                    t + period
-                } else {
-                    t + policy.delay_units(*tried, p.tick, || rng.unit())
-                }
+                t + policy.delay_units(*tried, p.tick, || rng.unit())
             };
             clock.schedule(next, c);
         }
-        clock.give_back(batch);
+        out.served.clear();
+        out.failed.clear();
         row.waiting = waiting;
         series.push(row);
     }
@@ -151,7 +157,8 @@ fn report(
         period_s: p.period.as_secs_f64(),
         tick_ms: tick_s * 1000.0,
         capacity_per_tick: p.capacity_per_tick,
-        overload_served: p.overload_served,
+        timeout_ms: p.timeout.as_secs_f64() * 1000.0,
+        shed: p.shed,
         down_from_s: down_from as f64 * tick_s,
         back_at_s: back as f64 * tick_s,
         duration_s: series.len() as f64 * tick_s,

@@ -24,12 +24,15 @@ pub struct ProviderOutageParams {
     pub period: Duration,
     #[serde(with = "serde_human")]
     pub tick: Duration,
-    /// Calls the provider serves in one tick.
+    /// Calls' worth of work the provider does in one tick, shared among every call it holds.
     pub capacity_per_tick: u32,
-    /// Calls served in a tick offered more than the capacity: 0 for a provider that
-    /// collapses (an overloaded server that times out everything does no useful work),
-    /// up to the capacity for one that sheds the excess.
-    pub overload_served: u32,
+    /// How long a caller waits for its answer (whole ticks): a call not answered by then
+    /// has failed, and the provider drops it.
+    #[serde(with = "serde_human")]
+    pub timeout: Duration,
+    /// The provider refuses at once the calls that do not fit its capacity (a seeded draw
+    /// picks which) instead of taking every call in.
+    pub shed: bool,
     #[serde(with = "serde_human")]
     pub down_from: Duration,
     #[serde(with = "serde_human")]
@@ -55,7 +58,8 @@ impl Default for ProviderOutageParams {
             period: Duration::from_secs(1),
             tick: Duration::from_millis(100),
             capacity_per_tick: 8,
-            overload_served: 0,
+            timeout: Duration::from_millis(100),
+            shed: false,
             down_from: Duration::from_secs(2),
             down_to: Duration::from_secs(6),
             duration: Duration::from_secs(24),
@@ -99,8 +103,11 @@ impl Params for ProviderOutageParams {
         if self.ticks(self.duration) == 0 || self.ticks(self.duration) > 1_000_000 {
             return bad("duration", "must be between one tick and 1000000 ticks");
         }
-        if self.overload_served > self.capacity_per_tick {
-            return bad("overload_served", "must be at most capacity_per_tick");
+        if self.timeout < self.tick || self.ticks(self.timeout) > 100_000 {
+            return bad(
+                "timeout",
+                "must be at least one tick and at most 100000 ticks",
+            );
         }
         if self.down_to < self.down_from {
             return bad("down_to", "must not be before down_from");

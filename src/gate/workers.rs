@@ -1,0 +1,296 @@
+//! The proxy's worker threads: one single-threaded runtime per core, each with its own
+//! upstream connections, the way nginx runs one worker process per core, so that a
+//! request and its upstream exchange stay on one thread with no cross-thread wake-ups.
+//!
+//! Every worker accepts on the one listening socket and the kernel wakes them all for a
+//! new connection; the first to run takes it, and the next, and drains a burst of
+//! connections while the others still wait for a core. Left to that race, a burst (a load
+//! generator's, a retry storm's) lands on one worker: one core does all the work, and
+//! each time the scheduler gives that core to another thread every connection stalls at
+//! once, which is a refusing p99 of 7 ms where HAProxy's is 1 ms (`scripts/bench-gate.sh`).
+//! So a worker keeps a connection it accepted only while it holds no more connections
+//! than the least loaded worker, and otherwise hands it to that worker through its inbox,
+//! the way HAProxy queues accepted connections to its least loaded thread. A connection
+//! moves at most once, before any byte of it is read.
+
+use super::conn_table::{ConnectionTable, Slot};
+use super::connection::{self, Timeouts};
+use super::limits;
+use super::proxy::Proxy;
+use super::telemetry::GateMetrics;
+use super::{admission::Admission, attempts::Attempts, balance::Replicas};
+use prometheus_client::metrics::gauge::Gauge;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// How long open connections get to finish their request after shutdown is asked for.
+const DRAIN_GRACE: Duration = Duration::from_secs(5);
+
+/// What each proxy worker needs; the limit state, the replica loads and the attempt
+/// tables are shared by all (a client's next connection may land on another worker, and
+/// its retry must still be seen as one).
+#[derive(Clone)]
+pub(super) struct ProxyParts {
+    pub admission: Arc<Admission>,
+    pub metrics: Arc<GateMetrics>,
+    pub replicas: Arc<Replicas>,
+    pub timeout: Duration,
+    pub attempts: Arc<Attempts>,
+    pub client_timeouts: Timeouts,
+    pub connections: Arc<ConnectionTable>,
+}
+
+/// Which worker serves a connection that worker `own` accepted, given each worker's open
+/// connections: `own` unless another holds fewer, then the first of the least loaded.
+pub fn pick(own: usize, loads: &[i64]) -> usize {
+    let least = loads
+        .iter()
+        .enumerate()
+        .min_by_key(|&(i, load)| (*load, i))
+        .map_or(own, |(i, _)| i);
+    match loads.get(own) {
+        Some(mine) if loads.get(least).is_some_and(|l| mine <= l) => own,
+        _ => least,
+    }
+}
+
+/// One open connection counted on the worker serving it, until dropped.
+struct Load(Gauge);
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
+/// A connection accepted by one worker for another to serve.
+struct Handed {
+    stream: std::net::TcpStream,
+    slot: Slot,
+    load: Load,
+}
+
+/// The workers' open connections and inboxes, shared by all of them.
+struct Spread {
+    loads: Vec<Gauge>,
+    inboxes: Vec<mpsc::UnboundedSender<Handed>>,
+}
+
+impl Spread {
+    /// Choose the worker for a connection `own` accepted and count it there at once, so
+    /// the next choice (on any worker) sees it.
+    fn place(&self, own: usize) -> (usize, Load) {
+        let loads: Vec<i64> = self.loads.iter().map(Gauge::get).collect();
+        let to = pick(own, &loads);
+        self.loads[to].inc();
+        (to, Load(self.loads[to].clone()))
+    }
+}
+
+/// Start `workers` proxy worker threads, all accepting on `listener`.
+pub(super) fn spawn_proxy_workers(
+    listener: TcpListener,
+    parts: ProxyParts,
+    workers: usize,
+    shutdown: &CancellationToken,
+) -> std::io::Result<Vec<std::thread::JoinHandle<()>>> {
+    let listener = listener.into_std()?;
+    let n = workers.max(1);
+    let (inboxes, mut receivers): (Vec<_>, Vec<_>) =
+        (0..n).map(|_| mpsc::unbounded_channel()).unzip();
+    let spread = Arc::new(Spread {
+        loads: (0..n)
+            .map(|i| parts.metrics.worker_connections(i))
+            .collect(),
+        inboxes,
+    });
+    let mut threads = Vec::with_capacity(n);
+    for (i, inbox) in receivers.drain(..).enumerate() {
+        let listener = listener.try_clone()?;
+        let parts = parts.clone();
+        let shutdown = shutdown.clone();
+        let spread = spread.clone();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name(format!("gate-proxy-{i}"))
+            .spawn(move || {
+                rt.block_on(async move {
+                    let listener = match TcpListener::from_std(listener) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            tracing::error!("proxy worker {i} cannot use the listener: {e}");
+                            shutdown.cancel();
+                            return;
+                        }
+                    };
+                    let proxy = Arc::new(Proxy::new(
+                        parts.admission,
+                        parts.metrics,
+                        parts.replicas,
+                        parts.timeout,
+                        parts.attempts,
+                    ));
+                    tokio::spawn(keep_timer_armed(parts.timeout, shutdown.clone()));
+                    let worker = Worker {
+                        own: i,
+                        proxy,
+                        timeouts: parts.client_timeouts,
+                        connections: parts.connections,
+                        spread,
+                    };
+                    worker.accept_loop(listener, inbox, shutdown).await;
+                });
+            })?;
+        threads.push(thread);
+    }
+    Ok(threads)
+}
+
+/// Every admitted request arms a timer (its upstream timeout). tokio wakes its driver
+/// with an eventfd write whenever a new timer is due before every timer already armed,
+/// which with idle moments in between is one syscall for every few requests (seen with
+/// `perf`). A timer that is always armed and always due sooner than any request's keeps
+/// those registrations silent; it costs this worker a few wake-ups per second.
+async fn keep_timer_armed(upstream_timeout: Duration, shutdown: CancellationToken) {
+    let period = (upstream_timeout / 2).clamp(Duration::from_millis(1), Duration::from_millis(100));
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+    }
+}
+
+/// One worker's share of the proxy: what its accept loop hands each connection it serves.
+struct Worker {
+    own: usize,
+    proxy: Arc<Proxy>,
+    timeouts: Timeouts,
+    connections: Arc<ConnectionTable>,
+    spread: Arc<Spread>,
+}
+
+impl Worker {
+    async fn accept_loop(
+        &self,
+        listener: TcpListener,
+        mut inbox: mpsc::UnboundedReceiver<Handed>,
+        shutdown: CancellationToken,
+    ) {
+        let mut conns = JoinSet::new();
+        let draining = CancellationToken::new();
+        loop {
+            let (stream, slot, load) = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                Some(handed) = inbox.recv() => match TcpStream::from_std(handed.stream) {
+                    Ok(stream) => (stream, handed.slot, handed.load),
+                    Err(e) => {
+                        tracing::debug!("a connection handed to worker {} was lost: {e}", self.own);
+                        continue;
+                    }
+                },
+                accepted = listener.accept() => match self.accepted(accepted).await {
+                    Some(mine) => mine,
+                    None => continue,
+                },
+            };
+            while conns.try_join_next().is_some() {}
+            let proxy = self.proxy.clone();
+            let timeouts = self.timeouts;
+            let draining = draining.clone();
+            conns.spawn(async move {
+                let _load = load;
+                connection::serve(stream, &proxy, timeouts, slot.presence(), &draining).await
+            });
+        }
+        drop(listener);
+        draining.cancel();
+        let _ = tokio::time::timeout(DRAIN_GRACE, async {
+            while conns.join_next().await.is_some() {}
+        })
+        .await;
+        conns.abort_all();
+    }
+
+    /// A connection this worker serves, or `None` when it was refused, failed, or went to
+    /// a worker holding fewer connections.
+    async fn accepted(
+        &self,
+        accepted: std::io::Result<(TcpStream, SocketAddr)>,
+    ) -> Option<(TcpStream, Slot, Load)> {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of file descriptors and the like: back off instead of spinning.
+                self.connections.log_accept_error(&e);
+                self.proxy.metrics.accept_error();
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                return None;
+            }
+        };
+        let slot = self.take_slot(&stream, peer)?;
+        let _ = stream.set_nodelay(true);
+        let (to, load) = self.spread.place(self.own);
+        if to == self.own {
+            return Some((stream, slot, load));
+        }
+        // Out of this worker's reactor and into the other's; should that worker be gone
+        // (only when the gate stops) the connection closes with the message.
+        match stream.into_std() {
+            Ok(stream) => {
+                let _ = self.spread.inboxes[to].send(Handed { stream, slot, load });
+            }
+            Err(e) => tracing::debug!("a connection could not be handed to worker {to}: {e}"),
+        }
+        None
+    }
+
+    /// A slot for a new connection (maybe after closing a waiting one for it), or `None`
+    /// after refusing it at once: a 503 written only if the socket takes it now, then
+    /// closed as `stream` drops.
+    fn take_slot(&self, stream: &TcpStream, peer: SocketAddr) -> Option<Slot> {
+        match self.connections.open(peer.ip()) {
+            Ok(opened) => Some(opened.slot),
+            Err(why) => {
+                let _ = stream.try_write(limits::REFUSAL);
+                self.proxy.metrics.connection_refused(why);
+                self.connections.log_refusal(why, peer.ip());
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pick;
+
+    #[test]
+    fn the_accepting_worker_keeps_a_connection_unless_another_holds_fewer() {
+        assert_eq!(pick(0, &[0, 0]), 0);
+        assert_eq!(pick(1, &[0, 0]), 1);
+        assert_eq!(pick(0, &[1, 0]), 1);
+        assert_eq!(pick(1, &[3, 3, 2, 2]), 2);
+        assert_eq!(pick(3, &[3, 3, 2, 2]), 3);
+        assert_eq!(pick(0, &[5]), 0);
+    }
+
+    #[test]
+    fn a_burst_accepted_by_one_worker_ends_up_spread_evenly() {
+        let mut loads = [0i64; 3];
+        for _ in 0..31 {
+            let to = pick(0, &loads);
+            loads[to] += 1;
+        }
+        assert_eq!(loads, [11, 10, 10]);
+    }
+}

@@ -1,0 +1,65 @@
+//! Client connections are spread over the gate's proxy worker threads: a burst of
+//! connections accepted by one worker ends up served by all of them, and every handed-over
+//! connection is served like any other.
+
+use crate::support::gate::{config, limit, metrics, run, sample, upstream, Gate};
+use crate::support::wire::{get, Peer};
+use recover::gate::BoundGate;
+use std::num::NonZeroUsize;
+use std::time::{Duration, Instant};
+
+async fn open_on(gate: &Gate, workers: usize) -> Vec<f64> {
+    let m = metrics(gate.admin).await;
+    (0..workers)
+        .map(|w| {
+            let series = format!(r#"recover_gate_worker_connections{{worker="{w}"}}"#);
+            sample(&m, &series).unwrap_or_else(|| panic!("no {series} in\n{m}"))
+        })
+        .collect()
+}
+
+/// Was: the worker that ran first drained the whole backlog, and one thread served every
+/// connection while the other sat idle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_connections_waiting_at_start_is_spread_over_the_workers() {
+    let up = upstream(Duration::ZERO).await;
+    let mut cfg = config(&[&up], limit(Some(1.0), 1, None));
+    cfg.workers = NonZeroUsize::new(2);
+    let bound = BoundGate::bind(cfg).await.expect("gate binds");
+    let proxy = bound.proxy_addr();
+    // The whole burst waits in the listen backlog before any worker runs.
+    let mut peers = futures::future::join_all((0..16).map(|_| Peer::connect(proxy))).await;
+    let gate = run(bound);
+
+    let mut statuses = Vec::new();
+    for p in &mut peers {
+        p.send(get("/")).await;
+        statuses.push(p.response(false).await.head.status());
+    }
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|&&s| s == 429).count(),
+        15,
+        "{statuses:?}"
+    );
+    let open = open_on(&gate, 2).await;
+    assert_eq!(open.iter().sum::<f64>(), 16.0, "{open:?}");
+    assert!(
+        (open[0] - open[1]).abs() <= 2.0,
+        "connections per worker: {open:?}"
+    );
+
+    // Every connection is counted off the worker serving it when it closes.
+    drop(peers);
+    let by = Instant::now() + Duration::from_secs(5);
+    let mut open = open_on(&gate, 2).await;
+    while open != [0.0, 0.0] && Instant::now() < by {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        open = open_on(&gate, 2).await;
+    }
+    assert_eq!(open, [0.0, 0.0], "connections per worker after all closed");
+}
