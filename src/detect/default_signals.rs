@@ -50,13 +50,15 @@ fn spec(scrape: &str, promql: &str, help: &str) -> SignalSpec {
 pub const REPLICA_WINDOW: &str = "10s";
 
 /// The detection settings that go with the built-in signals (and the shipped runbooks):
-/// grace and persist of 5 s and 10 s on 0.5-1 s scrapes, stretched to 5 scrape intervals
-/// each on coarser data: one rate window (4 scrapes) and the scrape that bounds when a
-/// state began or ended (docs/guide/prometheus.md).
+/// grace and persist of 5 s and 10 s on 0.5-1 s scrapes, stretched on coarser data to one
+/// rate window (4 scrapes) for grace, counted from the first snapshot that sees the
+/// trigger gone (the trigger ended before it, so no later window holds it), and for
+/// persist to that window plus the scrape that bounds when the failure began (a blip
+/// shows in the windows for up to one window) (docs/guide/prometheus.md).
 pub fn detector_config() -> DetectorConfig {
     DetectorConfig {
         grace: Duration::from_secs(5),
-        grace_scrapes: Some(5),
+        grace_scrapes: Some(4),
         persist: Duration::from_secs(10),
         persist_scrapes: Some(5),
         ..DetectorConfig::default()

@@ -5,8 +5,8 @@
 //! deploy, triggered during its outage, stuck after. No waiting for real scrapes.
 //!
 //! Also here, against the same history: the windows the detector reports (the scrape
-//! interval read from the samples' spacing, the rate window four of them, persist and
-//! grace stretched to 5 scrapes each: one rate window and one scrape), and the refusals: a persist or a range that the
+//! interval read from the samples' spacing, the rate window four of them, grace stretched
+//! to that window and persist to 5 scrapes: one rate window and one scrape), and the refusals: a persist or a range that the
 //! data cannot measure, and a role whose matchers select nothing.
 
 use crate::support::incident::Incident;
@@ -74,7 +74,7 @@ async fn the_shipped_runbook_judges_a_backfilled_incident_at_15s_and_30s() {
             assert_eq!(w["rate_window_s"], (4 * secs) as f64, "{ctx}");
             assert_eq!(w["step_s"], secs as f64, "{ctx}");
             assert_eq!(w["persist"]["s"], (5 * secs) as f64, "{ctx}");
-            assert_eq!(w["grace"]["s"], (5 * secs) as f64, "{ctx}");
+            assert_eq!(w["grace"]["s"], (4 * secs) as f64, "{ctx}");
         }
         // What stuck rests on: the service's own replicas are up and ready (the trigger
         // is gone), and it answers nobody in time.
@@ -196,7 +196,7 @@ async fn windows_the_data_cannot_measure_and_missing_roles_are_refused_by_name()
 }
 
 /// The engine and serve judge Prometheus data as `recover detect` does: the shipped
-/// runbook's windows stretch to the scrape interval (grace and persist 5 scrapes, one
+/// runbook's windows stretch to the scrape interval (grace 4 scrapes, persist 5, one
 /// observation per scrape) and the window ending now comes out of the history at once,
 /// so the run decides on a service stuck for ten minutes without waiting minutes of
 /// scrapes. A persist the data cannot measure is refused, naming the field.
@@ -230,7 +230,7 @@ async fn the_engine_judges_15s_data_with_windows_that_follow_the_scrape_interval
     let resolution = src.resolution().await.unwrap();
     assert_eq!(resolution, Some(scrape));
     let at = rb.at_resolution(resolution).unwrap();
-    assert_eq!(at.detect.grace, 5 * scrape);
+    assert_eq!(at.detect.grace, 4 * scrape);
     assert_eq!(at.detect.persist, 5 * scrape);
     assert_eq!(at.observe.interval, scrape);
     // Three passes on one scrape's data are one piece of evidence; and a readmission

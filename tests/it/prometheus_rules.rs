@@ -130,13 +130,9 @@ fn the_stuck_alert_is_the_detectors_rule_at_each_tiers_scrape_interval() {
         let scrape = Duration::from_secs(secs);
         let (cfg, _, _) = at_resolution(&rb.detect, scrape, &Fields::runbook()).unwrap();
         let w = rate_interval(scrape, scrape);
-        // The detector's windows at this scrape interval are the model's: one rate window
-        // plus one scrape, for both.
-        assert_eq!(
-            (cfg.persist, cfg.grace),
-            (w + scrape, w + scrape),
-            "{secs}s"
-        );
+        // The detector's windows at this scrape interval are the model's: failing for one
+        // rate window plus one scrape, the trigger gone for one rate window.
+        assert_eq!((cfg.persist, cfg.grace), (w + scrape, w), "{secs}s");
         assert_eq!(tier(secs), (w.as_secs(), cfg.persist.as_secs()));
         let sel = format!("namespace:recover_rate_window:seconds == {}", w.as_secs());
         for needle in [
@@ -146,7 +142,7 @@ fn the_stuck_alert_is_the_detectors_rule_at_each_tiers_scrape_interval() {
             ),
             format!("[{}])) and on (namespace) {sel}", range(w)),
             format!(
-                "{sel}\n            and on (namespace) min_over_time(namespace:recover_failing:bool[{p}]) == 1\n            and on (namespace) namespace:recover_failing:bool offset {p} == 1\n            and on (namespace) max_over_time(namespace:recover_trigger_active:bool[{g}]) == 0\n            and on (namespace) namespace:recover_trigger_active:bool offset {g} >= 0\n          ) + {secs}",
+                "{sel}\n            and on (namespace) min_over_time(namespace:recover_failing:bool[{p}]) == 1\n            and on (namespace) namespace:recover_failing:bool offset {p} == 1\n            and on (namespace) max_over_time(namespace:recover_trigger_active:bool[{g}]) == 0\n            and on (namespace) namespace:recover_trigger_active:bool offset {g} == 0\n          ) + {secs}",
                 p = range(cfg.persist),
                 g = range(cfg.grace)
             ),
