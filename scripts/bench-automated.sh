@@ -88,6 +88,14 @@ query() {
   curl -sf --max-time 5 "http://$PROM/api/v1/query" --data-urlencode "query=$1" |
     jq -r '.data.result[0].value[1] // empty' 2>/dev/null || true
 }
+# When the series $1 was first seen, in whole seconds after instant $2 (nanoseconds): its
+# sample's own timestamp (the rule evaluation that wrote it), not when this loop polled,
+# which lags by up to a poll and, under load, more. Empty while the series is absent.
+seen_at() {
+  local ts
+  ts=$(query "timestamp($1)")
+  if [ -n "$ts" ]; then awk -v a="$ts" -v t="$2" 'BEGIN { printf "%d\n", a - t / 1e9 + 0.5 }'; fi
+}
 # One sample from a /metrics page, or empty.
 metric() {
   curl -sf --max-time 2 "$1" | awk -v m="$2" '$1 == m { print $2; exit }' || true
@@ -179,8 +187,8 @@ self_heal() {
   echo "self-healing outage: triggered; watching for $HEAL_WAIT s" >&2
   "$BIN" demo trigger --dir "$DEMO" --outage 5s >/dev/null
   while [ "$(since "$T" "$(now)")" -lt "$HEAL_WAIT" ]; do
-    [ -z "$FAILING" ] && [ "$(query 'namespace:recover_failing:bool')" = 1 ] && FAILING=$(since "$T" "$(now)")
-    [ -z "$FIRED" ] && [ -n "$(query 'ALERTS{alertname="RecoverStuckOverload"}')" ] && FIRED=$(since "$T" "$(now)")
+    [ -z "$FAILING" ] && FAILING=$(seen_at 'namespace:recover_failing:bool == 1' "$T")
+    [ -z "$FIRED" ] && FIRED=$(seen_at 'ALERTS{alertname="RecoverStuckOverload"}' "$T")
     sleep 1
   done
   RETRY=$(metric "http://127.0.0.1:$(($1 + 2))/metrics" recover_demo_workers_in_retry_loop)
@@ -205,8 +213,8 @@ FAILING="" FIRING="" POSTED="" RUN="" RECOVERED="" DONE="" OUTCOME=""
 while [ -z "$DONE" ] || [ -z "$RECOVERED" ]; do
   t=$(since "$T" "$(now)")
   [ "$t" -gt "$LIMIT" ] && break
-  [ -z "$FAILING" ] && [ "$(query 'namespace:recover_failing:bool')" = 1 ] && FAILING=$t
-  [ -z "$FIRING" ] && [ -n "$(query 'ALERTS{alertname="RecoverStuckOverload", alertstate="firing"}')" ] && FIRING=$t
+  [ -z "$FAILING" ] && FAILING=$(seen_at 'namespace:recover_failing:bool == 1' "$T")
+  [ -z "$FIRING" ] && FIRING=$(seen_at 'ALERTS{alertname="RecoverStuckOverload", alertstate="firing"}' "$T")
   [ -z "$POSTED" ] && nonzero "$SERVE_METRICS" 'recover_serve_alerts_received_total{status="firing"}' && POSTED=$t
   [ -z "$RUN" ] && nonzero "$SERVE_METRICS" 'recover_serve_decisions_total{decision="launched"}' && RUN=$t
   if [ -n "$RUN" ] && [ -z "$RECOVERED" ] && [ "$(metric "$WORKERS_METRICS" recover_demo_workers_in_retry_loop)" = 0 ]; then
