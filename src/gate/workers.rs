@@ -7,8 +7,8 @@
 //! connections while the others still wait for a core. Left to that race, a burst (a load
 //! generator's, a retry storm's) lands on one worker: one core does all the work, and
 //! each time the scheduler gives that core to another thread every connection stalls at
-//! once, which is a refusing p99 of 7 ms where HAProxy's is 1 ms (`scripts/bench-gate.sh`).
-//! So a worker keeps a connection it accepted only while it holds no more connections
+//! once. (It is not what sets the gate's refusing p99: that stayed at 7-8 ms with the
+//! connections spread, docs/benchmarks.md.) So a worker keeps a connection it accepted only while it holds no more connections
 //! than the least loaded worker, and otherwise hands it to that worker through its inbox,
 //! the way HAProxy queues accepted connections to its least loaded thread. A connection
 //! moves at most once, before any byte of it is read.

@@ -199,22 +199,29 @@ impl BoundSystem {
         let per = c / warmth.len() as f64;
         let warm_after = self.warm_after as f64;
         let slack = 2.0 * self.cold_factor.max(1.0) * DT;
+        // A replica's warmth now, from its warmth at the start and what it has served.
+        let now = |w0: f64, served: f64| (w0.clamp(0.0, 1.0) + served / warm_after).min(1.0);
         let mut served = vec![0.0; warmth.len()];
-        let mut t = serve_from_s;
+        let (mut t, mut n) = (serve_from_s, 0.0);
         loop {
             let warm_call = warm_done_s.is_some_and(|w| t >= w) || warm_after <= 0.0;
-            let n: f64 = served.iter().sum();
-            let w = |i: usize| (warmth[i].clamp(0.0, 1.0) + served[i] / warm_after).min(1.0);
-            if warm_call || (0..warmth.len()).all(|i| w(i) >= 1.0) {
+            if warm_call
+                || warmth
+                    .iter()
+                    .zip(&served)
+                    .all(|(&w0, &s)| now(w0, s) >= 1.0)
+            {
                 let end = t + ((backlog - n) / c).max(0.0);
                 return Some((end - slack).max(serve_from_s));
             }
-            let step: Vec<f64> = (0..warmth.len())
-                .map(|i| per / self.cold_multiplier(w(i)) * DT)
-                .collect();
-            served.iter_mut().zip(step).for_each(|(s, d)| *s += d);
+            // Each replica's step depends on its own warmth only.
+            for (&w0, s) in warmth.iter().zip(served.iter_mut()) {
+                let d = per / self.cold_multiplier(now(w0, *s)) * DT;
+                *s += d;
+                n += d;
+            }
             t += DT;
-            if served.iter().sum::<f64>() >= backlog {
+            if n >= backlog {
                 return Some((t - slack).max(serve_from_s));
             }
             if t > HORIZON_S {
