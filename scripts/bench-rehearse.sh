@@ -8,10 +8,10 @@
 #
 # The first form runs every file under examples/scenarios/rehearse/ (laptop, overload-4,
 # outage-12s, replicas-3) N times each; with `--scenario` among the extra flags, that
-# scenario alone. The second draws N scenarios from the grid of scripts/lib/grid_scenarios.py
-# (cold factor 1.5-4, overload 1.5-5, replicas 1-4, concurrency 4-16, with and without
-# attempt headers, attached at the trigger or 60 s later) with a printed seed (a new one
-# each run unless given) and runs each once. `--busy` keeps one core busy with a CPU hog for
+# scenario alone. The second draws N scenarios from the grid (`recover simulate --grid
+# --write`, the one generator: cold factor 1.5-4, overload 1.5-5, replicas 1-4,
+# concurrency 4-16, with and without attempt headers, attached at the trigger or 60 s
+# later) with a printed seed (a new one each run unless given) and runs each once. `--busy` keeps one core busy with a CPU hog for
 # the whole benchmark (a laptop doing something else). Needs: cargo, python3. Runs go under
 # ${BENCH_DIR:-target/bench-rehearse}/<timestamp>/. BENCH_PROFILE=debug uses the debug
 # build (the rehearsal's time is mostly waiting on real clocks; useful when a release
@@ -42,7 +42,7 @@ if [ -n "$SAMPLE" ]; then
   SEED="${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
   echo "seed $SEED: $SAMPLE scenario(s) drawn from the grid, runs under $OUT" >&2
   mkdir -p "$OUT/scenarios"
-  python3 scripts/lib/grid_scenarios.py "$OUT/scenarios" "$SAMPLE" "$SEED"
+  "$BIN" simulate --grid --points "$SAMPLE" --seed "$SEED" --write "$OUT/scenarios"
   for i in $(seq 1 "$SAMPLE"); do SCENARIOS+=("$OUT/scenarios/grid-$i.yaml"); done
   N=1
 else

@@ -5,8 +5,8 @@
 #
 #   scripts/rehearse-grid.sh [--sample N] [--seed S] [extra `recover rehearse` flags...]
 #
-# The scenarios come from scripts/lib/grid_scenarios.py (the axes and what follows from
-# the model are in its doc), the same draw as `scripts/bench-rehearse.sh --sample`. The
+# The scenarios come from `recover simulate --grid --write` (the axes and what follows
+# from the model are in recover::simulate::grid::draw's doc), the same draw as `scripts/bench-rehearse.sh --sample`. The
 # seed is printed (a new one each run unless given).
 # Needs: cargo, python3. BENCH_PROFILE=release builds release (default: debug, the
 # rehearsal's time is mostly real clocks). A benchmark prints figures; it asserts nothing.
@@ -29,7 +29,7 @@ if [ "$PROFILE" = release ]; then cargo build --release --quiet; BIN=./target/re
 else cargo build --quiet; BIN=./target/debug/recover; fi
 echo "seed $SEED, $N scenario(s), runs under $OUT" >&2
 
-python3 scripts/lib/grid_scenarios.py "$OUT" "$N" "$SEED"
+"$BIN" simulate --grid --points "$N" --seed "$SEED" --write "$OUT"
 
 for i in $(seq 1 "$N"); do
   sc="$OUT/grid-$i.yaml"

@@ -25,6 +25,7 @@ pub mod run;
 pub mod runbooks;
 pub mod serve;
 pub mod simulate;
+pub mod simulate_grid;
 
 /// Incident-response runbook engine and recovery controller for stuck overloads.
 #[derive(Debug, Parser)]

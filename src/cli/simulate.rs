@@ -14,8 +14,8 @@ use std::time::Instant;
 pub struct SimulateArgs {
     /// Built-in scenario (retry-storm, config-deploy; the drills slow-replica,
     /// provider-outage, retry-layers, breaker, bulkhead) or a YAML scenario file.
-    #[arg(long, value_name = "NAME|FILE")]
-    pub scenario: String,
+    #[arg(long, value_name = "NAME|FILE", required_unless_present = "grid")]
+    pub scenario: Option<String>,
     /// Retry policy, for the scenarios that have one: fixed, exponential or full-jitter
     /// (random() x the exponential delay).
     #[arg(long, value_name = "P")]
@@ -40,13 +40,18 @@ pub struct SimulateArgs {
     /// byte for byte.
     #[arg(long)]
     pub seed: Option<u64>,
+    #[command(flatten)]
+    pub grid: super::simulate_grid::GridArgs,
     /// Benchmark: run the scenario N times and print simulated client-seconds per wall second.
     #[arg(long, hide = true, value_name = "N")]
     pub bench_runs: Option<u32>,
 }
 
 pub fn run(args: SimulateArgs) -> CliResult {
-    let mut scenario = resolve(&args.scenario).map_err(Failure::usage)?;
+    let Some(name) = args.scenario.as_deref().filter(|_| !args.grid.grid) else {
+        return super::simulate_grid::run(&args.grid, args.seed, args.output);
+    };
+    let mut scenario = resolve(name).map_err(Failure::usage)?;
     if let Some(p) = &args.policy {
         scenario.set_policy_named(p).map_err(Failure::usage)?;
     }

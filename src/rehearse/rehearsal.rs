@@ -227,15 +227,26 @@ fn plan_inputs(
     detector: &DetectorConfig,
     attached: bool,
 ) -> Result<SourcedInputs, MissingInputs> {
-    let mut verdict = d.verdict.clone();
+    let recent = stage.recorder.samples_since(d.at_s - 3.0);
+    let offered: Vec<f64> = recent.iter().filter_map(|s| s.offered_per_s).collect();
+    let offered = (!offered.is_empty()).then(|| offered.iter().sum::<f64>() / offered.len() as f64);
+    inputs_from_verdict(&d.verdict, offered, sc, detector, attached)
+}
+
+/// [`plan_inputs`] without the stage: `offered` is the mean offered rate of the last
+/// 3 s the rehearsal measured, if any. Pure (the simulator's grid report plans with it).
+pub fn inputs_from_verdict(
+    verdict: &crate::detect::Verdict,
+    offered: Option<f64>,
+    sc: &Scenario,
+    detector: &DetectorConfig,
+    attached: bool,
+) -> Result<SourcedInputs, MissingInputs> {
+    let mut verdict = verdict.clone();
     if verdict.arrival_rate.is_none() {
-        let recent = stage.recorder.samples_since(d.at_s - 3.0);
-        let offered: Vec<f64> = recent.iter().filter_map(|s| s.offered_per_s).collect();
-        let (arrival, source) = if offered.is_empty() {
-            (sc.demand_per_s(), Source::Declared)
-        } else {
-            let mean = offered.iter().sum::<f64>() / offered.len() as f64;
-            (mean, Source::Measured)
+        let (arrival, source) = match offered {
+            None => (sc.demand_per_s(), Source::Declared),
+            Some(mean) => (mean, Source::Measured),
         };
         verdict.arrival_rate = Some(arrival);
         verdict.sources.arrival_rate = Some(source);

@@ -11,6 +11,7 @@
 pub mod compare;
 pub mod error;
 pub mod file;
+pub mod grid;
 pub mod kernel;
 pub mod model;
 pub mod overrides;

@@ -97,5 +97,6 @@ mod serve_webhook_signature;
 mod simulate_cli;
 mod simulate_drill_seeds;
 mod simulate_drills;
+mod simulate_grid;
 mod simulate_model;
 mod simulate_storm;
