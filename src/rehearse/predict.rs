@@ -41,7 +41,9 @@ pub fn system_params(
         overload_factor: sc.service.overload_factor,
         cold_factor: 1.0 / sc.service.cold_factor.max(1.0),
         warmup: sc.service.warm_duration,
-        warm_after_requests: sc.service.warm_after,
+        // Each demo replica warms after its own `warm_after` completions; the model is one
+        // server doing the work of all of them.
+        warm_after_requests: sc.service.warm_after * u64::from(sc.replicas),
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
@@ -100,6 +102,18 @@ mod tests {
         assert!(judge(false, None, after)
             .unwrap_err()
             .contains("does not recover"));
+    }
+
+    /// Three replicas sharing the work each need `warm_after` of their own completions:
+    /// the model's one server warms after three times as many.
+    #[test]
+    fn the_model_warms_after_every_replica_has_warmed() {
+        let sc = Scenario {
+            replicas: 3,
+            ..Scenario::default()
+        };
+        let p = system_params(&sc, Duration::ZERO, true, None);
+        assert_eq!(p.warm_after_requests, 3 * sc.service.warm_after);
     }
 
     #[test]

@@ -86,6 +86,13 @@ fn a_small_grid_report_is_consistent_and_the_same_for_a_seed() {
     assert_eq!(s["k_within"], k_in);
     assert_eq!(s["prediction_within"], p_in);
     assert_eq!(s["within"], both);
+    let by_reason: u64 = s["outside_by_reason"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(by_reason as usize, 6 - both);
 
     // The text lists every point outside with its reasons.
     let t = grid(&["--points", "6", "--seed", "11"]);

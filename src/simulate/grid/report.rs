@@ -5,6 +5,7 @@
 
 use super::point::{Measured, K_WITHIN, PREDICTION_WITHIN};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Counts over the grid.
@@ -22,6 +23,25 @@ pub struct Summary {
     pub within: usize,
     /// The share of points with both, against the 95% goal.
     pub within_share: f64,
+    /// Points outside, by the first thing that put them there.
+    pub outside_by_reason: BTreeMap<&'static str, usize>,
+}
+
+/// The first thing that put a point outside, as a category.
+fn category(m: &Measured) -> Option<&'static str> {
+    if m.outside.is_empty() {
+        None
+    } else if m.detected_after_s.is_none() {
+        Some("no Stuck verdict (the simulated system was not stuck when looked at, or the detector did not say so)")
+    } else if m.k.is_none() {
+        Some("k unknown")
+    } else if !m.k_within() {
+        Some("k beyond 15%")
+    } else if m.prediction_error.is_none() {
+        Some("prediction unknown")
+    } else {
+        Some("prediction beyond 20%")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -39,6 +59,10 @@ impl GridReport {
         let n = points.len();
         let count = |f: &dyn Fn(&Measured) -> bool| points.iter().filter(|m| f(m)).count();
         let within = count(&|m| m.outside.is_empty());
+        let mut outside_by_reason = BTreeMap::new();
+        for c in points.iter().filter_map(category) {
+            *outside_by_reason.entry(c).or_insert(0) += 1;
+        }
         let summary = Summary {
             points: n,
             k_within: count(&|m| m.k_within()),
@@ -51,6 +75,7 @@ impl GridReport {
             } else {
                 within as f64 / n as f64
             },
+            outside_by_reason,
         };
         GridReport {
             seed,
@@ -135,7 +160,15 @@ impl GridReport {
             .filter(|m| !m.outside.is_empty())
             .collect();
         if !outside.is_empty() {
-            let _ = writeln!(o, "\npoints outside ({}):", outside.len());
+            let _ = writeln!(
+                o,
+                "\npoints outside ({}), by the first reason:",
+                outside.len()
+            );
+            for (why, n) in &s.outside_by_reason {
+                let _ = writeln!(o, "  {n:>4}  {why}");
+            }
+            let _ = writeln!(o);
             for m in outside {
                 let _ = writeln!(o, "  {}: {}", m.point.name(), m.outside.join("; "));
             }
