@@ -4,7 +4,8 @@
 //! runtime through a [`limit_source::LimitSource`] (admin API, state file, ConfigMap).
 //!
 //! The proxy path, outermost first, each concern in its own module: [`workers`] (a
-//! single-threaded runtime per core, each accepted connection served by the least loaded)
+//! single-threaded runtime per core, each accepted connection served by the least loaded,
+//! each worker bound to its own CPU by [`placement`] when there is one per CPU)
 //! -> [`connection`] (one client connection's loop, over the [`http1`] codec) -> [`proxy`]
 //! (the per-request policy: [`admission`], rate AND in-flight cap, reject fast;
 //! [`balance`], least outstanding requests or power of two choices, with latency outlier ejection;
@@ -34,6 +35,7 @@ pub mod latency;
 pub mod limit;
 pub mod limit_source;
 pub mod limits;
+pub mod placement;
 pub mod presence;
 pub mod proxy;
 pub mod refusal;

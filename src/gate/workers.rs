@@ -7,15 +7,16 @@
 //! connections while the others still wait for a core. Left to that race, a burst (a load
 //! generator's, a retry storm's) lands on one worker: one core does all the work, and
 //! each time the scheduler gives that core to another thread every connection stalls at
-//! once. (It is not what sets the gate's refusing p99: that stayed at 7-8 ms with the
-//! connections spread, docs/benchmarks.md.) So a worker keeps a connection it accepted only while it holds no more connections
+//! once. So a worker keeps a connection it accepted only while it holds no more connections
 //! than the least loaded worker, and otherwise hands it to that worker through its inbox,
 //! the way HAProxy queues accepted connections to its least loaded thread. A connection
-//! moves at most once, before any byte of it is read.
+//! moves at most once, before any byte of it is read. Where each worker thread runs is
+//! [`super::placement`]'s concern.
 
 use super::conn_table::{ConnectionTable, Slot};
 use super::connection::{self, Timeouts};
 use super::limits;
+use super::placement;
 use super::proxy::Proxy;
 use super::telemetry::GateMetrics;
 use super::{admission::Admission, attempts::Attempts, balance::Replicas};
@@ -109,8 +110,10 @@ pub(super) fn spawn_proxy_workers(
             .collect(),
         inboxes,
     });
+    let cpus = placement::allowed_cpus().and_then(|allowed| placement::plan(&allowed, n));
     let mut threads = Vec::with_capacity(n);
     for (i, inbox) in receivers.drain(..).enumerate() {
+        let cpu = cpus.as_ref().map(|cpus| cpus[i]);
         let listener = listener.try_clone()?;
         let parts = parts.clone();
         let shutdown = shutdown.clone();
@@ -121,6 +124,12 @@ pub(super) fn spawn_proxy_workers(
         let thread = std::thread::Builder::new()
             .name(format!("gate-proxy-{i}"))
             .spawn(move || {
+                if let Some(cpu) = cpu {
+                    match placement::bind_current_thread(cpu) {
+                        Ok(()) => tracing::debug!("proxy worker {i} runs on CPU {cpu}"),
+                        Err(e) => tracing::warn!("proxy worker {i} left unbound to CPU {cpu}: {e}"),
+                    }
+                }
                 rt.block_on(async move {
                     let listener = match TcpListener::from_std(listener) {
                         Ok(l) => l,

@@ -63,3 +63,76 @@ async fn a_burst_of_connections_waiting_at_start_is_spread_over_the_workers() {
     }
     assert_eq!(open, [0.0, 0.0], "connections per worker after all closed");
 }
+
+/// Each `gate-proxy-N` thread of this process and the CPUs it may run on
+/// (`Cpus_allowed_list` of `/proc/self/task/TID/status`).
+fn worker_cpus() -> Vec<(String, String)> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").expect("/proc/self/task") {
+        let dir = task.expect("a task").path();
+        let Ok(name) = std::fs::read_to_string(dir.join("comm")) else {
+            continue; // the thread ended meanwhile
+        };
+        let name = name.trim().to_string();
+        if !name.starts_with("gate-proxy-") {
+            continue;
+        }
+        let status = std::fs::read_to_string(dir.join("status")).expect("status");
+        let cpus = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .expect("Cpus_allowed_list")
+            .trim()
+            .to_string();
+        found.push((name, cpus));
+    }
+    found.sort();
+    found
+}
+
+/// Was: every worker could run on every CPU, and under load Linux stacked the workers
+/// with the threads waking them on one CPU (the refusing p99 of 7-8 ms).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_one_worker_per_usable_cpu_each_worker_is_bound_to_its_own() {
+    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
+    if allowed.len() < 2 {
+        eprintln!("one usable CPU: nothing to bind");
+        return;
+    }
+    let up = upstream(Duration::ZERO).await;
+    let mut cfg = config(&[&up], limit(None, 1, None));
+    cfg.workers = NonZeroUsize::new(allowed.len());
+    let gate = run(BoundGate::bind(cfg).await.expect("gate binds"));
+    let mut peer = Peer::connect(gate.proxy).await;
+    peer.send(get("/")).await;
+    assert_eq!(peer.response(false).await.head.status(), 200);
+
+    let mut want: Vec<(String, String)> = allowed
+        .iter()
+        .enumerate()
+        .map(|(i, cpu)| (format!("gate-proxy-{i}"), cpu.to_string()))
+        .collect();
+    want.sort();
+    assert_eq!(worker_cpus(), want);
+}
+
+/// With fewer workers than usable CPUs the gate cannot tell which CPUs are its own: no
+/// worker is bound.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_fewer_workers_than_usable_cpus_no_worker_is_bound() {
+    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
+    if allowed.len() < 2 {
+        eprintln!("one usable CPU: nothing to tell apart");
+        return;
+    }
+    let up = upstream(Duration::ZERO).await;
+    let mut cfg = config(&[&up], limit(None, 1, None));
+    cfg.workers = NonZeroUsize::new(1);
+    let gate = run(BoundGate::bind(cfg).await.expect("gate binds"));
+    let mut peer = Peer::connect(gate.proxy).await;
+    peer.send(get("/")).await;
+    assert_eq!(peer.response(false).await.head.status(), 200);
+    let cpus = worker_cpus();
+    assert_eq!(cpus.len(), 1, "{cpus:?}");
+    assert_ne!(cpus[0].1, allowed[0].to_string(), "{cpus:?}");
+}
