@@ -6,11 +6,11 @@
 //! head, a request body that was not read to its end, a response body delimited by the
 //! upstream closing. A client can always tell where each response ends.
 
+use super::conn_table::Slot;
 use super::exchange;
 use super::http1::{
     head, leading_empty_lines, parse_request_scanned, BodyCursor, Framing, HeadError, HeadScan,
 };
-use super::presence::Presence;
 use super::proxy::{Dispatch, Proxy};
 use super::session::{write_client, Connection, Request};
 use super::telemetry::Closed;
@@ -21,7 +21,6 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// The most of a rejected request's body the gate reads to keep the connection; past
 /// this it closes instead.
@@ -43,14 +42,8 @@ pub struct Timeouts {
 }
 
 /// Serve one client connection until it closes, fails, the gate drains, or the connection
-/// table claims it while it waits (`presence`).
-pub async fn serve(
-    client: TcpStream,
-    proxy: &Proxy,
-    timeouts: Timeouts,
-    presence: &Presence,
-    draining: &CancellationToken,
-) {
+/// table claims it while it waits (`slot`).
+pub async fn serve(client: TcpStream, proxy: &Proxy, timeouts: Timeouts, slot: &Slot) {
     let peer = client.peer_addr().ok().map(|a| a.ip());
     let mut conn = Connection {
         client,
@@ -66,18 +59,13 @@ pub async fn serve(
         closed_for: None,
         scan: HeadScan::default(),
     };
-    if let Err(e) = conn.run(proxy, presence, draining).await {
+    if let Err(e) = conn.run(proxy, slot).await {
         tracing::debug!("client connection ended: {e}");
     }
 }
 
 impl Connection {
-    async fn run(
-        &mut self,
-        proxy: &Proxy,
-        presence: &Presence,
-        draining: &CancellationToken,
-    ) -> io::Result<()> {
+    async fn run(&mut self, proxy: &Proxy, slot: &Slot) -> io::Result<()> {
         loop {
             self.out.clear();
             // Empty lines before a request line are dropped as they come, but they begin
@@ -109,7 +97,7 @@ impl Connection {
             };
             let keep_going = match step {
                 Step::NeedMore => {
-                    let more = self.read_more(presence, draining).await;
+                    let more = self.read_more(slot).await;
                     if let Some(why) = self.closed_for.take() {
                         proxy.metrics.connection_closed(why);
                     }
@@ -127,9 +115,12 @@ impl Connection {
                         retry_after_s,
                         body,
                     },
-                ) => self.reject(req, retry_after_s, body, draining).await?,
+                ) => {
+                    self.reject(req, retry_after_s, body, slot.draining())
+                        .await?
+                }
                 Step::Handle(req, Dispatch::Forward(admitted)) => {
-                    exchange::forward(self, proxy, req, admitted, draining).await?
+                    exchange::forward(self, proxy, req, admitted, slot.draining()).await?
                 }
             };
             if !keep_going {
@@ -142,15 +133,17 @@ impl Connection {
     /// Wait for more of the next request; false when the client closed, stayed quiet
     /// too long, missed its first-byte or head deadline, or the gate is draining or needs
     /// the slot for a new connection and no request has begun.
-    async fn read_more(
-        &mut self,
-        presence: &Presence,
-        draining: &CancellationToken,
-    ) -> io::Result<bool> {
+    async fn read_more(&mut self, slot: &Slot) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
+        let presence = slot.presence();
         let idle = self.rbuf.is_empty() && self.head_deadline.is_none();
         if idle && !presence.idle() {
-            self.closed_for = Some(Closed::MadeRoom);
+            self.closed_for = claimed_for(slot);
+            return Ok(false);
+        }
+        // Marked waiting first, then the stop looked at: a drain either claimed this
+        // connection or is seen here (ConnectionTable::drain).
+        if idle && slot.draining() {
             return Ok(false);
         }
         // Silence is cut at the idle timeout, inside a head too; a head also has its
@@ -168,9 +161,8 @@ impl Connection {
             tokio::select! {
                 biased;
                 n = self.client.read_buf(&mut self.rbuf) => break n?,
-                () = draining.cancelled(), if idle => return Ok(false),
                 () = presence.evicted(), if idle => {
-                    self.closed_for = Some(Closed::MadeRoom);
+                    self.closed_for = claimed_for(slot);
                     return Ok(false);
                 }
                 () = self.timer.as_mut() => {
@@ -192,7 +184,7 @@ impl Connection {
         if n > 0 {
             self.first_byte_by = None;
             if idle && !presence.busy() {
-                self.closed_for = Some(Closed::MadeRoom);
+                self.closed_for = claimed_for(slot);
                 return Ok(false); // claimed just before these bytes came
             }
         }
@@ -206,7 +198,7 @@ impl Connection {
         req: Request,
         retry_after_s: u64,
         body: &'static str,
-        draining: &CancellationToken,
+        draining: bool,
     ) -> io::Result<bool> {
         let mut cursor = BodyCursor::new(req.framing);
         // None: a malformed chunked body, which nothing can step over.
@@ -216,7 +208,7 @@ impl Connection {
             _ => true,
         };
         let steppable = here.is_some() && (cursor.is_done() || (small && !req.expect_continue));
-        let keep = req.keep_alive && !draining.is_cancelled() && steppable;
+        let keep = req.keep_alive && !draining && steppable;
         super::refusal::write_429(&mut self.out, retry_after_s, body, !keep);
         write_client(&mut self.client, &self.out, self.idle_timeout).await?;
         let (true, Some(here)) = (keep, here) else {
@@ -242,6 +234,12 @@ impl Connection {
         }
         Ok(true)
     }
+}
+
+/// Why the table claimed a waiting connection: room for a newcomer (counted), or the
+/// gate stopping (not a limit: not counted).
+fn claimed_for(slot: &Slot) -> Option<Closed> {
+    (!slot.draining()).then_some(Closed::MadeRoom)
 }
 
 fn refusal_status(e: &HeadError) -> &'static str {

@@ -4,8 +4,9 @@
 //! runtime through a [`limit_source::LimitSource`] (admin API, state file, ConfigMap).
 //!
 //! The proxy path, outermost first, each concern in its own module: [`workers`] (a
-//! single-threaded runtime per core, each accepted connection served by the least loaded,
-//! each worker bound to its own CPU by [`placement`] when there is one per CPU)
+//! single-threaded runtime per core; with one per CPU each is bound to its CPU by
+//! [`placement`] and serves the connections whose packets arrive there, else each
+//! accepted connection goes to the least loaded)
 //! -> [`connection`] (one client connection's loop, over the [`http1`] codec) -> [`proxy`]
 //! (the per-request policy: [`admission`], rate AND in-flight cap, reject fast;
 //! [`balance`], least outstanding requests or power of two choices, with latency outlier ejection;

@@ -1,20 +1,19 @@
-//! Which CPU each proxy worker thread runs on.
-//!
-//! A request and its response wake a thread on each side of a loopback or local socket,
-//! and Linux places a woken thread near the one that woke it (the waker is expected to
-//! sleep soon). Under load the waker does not sleep: it goes on to its next connection.
-//! So the load generator's threads and the gate's workers pile up on one CPU while another
-//! runs something else, and every connection of a worker stuck behind them waits for the
-//! next balancing tick (4 ms at 250 Hz), up to two of them: the gate's refusing p99 sat at
-//! 7-8 ms with a p50 of 33 µs. `perf sched timehist` showed it plainly: over two seconds
-//! `gate-proxy-0` and both `wrk` threads ran on CPU 0 only (docs/benchmarks.md).
+//! Which CPU each proxy worker thread runs on, and which CPU a connection's packets
+//! arrive on.
 //!
 //! When the gate runs exactly one worker per CPU it may use, each worker is bound to its
-//! own CPU, the way nginx's `worker_cpu_affinity auto` and HAProxy's `cpu-map` do: a
-//! worker can no longer be pulled onto a CPU another worker is using, and the threads
-//! that talk to it move instead. With fewer workers than usable CPUs (a CPU quota on a
-//! larger node, or `--workers` set lower) the gate cannot know which CPUs are its own and
-//! binds nothing: a worker bound to a CPU some other process keeps busy could not leave it.
+//! own CPU, the way nginx's `worker_cpu_affinity auto` and HAProxy's `cpu-map` do. That is
+//! what lets [`super::workers`] serve a connection on the CPU its packets arrive on
+//! ([`incoming_cpu`]): a worker that may move has no CPU of its own to match. It also
+//! keeps Linux from stacking both workers on one CPU: a woken thread is placed near the
+//! thread that woke it, and on a loaded machine `perf sched timehist` showed a worker and
+//! both load-generator threads on CPU 0 for seconds while CPU 1 ran other work. Binding
+//! alone did not move the refusing tail on a quiet machine (docs/benchmarks.md); serving
+//! each connection on its own CPU did.
+//!
+//! With fewer workers than usable CPUs (a CPU quota on a larger node, or `--workers` set
+//! lower) the gate cannot know which CPUs are its own and binds nothing: a worker bound
+//! to a CPU some other process keeps busy could not leave it.
 
 use std::io;
 
@@ -39,6 +38,27 @@ pub fn allowed_cpus() -> Option<Vec<usize>> {
 /// CPUs `allowed`, else none.
 pub fn plan(allowed: &[usize], workers: usize) -> Option<Vec<usize>> {
     (workers > 1 && allowed.len() == workers).then(|| allowed.to_vec())
+}
+
+/// The CPU that last received `socket`'s packets (`SO_INCOMING_CPU`): for a connection
+/// from this machine, the CPU its client thread ran on; from a network card with several
+/// receive queues, the CPU of the connection's queue.
+pub fn incoming_cpu(socket: &impl std::os::fd::AsRawFd) -> Option<usize> {
+    let mut cpu: libc::c_int = -1;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `cpu` and `len` are valid for the kernel to write one int and its length.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_INCOMING_CPU,
+            (&mut cpu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0)
+        .then_some(cpu)
+        .and_then(|c| usize::try_from(c).ok())
 }
 
 /// Keep the calling thread on `cpu` only.

@@ -7,11 +7,19 @@
 //! connections while the others still wait for a core. Left to that race, a burst (a load
 //! generator's, a retry storm's) lands on one worker: one core does all the work, and
 //! each time the scheduler gives that core to another thread every connection stalls at
-//! once. So a worker keeps a connection it accepted only while it holds no more connections
-//! than the least loaded worker, and otherwise hands it to that worker through its inbox,
-//! the way HAProxy queues accepted connections to its least loaded thread. A connection
-//! moves at most once, before any byte of it is read. Where each worker thread runs is
-//! [`super::placement`]'s concern.
+//! once. So the accepting worker places each connection ([`pick`]) and hands it, before
+//! any byte is read, to the chosen worker through its inbox, the way HAProxy queues
+//! accepted connections to a thread.
+//!
+//! When the workers are bound one to a CPU ([`super::placement`]), a connection goes to
+//! the worker on the CPU its packets arrive on, while that worker is not much busier than
+//! the least loaded. Spread evenly instead, each worker served connections from clients on
+//! every CPU: a client thread sharing a CPU with a worker that the clients on the other
+//! CPU kept busy waited for the scheduler to take that worker off the CPU, a whole slice,
+//! on every request (`perf sched timehist`: about 2,000 context switches a second per
+//! thread, with 7 ms tails). Kept together, the client and its worker take turns, tens of
+//! thousands of times a second, and the tail is one turn. For a client across a network
+//! the same rule keeps a connection on the CPU its receive queue interrupts.
 
 use super::conn_table::{ConnectionTable, Slot};
 use super::connection::{self, Timeouts};
@@ -46,16 +54,31 @@ pub(super) struct ProxyParts {
     pub connections: Arc<ConnectionTable>,
 }
 
+/// How many connections the worker on a connection's own CPU may hold past the least
+/// loaded one (plus a quarter of that one's) and still be given it: enough for one client
+/// thread's burst of connections to stay together on its CPU, not so many that a single
+/// receive queue could put most of the load on one worker.
+pub const HOME_SLACK: i64 = 16;
+
 /// Which worker serves a connection that worker `own` accepted, given each worker's open
-/// connections: `own` unless another holds fewer, then the first of the least loaded.
-pub fn pick(own: usize, loads: &[i64]) -> usize {
+/// connections and `home`, the worker bound to the CPU the connection's packets arrive on
+/// (when the workers are bound): `home` while it holds at most the least loaded's plus a
+/// quarter plus [`HOME_SLACK`]; else `own` unless another holds fewer; else the first of
+/// the least loaded.
+pub fn pick(own: usize, home: Option<usize>, loads: &[i64]) -> usize {
     let least = loads
         .iter()
         .enumerate()
         .min_by_key(|&(i, load)| (*load, i))
         .map_or(own, |(i, _)| i);
+    let least_load = loads.get(least).copied().unwrap_or(0);
+    if let Some(h) = home.filter(|&h| h < loads.len()) {
+        if loads[h] <= least_load + least_load / 4 + HOME_SLACK {
+            return h;
+        }
+    }
     match loads.get(own) {
-        Some(mine) if loads.get(least).is_some_and(|l| mine <= l) => own,
+        Some(&mine) if mine <= least_load => own,
         _ => least,
     }
 }
@@ -80,14 +103,20 @@ struct Handed {
 struct Spread {
     loads: Vec<Gauge>,
     inboxes: Vec<mpsc::UnboundedSender<Handed>>,
+    /// The CPU each worker is bound to, when they are.
+    cpus: Option<Vec<usize>>,
 }
 
 impl Spread {
     /// Choose the worker for a connection `own` accepted and count it there at once, so
     /// the next choice (on any worker) sees it.
-    fn place(&self, own: usize) -> (usize, Load) {
+    fn place(&self, own: usize, stream: &TcpStream) -> (usize, Load) {
+        let home = self.cpus.as_ref().and_then(|cpus| {
+            let cpu = placement::incoming_cpu(stream)?;
+            cpus.iter().position(|&c| c == cpu)
+        });
         let loads: Vec<i64> = self.loads.iter().map(Gauge::get).collect();
-        let to = pick(own, &loads);
+        let to = pick(own, home, &loads);
         self.loads[to].inc();
         (to, Load(self.loads[to].clone()))
     }
@@ -104,13 +133,14 @@ pub(super) fn spawn_proxy_workers(
     let n = workers.max(1);
     let (inboxes, mut receivers): (Vec<_>, Vec<_>) =
         (0..n).map(|_| mpsc::unbounded_channel()).unzip();
+    let cpus = placement::allowed_cpus().and_then(|allowed| placement::plan(&allowed, n));
     let spread = Arc::new(Spread {
         loads: (0..n)
             .map(|i| parts.metrics.worker_connections(i))
             .collect(),
         inboxes,
+        cpus: cpus.clone(),
     });
-    let cpus = placement::allowed_cpus().and_then(|allowed| placement::plan(&allowed, n));
     let mut threads = Vec::with_capacity(n);
     for (i, inbox) in receivers.drain(..).enumerate() {
         let cpu = cpus.as_ref().map(|cpus| cpus[i]);
@@ -196,7 +226,6 @@ impl Worker {
         shutdown: CancellationToken,
     ) {
         let mut conns = JoinSet::new();
-        let draining = CancellationToken::new();
         loop {
             let (stream, slot, load) = tokio::select! {
                 _ = shutdown.cancelled() => break,
@@ -215,14 +244,13 @@ impl Worker {
             while conns.try_join_next().is_some() {}
             let proxy = self.proxy.clone();
             let timeouts = self.timeouts;
-            let draining = draining.clone();
             conns.spawn(async move {
                 let _load = load;
-                connection::serve(stream, &proxy, timeouts, slot.presence(), &draining).await
+                connection::serve(stream, &proxy, timeouts, &slot).await
             });
         }
         drop(listener);
-        draining.cancel();
+        self.connections.drain();
         let _ = tokio::time::timeout(DRAIN_GRACE, async {
             while conns.join_next().await.is_some() {}
         })
@@ -248,7 +276,7 @@ impl Worker {
         };
         let slot = self.take_slot(&stream, peer)?;
         let _ = stream.set_nodelay(true);
-        let (to, load) = self.spread.place(self.own);
+        let (to, load) = self.spread.place(self.own, &stream);
         if to == self.own {
             return Some((stream, slot, load));
         }
@@ -281,25 +309,53 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::pick;
+    use super::{pick, HOME_SLACK};
 
     #[test]
     fn the_accepting_worker_keeps_a_connection_unless_another_holds_fewer() {
-        assert_eq!(pick(0, &[0, 0]), 0);
-        assert_eq!(pick(1, &[0, 0]), 1);
-        assert_eq!(pick(0, &[1, 0]), 1);
-        assert_eq!(pick(1, &[3, 3, 2, 2]), 2);
-        assert_eq!(pick(3, &[3, 3, 2, 2]), 3);
-        assert_eq!(pick(0, &[5]), 0);
+        assert_eq!(pick(0, None, &[0, 0]), 0);
+        assert_eq!(pick(1, None, &[0, 0]), 1);
+        assert_eq!(pick(0, None, &[1, 0]), 1);
+        assert_eq!(pick(1, None, &[3, 3, 2, 2]), 2);
+        assert_eq!(pick(3, None, &[3, 3, 2, 2]), 3);
+        assert_eq!(pick(0, None, &[5]), 0);
     }
 
     #[test]
     fn a_burst_accepted_by_one_worker_ends_up_spread_evenly() {
         let mut loads = [0i64; 3];
         for _ in 0..31 {
-            let to = pick(0, &loads);
+            let to = pick(0, None, &loads);
             loads[to] += 1;
         }
         assert_eq!(loads, [11, 10, 10]);
+    }
+
+    #[test]
+    fn two_client_threads_bursts_stay_each_on_its_own_cpus_worker() {
+        let mut loads = [0i64; 2];
+        for home in [0, 1] {
+            for _ in 0..16 {
+                let to = pick(0, Some(home), &loads);
+                assert_eq!(to, home, "{loads:?}");
+                loads[to] += 1;
+            }
+        }
+        assert_eq!(loads, [16, 16]);
+    }
+
+    #[test]
+    fn connections_all_arriving_on_one_cpu_still_reach_every_worker() {
+        let mut loads = [0i64; 2];
+        for _ in 0..1000 {
+            let to = pick(0, Some(0), &loads);
+            loads[to] += 1;
+        }
+        // The home worker holds at most a quarter over the other, plus the slack.
+        assert!(loads[1] >= 400, "{loads:?}");
+        assert!(
+            loads[0] <= loads[1] + loads[1] / 4 + HOME_SLACK + 1,
+            "{loads:?}"
+        );
     }
 }
