@@ -41,10 +41,40 @@ pub struct Timeouts {
     pub head: Duration,
 }
 
-/// Serve one client connection until it closes, fails, the gate drains, or the connection
-/// table claims it while it waits (`slot`).
-pub async fn serve(client: TcpStream, proxy: &Proxy, timeouts: Timeouts, slot: &Slot) {
+/// How many requests a connection serves between two looks at where it is best served.
+pub const PLACE_EVERY: u32 = 32;
+
+/// Where a connection is best served, asked between requests every [`PLACE_EVERY`].
+pub trait Placement: Send + Sync {
+    /// The worker that should serve `client` from its next request on, when not this one.
+    fn elsewhere(&self, client: &TcpStream) -> Option<usize>;
+}
+
+/// How a connection's service on this worker ended.
+pub enum Ended {
+    /// Closed, failed, or claimed: nothing more to do.
+    Closed,
+    /// Between requests, with nothing read of the next: to be served by that worker.
+    Move(TcpStream, usize),
+}
+
+/// Serve one client connection until it closes, fails, the gate drains, the connection
+/// table claims it while it waits (`slot`), or `placement` wants it elsewhere. `moved`: it
+/// was served before, by another worker, so it owes no first byte.
+pub async fn serve(
+    client: TcpStream,
+    proxy: &Proxy,
+    timeouts: Timeouts,
+    slot: &Slot,
+    placement: &dyn Placement,
+    moved: bool,
+) -> Ended {
     let peer = client.peer_addr().ok().map(|a| a.ip());
+    let first_byte = if moved {
+        timeouts.idle
+    } else {
+        timeouts.first_byte
+    };
     let mut conn = Connection {
         client,
         peer,
@@ -54,18 +84,30 @@ pub async fn serve(client: TcpStream, proxy: &Proxy, timeouts: Timeouts, slot: &
         idle_timeout: timeouts.idle,
         head_timeout: timeouts.head,
         head_deadline: None,
-        first_byte_by: Some(Instant::now() + timeouts.first_byte),
-        timer: Box::pin(tokio::time::sleep(timeouts.first_byte)),
+        first_byte_by: (!moved).then(|| Instant::now() + first_byte),
+        timer: Box::pin(tokio::time::sleep(first_byte)),
         closed_for: None,
         scan: HeadScan::default(),
     };
-    if let Err(e) = conn.run(proxy, slot).await {
-        tracing::debug!("client connection ended: {e}");
+    match conn.run(proxy, slot, placement).await {
+        Ok(Some(to)) => Ended::Move(conn.client, to),
+        Ok(None) => Ended::Closed,
+        Err(e) => {
+            tracing::debug!("client connection ended: {e}");
+            Ended::Closed
+        }
     }
 }
 
 impl Connection {
-    async fn run(&mut self, proxy: &Proxy, slot: &Slot) -> io::Result<()> {
+    /// Serve requests until the connection ends (`None`) or is to move to another worker.
+    async fn run(
+        &mut self,
+        proxy: &Proxy,
+        slot: &Slot,
+        placement: &dyn Placement,
+    ) -> io::Result<Option<usize>> {
+        let mut served = 0u32;
         loop {
             self.out.clear();
             // Empty lines before a request line are dropped as they come, but they begin
@@ -95,8 +137,20 @@ impl Connection {
                 Step::NeedMore => self.head_deadline,
                 _ => None,
             };
+            if !matches!(step, Step::NeedMore) {
+                served += 1;
+            }
             let keep_going = match step {
                 Step::NeedMore => {
+                    // Between requests, with nothing of the next one read, a connection
+                    // can change workers losing nothing but its upstream connections.
+                    if served >= PLACE_EVERY && self.rbuf.is_empty() && self.head_deadline.is_none()
+                    {
+                        served = 0;
+                        if let Some(to) = placement.elsewhere(&self.client) {
+                            return Ok(Some(to));
+                        }
+                    }
                     let more = self.read_more(slot).await;
                     if let Some(why) = self.closed_for.take() {
                         proxy.metrics.connection_closed(why);
@@ -125,7 +179,7 @@ impl Connection {
             };
             if !keep_going {
                 let _ = self.client.shutdown().await;
-                return Ok(());
+                return Ok(None);
             }
         }
     }

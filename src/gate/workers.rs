@@ -19,10 +19,14 @@
 //! on every request (`perf sched timehist`: about 2,000 context switches a second per
 //! thread, with 7 ms tails). Kept together, the client and its worker take turns, tens of
 //! thousands of times a second, and the tail is one turn. For a client across a network
-//! the same rule keeps a connection on the CPU its receive queue interrupts.
+//! the same rule keeps a connection on the CPU its receive queue interrupts. Where a
+//! client thread runs when it connects is not always where it runs next, so every
+//! [`connection::PLACE_EVERY`] requests, between two requests with nothing of the next
+//! read, a connection not at home moves there if the home has room ([`moves_home`]),
+//! leaving behind only its upstream connections.
 
 use super::conn_table::{ConnectionTable, Slot};
-use super::connection::{self, Timeouts};
+use super::connection::{self, Ended, Timeouts};
 use super::limits;
 use super::placement;
 use super::proxy::Proxy;
@@ -97,6 +101,8 @@ struct Handed {
     stream: std::net::TcpStream,
     slot: Slot,
     load: Load,
+    /// Served before by another worker (placed again between requests).
+    moved: bool,
 }
 
 /// The workers' open connections and inboxes, shared by all of them.
@@ -111,15 +117,77 @@ impl Spread {
     /// Choose the worker for a connection `own` accepted and count it there at once, so
     /// the next choice (on any worker) sees it.
     fn place(&self, own: usize, stream: &TcpStream) -> (usize, Load) {
-        let home = self.cpus.as_ref().and_then(|cpus| {
-            let cpu = placement::incoming_cpu(stream)?;
-            cpus.iter().position(|&c| c == cpu)
-        });
+        let home = self.home(stream);
         let loads: Vec<i64> = self.loads.iter().map(Gauge::get).collect();
         let to = pick(own, home, &loads);
-        self.loads[to].inc();
-        (to, Load(self.loads[to].clone()))
+        (to, self.count_on(to))
     }
+
+    fn count_on(&self, to: usize) -> Load {
+        self.loads[to].inc();
+        Load(self.loads[to].clone())
+    }
+
+    /// The worker bound to the CPU `stream`'s packets arrive on, when workers are bound.
+    fn home(&self, stream: &TcpStream) -> Option<usize> {
+        let cpus = self.cpus.as_ref()?;
+        let cpu = placement::incoming_cpu(stream)?;
+        cpus.iter().position(|&c| c == cpu)
+    }
+
+    /// Hand a connection that was served here to worker `to`, counted there.
+    fn hand(&self, stream: TcpStream, slot: Slot, to: usize) {
+        let load = self.count_on(to);
+        self.send(stream, slot, load, to, true);
+    }
+
+    /// Out of this worker's reactor and into the other's; should that worker be gone
+    /// (only when the gate stops) the connection closes with the message.
+    fn send(&self, stream: TcpStream, slot: Slot, load: Load, to: usize, moved: bool) {
+        match stream.into_std() {
+            Ok(stream) => {
+                let handed = Handed {
+                    stream,
+                    slot,
+                    load,
+                    moved,
+                };
+                let _ = self.inboxes[to].send(handed);
+            }
+            Err(e) => tracing::debug!("a connection could not be handed to worker {to}: {e}"),
+        }
+    }
+}
+
+/// A connection's view of where it is best served: its home worker, should it be
+/// elsewhere and should that worker have room ([`moves_home`]).
+struct Home {
+    own: usize,
+    spread: Arc<Spread>,
+}
+
+impl connection::Placement for Home {
+    fn elsewhere(&self, client: &TcpStream) -> Option<usize> {
+        let home = self.spread.home(client)?;
+        let loads: Vec<i64> = self.spread.loads.iter().map(Gauge::get).collect();
+        moves_home(self.own, home, &loads).then_some(home)
+    }
+}
+
+/// Whether a connection served by `own` whose packets now arrive on worker `home`'s CPU
+/// moves there: only to its home, and only while the home has room by [`pick`]'s measure
+/// after taking it. A connection at home never leaves it, so none moves back and forth.
+pub fn moves_home(own: usize, home: usize, loads: &[i64]) -> bool {
+    if own == home || home >= loads.len() {
+        return false;
+    }
+    let after = |w: usize| match w {
+        w if w == home => loads[w] + 1,
+        w if w == own => loads[w] - 1,
+        w => loads[w],
+    };
+    let least = (0..loads.len()).map(after).min().unwrap_or(0);
+    after(home) <= least + least / 4 + HOME_SLACK
 }
 
 /// Start `workers` proxy worker threads, all accepting on `listener`.
@@ -227,26 +295,33 @@ impl Worker {
     ) {
         let mut conns = JoinSet::new();
         loop {
-            let (stream, slot, load) = tokio::select! {
+            let (stream, slot, load, moved) = tokio::select! {
                 _ = shutdown.cancelled() => break,
                 Some(handed) = inbox.recv() => match TcpStream::from_std(handed.stream) {
-                    Ok(stream) => (stream, handed.slot, handed.load),
+                    Ok(stream) => (stream, handed.slot, handed.load, handed.moved),
                     Err(e) => {
                         tracing::debug!("a connection handed to worker {} was lost: {e}", self.own);
                         continue;
                     }
                 },
                 accepted = listener.accept() => match self.accepted(accepted).await {
-                    Some(mine) => mine,
+                    Some((stream, slot, load)) => (stream, slot, load, false),
                     None => continue,
                 },
             };
             while conns.try_join_next().is_some() {}
             let proxy = self.proxy.clone();
             let timeouts = self.timeouts;
+            let home = Home {
+                own: self.own,
+                spread: self.spread.clone(),
+            };
             conns.spawn(async move {
-                let _load = load;
-                connection::serve(stream, &proxy, timeouts, &slot).await
+                let ended = connection::serve(stream, &proxy, timeouts, &slot, &home, moved).await;
+                if let Ended::Move(stream, to) = ended {
+                    drop(load);
+                    home.spread.hand(stream, slot, to);
+                }
             });
         }
         drop(listener);
@@ -259,7 +334,7 @@ impl Worker {
     }
 
     /// A connection this worker serves, or `None` when it was refused, failed, or went to
-    /// a worker holding fewer connections.
+    /// another worker.
     async fn accepted(
         &self,
         accepted: std::io::Result<(TcpStream, SocketAddr)>,
@@ -280,14 +355,7 @@ impl Worker {
         if to == self.own {
             return Some((stream, slot, load));
         }
-        // Out of this worker's reactor and into the other's; should that worker be gone
-        // (only when the gate stops) the connection closes with the message.
-        match stream.into_std() {
-            Ok(stream) => {
-                let _ = self.spread.inboxes[to].send(Handed { stream, slot, load });
-            }
-            Err(e) => tracing::debug!("a connection could not be handed to worker {to}: {e}"),
-        }
+        self.spread.send(stream, slot, load, to, false);
         None
     }
 
@@ -309,7 +377,7 @@ impl Worker {
 
 #[cfg(test)]
 mod tests {
-    use super::{pick, HOME_SLACK};
+    use super::{moves_home, pick, HOME_SLACK};
 
     #[test]
     fn the_accepting_worker_keeps_a_connection_unless_another_holds_fewer() {
@@ -356,6 +424,34 @@ mod tests {
         assert!(
             loads[0] <= loads[1] + loads[1] / 4 + HOME_SLACK + 1,
             "{loads:?}"
+        );
+    }
+
+    #[test]
+    fn a_connection_moves_only_to_its_home_and_only_while_the_home_has_room() {
+        assert!(moves_home(0, 1, &[16, 16]));
+        assert!(!moves_home(1, 1, &[0, 40]), "at home: stays");
+        assert!(!moves_home(0, 1, &[5, 5 + HOME_SLACK + 1]), "home full");
+        assert!(!moves_home(0, 2, &[1, 1]), "no such worker");
+    }
+
+    #[test]
+    fn connections_moving_home_settle_without_moving_back() {
+        // 32 connections split evenly, all of whose clients now run on worker 0's CPU.
+        let mut at = [vec![0usize; 16], vec![1usize; 16]].concat();
+        for _round in 0..10 {
+            for c in 0..at.len() {
+                let loads = [0, 1].map(|w| at.iter().filter(|&&a| a == w).count() as i64);
+                if moves_home(at[c], 0, &loads) {
+                    at[c] = 0;
+                }
+            }
+        }
+        let on0 = at.iter().filter(|&&a| a == 0).count() as i64;
+        let on1 = 32 - on0;
+        assert!(
+            on0 > 16 && on0 <= on1 + on1 / 4 + HOME_SLACK,
+            "{on0} / {on1}"
         );
     }
 }

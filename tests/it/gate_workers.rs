@@ -4,6 +4,7 @@
 
 use crate::support::gate::{config, limit, metrics, run, sample, upstream, Gate};
 use crate::support::wire::{get, Peer};
+use recover::gate::connection::PLACE_EVERY;
 use recover::gate::workers::HOME_SLACK;
 use recover::gate::BoundGate;
 use std::num::NonZeroUsize;
@@ -214,4 +215,63 @@ async fn connections_are_served_by_the_worker_on_the_cpu_their_packets_arrive_on
     want[home] = 4.0;
     assert_eq!(open, want, "connections per worker");
     drop(conns);
+}
+
+/// A client thread that moves to another CPU between requests is followed: after
+/// [`PLACE_EVERY`] requests its connection is served by the worker bound to the new CPU.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_follows_its_client_to_another_cpu_between_requests() {
+    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
+    if allowed.len() < 2 {
+        eprintln!("one usable CPU: nothing to tell apart");
+        return;
+    }
+    let up = upstream(Duration::ZERO).await;
+    let mut cfg = config(&[&up], limit(Some(1.0), 1, None));
+    cfg.workers = NonZeroUsize::new(allowed.len());
+    let gate = run(BoundGate::bind(cfg).await.expect("gate binds"));
+    let proxy = gate.proxy;
+    let (first, then) = (allowed[0], allowed[1]);
+    let statuses = tokio::task::spawn_blocking(move || {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let place = recover::gate::placement::bind_current_thread;
+        place(first).expect("bind the client thread");
+        let mut c = BufReader::new(std::net::TcpStream::connect(proxy).expect("connect"));
+        let mut statuses = Vec::new();
+        for i in 0..3 * PLACE_EVERY {
+            if i == 1 {
+                place(then).expect("move the client thread");
+            }
+            c.get_mut().write_all(get("/").as_bytes()).expect("send");
+            let mut line = String::new();
+            c.read_line(&mut line).expect("status line");
+            statuses.push(line.split(' ').nth(1).unwrap_or("").to_string());
+            let mut len = 0;
+            loop {
+                let mut h = String::new();
+                c.read_line(&mut h).expect("header");
+                if h == "\r\n" {
+                    break;
+                }
+                if let Some(v) = h.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().expect("length");
+                }
+            }
+            let mut body = vec![0u8; len];
+            c.read_exact(&mut body).expect("body");
+        }
+        (c, statuses)
+    })
+    .await
+    .expect("client thread");
+    let (conn, statuses) = statuses;
+    assert!(
+        statuses.iter().all(|s| s == "200" || s == "429"),
+        "{statuses:?}"
+    );
+    let open = open_on(&gate, allowed.len()).await;
+    let mut want = vec![0.0; allowed.len()];
+    want[1] = 1.0;
+    assert_eq!(open, want, "connections per worker");
+    drop(conn);
 }
