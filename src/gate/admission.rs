@@ -13,21 +13,16 @@
 //! saying why it would have refused it. Its path costs the decision plus one atomic
 //! increment over pass-through: no allocation and no lock.
 //!
-//! The policy changes seldom and is read on every request by every worker, so a request
-//! takes no lock to read it: each thread keeps the policy it last used with its version
-//! and takes it again (under a mutex) only when the shared version has moved, one read of
-//! a cache line nobody writes between changes. A request that read the version just
-//! before a change is decided by the old policy, as if it had come a moment earlier: at
-//! most one request per worker thread, at the moment of the change.
+//! The policy changes seldom and is read on every request by every worker: it is a
+//! [`Snapshot`], read without a lock. A request deciding at the moment of a change may
+//! use the old policy, as if it had come a moment earlier (at most one per thread).
 
 use super::limit::Limit;
+use super::snapshot::Snapshot;
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota};
 use prometheus_client::metrics::gauge::Gauge;
-use std::cell::RefCell;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// How the rate axis of a limit is enforced.
@@ -108,24 +103,10 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// Policies a thread keeps, one per [`Admission`] it used (several gates in one process).
-const KEPT: usize = 4;
-
-thread_local! {
-    /// This thread's copy of the policies it used last: (admission id, version, policy).
-    static SEEN: RefCell<Vec<(u64, u64, Arc<Policy>)>> = const { RefCell::new(Vec::new()) };
-}
-
-/// Tells apart the admissions of one process in [`SEEN`].
-static NEXT_ID: AtomicU64 = AtomicU64::new(0);
-
 /// The enforcement state of the current limit, shared by every connection.
 pub struct Admission {
-    /// The policy in force and its version; each change puts a new one here.
-    policy: Mutex<(u64, Arc<Policy>)>,
-    /// The version in `policy`, read without its lock on every request.
-    version: AtomicU64,
-    id: u64,
+    /// The policy in force, read without a lock ([`Snapshot`]).
+    policy: Snapshot<Policy>,
     /// Requests admitted and not yet answered; also the `recover_gate_in_flight` gauge.
     in_flight: Gauge,
     /// Requests a limit in shadow would have admitted and not yet answered; also the
@@ -137,9 +118,7 @@ impl Admission {
     /// Start enforcing `limit` with a full burst, the usual token-bucket start.
     pub fn new(limit: &Limit, in_flight: Gauge) -> Self {
         Admission {
-            policy: Mutex::new((0, Arc::new(build_policy(limit, limit.burst)))),
-            version: AtomicU64::new(0),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            policy: Snapshot::new(build_policy(limit, limit.burst)),
             in_flight,
             shadow_in_flight: Gauge::default(),
         }
@@ -160,37 +139,10 @@ impl Admission {
         self.shadow_in_flight.get()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (u64, Arc<Policy>)> {
-        self.policy.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Run `f` on the policy in force, this thread's copy unless the version moved.
-    fn with_policy<R>(&self, f: impl FnOnce(&Policy) -> R) -> R {
-        let version = self.version.load(Ordering::Acquire);
-        SEEN.with_borrow_mut(|seen| {
-            let i = match seen.iter().position(|(id, _, _)| *id == self.id) {
-                Some(i) => i,
-                None => {
-                    if seen.len() >= KEPT {
-                        seen.remove(0);
-                    }
-                    let (v, p) = self.lock().clone();
-                    seen.push((self.id, v, p));
-                    seen.len() - 1
-                }
-            };
-            if seen[i].1 != version {
-                let (v, p) = self.lock().clone();
-                seen[i] = (self.id, v, p);
-            }
-            f(&seen[i].2)
-        })
-    }
-
     /// Admit one request or say why not. Never blocks. In shadow, admit it and say why
     /// the limit would not have.
     pub fn try_admit(&self) -> Admit<'_> {
-        self.with_policy(|policy| self.admit_by(policy))
+        self.policy.read(|policy| self.admit_by(policy))
     }
 
     fn admit_by(&self, policy: &Policy) -> Admit<'_> {
@@ -221,17 +173,16 @@ impl Admission {
     /// Put `limit` in force for the very next request, carrying over no more burst than
     /// the old limiter had left (and none from an unlimited or blocked state).
     pub fn apply(&self, limit: &Limit) {
-        let mut current = self.lock();
-        let available = match &current.1.rate {
-            Rate::Limited(old, old_burst) => take_available(limit.burst.min(*old_burst), |n| {
-                matches!(old.check_n(n), Ok(Ok(())))
-            }),
-            // Unlimited: we cannot know how much just went through; start empty.
-            Rate::Unlimited | Rate::BlockAll => 0,
-        };
-        let version = current.0 + 1;
-        *current = (version, Arc::new(build_policy(limit, available)));
-        self.version.store(version, Ordering::Release);
+        self.policy.replace(|old| {
+            let available = match &old.rate {
+                Rate::Limited(old, old_burst) => take_available(limit.burst.min(*old_burst), |n| {
+                    matches!(old.check_n(n), Ok(Ok(())))
+                }),
+                // Unlimited: we cannot know how much just went through; start empty.
+                Rate::Unlimited | Rate::BlockAll => 0,
+            };
+            build_policy(limit, available)
+        });
     }
 }
 
@@ -381,7 +332,7 @@ mod tests {
 
     #[test]
     fn a_new_limit_is_in_force_for_the_next_request_of_a_thread_that_kept_the_old_one() {
-        let a = Arc::new(Admission::new(&limit(None, 1, None), Gauge::default()));
+        let a = std::sync::Arc::new(Admission::new(&limit(None, 1, None), Gauge::default()));
         let (used, used_rx) = std::sync::mpsc::channel();
         let (changed, changed_rx) = std::sync::mpsc::channel::<()>();
         let other = std::thread::spawn({
@@ -398,20 +349,6 @@ mod tests {
         a.apply(&limit(Some(0.0), 1, None));
         changed.send(()).unwrap();
         assert_eq!(other.join().unwrap(), (true, true));
-    }
-
-    #[test]
-    fn gates_in_one_thread_keep_their_own_limits() {
-        let open: Vec<Admission> = (0..KEPT + 2)
-            .map(|_| Admission::new(&limit(None, 1, None), Gauge::default()))
-            .collect();
-        let shut = Admission::new(&limit(Some(0.0), 1, None), Gauge::default());
-        for _ in 0..3 {
-            for a in &open {
-                assert!(matches!(a.try_admit(), Admit::Admitted(_)));
-                assert!(matches!(shut.try_admit(), Admit::RejectedRate { .. }));
-            }
-        }
     }
 
     #[test]

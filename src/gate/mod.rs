@@ -44,6 +44,7 @@ pub mod resend;
 pub mod server;
 mod session;
 pub mod share;
+pub mod snapshot;
 pub mod state;
 pub mod telemetry;
 pub mod upstream;
