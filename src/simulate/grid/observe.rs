@@ -15,8 +15,8 @@
 //!   queue), the concurrency limit, `ready`, and a failed scrape while it is down;
 //! - the work time of a request is the service's concurrency over the useful capacity it
 //!   has at that second (`concurrency / service time` is its capacity, cold and overloaded
-//!   included); the warm fraction is the completions since the restart over
-//!   `service.warm_after`, as the simulator warms its server;
+//!   included); a replica's warm fraction is its share of the completions since the
+//!   restart over `service.warm_after`, as the demo service and the model warm;
 //! - the gate admits everything (no limit before the procedure) and counts first attempts
 //!   and retries by the attempt header; without one, by the client address all the
 //!   rehearsal's workers share, each failure the gate saw within 10 s owing one retry
@@ -148,7 +148,11 @@ pub fn observe(
         if t < down.1 || sc.service.warm_after == 0 {
             return 1.0;
         }
-        ((completions.at(t) - completions.at(down.1)) / sc.service.warm_after as f64).min(1.0)
+        replica_warm(
+            completions.at(t) - completions.at(down.1),
+            sc.replicas,
+            sc.service.warm_after,
+        )
     };
 
     let base = UNIX_EPOCH + Duration::from_secs(1_000_000);
@@ -311,6 +315,14 @@ pub fn observe(
     })
 }
 
+/// A replica's warm fraction after the service completed `since_restart` requests since
+/// the restart: each of the `replicas` warms on its own share of the work, as the demo
+/// service does (and the model, `rehearse::predict::system_params`).
+fn replica_warm(since_restart: f64, replicas: u32, warm_after: u64) -> f64 {
+    let own = since_restart / f64::from(replicas.max(1));
+    (own / warm_after.max(1) as f64).min(1.0)
+}
+
 /// One sample line (counters and gauges alike: the signals read values, not types).
 fn counter(page: &mut String, name: &str, labels: &[(&str, &str)], v: f64) {
     let labels = labels
@@ -322,5 +334,18 @@ fn counter(page: &mut String, name: &str, labels: &[(&str, &str)], v: f64) {
         let _ = writeln!(page, "{name} {v}");
     } else {
         let _ = writeln!(page, "{name}{{{labels}}} {v}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_replica_warms_on_its_share_of_the_work() {
+        // 300 completions over 3 replicas: each has done 100 of its 300.
+        assert!((replica_warm(300.0, 3, 300) - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(replica_warm(900.0, 3, 300), 1.0);
+        assert_eq!(replica_warm(5_000.0, 1, 300), 1.0);
     }
 }
