@@ -7,7 +7,7 @@
 
 use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
-use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::clock::{Clock, Stepped};
 use crate::simulate::kernel::record::Recovery;
 use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::model::Params;
@@ -206,7 +206,7 @@ impl Model for StormParams {
     fn run(&self, seed: u64) -> StormReport {
         let mut rng = SplitMix64::new(seed);
         let policy = self.retry_policy();
-        let mut clock: Clock<u32> = Clock::new(u64::from(self.max_delay));
+        let mut clock: Clock<u32, Stepped> = Clock::new(u64::from(self.max_delay));
         // Tries so far, per call; a call's id is its place in the order first sent.
         let mut tries: Vec<u32> = Vec::new();
         let mut pending = 0u32;

@@ -7,7 +7,7 @@
 use super::params::ProviderOutageParams;
 use super::provider::{Provider, TickEnd};
 use crate::retry::RetryKind;
-use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::clock::{Clock, Stepped};
 use crate::simulate::kernel::rng::SplitMix64;
 use serde::Serialize;
 
@@ -63,7 +63,7 @@ pub fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
     let period = p.ticks(p.period).max(1);
     let (down_from, back) = (p.ticks(p.down_from), p.ticks(p.down_to));
     let policy = p.retry_policy();
-    let mut clock: Clock<u32> = Clock::new(p.ticks(p.cap).max(period));
+    let mut clock: Clock<u32, Stepped> = Clock::new(p.ticks(p.cap).max(period));
     for c in 0..p.clients {
         clock.schedule(p.ticks(p.first_call), c);
     }
