@@ -16,10 +16,17 @@
 # system call wrappers): it does not move with the load on the machine, so a regression
 # shows where req/s and p99 are noise. The count is the difference between a run of N
 # and one of 2N requests (scripts/lib/http_requests.py, a fixed count) divided by N, so
-# start-up and shutdown cancel out. --callgrind-only skips the clock figures.
+# start-up and shutdown cancel out. --callgrind-only skips the clock figures. The gate
+# runs one worker under callgrind (--callgrind-workers): valgrind runs one thread at a
+# time, and with two the count moved by ~10% from run to run with how the requests fell
+# between the workers' wake-ups. --workers sets the clock cases' gates (default: the
+# gate's own, one per CPU, each bound to its CPU). --bind-references binds nginx's and
+# HAProxy's workers the same way (`worker_cpu_affinity auto`, `cpu-map auto:1/1-N 0-(N-1)`);
+# by default they run as their packages configure them, unbound.
 #
 # usage: scripts/bench-gate.sh [--duration 10s] [--rounds 3] [--connections 32] [--threads 2]
-#          [--callgrind-requests 20000] [--no-callgrind] [--callgrind-only]
+#          [--workers N] [--callgrind-requests 20000] [--callgrind-workers 1] [--no-callgrind]
+#          [--callgrind-only] [--bind-references]
 # env: RECOVER_BIN=path (measure that binary, no build); CALLGRIND_OUT=path (where the
 # refusing gate's two profiles are kept, default /tmp/bench-gate-reject.callgrind.{n,2n};
 # scripts/lib/callgrind_per_request.sh turns them into instructions per request by function).
@@ -31,6 +38,9 @@ CONNS=32
 THREADS=2
 ROUNDS=3
 CG_REQUESTS=20000
+CG_WORKERS=1
+BIND_REFS=0
+WORKERS=()
 CALLGRIND=1
 CLOCK=1
 while (($#)); do
@@ -40,9 +50,12 @@ while (($#)); do
     --threads) THREADS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --callgrind-requests) CG_REQUESTS=$2; shift 2 ;;
+    --callgrind-workers) CG_WORKERS=$2; shift 2 ;;
+    --workers) WORKERS=(--workers "$2"); shift 2 ;;
     --no-callgrind) CALLGRIND=0; shift ;;
+    --bind-references) BIND_REFS=1; shift ;;
     --callgrind-only) CLOCK=0; shift ;;
-    *) echo "unknown flag $1 (use --duration, --rounds, --connections, --threads, --callgrind-requests, --no-callgrind, --callgrind-only)" >&2; exit 2 ;;
+    *) echo "unknown flag $1 (use --duration, --rounds, --connections, --threads, --workers, --callgrind-requests, --callgrind-workers, --no-callgrind, --bind-references, --callgrind-only)" >&2; exit 2 ;;
   esac
 done
 
@@ -103,10 +116,17 @@ http {
   server { listen 127.0.0.1:$UP; location / { return 200 "ok\n"; } }
 }
 CONF
+NGINX_AFFINITY=""; HA_CPUMAP=""
+if ((BIND_REFS)); then
+  NGINX_AFFINITY="worker_cpu_affinity auto;"
+  HA_CPUMAP="  nbthread $(nproc)
+  cpu-map auto:1/1-$(nproc) 0-$(($(nproc) - 1))"
+fi
 # The reference edge: nginx proxy_pass with upstream keep-alive, as one would deploy it,
 # and the same with limit_req refusing all but 1 req/s.
 cat >"$WORK/edge/nginx.conf" <<CONF
 worker_processes auto;
+$NGINX_AFFINITY
 pid $WORK/edge/nginx.pid;
 error_log $WORK/edge/error.log warn;
 events { worker_connections 4096; }
@@ -136,6 +156,7 @@ cat >"$WORK/ha/haproxy.cfg" <<CONF
 global
   maxconn 4096
   pidfile $WORK/ha/haproxy.pid
+$HA_CPUMAP
 defaults
   mode http
   timeout connect 5s
@@ -162,13 +183,13 @@ EDGE_PID=$!
 "$HAPROXY" -f "$WORK/ha/haproxy.cfg" -db 2>>"$WORK/ha/stderr" & PIDS+=($!)
 HA_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE" --admin-listen "127.0.0.1:$GATE_ADMIN" \
-  --upstream "http://127.0.0.1:$UP" 2>"$WORK/gate.log" & PIDS+=($!)
+  --upstream "http://127.0.0.1:$UP" ${WORKERS[@]+"${WORKERS[@]}"} 2>"$WORK/gate.log" & PIDS+=($!)
 GATE_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE_LIMIT" --admin-listen "127.0.0.1:$GATE_LIMIT_ADMIN" \
-  --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 2>"$WORK/gate-limit.log" & PIDS+=($!)
+  --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 ${WORKERS[@]+"${WORKERS[@]}"} 2>"$WORK/gate-limit.log" & PIDS+=($!)
 GATE_LIMIT_PID=$!
 RUST_LOG=warn "$RECOVER" gate --listen "127.0.0.1:$GATE_SHADOW" --admin-listen "127.0.0.1:$GATE_SHADOW_ADMIN" \
-  --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 --shadow 2>"$WORK/gate-shadow.log" & PIDS+=($!)
+  --upstream "http://127.0.0.1:$UP" --rate 1 --burst 1 --shadow ${WORKERS[@]+"${WORKERS[@]}"} 2>"$WORK/gate-shadow.log" & PIDS+=($!)
 GATE_SHADOW_PID=$!
 for p in $UP $EDGE $EDGE_LIMIT $HA $HA_LIMIT $GATE $GATE_LIMIT $GATE_SHADOW; do wait_port "$p"; done
 
@@ -226,7 +247,7 @@ callgrind_ir() { # N gate-flags...
     port=$(free_port); admin=$(free_port); out="$WORK/callgrind.$port"
     RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$out" \
       "$RECOVER" gate --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
-      --upstream "http://127.0.0.1:$UP" "$@" 2>"$out.log" &
+      --upstream "http://127.0.0.1:$UP" --workers "$CG_WORKERS" "$@" 2>"$out.log" &
     pid=$!
     for _ in $(seq 600); do
       curl -s -o /dev/null "http://127.0.0.1:$admin/healthz" && break
@@ -253,7 +274,7 @@ fi
 
 if ! ((CLOCK)); then
   echo
-  echo "instructions per request (callgrind, $CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections):"
+  echo "instructions per request (callgrind, $CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections, $CG_WORKERS worker(s)):"
   echo "recover gate pass-through ${IR[gate]} | --rate 1 --shadow ${IR[gate_shadow]} | --rate 1 ${IR[gate_reject]}"
   exit 0
 fi
@@ -271,7 +292,7 @@ echo
 echo "wrk -t$THREADS -c$CONNS -d$DURATION --latency, median of $ROUNDS interleaved round(s), loopback,"
 echo "$(nproc) cores shared by wrk, the proxies and the upstream (nginx return 200, 1 worker)"
 echo "cpu_us/req: CPU time of the proxy (for direct: of the upstream) per request answered"
-((CALLGRIND)) && echo "instr/req: callgrind instructions per request ($CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections)"
+((CALLGRIND)) && echo "instr/req: callgrind instructions per request ($CG_REQUESTS vs $((2 * CG_REQUESTS)) requests, 4 connections, $CG_WORKERS worker(s))"
 printf '%-28s %10s %10s %10s %10s %10s %10s %10s\n' case req/s p50_us p99_us +p50_us +p99_us cpu_us/req instr/req
 row() { # name label
   local n=$1

@@ -78,6 +78,10 @@ pub struct GateArgs {
     /// flags. GET /admin/limit, /metrics and /healthz still answer.
     #[arg(long)]
     pub admin_read_only: bool,
+    /// Proxy worker threads (default: one per CPU the gate may use; with exactly one per
+    /// usable CPU each is bound to its own).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<std::num::NonZeroUsize>,
     #[command(flatten)]
     pub connections: ConnectionArgs,
 }
@@ -280,7 +284,7 @@ pub fn config(args: GateArgs) -> Result<GateConfig, Failure> {
         admin_token,
         admin_writes: !args.admin_read_only,
         state_file: args.state_file,
-        workers: None,
+        workers: args.workers,
     })
 }
 

@@ -11,15 +11,18 @@
 //! A limit in shadow goes through the same decision ([`decide`]) against its own count of
 //! requests held, the ones it would have admitted, and then admits the request anyway,
 //! saying why it would have refused it. Its path costs the decision plus one atomic
-//! increment over pass-through: no allocation, no lock beyond the shared read lock every
-//! request takes.
+//! increment over pass-through: no allocation and no lock.
+//!
+//! The policy changes seldom and is read on every request by every worker: it is a
+//! [`Snapshot`], read without a lock. A request deciding at the moment of a change may
+//! use the old policy, as if it had come a moment earlier (at most one per thread).
 
 use super::limit::Limit;
+use super::snapshot::Snapshot;
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota};
 use prometheus_client::metrics::gauge::Gauge;
 use std::num::NonZeroU32;
-use std::sync::RwLock;
 use std::time::Duration;
 
 /// How the rate axis of a limit is enforced.
@@ -102,7 +105,8 @@ impl Drop for InFlight<'_> {
 
 /// The enforcement state of the current limit, shared by every connection.
 pub struct Admission {
-    policy: RwLock<Policy>,
+    /// The policy in force, read without a lock ([`Snapshot`]).
+    policy: Snapshot<Policy>,
     /// Requests admitted and not yet answered; also the `recover_gate_in_flight` gauge.
     in_flight: Gauge,
     /// Requests a limit in shadow would have admitted and not yet answered; also the
@@ -114,7 +118,7 @@ impl Admission {
     /// Start enforcing `limit` with a full burst, the usual token-bucket start.
     pub fn new(limit: &Limit, in_flight: Gauge) -> Self {
         Admission {
-            policy: RwLock::new(build_policy(limit, limit.burst)),
+            policy: Snapshot::new(build_policy(limit, limit.burst)),
             in_flight,
             shadow_in_flight: Gauge::default(),
         }
@@ -135,12 +139,15 @@ impl Admission {
         self.shadow_in_flight.get()
     }
 
-    /// Admit one request or say why not. Never blocks beyond a shared read lock. In
-    /// shadow, admit it and say why the limit would not have.
+    /// Admit one request or say why not. Never blocks. In shadow, admit it and say why
+    /// the limit would not have.
     pub fn try_admit(&self) -> Admit<'_> {
-        let policy = self.policy.read().unwrap_or_else(|p| p.into_inner());
+        self.policy.read(|policy| self.admit_by(policy))
+    }
+
+    fn admit_by(&self, policy: &Policy) -> Admit<'_> {
         if !policy.shadow {
-            return match decide(&policy, &self.in_flight) {
+            return match decide(policy, &self.in_flight) {
                 Decision::Admit => Admit::Admitted(InFlight {
                     gauge: &self.in_flight,
                     shadow_held: None,
@@ -150,7 +157,7 @@ impl Admission {
                 Decision::InFlight => Admit::RejectedInFlight,
             };
         }
-        let (shadow_held, shadow_refused) = match decide(&policy, &self.shadow_in_flight) {
+        let (shadow_held, shadow_refused) = match decide(policy, &self.shadow_in_flight) {
             Decision::Admit => (Some(&self.shadow_in_flight), None),
             Decision::Rate { .. } => (None, Some(Refused::Rate)),
             Decision::InFlight => (None, Some(Refused::InFlight)),
@@ -166,15 +173,16 @@ impl Admission {
     /// Put `limit` in force for the very next request, carrying over no more burst than
     /// the old limiter had left (and none from an unlimited or blocked state).
     pub fn apply(&self, limit: &Limit) {
-        let mut policy = self.policy.write().unwrap_or_else(|p| p.into_inner());
-        let available = match &policy.rate {
-            Rate::Limited(old, old_burst) => take_available(limit.burst.min(*old_burst), |n| {
-                matches!(old.check_n(n), Ok(Ok(())))
-            }),
-            // Unlimited: we cannot know how much just went through; start empty.
-            Rate::Unlimited | Rate::BlockAll => 0,
-        };
-        *policy = build_policy(limit, available);
+        self.policy.replace(|old| {
+            let available = match &old.rate {
+                Rate::Limited(old, old_burst) => take_available(limit.burst.min(*old_burst), |n| {
+                    matches!(old.check_n(n), Ok(Ok(())))
+                }),
+                // Unlimited: we cannot know how much just went through; start empty.
+                Rate::Unlimited | Rate::BlockAll => 0,
+            };
+            build_policy(limit, available)
+        });
     }
 }
 
@@ -320,6 +328,27 @@ mod tests {
             10
         );
         assert_eq!(take_available(0, |_| true), 0);
+    }
+
+    #[test]
+    fn a_new_limit_is_in_force_for_the_next_request_of_a_thread_that_kept_the_old_one() {
+        let a = std::sync::Arc::new(Admission::new(&limit(None, 1, None), Gauge::default()));
+        let (used, used_rx) = std::sync::mpsc::channel();
+        let (changed, changed_rx) = std::sync::mpsc::channel::<()>();
+        let other = std::thread::spawn({
+            let a = a.clone();
+            move || {
+                let before = matches!(a.try_admit(), Admit::Admitted(_));
+                used.send(()).unwrap();
+                changed_rx.recv().unwrap();
+                let after = matches!(a.try_admit(), Admit::RejectedRate { .. });
+                (before, after)
+            }
+        });
+        used_rx.recv().unwrap();
+        a.apply(&limit(Some(0.0), 1, None));
+        changed.send(()).unwrap();
+        assert_eq!(other.join().unwrap(), (true, true));
     }
 
     #[test]

@@ -20,6 +20,7 @@ use super::limits::{admit, ClientLimits, RateLimitedLog, Refused};
 use super::presence::Presence;
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -95,6 +96,24 @@ impl Open {
         true
     }
 
+    /// Claim every connection waiting with no request begun (the gate is stopping).
+    fn claim_all_waiting(&mut self) {
+        let claimed: Vec<(IpAddr, u64)> = self
+            .by_addr
+            .iter()
+            .flat_map(|(addr, conns)| {
+                conns
+                    .iter()
+                    .filter(|(_, p)| p.evict())
+                    .map(move |(id, _)| (*addr, *id))
+            })
+            .collect();
+        for (addr, id) in claimed {
+            self.remove(addr, id);
+            self.closing += 1;
+        }
+    }
+
     /// Make room for a newcomer from `addr` that meets `cap`; true when a connection was
     /// claimed for it.
     fn make_room(&mut self, addr: IpAddr, cap: Refused) -> bool {
@@ -124,6 +143,10 @@ pub struct ConnectionTable {
     epoch: Instant,
     refusals: Mutex<RateLimitedLog>,
     accept_errors: Mutex<RateLimitedLog>,
+    /// The gate is stopping. Read by every connection after each request; a flag rather
+    /// than a waiter each connection registers on every wait for a request: a waiting
+    /// connection learns of the stop through its [`Presence`], claimed by [`Self::drain`].
+    draining: AtomicBool,
 }
 
 /// One open connection's place in the table, given back when it drops.
@@ -138,6 +161,11 @@ impl Slot {
     /// What the connection tells the table (idle, busy) and learns from it (closed for room).
     pub fn presence(&self) -> &Presence {
         &self.presence
+    }
+
+    /// Whether the gate is stopping ([`ConnectionTable::drain`]).
+    pub fn draining(&self) -> bool {
+        self.table.is_draining()
     }
 }
 
@@ -166,6 +194,7 @@ impl ConnectionTable {
             epoch: Instant::now(),
             refusals: Mutex::new(RateLimitedLog::new(Duration::from_secs(1))),
             accept_errors: Mutex::new(RateLimitedLog::new(Duration::from_secs(1))),
+            draining: AtomicBool::new(false),
         })
     }
 
@@ -210,6 +239,19 @@ impl ConnectionTable {
             },
             made_room,
         })
+    }
+
+    /// Stop: every connection waiting with no request begun is woken to close now, and
+    /// every other one closes after the request in hand. The flag is set before the
+    /// claims and read after a connection marks itself waiting (both sequentially
+    /// consistent), so a connection either is claimed or sees the flag.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        self.lock_open().claim_all_waiting();
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
     }
 
     /// Open connections now (all addresses).

@@ -6,11 +6,11 @@
 //! head, a request body that was not read to its end, a response body delimited by the
 //! upstream closing. A client can always tell where each response ends.
 
+use super::conn_table::Slot;
 use super::exchange;
 use super::http1::{
     head, leading_empty_lines, parse_request_scanned, BodyCursor, Framing, HeadError, HeadScan,
 };
-use super::presence::Presence;
 use super::proxy::{Dispatch, Proxy};
 use super::session::{write_client, Connection, Request};
 use super::telemetry::Closed;
@@ -21,7 +21,6 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 /// The most of a rejected request's body the gate reads to keep the connection; past
 /// this it closes instead.
@@ -42,16 +41,40 @@ pub struct Timeouts {
     pub head: Duration,
 }
 
-/// Serve one client connection until it closes, fails, the gate drains, or the connection
-/// table claims it while it waits (`presence`).
+/// How many requests a connection serves between two looks at where it is best served.
+pub const PLACE_EVERY: u32 = 32;
+
+/// Where a connection is best served, asked between requests every [`PLACE_EVERY`].
+pub trait Placement: Send + Sync {
+    /// The worker that should serve `client` from its next request on, when not this one.
+    fn elsewhere(&self, client: &TcpStream) -> Option<usize>;
+}
+
+/// How a connection's service on this worker ended.
+pub enum Ended {
+    /// Closed, failed, or claimed: nothing more to do.
+    Closed,
+    /// Between requests, with nothing read of the next: to be served by that worker.
+    Move(TcpStream, usize),
+}
+
+/// Serve one client connection until it closes, fails, the gate drains, the connection
+/// table claims it while it waits (`slot`), or `placement` wants it elsewhere. `moved`: it
+/// was served before, by another worker, so it owes no first byte.
 pub async fn serve(
     client: TcpStream,
     proxy: &Proxy,
     timeouts: Timeouts,
-    presence: &Presence,
-    draining: &CancellationToken,
-) {
+    slot: &Slot,
+    placement: &dyn Placement,
+    moved: bool,
+) -> Ended {
     let peer = client.peer_addr().ok().map(|a| a.ip());
+    let first_byte = if moved {
+        timeouts.idle
+    } else {
+        timeouts.first_byte
+    };
     let mut conn = Connection {
         client,
         peer,
@@ -61,23 +84,30 @@ pub async fn serve(
         idle_timeout: timeouts.idle,
         head_timeout: timeouts.head,
         head_deadline: None,
-        first_byte_by: Some(Instant::now() + timeouts.first_byte),
-        timer: Box::pin(tokio::time::sleep(timeouts.first_byte)),
+        first_byte_by: (!moved).then(|| Instant::now() + first_byte),
+        timer: Box::pin(tokio::time::sleep(first_byte)),
         closed_for: None,
         scan: HeadScan::default(),
     };
-    if let Err(e) = conn.run(proxy, presence, draining).await {
-        tracing::debug!("client connection ended: {e}");
+    match conn.run(proxy, slot, placement).await {
+        Ok(Some(to)) => Ended::Move(conn.client, to),
+        Ok(None) => Ended::Closed,
+        Err(e) => {
+            tracing::debug!("client connection ended: {e}");
+            Ended::Closed
+        }
     }
 }
 
 impl Connection {
+    /// Serve requests until the connection ends (`None`) or is to move to another worker.
     async fn run(
         &mut self,
         proxy: &Proxy,
-        presence: &Presence,
-        draining: &CancellationToken,
-    ) -> io::Result<()> {
+        slot: &Slot,
+        placement: &dyn Placement,
+    ) -> io::Result<Option<usize>> {
+        let mut served = 0u32;
         loop {
             self.out.clear();
             // Empty lines before a request line are dropped as they come, but they begin
@@ -107,9 +137,21 @@ impl Connection {
                 Step::NeedMore => self.head_deadline,
                 _ => None,
             };
+            if !matches!(step, Step::NeedMore) {
+                served += 1;
+            }
             let keep_going = match step {
                 Step::NeedMore => {
-                    let more = self.read_more(presence, draining).await;
+                    // Between requests, with nothing of the next one read, a connection
+                    // can change workers losing nothing but its upstream connections.
+                    if served >= PLACE_EVERY && self.rbuf.is_empty() && self.head_deadline.is_none()
+                    {
+                        served = 0;
+                        if let Some(to) = placement.elsewhere(&self.client) {
+                            return Ok(Some(to));
+                        }
+                    }
+                    let more = self.read_more(slot).await;
                     if let Some(why) = self.closed_for.take() {
                         proxy.metrics.connection_closed(why);
                     }
@@ -127,14 +169,17 @@ impl Connection {
                         retry_after_s,
                         body,
                     },
-                ) => self.reject(req, retry_after_s, body, draining).await?,
+                ) => {
+                    self.reject(req, retry_after_s, body, slot.draining())
+                        .await?
+                }
                 Step::Handle(req, Dispatch::Forward(admitted)) => {
-                    exchange::forward(self, proxy, req, admitted, draining).await?
+                    exchange::forward(self, proxy, req, admitted, slot.draining()).await?
                 }
             };
             if !keep_going {
                 let _ = self.client.shutdown().await;
-                return Ok(());
+                return Ok(None);
             }
         }
     }
@@ -142,15 +187,17 @@ impl Connection {
     /// Wait for more of the next request; false when the client closed, stayed quiet
     /// too long, missed its first-byte or head deadline, or the gate is draining or needs
     /// the slot for a new connection and no request has begun.
-    async fn read_more(
-        &mut self,
-        presence: &Presence,
-        draining: &CancellationToken,
-    ) -> io::Result<bool> {
+    async fn read_more(&mut self, slot: &Slot) -> io::Result<bool> {
         self.rbuf.reserve(READ_ROOM);
+        let presence = slot.presence();
         let idle = self.rbuf.is_empty() && self.head_deadline.is_none();
         if idle && !presence.idle() {
-            self.closed_for = Some(Closed::MadeRoom);
+            self.closed_for = claimed_for(slot);
+            return Ok(false);
+        }
+        // Marked waiting first, then the stop looked at: a drain either claimed this
+        // connection or is seen here (ConnectionTable::drain).
+        if idle && slot.draining() {
             return Ok(false);
         }
         // Silence is cut at the idle timeout, inside a head too; a head also has its
@@ -168,9 +215,8 @@ impl Connection {
             tokio::select! {
                 biased;
                 n = self.client.read_buf(&mut self.rbuf) => break n?,
-                () = draining.cancelled(), if idle => return Ok(false),
                 () = presence.evicted(), if idle => {
-                    self.closed_for = Some(Closed::MadeRoom);
+                    self.closed_for = claimed_for(slot);
                     return Ok(false);
                 }
                 () = self.timer.as_mut() => {
@@ -192,7 +238,7 @@ impl Connection {
         if n > 0 {
             self.first_byte_by = None;
             if idle && !presence.busy() {
-                self.closed_for = Some(Closed::MadeRoom);
+                self.closed_for = claimed_for(slot);
                 return Ok(false); // claimed just before these bytes came
             }
         }
@@ -206,7 +252,7 @@ impl Connection {
         req: Request,
         retry_after_s: u64,
         body: &'static str,
-        draining: &CancellationToken,
+        draining: bool,
     ) -> io::Result<bool> {
         let mut cursor = BodyCursor::new(req.framing);
         // None: a malformed chunked body, which nothing can step over.
@@ -216,7 +262,7 @@ impl Connection {
             _ => true,
         };
         let steppable = here.is_some() && (cursor.is_done() || (small && !req.expect_continue));
-        let keep = req.keep_alive && !draining.is_cancelled() && steppable;
+        let keep = req.keep_alive && !draining && steppable;
         super::refusal::write_429(&mut self.out, retry_after_s, body, !keep);
         write_client(&mut self.client, &self.out, self.idle_timeout).await?;
         let (true, Some(here)) = (keep, here) else {
@@ -242,6 +288,12 @@ impl Connection {
         }
         Ok(true)
     }
+}
+
+/// Why the table claimed a waiting connection: room for a newcomer (counted), or the
+/// gate stopping (not a limit: not counted).
+fn claimed_for(slot: &Slot) -> Option<Closed> {
+    (!slot.draining()).then_some(Closed::MadeRoom)
 }
 
 fn refusal_status(e: &HeadError) -> &'static str {

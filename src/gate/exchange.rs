@@ -18,7 +18,6 @@ use std::io;
 use std::time::Instant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_util::sync::CancellationToken;
 
 /// Bodies up to this size go out in the same write as their head.
 const COALESCE: usize = 16 * 1024;
@@ -56,14 +55,14 @@ pub(super) async fn forward(
     proxy: &Proxy,
     req: Request,
     mut admitted: Admitted<'_>,
-    draining: &CancellationToken,
+    draining: bool,
 ) -> io::Result<bool> {
     let mut cursor = BodyCursor::new(req.framing);
     let Ok(here) = cursor.advance(&conn.rbuf[req.head_len..]) else {
         return bad_body(conn).await; // counted as client_gone: the client broke it
     };
     let buffered = cursor.is_done();
-    let keep_client = req.keep_alive && !draining.is_cancelled();
+    let keep_client = req.keep_alive && !draining;
     let sent = Instant::now();
     let replica = admitted.pick.index;
     let wait = admitted.wait;

@@ -4,7 +4,9 @@
 //! runtime through a [`limit_source::LimitSource`] (admin API, state file, ConfigMap).
 //!
 //! The proxy path, outermost first, each concern in its own module: [`workers`] (a
-//! single-threaded runtime per core, each accepted connection served by the least loaded)
+//! single-threaded runtime per core; with one per CPU each is bound to its CPU by
+//! [`placement`] and serves the connections whose packets arrive there, else each
+//! accepted connection goes to the least loaded)
 //! -> [`connection`] (one client connection's loop, over the [`http1`] codec) -> [`proxy`]
 //! (the per-request policy: [`admission`], rate AND in-flight cap, reject fast;
 //! [`balance`], least outstanding requests or power of two choices, with latency outlier ejection;
@@ -34,6 +36,7 @@ pub mod latency;
 pub mod limit;
 pub mod limit_source;
 pub mod limits;
+pub mod placement;
 pub mod presence;
 pub mod proxy;
 pub mod refusal;
@@ -41,6 +44,7 @@ pub mod resend;
 pub mod server;
 mod session;
 pub mod share;
+pub mod snapshot;
 pub mod state;
 pub mod telemetry;
 pub mod upstream;

@@ -59,7 +59,7 @@ impl Presence {
         }
         match self
             .state
-            .compare_exchange(BUSY, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(BUSY, IDLE, Ordering::SeqCst, Ordering::SeqCst)
         {
             Ok(_) => true,
             Err(now) => now != EVICTED,
@@ -104,7 +104,7 @@ impl Presence {
     pub fn evict(&self) -> bool {
         let claimed = [SILENT, IDLE].into_iter().any(|from| {
             self.state
-                .compare_exchange(from, EVICTED, Ordering::AcqRel, Ordering::Acquire)
+                .compare_exchange(from, EVICTED, Ordering::SeqCst, Ordering::SeqCst)
                 .is_ok()
         });
         if claimed {

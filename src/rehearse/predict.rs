@@ -21,7 +21,7 @@ pub fn admit_hold(plan: &Plan, warm: Option<Duration>) -> Duration {
 /// after the outage ended (the runbook's first action), restarting the service if the run
 /// did (`restart`; else a drain alone), warming the caches `warm` after that when the
 /// runbook has a `cache.warm` step. The service warms with its work, as the demo service
-/// does (`service.warm_after` requests).
+/// does (`service.warm_after` requests per replica).
 pub fn system_params(
     sc: &Scenario,
     plan_after: Duration,
@@ -41,7 +41,11 @@ pub fn system_params(
         overload_factor: sc.service.overload_factor,
         cold_factor: 1.0 / sc.service.cold_factor.max(1.0),
         warmup: sc.service.warm_duration,
-        warm_after_requests: sc.service.warm_after,
+        // The model serves from one pool; each demo replica warms over its own
+        // `warm_after` requests, and balanced, N of them are as warm as one pool that has
+        // served N x `warm_after`. One replica's count read 4 replicas warm 4x too soon,
+        // and a model that warm was no longer stuck when the procedure started.
+        warm_after_requests: sc.service.warm_after * u64::from(sc.replicas.max(1)),
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
@@ -100,6 +104,34 @@ mod tests {
         assert!(judge(false, None, after)
             .unwrap_err()
             .contains("does not recover"));
+    }
+
+    /// The seed-7 grid's point 3 (4 replicas x 4 slots, cold 2.55, k 2.34), its
+    /// procedure starting 5 s after the trigger ended: the real system was stuck then, and
+    /// the model, warming each replica over its own 300 requests, is too.
+    #[test]
+    fn replicas_warm_each_over_their_own_requests_so_the_model_is_still_stuck() {
+        let sc = Scenario::parse(
+            "name: grid-3\nreplicas: 4\nservice:\n  concurrency: 4\n  cold_factor: 2.55\n  overload_factor: 2.34\nworkers:\n  count: 514\n  interval: 9584ms\n  attempt_header: x-attempt\noutage: 9774ms\n",
+            "grid-3",
+        )
+        .unwrap();
+        let p = system_params(&sc, Duration::from_secs(5), false, None);
+        assert_eq!(p.warm_after_requests, 4 * sc.service.warm_after);
+        let plan = Plan {
+            shed_fraction: 0.64,
+            admit_rate: 62.1,
+            ramp: [62.1, 93.0, 139.0]
+                .into_iter()
+                .map(|rate_per_s| RampStep {
+                    rate_per_s,
+                    hold: Duration::from_millis(1500),
+                })
+                .collect(),
+            ..Plan::default()
+        };
+        let got = predicted_time_to_recover(&sc, &plan, Duration::from_secs(5), false, true);
+        assert!(got.is_ok(), "{got:?}");
     }
 
     #[test]

@@ -5,9 +5,9 @@
 //! do generated incidents at every scrape interval from 10 s to 60 s and evaluation
 //! intervals from 5 s to 60 s; the PrometheusRule manifest carries the same rules (its
 //! spec extracted and checked with promtool, since kubernetes-validate cannot check a
-//! CRD), the stuck alert's windows, thresholds and roles are the detector's with the
-//! shipped runbook at each scrape interval the rules have a window for, and the
-//! Alertmanager route passes `amtool check-config` and routes each alert where it says.
+//! CRD), each recorded signal reads the counters the detector reads, the stuck alert's
+//! windows, thresholds and roles are the detector's with the shipped runbook at each
+//! scrape interval the rules have a window for, and the Alertmanager route passes `amtool check-config` and routes each alert where it says.
 
 use crate::support::prometheus::{require, run, text};
 use recover::detect::windows::{at_resolution, Fields};
@@ -178,6 +178,63 @@ fn the_stuck_alert_is_the_detectors_rule_at_each_tiers_scrape_interval() {
             "{RULES} does not select role {role} by {matchers}"
         );
     }
+}
+
+/// Every `recover_*` metric an expression reads (a recording rule's own name excluded).
+fn metrics_read(expr: &str) -> std::collections::BTreeSet<&str> {
+    expr.match_indices("recover_")
+        .filter(|(i, _)| !expr[..*i].ends_with(':'))
+        .map(|(i, _)| {
+            let tail = &expr[i..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            &tail[..end]
+        })
+        .collect()
+}
+
+/// A signal the rules record (`namespace:recover_<signal>:rate`) reads the counters the
+/// detector's Prometheus form of it reads: the alert and `recover detect` must not judge
+/// "offered" from two different counters (one counted at the decision, one when the
+/// request ends, seconds later for work that queued).
+#[test]
+fn each_recorded_signal_reads_the_detectors_counters() {
+    let rules = yaml(RULES);
+    let mut recorded = std::collections::BTreeMap::new();
+    for group in rules["groups"].as_sequence().unwrap() {
+        for rule in group["rules"].as_sequence().unwrap() {
+            if let (Some(name), Some(expr)) = (rule["record"].as_str(), rule["expr"].as_str()) {
+                recorded.insert(name.to_string(), expr.to_string());
+            }
+        }
+    }
+    let mut checked = 0;
+    for (signal, spec) in recover::detect::default_signals::demo_signals() {
+        let (Some(promql), Some(rule)) = (
+            spec.promql.as_deref(),
+            recorded.get(&format!("namespace:recover_{signal}:rate")),
+        ) else {
+            continue;
+        };
+        // A record built from other records reads what they read.
+        let mut read = metrics_read(rule);
+        for (name, expr) in &recorded {
+            if rule.contains(name.as_str()) {
+                read.extend(metrics_read(expr));
+            }
+        }
+        assert_eq!(
+            read,
+            metrics_read(promql),
+            "{RULES}: namespace:recover_{signal}:rate and the detector's {signal} read different metrics"
+        );
+        checked += 1;
+    }
+    assert!(
+        checked >= 3,
+        "only {checked} recorded signals matched the detector's"
+    );
 }
 
 /// The stuck alert at scrape intervals from 10 s to 60 s, each evaluated every 5 s to 60 s,

@@ -97,8 +97,8 @@ pub fn held_regime(window: &[Snapshot], s: &Snapshot) -> Result<Regime, NoRegime
     }
 }
 
-/// The cold factor the estimates use: observed where the window allows, else declared,
-/// else unknown (`Err` with the reason). The `from` of an observed one names the
+/// The cold factor the estimates use: observed where the window allows (one regime's
+/// line, else the cost model over both, [`super::cost`]), else declared, else unknown (`Err` with the reason). The `from` of an observed one names the
 /// declaration it replaced; of a declared one, why the window did not show it.
 pub fn cold_factor(cfg: &DetectorConfig, window: &[Snapshot]) -> Result<Estimate, String> {
     let declared = cfg.cold_factor;
@@ -121,14 +121,27 @@ pub fn cold_factor(cfg: &DetectorConfig, window: &[Snapshot]) -> Result<Estimate
                 ),
             ))
         }
-        Err(why) => match declared {
-            Some(d) => Ok(Estimate::new(
+        Err(why) => match (super::cost::fit(window), declared) {
+            (Ok(fit), _) => {
+                let instead = declared
+                    .map(|d| format!("; spec.detect.cold_factor {d} not used"))
+                    .unwrap_or_default();
+                Ok(Estimate::new(
+                    fit.cold_factor,
+                    Source::Measured,
+                    format!(
+                        "observed: {}{instead} (within one regime: {why})",
+                        fit.describe()
+                    ),
+                ))
+            }
+            (Err(joint), Some(d)) => Ok(Estimate::new(
                 d,
                 Source::Declared,
-                format!("declared in spec.detect.cold_factor; not observed: {why}"),
+                format!("declared in spec.detect.cold_factor; not observed: {why}; {joint}"),
             )),
-            None => Err(format!(
-                "unknown: not observed ({why}) and spec.detect.cold_factor not declared"
+            (Err(joint), None) => Err(format!(
+                "unknown: not observed ({why}; {joint}) and spec.detect.cold_factor not declared"
             )),
         },
     }
@@ -309,8 +322,9 @@ mod tests {
     /// The queue fills as the service warms: the coldest scrapes busy but not overloaded
     /// (cost `healthy x m(w)`), the warmer ones overloaded (`healthy x k x m(w)`). One line
     /// through both rises as the service warms and read a cold factor of 1 against a true
-    /// 3; neither regime alone spans half the warm range over whole rate windows, so the
-    /// declaration stands and says why.
+    /// 3; neither regime alone spans half the warm range over whole rate windows, but the
+    /// two together do, and the cost model over both (one healthy service time and cold
+    /// factor, k apart) reads the true 3 over the stale declaration.
     #[test]
     fn queued_and_overloaded_scrapes_are_not_one_line() {
         let (f, k) = (3.0, 2.5);
@@ -330,9 +344,11 @@ mod tests {
             ..DetectorConfig::default()
         };
         let got = cold_factor(&cfg, &window).unwrap();
-        assert_eq!((got.value, got.source), (2.0, Source::Declared), "{got:?}");
+        assert!((got.value - f).abs() < 1e-6, "{got:?}");
+        assert_eq!(got.source, Source::Measured);
+        assert!(got.from.contains("cost model fitted"), "{}", got.from);
         assert!(
-            got.from.contains("overloaded scrapes spanning"),
+            got.from.contains("overloaded scrapes spanning 0.20"),
             "{}",
             got.from
         );

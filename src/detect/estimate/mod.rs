@@ -8,9 +8,11 @@
 //! service time). What none of them gives is missing, and the plan asks the operator.
 
 mod cold;
+mod cost;
 mod k;
 
 pub use cold::cold_factor;
+pub use cost::{fit as cost_fit, CostFit};
 pub use k::{k, warm_over_rate_window, KEstimate};
 
 use super::lookback::Lookback;
@@ -85,8 +87,9 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-/// Healthy mean service time, seconds: declared, else the mean while healthy in the
-/// window, else the last healthy period of the history.
+/// Healthy mean service time, seconds: declared, else the mean while healthy and warm in
+/// the window, else the last healthy period of the history, else the cost model fitted
+/// over the window ([`cost`]).
 pub fn healthy_service_time(i: &Inputs) -> Option<Estimate> {
     if let Some(d) = i.cfg.healthy_service_time {
         return Some(Estimate::new(
@@ -110,14 +113,21 @@ pub fn healthy_service_time(i: &Inputs) -> Option<Estimate> {
             "mean service time while healthy and warm in the observed window",
         ));
     }
-    let h = i.lookback?.healthy.as_ref()?;
-    h.service_time.map(|v| {
-        Estimate::new(
-            v,
+    if let Some(v) = i.lookback.and_then(|l| {
+        let h = l.healthy.as_ref()?;
+        h.service_time.map(|v| (v, h.range()))
+    }) {
+        return Some(Estimate::new(
+            v.0,
             Source::Measured,
-            format!("mean service time in the last healthy period {}", h.range()),
-        )
-    })
+            format!("mean service time in the last healthy period {}", v.1),
+        ));
+    }
+    // Healthy only while cold (started or restarted just before): the cost model over
+    // the window's calm and overloaded scrapes carries the calm ones to warm.
+    cost::fit(i.window)
+        .ok()
+        .map(|f| Estimate::new(f.healthy, Source::Measured, f.describe()))
 }
 
 /// Baseline first-attempt demand, req/s: declared, else the mean while healthy in the

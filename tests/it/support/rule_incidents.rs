@@ -35,10 +35,11 @@ pub fn healthy() -> Second {
     )
 }
 
-/// The replica not listening: fast failures at the gate and the clients, `rate` a second.
+/// The replica not listening: admitted requests failing fast at the gate and the clients,
+/// `rate` a second.
 pub fn outage(rate: f64) -> Second {
     second(
-        &[("upstream_error", rate), ("first", 20.0), ("failed", rate)],
+        &[("admitted", rate), ("first", 20.0), ("failed", rate)],
         &[("up_service", 0.0)],
     )
 }
@@ -86,15 +87,11 @@ impl Second {
 const SERIES: &[(&str, &str)] = &[
     (
         "admitted",
-        r#"recover_gate_requests_total{outcome="admitted", app_kubernetes_io_name="recover-gate", namespace="shop", instance="g"}"#,
+        r#"recover_gate_admissions_total{decision="admitted", app_kubernetes_io_name="recover-gate", namespace="shop", instance="g"}"#,
     ),
     (
         "rejected",
-        r#"recover_gate_requests_total{outcome="rejected_rate", app_kubernetes_io_name="recover-gate", namespace="shop", instance="g"}"#,
-    ),
-    (
-        "upstream_error",
-        r#"recover_gate_requests_total{outcome="upstream_error", app_kubernetes_io_name="recover-gate", namespace="shop", instance="g"}"#,
+        r#"recover_gate_admissions_total{decision="rejected_rate", app_kubernetes_io_name="recover-gate", namespace="shop", instance="g"}"#,
     ),
     (
         "first",
