@@ -101,9 +101,8 @@ pub struct StormTick {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StormReport {
-    pub scenario: &'static str,
-    pub policy: RetryKind,
-    pub seed: u64,
+    /// What it ran with.
+    pub params: StormParams,
     /// From the server's return, one tick taken as one second: settled is the first tick
     /// in which every arriving call is served; recovered, that the run ends on such a tick.
     #[serde(flatten)]
@@ -116,13 +115,12 @@ pub struct StormReport {
 
 /// The per-tick table and the summary lines; the chart of the same.
 impl Outcome for StormReport {
+    fn what(&self) -> String {
+        format!("policy {}", self.params.policy)
+    }
+
     fn text(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario {} (policy {}, seed {})",
-            self.scenario, self.policy, self.seed
-        );
         let rows: Vec<Vec<String>> = self
             .series
             .iter()
@@ -181,7 +179,7 @@ impl Outcome for StormReport {
             Series::new("served", GREEN, pts(|t| t.served)),
             Series::new("turned away", RED, pts(|t| t.turned_away)),
         ];
-        let title = format!("retry-storm, policy {}", self.policy);
+        let title = format!("retry-storm, policy {}", self.params.policy);
         Chart::new(title, "tick", "calls", left)
     }
 
@@ -276,9 +274,7 @@ impl Model for StormParams {
             1,
         );
         StormReport {
-            scenario: "retry-storm",
-            policy: self.policy,
-            seed,
+            params: self.clone(),
             recovery,
             calls: tries.len() as u32,
             served: served_total,

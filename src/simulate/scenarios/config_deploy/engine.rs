@@ -395,8 +395,6 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         settle as usize,
     );
     SystemReport {
-        scenario: super::params::NAME,
-        seed,
         recovery,
         reference,
         reference_s: f64::from(reference_t),
