@@ -143,8 +143,13 @@ impl Connection {
             let keep_going = match step {
                 Step::NeedMore => {
                     // Between requests, with nothing of the next one read, a connection
-                    // can change workers losing nothing but its upstream connections.
-                    if served >= PLACE_EVERY && self.rbuf.is_empty() && self.head_deadline.is_none()
+                    // can change workers losing nothing but its upstream connections. Not
+                    // once the gate stops: the other worker no longer takes connections,
+                    // and here the wait below closes it at once.
+                    if served >= PLACE_EVERY
+                        && self.rbuf.is_empty()
+                        && self.head_deadline.is_none()
+                        && !slot.draining()
                     {
                         served = 0;
                         if let Some(to) = placement.elsewhere(&self.client) {

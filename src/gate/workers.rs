@@ -325,6 +325,11 @@ impl Worker {
             });
         }
         drop(listener);
+        // Connections handed here and not yet taken are between requests or not begun:
+        // they close now, like every waiting one, and any still on their way find the
+        // inbox closed and close too, rather than wait unserved through the grace.
+        inbox.close();
+        while inbox.try_recv().is_ok() {}
         self.connections.drain();
         let _ = tokio::time::timeout(DRAIN_GRACE, async {
             while conns.join_next().await.is_some() {}
