@@ -49,6 +49,7 @@ mod gate_shadow;
 mod gate_shadow_cli;
 mod gate_sources;
 mod gate_upstream_links;
+mod gate_worker_counts;
 mod gate_workers;
 mod grid_draws;
 mod history_resumed;
