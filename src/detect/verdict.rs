@@ -320,7 +320,8 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.capacity_from = Some(c.from.clone());
     }
-    let cold_factor = match estimate::cold_factor(i.cfg, i.window) {
+    let reference = estimate::healthy_reference(i, st.as_ref(), cap.as_ref());
+    let cold_factor = match estimate::cold_factor_against(i.cfg, i.window, reference.as_ref()) {
         Ok(f) => {
             ev.push(Evidence::new(
                 "cold_factor",

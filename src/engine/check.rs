@@ -171,6 +171,29 @@ mod tests {
         CheckStatus::Running
     }
 
+    /// The shipped stuck-overload runbook's `steady` check once failed a recovered run on
+    /// one scrape that timed out on a loaded machine ("inconclusive: no data for
+    /// latency_p99, queue_depth"): missing data is not a failure, so it now pauses.
+    #[test]
+    fn the_shipped_steady_check_waits_out_a_missing_scrape() {
+        let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+        let c = &rb.checks["steady"];
+        let mut st = CheckState::default();
+        let mut last = CheckStatus::Running;
+        for ok in [true, true, false, true, true, true, true, true] {
+            let lookup = |name: &str| match name.strip_prefix("params.") {
+                Some(p) => rb.params.get(p).copied(),
+                None if ok => Some(if name == "latency_p99" { 0.08 } else { 0.0 }),
+                None => None,
+            };
+            last = record(c, &mut st, &measure(c, &lookup));
+            if last != CheckStatus::Running {
+                break;
+            }
+        }
+        assert_eq!(last, CheckStatus::Passed, "{st:?}");
+    }
+
     #[test]
     fn needs_consecutive_successes() {
         let c = check(3, 5, Inconclusive::Pause);

@@ -14,6 +14,14 @@
 //! slowed service shows less) times the plan's headroom must cover the offered rate.
 //! Where it does not, the raise goes no further than that measured capacity (or one step
 //! factor, so a service that warms as it works still gets more).
+//!
+//! The same measurement can lift the ceiling: the plan's ceiling comes from a capacity
+//! that may only have been declared (a service stuck before anyone looked shows no healthy
+//! period to measure it in), and a declaration can be stale. Once the readmitted service
+//! shows more (headroom x concurrency / service time now, under load and not overloaded),
+//! the ramp may go that far: a measurement of the service at work wins over a number
+//! written down before it. A service slower than declared shows less, and the plan's
+//! ceiling stands.
 
 use serde::{Deserialize, Serialize};
 
@@ -194,7 +202,7 @@ pub fn next_move(
             state.last_good = Some(state.rate);
             let Some(rejected) = rejected else {
                 // No data: never a reason to lift, but the check passed, so keep going.
-                return raise(p, state, state.rate * p.factor);
+                return raise(ceiling(p, &seen), state, state.rate * p.factor);
             };
             if rejected <= NOTHING_REJECTED * state.rate {
                 return RampMove::Finish {
@@ -204,7 +212,8 @@ pub fn next_move(
                     ),
                 };
             }
-            if state.rate >= p.ceiling {
+            let ceiling = ceiling(p, &seen);
+            if state.rate >= ceiling {
                 state.ceiling_holds += 1;
                 if state.ceiling_holds > p.ceiling_holds {
                     return RampMove::Settle {
@@ -233,7 +242,7 @@ pub fn next_move(
                 }
                 _ => wanted,
             };
-            raise(p, state, to)
+            raise(ceiling, state, to)
         }
         Err(why) => {
             state.relapses += 1;
@@ -259,9 +268,18 @@ pub fn next_move(
     }
 }
 
-fn raise(p: &RampParams, state: &mut RampState, to: f64) -> RampMove {
-    state.rate = to.min(p.ceiling).max(state.rate);
+fn raise(ceiling: f64, state: &mut RampState, to: f64) -> RampMove {
+    state.rate = to.min(ceiling).max(state.rate);
     RampMove::Raise { rate: state.rate }
+}
+
+/// How high a raise may go: the plan's ceiling, or the headroom share of the capacity the
+/// service measures now when that is more (module doc). Pure.
+pub fn ceiling(p: &RampParams, seen: &Seen) -> f64 {
+    match seen.capacity_now {
+        Some(c) if c.is_finite() && c > 0.0 => p.ceiling.max(p.headroom.clamp(0.0, 1.0) * c),
+        _ => p.ceiling,
+    }
 }
 
 /// Why the gate still rejects at the ceiling `rate`, as far as the demand before the
@@ -435,6 +453,47 @@ mod tests {
             next_move(&p, &mut t, Ok(()), rej(0.0)),
             RampMove::Finish { .. }
         ));
+    }
+
+    /// A declared 100 req/s (ceiling 0.9 x 100 = 90) on a service that shows 13 slots over
+    /// 40 ms = 325 req/s once readmitted: the ramp used to hold at 90 while the gate turned
+    /// away 366 req/s of retrying clients, and settle there. It raises to 0.9 x 325 instead;
+    /// a service showing less than declared keeps the plan's ceiling.
+    #[test]
+    fn a_measured_capacity_over_a_stale_declaration_lifts_the_ceiling() {
+        let p = RampParams {
+            from: 30.0,
+            factor: 1.5,
+            ceiling: 90.0,
+            ..params()
+        };
+        let seen = |c: f64| Seen {
+            rejected: Some(366.0),
+            capacity_now: Some(c),
+            demand: None,
+        };
+        let mut s = RampState {
+            rate: 90.0,
+            ..RampState::start(&p)
+        };
+        assert_eq!(
+            next_move(&p, &mut s, Ok(()), seen(325.0)),
+            RampMove::Raise { rate: 292.5 }
+        );
+        assert!(matches!(
+            next_move(&p, &mut s, Ok(()), seen(325.0)),
+            RampMove::Hold { rate, .. } if rate == 292.5
+        ));
+        let mut slow = RampState {
+            rate: 90.0,
+            ..RampState::start(&p)
+        };
+        assert!(matches!(
+            next_move(&p, &mut slow, Ok(()), seen(80.0)),
+            RampMove::Hold { rate, .. } if rate == 90.0
+        ));
+        assert_eq!(ceiling(&p, &seen(325.0)), 292.5);
+        assert_eq!(ceiling(&p, &Seen::rejected(Some(1.0))), 90.0);
     }
 
     /// The settle at a 90 req/s ceiling with demand 20 req/s before the incident: the

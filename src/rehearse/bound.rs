@@ -140,41 +140,14 @@ impl BoundSystem {
     /// Earliest time the backlog can have been answered under `s`, the service serving at
     /// its best from `serve_from_s`.
     pub fn earliest(&self, retrying: f64, s: Schedule) -> Option<f64> {
-        let backlog = self.backlog(retrying);
         let replicas = self.replicas.max(1) as f64;
         let warm_after = self.warm_after as f64;
-        let c = self.capacity_warm_per_s;
-        if backlog <= 0.0 {
-            return Some(s.serve_from_s.max(0.0));
-        }
-        if c <= 0.0 || !c.is_finite() {
-            return None;
-        }
-        // Stepping serves at the rate a step starts with while warmth only rises, and a
-        // warm call lands up to a step late: each costs at most `cold_factor` steps.
-        let slack = 2.0 * self.cold_factor.max(1.0) * DT;
-        let (mut t, mut n) = (s.serve_from_s, 0.0);
-        loop {
-            let warm_call = s.warm_done_s.is_some_and(|w| t >= w);
+        let start = s.start_warmth.clamp(0.0, 1.0) * replicas;
+        self.serve(retrying, s.serve_from_s, s.warm_done_s, |n| {
             // Warmth summed over the replicas.
-            let sum = if warm_call || warm_after <= 0.0 {
-                replicas
-            } else {
-                (s.start_warmth.clamp(0.0, 1.0) * replicas + n / warm_after).min(replicas)
-            };
-            if sum >= replicas {
-                let end = t + ((backlog - n) / c).max(0.0);
-                return Some((end - slack).max(s.serve_from_s));
-            }
-            n += self.rate(sum, s.spread) * DT;
-            t += DT;
-            if n >= backlog {
-                return Some((t - slack).max(s.serve_from_s));
-            }
-            if t > HORIZON_S {
-                return None;
-            }
-        }
+            let sum = (start + n / warm_after).min(replicas);
+            (sum < replicas).then(|| self.rate(sum, s.spread) * DT)
+        })
     }
 
     /// Earliest time the backlog can have been answered with each replica's warmth known
@@ -188,38 +161,63 @@ impl BoundSystem {
         serve_from_s: f64,
         warm_done_s: Option<f64>,
     ) -> Option<f64> {
+        if warmth.is_empty() && self.backlog(retrying) > 0.0 {
+            return None;
+        }
+        let per = self.capacity_warm_per_s / warmth.len() as f64;
+        let warm_after = self.warm_after as f64;
+        // A replica's warmth now, from its warmth at the start and what it has served.
+        let now = |w0: f64, served: f64| (w0.clamp(0.0, 1.0) + served / warm_after).min(1.0);
+        let mut served = vec![0.0; warmth.len()];
+        self.serve(retrying, serve_from_s, warm_done_s, |_| {
+            if warmth
+                .iter()
+                .zip(&served)
+                .all(|(&w0, &s)| now(w0, s) >= 1.0)
+            {
+                return None;
+            }
+            // Each replica's step depends on its own warmth only.
+            let mut step = 0.0;
+            for (&w0, s) in warmth.iter().zip(served.iter_mut()) {
+                let d = per / self.cold_multiplier(now(w0, *s)) * DT;
+                *s += d;
+                step += d;
+            }
+            Some(step)
+        })
+    }
+
+    /// The fluid loop both schedules share: from `serve_from_s`, each step of `DT` serves
+    /// what `step(served so far)` returns, until the backlog is answered; once `step` says
+    /// every replica is warm (`None`), or a warm call has completed, the rest goes at warm
+    /// capacity. Stepping serves at the rate a step starts with while warmth only rises,
+    /// and a warm call lands up to a step late: each costs at most `cold_factor` steps,
+    /// taken off the result so that stepping can only make the bound lower.
+    fn serve(
+        &self,
+        retrying: f64,
+        serve_from_s: f64,
+        warm_done_s: Option<f64>,
+        mut step: impl FnMut(f64) -> Option<f64>,
+    ) -> Option<f64> {
         let backlog = self.backlog(retrying);
         let c = self.capacity_warm_per_s;
         if backlog <= 0.0 {
             return Some(serve_from_s.max(0.0));
         }
-        if c <= 0.0 || !c.is_finite() || warmth.is_empty() {
+        if c <= 0.0 || !c.is_finite() {
             return None;
         }
-        let per = c / warmth.len() as f64;
-        let warm_after = self.warm_after as f64;
         let slack = 2.0 * self.cold_factor.max(1.0) * DT;
-        // A replica's warmth now, from its warmth at the start and what it has served.
-        let now = |w0: f64, served: f64| (w0.clamp(0.0, 1.0) + served / warm_after).min(1.0);
-        let mut served = vec![0.0; warmth.len()];
         let (mut t, mut n) = (serve_from_s, 0.0);
         loop {
-            let warm_call = warm_done_s.is_some_and(|w| t >= w) || warm_after <= 0.0;
-            if warm_call
-                || warmth
-                    .iter()
-                    .zip(&served)
-                    .all(|(&w0, &s)| now(w0, s) >= 1.0)
-            {
+            let warm = warm_done_s.is_some_and(|w| t >= w) || self.warm_after == 0;
+            let Some(d) = (if warm { None } else { step(n) }) else {
                 let end = t + ((backlog - n) / c).max(0.0);
                 return Some((end - slack).max(serve_from_s));
-            }
-            // Each replica's step depends on its own warmth only.
-            for (&w0, s) in warmth.iter().zip(served.iter_mut()) {
-                let d = per / self.cold_multiplier(now(w0, *s)) * DT;
-                *s += d;
-                n += d;
-            }
+            };
+            n += d;
             t += DT;
             if n >= backlog {
                 return Some((t - slack).max(serve_from_s));

@@ -101,6 +101,17 @@ pub fn held_regime(window: &[Snapshot], s: &Snapshot) -> Result<Regime, NoRegime
 /// line, else the cost model over both, [`super::cost`]), else declared, else unknown (`Err` with the reason). The `from` of an observed one names the
 /// declaration it replaced; of a declared one, why the window did not show it.
 pub fn cold_factor(cfg: &DetectorConfig, window: &[Snapshot]) -> Result<Estimate, String> {
+    cold_factor_against(cfg, window, None)
+}
+
+/// [`cold_factor`], and where neither the line nor the fit shows it, the calm cold
+/// scrapes against a healthy service time known otherwise (`reference`, see
+/// [`super::cost::cold_against`]), before the declaration.
+pub fn cold_factor_against(
+    cfg: &DetectorConfig,
+    window: &[Snapshot],
+    reference: Option<&Estimate>,
+) -> Result<Estimate, String> {
     let declared = cfg.cold_factor;
     match observed(window) {
         Ok(fit) => {
@@ -132,6 +143,27 @@ pub fn cold_factor(cfg: &DetectorConfig, window: &[Snapshot]) -> Result<Estimate
                     format!(
                         "observed: {}{instead} (within one regime: {why})",
                         fit.describe()
+                    ),
+                ))
+            }
+            (Err(joint), _)
+                if reference
+                    .and_then(|r| super::cost::cold_against(window, r.value).ok())
+                    .is_some() =>
+            {
+                let r = reference.expect("checked above");
+                let (f, n) = super::cost::cold_against(window, r.value).expect("checked above");
+                let instead = declared
+                    .map(|d| format!("; spec.detect.cold_factor {d} not used"))
+                    .unwrap_or_default();
+                Ok(Estimate::new(
+                    f,
+                    Source::Measured,
+                    format!(
+                        "observed: the service time of {n} calm cold scrapes against the healthy {:.4}s ({}, {}){instead} (within one regime: {why}; both: {joint})",
+                        r.value,
+                        r.source.as_str(),
+                        r.from
                     ),
                 ))
             }

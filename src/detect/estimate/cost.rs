@@ -167,6 +167,46 @@ pub fn fit(window: &[Snapshot]) -> Result<CostFit, String> {
     })
 }
 
+/// The cold factor from the calm scrapes' service time against a healthy warm service
+/// time known otherwise (`healthy`: measured, or the concurrency limit over a capacity):
+/// each calm scrape costs `healthy x (1 + g x)`, so `g` is the least-squares slope through
+/// the origin of `st / healthy - 1` against `x`. Only scrapes at least half cold count
+/// (the line's cold end is then at most twice the data away), 3 of them. Where the
+/// overloaded scrapes sit at about the calm ones' warmth, k read through this factor
+/// leans on the reference hardly at all: capacity / completions over `m(x)` is then
+/// close to the overloaded service time over the calm one.
+pub fn cold_against(window: &[Snapshot], healthy: f64) -> Result<(f64, usize), String> {
+    if !(healthy.is_finite() && healthy > 0.0) {
+        return Err("no healthy service time to compare the cold one with".into());
+    }
+    let pts: Vec<(f64, f64)> = window
+        .iter()
+        .filter(|s| held(window, s) == Some(Regime::Queued))
+        .filter_map(|s| {
+            let st = s
+                .get(names::SERVICE_TIME)
+                .filter(|v| v.is_finite() && *v > 0.0)?;
+            s.get(names::WARM_FRACTION)?;
+            let w = super::warm_over_rate_window(window, s).get(names::WARM_FRACTION)?;
+            Some((1.0 - w.clamp(0.0, 1.0), st / healthy - 1.0))
+        })
+        .filter(|p| p.0 >= 0.5)
+        .collect();
+    if pts.len() < MIN_POINTS {
+        return Err(format!(
+            "{} calm scrapes at least half cold over whole rate windows; the comparison needs {MIN_POINTS}",
+            pts.len()
+        ));
+    }
+    let g = pts.iter().map(|p| p.0 * p.1).sum::<f64>() / pts.iter().map(|p| p.0 * p.0).sum::<f64>();
+    if g < 0.0 {
+        return Err(format!(
+            "the calm cold scrapes cost less than the healthy reference ({healthy:.4}s): the reference is stale"
+        ));
+    }
+    Ok((1.0 + g, pts.len()))
+}
+
 #[cfg(test)]
 #[path = "cost_tests.rs"]
 mod tests;

@@ -129,7 +129,8 @@ fn k_through_the_estimates(s: &Staged) -> f64 {
     let mut ev = vec![];
     let st = e::healthy_service_time(&i);
     let cap = e::capacity(&i, st.as_ref(), &mut ev);
-    let cold = e::cold_factor(&cfg, &window).ok();
+    let reference = e::healthy_reference(&i, st.as_ref(), cap.as_ref());
+    let cold = e::cold_factor_against(&cfg, &window, reference.as_ref()).ok();
     let now = e::warm_over_rate_window(&window, window.last().unwrap());
     e::k(
         &cfg,
@@ -160,4 +161,24 @@ fn a_wide_service_reads_k_against_its_own_capacity_not_a_stale_declaration() {
     };
     let got = k_through_the_estimates(&narrow);
     assert!((got / 2.03 - 1.0).abs() < 0.15, "k {got} against 2.03");
+}
+
+/// Four slots (the declared 100 req/s right), cold factor 2.55 against the declared 2,
+/// k 2.34, and the service still mostly cold when detected: neither regime spans enough
+/// for a line or the fit, so the declared factor made k 2.9. The calm cold scrapes against
+/// the healthy service time the capacity implies show the factor.
+#[test]
+fn a_service_detected_cold_reads_its_cold_factor_against_the_capacity() {
+    let s = Staged {
+        concurrency: 4.0,
+        cold_factor: 2.55,
+        k: 2.34,
+        calm_warming: 0.01,
+        busy_warming: 0.01,
+        ..wide()
+    };
+    let why = fit(&s.window()).unwrap_err();
+    assert!(why.contains("adding up to"), "{why}");
+    let got = k_through_the_estimates(&s);
+    assert!((got / 2.34 - 1.0).abs() < 0.15, "k {got} against 2.34");
 }

@@ -11,7 +11,7 @@ mod cold;
 mod cost;
 mod k;
 
-pub use cold::cold_factor;
+pub use cold::{cold_factor, cold_factor_against};
 pub use cost::{fit as cost_fit, CostFit};
 pub use k::{k, warm_over_rate_window, KEstimate};
 
@@ -273,6 +273,30 @@ pub fn capacity(
         (Some(l), _) => Some(l),
         (None, ll) => ll,
     }
+}
+
+/// The healthy warm service time a cold one is compared with: the healthy service time
+/// where known, else what the capacity implies by Little's law (the concurrency limit
+/// over it), as trusted as the capacity is.
+pub fn healthy_reference(
+    i: &Inputs,
+    service_time: Option<&Estimate>,
+    capacity: Option<&Estimate>,
+) -> Option<Estimate> {
+    if let Some(st) = service_time {
+        return Some(st.clone());
+    }
+    let (c, cap) = (i.latest(names::CONCURRENCY_LIMIT)?, capacity?);
+    (c > 0.0 && cap.value > 0.0).then(|| {
+        Estimate::new(
+            c / cap.value,
+            cap.source,
+            format!(
+                "concurrency limit {c:.0} / capacity {:.1} ({})",
+                cap.value, cap.from
+            ),
+        )
+    })
 }
 
 /// Cold capacity: capacity / cold factor when the cold factor is known (`cold`: observed

@@ -256,7 +256,7 @@ impl Act for GateRamp {
             None => String::new(),
         };
         vec![format!(
-            "raise the gate through {} req/s (or straight to what is offered when the service's measured capacity allows it, within the last), {hold}raising as soon as check {} passes at each ({needed}; for the first {} only its passes count); step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
+            "raise the gate through {} req/s (or straight to what is offered when the service's measured capacity allows it, within the last, or within headroom x the capacity the service shows once readmitted when that is more), {hold}raising as soon as check {} passes at each ({needed}; for the first {} only its passes count); step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
             rates.join(" -> "),
             self.check,
             dur(self.settle()),
