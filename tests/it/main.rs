@@ -39,6 +39,7 @@ mod gate_framing_edges;
 mod gate_http1_wire;
 mod gate_input_hardening;
 mod gate_limit_range;
+mod gate_move_limit;
 mod gate_move_stop;
 mod gate_moves;
 mod gate_no_resend;
