@@ -171,6 +171,37 @@ impl RetryNanos {
     pub fn delay_units(&self, retry: u32, unit_nanos: u64, random: impl FnOnce() -> f64) -> u64 {
         self.delay(retry, random).div_ceil(unit_nanos.max(1)).max(1)
     }
+
+    /// The policy in whole units of `unit_nanos`, its undrawn waits worked out once.
+    pub fn in_units(&self, unit_nanos: u64) -> RetryUnits {
+        RetryUnits {
+            nanos: *self,
+            unit_nanos,
+            undrawn: std::array::from_fn(|i| self.delay_units(i as u32 + 1, unit_nanos, || 1.0)),
+        }
+    }
+}
+
+/// A [`RetryNanos`] in whole units of a model's clock, for a model that draws a wait per
+/// failed attempt: fixed and exponential waits depend only on the retry number and stop
+/// changing at the 64th (the shift is capped there), so they are looked up, not divided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryUnits {
+    nanos: RetryNanos,
+    unit_nanos: u64,
+    /// [`RetryNanos::delay_units`] of retry `i + 1`, for the kinds that draw nothing.
+    undrawn: [u64; 64],
+}
+
+impl RetryUnits {
+    /// [`RetryNanos::delay_units`] in this unit.
+    #[inline]
+    pub fn delay(&self, retry: u32, random: impl FnOnce() -> f64) -> u64 {
+        if self.nanos.kind == RetryKind::FullJitter {
+            return self.nanos.delay_units(retry, self.unit_nanos, random);
+        }
+        self.undrawn[retry.saturating_sub(1).min(63) as usize]
+    }
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -275,6 +306,28 @@ impl RetryBudget {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The looked-up waits are the computed ones, past the 64th retry and at retry 0 too.
+    #[test]
+    fn waits_in_units_are_the_computed_ones_for_every_retry() {
+        let unit = 10_000_000; // a 10 ms tick
+        for policy in [
+            RetryPolicy::fixed(ms(3_001)),
+            RetryPolicy::new(RetryKind::Exponential, ms(7), ms(9_000)),
+            RetryPolicy::new(RetryKind::FullJitter, ms(7), ms(9_000)),
+        ] {
+            let (n, u) = (policy.in_nanos(), policy.in_nanos().in_units(unit));
+            for retry in 0..100 {
+                for r in [0.0, 0.37, 0.999] {
+                    assert_eq!(
+                        u.delay(retry, || r),
+                        n.delay_units(retry, unit, || r),
+                        "{policy} retry {retry}"
+                    );
+                }
+            }
+        }
+    }
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)

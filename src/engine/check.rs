@@ -194,6 +194,20 @@ mod tests {
         assert_eq!(last, CheckStatus::Passed, "{st:?}");
     }
 
+    /// Every check of every embedded runbook waits out a missing scrape the same way: one
+    /// scrape lost on a loaded machine is no evidence that a recovered service failed.
+    #[test]
+    fn no_embedded_check_fails_a_run_on_one_missing_scrape() {
+        for (name, _) in crate::runbook::embedded() {
+            let rb = crate::runbook::find(name, &[]).unwrap().runbook;
+            for (check, c) in &rb.checks {
+                let mut st = CheckState::default();
+                let status = record(c, &mut st, &measure(c, &|_| None));
+                assert_eq!(status, CheckStatus::Running, "{name}: check {check}");
+            }
+        }
+    }
+
     #[test]
     fn needs_consecutive_successes() {
         let c = check(3, 5, Inconclusive::Pause);

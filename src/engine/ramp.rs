@@ -76,6 +76,10 @@ impl Seen {
 /// stray retry or a request over the burst is not a wave.
 pub const NOTHING_REJECTED: f64 = 0.01;
 
+/// Rates this close (relative) are one rate: a ceiling measured from floating-point
+/// arithmetic is not a reason to raise by a rounding error.
+const SAME_RATE: f64 = 1e-9;
+
 /// A raise goes this far above the offered rate, so the retrying clients get served.
 const OFFERED_MARGIN: f64 = 1.1;
 
@@ -213,7 +217,8 @@ pub fn next_move(
                 };
             }
             let ceiling = ceiling(p, &seen);
-            if state.rate >= ceiling {
+            // A measured ceiling a rounding error above the rate is the same ceiling.
+            if state.rate >= ceiling * (1.0 - SAME_RATE) {
                 state.ceiling_holds += 1;
                 if state.ceiling_holds > p.ceiling_holds {
                     return RampMove::Settle {
@@ -491,6 +496,20 @@ mod tests {
         assert!(matches!(
             next_move(&p, &mut slow, Ok(()), seen(80.0)),
             RampMove::Hold { rate, .. } if rate == 90.0
+        ));
+        // 0.9 x 400.0000000000083 is 360.0000000000075: at a 360 ceiling that is a hold,
+        // not a raise by a rounding error.
+        let at = RampParams {
+            ceiling: 360.0,
+            ..p
+        };
+        let mut s = RampState {
+            rate: 360.0,
+            ..RampState::start(&at)
+        };
+        assert!(matches!(
+            next_move(&at, &mut s, Ok(()), seen(400.0000000000083)),
+            RampMove::Hold { .. }
         ));
         assert_eq!(ceiling(&p, &seen(325.0)), 292.5);
         assert_eq!(ceiling(&p, &Seen::rejected(Some(1.0))), 90.0);

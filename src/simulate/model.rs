@@ -24,8 +24,13 @@ pub trait Params:
 }
 
 /// What a run produced: its words, its chart, the figures `--compare` reads off it, and
-/// (as JSON) itself.
+/// (as JSON) itself. The scenario and the seed it ran are not its own: every run carries
+/// them the same way ([`super::scenario::Ran`]).
 pub trait Outcome: Debug + Serialize + 'static {
+    /// What ran, for the report's first line after the scenario and the seed (empty:
+    /// nothing to add).
+    fn what(&self) -> String;
+    /// The report in words, under its first line.
     fn text(&self) -> String;
     fn chart(&self) -> Chart;
     /// The figures of one row of `--compare`, in column order.

@@ -9,7 +9,9 @@ use super::file;
 use super::model::{Model, Outcome};
 use super::overrides;
 use super::plot::{self, Area, PlotResult};
+use super::text;
 use crate::retry::RetryKind;
+use serde::Serialize;
 use std::any::Any;
 use std::fmt;
 use std::path::Path;
@@ -52,9 +54,7 @@ impl<M: Model> Erased for Typed<M> {
     }
 
     fn run(&self, seed: u64) -> Report {
-        Report(Box::new(Ran::<M> {
-            report: self.params.run(seed),
-        }))
+        Report(Box::new(Ran::<M>::of(&self.params, seed)))
     }
 
     fn compare(&self, name: &str, seeds: Seeds) -> Comparison {
@@ -243,19 +243,41 @@ trait ErasedReport {
     fn any(&self) -> &dyn Any;
 }
 
-struct Ran<M: Model> {
-    report: M::Report,
+/// A run of any model: the scenario and the seed it ran, then the model's own report (in
+/// JSON, `scenario` and `seed` are the first keys of every model's report).
+#[derive(Debug, Serialize)]
+pub struct Ran<M: Model> {
+    pub scenario: &'static str,
+    pub seed: u64,
+    #[serde(flatten)]
+    pub report: M::Report,
+}
+
+impl<M: Model> Ran<M> {
+    /// Run `params` with `seed`.
+    pub fn of(params: &M, seed: u64) -> Self {
+        Ran {
+            scenario: M::NAME,
+            seed,
+            report: params.run(seed),
+        }
+    }
+
+    /// The report in words, under the line naming the scenario, the seed and what ran.
+    pub fn text(&self) -> String {
+        text::heading(self.scenario, self.seed, &self.report.what()) + &self.report.text()
+    }
 }
 
 impl<M: Model> ErasedReport for Ran<M> {
     fn text(&self) -> String {
-        self.report.text()
+        Ran::text(self)
     }
     fn plot(&self, root: &Area) -> PlotResult {
         plot::lines(root, &self.report.chart())
     }
     fn json(&self) -> serde_json::Result<String> {
-        serde_json::to_string_pretty(&self.report)
+        serde_json::to_string_pretty(self)
     }
     fn attempts(&self) -> Option<u64> {
         self.report.attempts()

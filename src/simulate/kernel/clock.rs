@@ -10,11 +10,37 @@
 //! the order stays (time, scheduling order) exactly. Empty buckets are skipped by a bitmap,
 //! so sparse microsecond models pay nothing for the time between their events.
 //!
-//! Two ways to drive it: [`Clock::take`] hands out one time's events at once (a model that
-//! steps tick by tick), [`Clock::pop`] one event at a time, jumping to the next one due.
+//! Two ways to drive it, fixed by the clock's type: a [`Stepped`] clock hands out one time's
+//! events at once ([`Clock::take`], a model that steps tick by tick), a [`Jumping`] one one
+//! event at a time ([`Clock::pop`]), jumping to the next one due. Only jumping looks for
+//! the next bucket holding events, so only it keeps the bitmap and the count: a stepped
+//! model visits every bucket anyway and pays nothing per event for them.
 
 use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
+use std::marker::PhantomData;
+
+/// How a model drives its clock.
+pub trait Drive {
+    /// It jumps over empty time, so it must find the next bucket holding events.
+    const JUMPS: bool;
+}
+
+/// Handed out one unit of time at a time ([`Clock::take`]).
+#[derive(Debug)]
+pub enum Stepped {}
+
+/// Handed out one event at a time, jumping to the next one due ([`Clock::pop`]).
+#[derive(Debug)]
+pub enum Jumping {}
+
+impl Drive for Stepped {
+    const JUMPS: bool = false;
+}
+
+impl Drive for Jumping {
+    const JUMPS: bool = true;
+}
 
 /// The most buckets a wheel gets; later events wait in the heap.
 const MAX_BUCKETS: u64 = 1 << 18;
@@ -45,13 +71,14 @@ impl<E> Ord for Far<E> {
 }
 
 #[derive(Debug)]
-pub struct Clock<E> {
+pub struct Clock<E, D: Drive = Jumping> {
     /// Times before this are over: nothing can be scheduled there any more.
     now: u64,
     buckets: Vec<Vec<E>>,
     size: u64,
     mask: u64,
-    /// One bit per bucket: it holds events.
+    /// Jumping only: one bit per bucket, set while it holds events, and how many the
+    /// wheel holds.
     occupied: Vec<u64>,
     on_wheel: usize,
     far: BinaryHeap<Reverse<Far<E>>>,
@@ -60,9 +87,10 @@ pub struct Clock<E> {
     current: Vec<E>,
     pos: usize,
     spare: Vec<E>,
+    drive: PhantomData<D>,
 }
 
-impl<E: Copy> Clock<E> {
+impl<E: Copy, D: Drive> Clock<E, D> {
     /// A clock at time 0 whose wheel covers `horizon` units ahead (the longest delay the
     /// model usually schedules); anything later waits in a heap.
     pub fn new(horizon: u64) -> Self {
@@ -75,13 +103,14 @@ impl<E: Copy> Clock<E> {
             buckets: (0..size).map(|_| Vec::new()).collect(),
             size,
             mask: size - 1,
-            occupied: vec![0; (size / 64) as usize],
+            occupied: vec![0; if D::JUMPS { (size / 64) as usize } else { 0 }],
             on_wheel: 0,
             far: BinaryHeap::new(),
             seq: 0,
             current: Vec::new(),
             pos: 0,
             spare: Vec::new(),
+            drive: PhantomData,
         }
     }
 
@@ -90,27 +119,27 @@ impl<E: Copy> Clock<E> {
         self.now
     }
 
-    /// Nothing is scheduled any more.
-    pub fn is_empty(&self) -> bool {
-        self.on_wheel == 0 && self.far.is_empty() && self.pos >= self.current.len()
-    }
-
     /// `event` is due at `at` (a time already over counts as the earliest one still open).
     // Inlined into every model's event loop with the rare heap push kept out of line: a
     // call per event cost the continuous model a fifth of its instructions.
     #[inline]
     pub fn schedule(&mut self, at: u64, event: E) {
-        let at = at.max(self.now);
-        if at - self.now < self.size {
+        // One comparison for the usual case: a time already over wraps round to a huge
+        // distance and takes the slow path with the far ones.
+        if at.wrapping_sub(self.now) < self.size {
             self.put(at, event);
         } else {
-            self.schedule_far(at, event);
+            self.schedule_slow(at, event);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn schedule_far(&mut self, at: u64, event: E) {
+    fn schedule_slow(&mut self, at: u64, event: E) {
+        let at = at.max(self.now);
+        if at - self.now < self.size {
+            return self.put(at, event);
+        }
         self.seq += 1;
         self.far.push(Reverse(Far {
             at,
@@ -123,8 +152,10 @@ impl<E: Copy> Clock<E> {
     fn put(&mut self, at: u64, event: E) {
         let i = (at & self.mask) as usize;
         self.buckets[i].push(event);
-        self.occupied[i / 64] |= 1 << (i % 64);
-        self.on_wheel += 1;
+        if D::JUMPS {
+            self.occupied[i / 64] |= 1 << (i % 64);
+            self.on_wheel += 1;
+        }
     }
 
     /// Move onto the wheel what has come within its reach of `now`: before anything else
@@ -144,11 +175,20 @@ impl<E: Copy> Clock<E> {
     fn take_bucket(&mut self, i: usize) -> Vec<E> {
         let spare = std::mem::take(&mut self.spare);
         let v = std::mem::replace(&mut self.buckets[i], spare);
-        self.occupied[i / 64] &= !(1 << (i % 64));
-        self.on_wheel -= v.len();
+        if D::JUMPS {
+            self.occupied[i / 64] &= !(1 << (i % 64));
+            self.on_wheel -= v.len();
+        }
         v
     }
 
+    fn recycle(&mut self, mut v: Vec<E>) {
+        v.clear();
+        self.spare = v;
+    }
+}
+
+impl<E: Copy> Clock<E, Stepped> {
     /// The events due at `now`, in the order they were scheduled; for a model that steps
     /// one unit at a time (`now` one more than the last call's). From here on, anything
     /// scheduled at `now` or before goes to `now + 1`. Give the vector back with
@@ -160,9 +200,15 @@ impl<E: Copy> Clock<E> {
         v
     }
 
-    pub fn give_back(&mut self, mut v: Vec<E>) {
-        v.clear();
-        self.spare = v;
+    pub fn give_back(&mut self, v: Vec<E>) {
+        self.recycle(v);
+    }
+}
+
+impl<E: Copy> Clock<E, Jumping> {
+    /// Nothing is scheduled any more.
+    pub fn is_empty(&self) -> bool {
+        self.on_wheel == 0 && self.far.is_empty() && self.pos >= self.current.len()
     }
 
     /// The next event and its time, or none when nothing is scheduled.
@@ -173,7 +219,7 @@ impl<E: Copy> Clock<E> {
                 return Some((self.now, e));
             }
             let done = std::mem::take(&mut self.current);
-            self.give_back(done);
+            self.recycle(done);
             self.pos = 0;
             let at = if self.on_wheel > 0 {
                 self.now + self.next_occupied()
@@ -264,7 +310,7 @@ mod tests {
 
     #[test]
     fn take_hands_out_one_time_at_a_time_and_pushes_the_past_forward() {
-        let mut c = Clock::new(8);
+        let mut c: Clock<u32, Stepped> = Clock::new(8);
         c.schedule(1, 10u32);
         c.schedule(1, 11);
         c.schedule(2, 12);

@@ -25,9 +25,17 @@ impl<T: Default> Series<T> {
     #[inline]
     pub fn at(&mut self, t: u64) -> &mut T {
         let i = (t / self.step) as usize;
-        if i >= self.rows.len() {
-            self.rows.resize_with(i + 1, T::default);
+        if i < self.rows.len() {
+            return &mut self.rows[i];
         }
+        self.grow_to(i)
+    }
+
+    /// Rows up to `i`, made on first use (rare: a series is sized for its run).
+    #[cold]
+    #[inline(never)]
+    fn grow_to(&mut self, i: usize) -> &mut T {
+        self.rows.resize_with(i + 1, T::default);
         &mut self.rows[i]
     }
 

@@ -7,7 +7,7 @@
 
 use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
-use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::clock::{Clock, Stepped};
 use crate::simulate::kernel::record::Recovery;
 use crate::simulate::kernel::rng::SplitMix64;
 use crate::simulate::model::Params;
@@ -101,9 +101,8 @@ pub struct StormTick {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StormReport {
-    pub scenario: &'static str,
-    pub policy: RetryKind,
-    pub seed: u64,
+    /// What it ran with.
+    pub params: StormParams,
     /// From the server's return, one tick taken as one second: settled is the first tick
     /// in which every arriving call is served; recovered, that the run ends on such a tick.
     #[serde(flatten)]
@@ -116,13 +115,12 @@ pub struct StormReport {
 
 /// The per-tick table and the summary lines; the chart of the same.
 impl Outcome for StormReport {
+    fn what(&self) -> String {
+        format!("policy {}", self.params.policy)
+    }
+
     fn text(&self) -> String {
         let mut o = String::new();
-        let _ = writeln!(
-            o,
-            "scenario {} (policy {}, seed {})",
-            self.scenario, self.policy, self.seed
-        );
         let rows: Vec<Vec<String>> = self
             .series
             .iter()
@@ -181,7 +179,7 @@ impl Outcome for StormReport {
             Series::new("served", GREEN, pts(|t| t.served)),
             Series::new("turned away", RED, pts(|t| t.turned_away)),
         ];
-        let title = format!("retry-storm, policy {}", self.policy);
+        let title = format!("retry-storm, policy {}", self.params.policy);
         Chart::new(title, "tick", "calls", left)
     }
 
@@ -206,7 +204,7 @@ impl Model for StormParams {
     fn run(&self, seed: u64) -> StormReport {
         let mut rng = SplitMix64::new(seed);
         let policy = self.retry_policy();
-        let mut clock: Clock<u32> = Clock::new(u64::from(self.max_delay));
+        let mut clock: Clock<u32, Stepped> = Clock::new(u64::from(self.max_delay));
         // Tries so far, per call; a call's id is its place in the order first sent.
         let mut tries: Vec<u32> = Vec::new();
         let mut pending = 0u32;
@@ -276,9 +274,7 @@ impl Model for StormParams {
             1,
         );
         StormReport {
-            scenario: "retry-storm",
-            policy: self.policy,
-            seed,
+            params: self.clone(),
             recovery,
             calls: tries.len() as u32,
             served: served_total,

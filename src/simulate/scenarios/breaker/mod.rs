@@ -48,10 +48,8 @@ pub struct BreakerSecond {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BreakerReport {
-    pub scenario: &'static str,
-    pub seed: u64,
-    pub errors: ErrorMode,
-    pub breaker: BreakerKind,
+    /// What it ran with.
+    pub params: BreakerParams,
     pub calls: u64,
     /// Closed -> open.
     pub trips: u32,
@@ -99,14 +97,13 @@ fn describe(kind: BreakerKind, p: &BreakerParams) -> String {
 
 /// How often it opened, closed and flapped, and what got through; second by second.
 impl Outcome for BreakerReport {
+    fn what(&self) -> String {
+        let (e, b) = (self.params.errors.name(), self.params.breaker.name());
+        format!("{} calls, errors {e}, breaker {b}", self.calls)
+    }
+
     fn text(&self) -> String {
-        let what = format!(
-            "{} calls, errors {}, breaker {}",
-            self.calls,
-            self.errors.name(),
-            self.breaker.name(),
-        );
-        let mut o = text::heading("breaker", self.seed, &what);
+        let mut o = String::new();
         let first = self
             .first_open_s
             .map_or("never".into(), |t| format!("first at {t:.2} s"));
@@ -184,8 +181,8 @@ impl Outcome for BreakerReport {
         Chart::new(
             format!(
                 "breaker {}, errors {}: opened {} times",
-                self.breaker.name(),
-                self.errors.name(),
+                self.params.breaker.name(),
+                self.params.errors.name(),
                 self.trips + self.reopens
             ),
             "time (s)",
@@ -281,10 +278,7 @@ impl Model for BreakerParams {
         let (passed, failed, rejected) =
             (sum(|s| s.passed), sum(|s| s.failed), sum(|s| s.rejected));
         BreakerReport {
-            scenario: params::NAME,
-            seed,
-            errors: self.errors,
-            breaker: self.breaker,
+            params: self.clone(),
             calls: n,
             trips: br.trips,
             reopens: br.reopens,

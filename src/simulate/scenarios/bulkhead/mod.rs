@@ -59,11 +59,9 @@ pub struct BulkheadSecond {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct BulkheadReport {
-    pub scenario: &'static str,
-    pub seed: u64,
-    pub design: Design,
+    /// What it ran with.
+    pub params: BulkheadParams,
     pub pools: String,
-    pub slow_at_s: f64,
     pub before: Rates,
     pub after: Rates,
     pub max_in_use: u64,
@@ -135,12 +133,13 @@ fn describe_pools(p: &BulkheadParams) -> String {
 
 /// Success before and after the slowdown, the connections in use and the calls waiting.
 impl Outcome for BulkheadReport {
+    fn what(&self) -> String {
+        let slow_at = self.params.slow_at.as_secs_f64();
+        format!("{}; recommendations slow from {slow_at} s", self.pools)
+    }
+
     fn text(&self) -> String {
-        let what = format!(
-            "{}; recommendations slow from {} s",
-            self.pools, self.slow_at_s,
-        );
-        let mut o = text::heading("bulkhead", self.seed, &what);
+        let mut o = String::new();
         for (what, x) in [("before", &self.before), ("after", &self.after)] {
             let _ = writeln!(
             o,
@@ -272,11 +271,8 @@ impl Model for BulkheadParams {
             })
             .collect();
         BulkheadReport {
-            scenario: params::NAME,
-            seed,
-            design: self.design,
+            params: self.clone(),
             pools: describe_pools(self),
-            slow_at_s: self.slow_at.as_secs_f64(),
             before: rates(&o, 0, slow),
             after: rates(&o, slow, end),
             max_in_use: o.samples.iter().map(|s| s.0).max().unwrap_or(0),

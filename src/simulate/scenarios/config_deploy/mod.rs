@@ -63,8 +63,12 @@ const COLUMNS: [&str; 11] = [
 /// second, the queue on the right axis. A stuck overload is easiest to see as a picture:
 /// arrivals staying high while goodput stays near zero.
 impl Outcome for SystemReport {
+    fn what(&self) -> String {
+        String::new()
+    }
+
     fn text(&self) -> String {
-        let mut o = text::heading(self.scenario, self.seed, "");
+        let mut o = String::new();
         let row = |chunk: &[Second]| {
             let n = chunk.len() as f64;
             let avg = |f: fn(&Second) -> u64| {
@@ -124,10 +128,10 @@ impl Outcome for SystemReport {
         let title = match (self.recovery.recovered, self.recovery.time_to_recover_s) {
             (true, Some(t)) => format!(
                 "{}: recovers {t} s after {}",
-                self.scenario,
+                params::NAME,
                 self.reference.replace('_', " ")
             ),
-            _ => format!("{}: stays stuck", self.scenario),
+            _ => format!("{}: stays stuck", params::NAME),
         };
         // Drawn back to front: the wide grey capacity line stays visible under the wasted
         // work that, in a stuck state, uses all of it.

@@ -58,8 +58,6 @@ pub struct Totals {
 /// The summary and series of a `config-deploy`-style run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SystemReport {
-    pub scenario: &'static str,
-    pub seed: u64,
     /// Times from the reference (trigger end, or the procedure start); the settle window
     /// is the parameters' `settle_window`.
     #[serde(flatten)]

@@ -80,6 +80,7 @@ impl Server {
         self.cfg = cfg;
     }
 
+    #[inline]
     pub fn is_down(&self, now: u32) -> bool {
         self.down_until.is_some_and(|u| now < u)
     }
@@ -152,6 +153,8 @@ impl Server {
         self.take_queue().len()
     }
 
+    // Inlined into the engine (as is `step`): called per attempt, from another module.
+    #[inline]
     pub fn arrive(&mut self, req: Req, now: u32) -> Arrival {
         if self.is_down(now) {
             return Arrival::Refused;
@@ -166,6 +169,7 @@ impl Server {
 
     /// Serve one tick's worth of work in FIFO order, calling `done` for every completed
     /// request (useful or abandoned: the server cannot tell).
+    #[inline]
     pub fn step(&mut self, now: u32, mut done: impl FnMut(Req)) -> Served {
         let mut served = Served::default();
         if self.is_down(now) {

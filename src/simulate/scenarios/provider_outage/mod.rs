@@ -12,6 +12,7 @@ mod model;
 pub mod params;
 mod provider;
 
+use model::tick_ms;
 pub use model::{OutageTick, ProviderOutageReport};
 pub use params::ProviderOutageParams;
 
@@ -37,24 +38,27 @@ fn overload(shed: bool, timeout_ms: f64) -> String {
 
 /// The peak after the return, what it cost, and when it was over; tick by tick.
 impl Outcome for ProviderOutageReport {
-    fn text(&self) -> String {
-        let what = format!(
+    fn what(&self) -> String {
+        format!(
             "{} clients calling together at {} s, each calling again {} s after its call went through; provider serves {} per {} ms tick and {}; down {} s..{} s; {}",
-            self.clients,
-            self.first_call_s,
-            self.period_s,
-            self.capacity_per_tick,
-            self.tick_ms,
-            overload(self.shed, self.timeout_ms),
+            self.params.clients,
+            self.params.first_call.as_secs_f64(),
+            self.params.period.as_secs_f64(),
+            self.params.capacity_per_tick,
+            tick_ms(&self.params),
+            overload(self.params.shed, self.params.timeout.as_secs_f64() * 1000.0),
             self.down_from_s,
             self.back_at_s,
-            self.policy_description,
-        );
-        let mut o = text::heading("provider-outage", self.seed, &what);
+            self.params.retry_policy().describe(),
+        )
+    }
+
+    fn text(&self) -> String {
+        let mut o = String::new();
         let _ = writeln!(
             o,
             "peak requests in one tick after the provider is back: {} at {:.1} s (capacity {})",
-            self.peak_after_back, self.peak_after_back_at_s, self.capacity_per_tick
+            self.peak_after_back, self.peak_after_back_at_s, self.params.capacity_per_tick
         );
         let _ = writeln!(
         o,
@@ -66,14 +70,14 @@ impl Outcome for ProviderOutageReport {
             "time to recover after it came back: {}",
             fmt_recovered(self.recovered_after_s)
         );
-        let per_s = (1000.0 / self.tick_ms).round().max(1.0) as usize;
+        let per_s = (1000.0 / tick_ms(&self.params)).round().max(1.0) as usize;
         let rows: Vec<Vec<String>> = self
             .series
             .chunks(per_s)
             .map(|c| {
                 let sum = |f: fn(&OutageTick) -> u64| c.iter().map(f).sum::<u64>().to_string();
                 vec![
-                    format!("{:.0}", c[0].tick as f64 * self.tick_ms / 1000.0),
+                    format!("{:.0}", c[0].tick as f64 * tick_ms(&self.params) / 1000.0),
                     sum(|x| x.new + x.retries),
                     c.iter()
                         .map(|x| x.new + x.retries)
@@ -104,11 +108,11 @@ impl Outcome for ProviderOutageReport {
     }
 
     fn chart(&self) -> Chart {
-        let t = |x: &OutageTick| x.tick as f64 * self.tick_ms / 1000.0;
+        let t = |x: &OutageTick| x.tick as f64 * tick_ms(&self.params) / 1000.0;
         let pts = |f: fn(&OutageTick) -> u64| -> Vec<(f64, f64)> {
             self.series.iter().map(|x| (t(x), f(x) as f64)).collect()
         };
-        let cap = f64::from(self.capacity_per_tick);
+        let cap = f64::from(self.params.capacity_per_tick);
         let end = self.series.last().map_or(1.0, t);
         let left = vec![
             Series::new(
@@ -128,7 +132,7 @@ impl Outcome for ProviderOutageReport {
         Chart::new(
             format!(
                 "provider-outage, {}: recovered {}",
-                self.policy,
+                self.params.policy,
                 fmt_recovered(self.recovered_after_s)
             ),
             "time (s)",

@@ -6,8 +6,7 @@
 
 use super::params::ProviderOutageParams;
 use super::provider::{Provider, TickEnd};
-use crate::retry::RetryKind;
-use crate::simulate::kernel::clock::Clock;
+use crate::simulate::kernel::clock::{Clock, Stepped};
 use crate::simulate::kernel::rng::SplitMix64;
 use serde::Serialize;
 
@@ -27,17 +26,9 @@ pub struct OutageTick {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProviderOutageReport {
-    pub scenario: &'static str,
-    pub seed: u64,
-    pub policy: RetryKind,
-    pub policy_description: String,
-    pub clients: u32,
-    pub first_call_s: f64,
-    pub period_s: f64,
-    pub tick_ms: f64,
-    pub capacity_per_tick: u32,
-    pub timeout_ms: f64,
-    pub shed: bool,
+    /// What it ran with.
+    pub params: ProviderOutageParams,
+    /// When the provider went down and came back, on the tick.
     pub down_from_s: f64,
     pub back_at_s: f64,
     pub duration_s: f64,
@@ -57,13 +48,18 @@ pub struct ProviderOutageReport {
     pub series: Vec<OutageTick>,
 }
 
+/// The tick in milliseconds.
+pub fn tick_ms(p: &ProviderOutageParams) -> f64 {
+    p.tick.as_secs_f64() * 1000.0
+}
+
 pub fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
     let mut rng = SplitMix64::new(seed);
     let ticks = p.ticks(p.duration);
     let period = p.ticks(p.period).max(1);
     let (down_from, back) = (p.ticks(p.down_from), p.ticks(p.down_to));
     let policy = p.retry_policy();
-    let mut clock: Clock<u32> = Clock::new(p.ticks(p.cap).max(period));
+    let mut clock: Clock<u32, Stepped> = Clock::new(p.ticks(p.cap).max(period));
     for c in 0..p.clients {
         clock.schedule(p.ticks(p.first_call), c);
     }
@@ -123,12 +119,11 @@ pub fn run(p: &ProviderOutageParams, seed: u64) -> ProviderOutageReport {
         row.waiting = waiting;
         series.push(row);
     }
-    report(p, seed, series, down_from, back)
+    report(p, series, down_from, back)
 }
 
 fn report(
     p: &ProviderOutageParams,
-    seed: u64,
     series: Vec<OutageTick>,
     down_from: u64,
     back: u64,
@@ -148,17 +143,7 @@ fn report(
         (recovered_at < series.len() as u64).then(|| (recovered_at - back) as f64 * tick_s);
     let sum = |f: fn(&OutageTick) -> u64| series.iter().map(f).sum::<u64>();
     ProviderOutageReport {
-        scenario: super::params::NAME,
-        seed,
-        policy: p.policy,
-        policy_description: p.retry_policy().describe(),
-        clients: p.clients,
-        first_call_s: p.first_call.as_secs_f64(),
-        period_s: p.period.as_secs_f64(),
-        tick_ms: tick_s * 1000.0,
-        capacity_per_tick: p.capacity_per_tick,
-        timeout_ms: p.timeout.as_secs_f64() * 1000.0,
-        shed: p.shed,
+        params: p.clone(),
         down_from_s: down_from as f64 * tick_s,
         back_at_s: back as f64 * tick_s,
         duration_s: series.len() as f64 * tick_s,

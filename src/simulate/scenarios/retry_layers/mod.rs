@@ -32,14 +32,9 @@ pub const LAYERS: [&str; 4] = ["app", "API", "downstream", "store"];
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RetryLayersReport {
-    pub scenario: &'static str,
-    pub seed: u64,
-    pub rate_per_s: f64,
-    pub retries: [u32; 3],
+    /// What it ran with.
+    pub params: RetryLayersParams,
     pub condition: String,
-    pub failures: Failures,
-    pub failure_rate: f64,
-    pub retry_budget: Option<f64>,
     pub loads: Loads,
     /// Calls per second per layer if every attempt failed and nothing limited retries:
     /// the product of the attempts above it.
@@ -49,10 +44,6 @@ pub struct RetryLayersReport {
     /// Overloaded store: seconds from the end of the trigger until the store stopped
     /// failing for the rest of the run; none if it was still failing in the last second.
     pub storm_over_after_s: Option<f64>,
-    pub deadline_ms: f64,
-    pub attempt_timeout_ms: f64,
-    pub retry_wait_ms: f64,
-    pub answer_latency_ms: f64,
     pub attempts: Vec<AttemptTiming>,
     /// A retry can be answered inside the deadline.
     pub retries_fit: bool,
@@ -77,6 +68,10 @@ fn condition(p: &RetryLayersParams) -> String {
     }
 }
 
+fn ms(d: std::time::Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
 fn share(a: u64, b: u64) -> f64 {
     if b == 0 {
         0.0
@@ -88,12 +83,19 @@ fn share(a: u64, b: u64) -> f64 {
 /// The load on each layer, what got through, the storm second by second when the store
 /// is overloaded, and the deadline arithmetic.
 impl Outcome for RetryLayersReport {
-    fn text(&self) -> String {
-        let what = format!(
+    fn what(&self) -> String {
+        format!(
             "{} req/s into the app; retries: app {}, API {}, downstream {}; {}",
-            self.rate_per_s, self.retries[0], self.retries[1], self.retries[2], self.condition,
-        );
-        let mut o = text::heading("retry-layers", self.seed, &what);
+            self.params.rate_per_s,
+            self.params.app_retries,
+            self.params.api_retries,
+            self.params.downstream_retries,
+            self.condition,
+        )
+    }
+
+    fn text(&self) -> String {
+        let mut o = String::new();
         let rows: Vec<Vec<String>> = LAYERS
             .iter()
             .enumerate()
@@ -101,7 +103,7 @@ impl Outcome for RetryLayersReport {
                 vec![
                     n.to_string(),
                     format!("{:.0}", self.loads.per_s[i]),
-                    format!("{:.2}x", self.loads.per_s[i] / self.rate_per_s),
+                    format!("{:.2}x", self.loads.per_s[i] / self.params.rate_per_s),
                     format!("{:.0}", self.worst_case_per_s[i]),
                 ]
             })
@@ -116,7 +118,7 @@ impl Outcome for RetryLayersReport {
             self.loads.amplification,
             text::pct(self.loads.success)
         );
-        if self.failures == Failures::Load {
+        if self.params.failures == Failures::Load {
             let over = self.storm_over_after_s.map_or(
                 "no: the retries keep it failing after the trigger, to the end of the run".into(),
                 |s| format!("{s:.0} s after the trigger ended"),
@@ -153,7 +155,7 @@ impl Outcome for RetryLayersReport {
         let _ = writeln!(
         o,
         "deadline {} ms, first attempt times out at {} ms, retry waits {} ms, an answer takes {} ms:",
-        self.deadline_ms, self.attempt_timeout_ms, self.retry_wait_ms, self.answer_latency_ms
+        ms(self.params.deadline), ms(self.params.attempt_timeout), ms(self.params.retry_wait), ms(self.params.answer_latency)
     );
         for a in &self.attempts {
             let verdict = if a.left_ms <= 0.0 {
@@ -163,7 +165,8 @@ impl Outcome for RetryLayersReport {
             } else {
                 format!(
                     "{:.0} ms left, less than the {} ms an answer takes: cannot finish",
-                    a.left_ms, self.answer_latency_ms
+                    a.left_ms,
+                    ms(self.params.answer_latency)
                 )
             };
             let _ = writeln!(
@@ -180,9 +183,9 @@ impl Outcome for RetryLayersReport {
         let _ = writeln!(
         o,
         "(below the app, each layer waits {} ms per attempt too: its retries start at {} ms, after the caller above gave up at {} ms)",
-        self.attempt_timeout_ms,
-        self.attempt_timeout_ms + self.retry_wait_ms,
-        self.attempt_timeout_ms
+        ms(self.params.attempt_timeout),
+        ms(self.params.attempt_timeout) + ms(self.params.retry_wait),
+        ms(self.params.attempt_timeout)
     );
         o
     }
@@ -242,7 +245,7 @@ impl Outcome for RetryLayersReport {
             Unit::Seconds,
             self.storm_over_after_s,
         );
-        f.push(match self.failures {
+        f.push(match self.params.failures {
             Failures::Load => over,
             Failures::Fixed => over.none_reads("-"),
         });
@@ -262,7 +265,6 @@ impl Model for RetryLayersParams {
         ]
         .map(f64::from);
         let attempts = deadline(self);
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
         let last = series.last().cloned().unwrap_or_default();
         let storm_over_after_s = (self.failures == Failures::Load)
             .then(|| {
@@ -275,14 +277,8 @@ impl Model for RetryLayersParams {
             })
             .flatten();
         RetryLayersReport {
-            scenario: params::NAME,
-            seed,
-            rate_per_s: self.rate_per_s,
-            retries: [self.app_retries, self.api_retries, self.downstream_retries],
+            params: self.clone(),
             condition: condition(self),
-            failures: self.failures,
-            failure_rate: self.failure_rate,
-            retry_budget: self.retry_budget,
             loads: model::loads_of(self, &series),
             worst_case_per_s: [
                 self.rate_per_s,
@@ -292,10 +288,6 @@ impl Model for RetryLayersParams {
             ],
             store_failing_at_end: share(last.store_failed, last.received[3]),
             storm_over_after_s,
-            deadline_ms: ms(self.deadline),
-            attempt_timeout_ms: ms(self.attempt_timeout),
-            retry_wait_ms: ms(self.retry_wait),
-            answer_latency_ms: ms(self.answer_latency),
             retries_fit: attempts.iter().skip(1).any(|a| a.fits),
             attempts,
             series,

@@ -57,7 +57,7 @@ impl Model for SlowReplicaParams {
     type Report = SlowReplicaReport;
 
     fn run(&self, seed: u64) -> SlowReplicaReport {
-        report::build(self, seed, &model::run(self, seed))
+        report::build(self, &model::run(self, seed))
     }
 
     /// Every balancer, plain and with each caller-side variant.

@@ -44,17 +44,9 @@ pub struct EjectionRow {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SlowReplicaReport {
-    pub scenario: &'static str,
-    pub seed: u64,
-    pub rate_per_s: f64,
-    pub balancer: String,
-    pub outlier_ejection: bool,
-    pub timeout_ms: Option<f64>,
-    pub timeout_retries: u32,
-    pub hedge_after_ms: Option<f64>,
+    /// What it ran with.
+    pub params: SlowReplicaParams,
     pub slow_replica: String,
-    pub slow_at_s: f64,
-    pub slow_factor: f64,
     pub capacity_per_replica: f64,
     pub slow_capacity: f64,
     /// Calls that arrived before the slowdown.
@@ -80,7 +72,7 @@ pub fn replica_name(i: u32) -> String {
     char::from(b'A' + (i % 26) as u8).to_string()
 }
 
-pub fn build(p: &SlowReplicaParams, seed: u64, o: &Run) -> SlowReplicaReport {
+pub fn build(p: &SlowReplicaParams, o: &Run) -> SlowReplicaReport {
     let slow_at = p.slow_at.as_micros() as u64;
     let end = p.duration.as_micros() as u64;
     let lat = |from: u64, to: u64| {
@@ -122,19 +114,9 @@ pub fn build(p: &SlowReplicaParams, seed: u64, o: &Run) -> SlowReplicaReport {
             }
         })
         .collect();
-    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     SlowReplicaReport {
-        scenario: super::params::NAME,
-        seed,
-        rate_per_s: p.rate_per_s,
-        balancer: p.balancer.name().to_string(),
-        outlier_ejection: p.outlier_ejection,
-        timeout_ms: p.timeout.map(ms),
-        timeout_retries: p.timeout_retries,
-        hedge_after_ms: p.hedge_after.map(ms),
+        params: p.clone(),
         slow_replica: replica_name(p.slow_replica),
-        slow_at_s: p.slow_at.as_secs_f64(),
-        slow_factor: p.slow_factor,
         capacity_per_replica: p.capacity_per_replica(),
         slow_capacity: p.capacity_per_replica() / p.slow_factor,
         healthy: lat(0, slow_at),
@@ -169,18 +151,19 @@ pub fn build(p: &SlowReplicaParams, seed: u64, o: &Run) -> SlowReplicaReport {
     }
 }
 
-pub fn describe_setup(r: &SlowReplicaReport) -> String {
-    let mut s = r.balancer.clone();
-    if r.outlier_ejection {
+pub fn describe_setup(p: &SlowReplicaParams) -> String {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    let mut s = p.balancer.name().to_string();
+    if p.outlier_ejection {
         s.push_str(" + outlier ejection");
     }
-    if let Some(t) = r.timeout_ms {
+    if let Some(t) = p.timeout.map(ms) {
         let _ = write!(s, ", timeout {t:.0} ms");
-        if r.timeout_retries > 0 {
-            let _ = write!(s, " + {} retry", r.timeout_retries);
+        if p.timeout_retries > 0 {
+            let _ = write!(s, " + {} retry", p.timeout_retries);
         }
     }
-    if let Some(h) = r.hedge_after_ms {
+    if let Some(h) = p.hedge_after.map(ms) {
         let _ = write!(s, ", hedge at {h:.0} ms");
     }
     s
@@ -189,17 +172,21 @@ pub fn describe_setup(r: &SlowReplicaReport) -> String {
 /// Latency before and after the slowdown, the slow replica's share and queue, second by
 /// second; the chart of the same.
 impl Outcome for SlowReplicaReport {
+    fn what(&self) -> String {
+        format!(
+            "{} replicas, {} calls/s; replica {} {}x slower from {} s; balancer: {}",
+            self.replicas.len(),
+            self.params.rate_per_s,
+            self.slow_replica,
+            self.params.slow_factor,
+            self.params.slow_at.as_secs_f64(),
+            describe_setup(&self.params),
+        )
+    }
+
     fn text(&self) -> String {
         let b = &self.slow_replica;
-        let what = format!(
-            "{} replicas, {} calls/s; replica {b} {}x slower from {} s; balancer: {}",
-            self.replicas.len(),
-            self.rate_per_s,
-            self.slow_factor,
-            self.slow_at_s,
-            describe_setup(self),
-        );
-        let mut o = text::heading("slow-replica", self.seed, &what);
+        let mut o = String::new();
         let _ = writeln!(
             o,
             "each replica finishes {:.1} req/s when healthy; {b} slowed finishes {:.1} req/s",
@@ -227,7 +214,7 @@ impl Outcome for SlowReplicaReport {
         self.slow_max_backlog,
         self.slow_backlog_at_end
     );
-        if self.hedge_after_ms.is_some() {
+        if self.params.hedge_after.is_some() {
             let _ = writeln!(
                 o,
                 "hedged calls: {} ({})",
@@ -235,10 +222,10 @@ impl Outcome for SlowReplicaReport {
                 pct(self.hedged_share)
             );
         }
-        if self.timeout_retries > 0 {
+        if self.params.timeout_retries > 0 {
             let _ = writeln!(o, "retries after a timeout: {}", self.retries);
         }
-        if self.outlier_ejection {
+        if self.params.outlier_ejection {
             let list: Vec<String> = self
                 .ejections
                 .iter()
@@ -308,9 +295,9 @@ impl Outcome for SlowReplicaReport {
         Chart::new(
             format!(
                 "slow-replica: {b} {}x slower from {} s, {}",
-                self.slow_factor,
-                self.slow_at_s,
-                describe_setup(self)
+                self.params.slow_factor,
+                self.params.slow_at.as_secs_f64(),
+                describe_setup(&self.params)
             ),
             "arrival time (s)",
             "latency (ms)",
