@@ -179,7 +179,7 @@ impl Connection {
                         .await?
                 }
                 Step::Handle(req, Dispatch::Forward(admitted)) => {
-                    exchange::forward(self, proxy, req, admitted, slot.draining()).await?
+                    exchange::forward(self, proxy, req, admitted, slot).await?
                 }
             };
             if !keep_going {

@@ -8,6 +8,7 @@
 //! request whose very first write failed may go out again, under [`super::resend`]'s
 //! rule.
 
+use super::conn_table::Slot;
 use super::http1::{head, parse_response, BodyCursor, Framing};
 use super::proxy::{Admitted, Proxy};
 use super::session::{write_client, Connection, Request};
@@ -55,24 +56,27 @@ pub(super) async fn forward(
     proxy: &Proxy,
     req: Request,
     mut admitted: Admitted<'_>,
-    draining: bool,
+    slot: &Slot,
 ) -> io::Result<bool> {
     let mut cursor = BodyCursor::new(req.framing);
     let Ok(here) = cursor.advance(&conn.rbuf[req.head_len..]) else {
         return bad_body(conn).await; // counted as client_gone: the client broke it
     };
     let buffered = cursor.is_done();
-    let keep_client = req.keep_alive && !draining;
+    // Whether the gate is stopping is read when each answer is written, not here: a stop
+    // that comes while the upstream works must reach the client as `Connection: close`,
+    // or a client reusing the connection races the gate closing it.
+    let keep_client = req.keep_alive;
     let sent = Instant::now();
     let replica = admitted.pick.index;
     let wait = admitted.wait;
-    let exchange = send_and_wait(conn, req, cursor, here, &mut admitted, keep_client);
+    let exchange = send_and_wait(conn, req, cursor, here, &mut admitted, keep_client, slot);
     let result = tokio::time::timeout(wait, exchange).await;
     if buffered {
         conn.rbuf.advance(req.head_len + here);
     }
     // A request whose body was only partly read leaves the connection out of step.
-    let keep_after_error = keep_client && buffered;
+    let keep_after_error = keep_client && buffered && !slot.draining();
     let (link, resp) = match result {
         Ok(Ok(got)) => got,
         Ok(Err(Failure::ClientGone)) => return Ok(false),
@@ -163,6 +167,7 @@ async fn send_and_wait(
     here: usize,
     admitted: &mut Admitted<'_>,
     keep_client: bool,
+    slot: &Slot,
 ) -> Result<(Link, HeadSummary), Failure> {
     let buffered = cursor.is_done();
     let body_here = req.head_len..req.head_len + here;
@@ -198,7 +203,7 @@ async fn send_and_wait(
             conn.rbuf.advance(req.head_len + here);
             stream_request_body(conn, &mut cursor, &mut link).await?;
         }
-        return match wait_for_head(conn, &mut link, req.is_head, keep_client).await {
+        return match wait_for_head(conn, &mut link, req.is_head, keep_client, slot).await {
             Err(Failure::NoAnswer) if link.reused => {
                 admitted.resend(true, req.idempotent); // counted as refused: it was written
                 Err(Failure::NoAnswer)
@@ -254,6 +259,7 @@ async fn wait_for_head(
     link: &mut Link,
     head_request: bool,
     keep_client: bool,
+    slot: &Slot,
 ) -> Result<HeadSummary, Failure> {
     let mut answered = false;
     loop {
@@ -262,7 +268,8 @@ async fn wait_for_head(
             match parse_response(&link.buf, &mut headers, head_request) {
                 Ok(Some(h)) => {
                     conn.out.clear();
-                    let close_client = !keep_client || h.framing == Framing::UntilClose;
+                    let close_client =
+                        !keep_client || h.framing == Framing::UntilClose || slot.draining();
                     h.write_client(&mut conn.out, close_client && !h.is_interim());
                     Some(HeadSummary {
                         status: h.status,

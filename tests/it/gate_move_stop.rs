@@ -1,6 +1,6 @@
 //! A stop that meets a connection on its way between workers: the connection, between
 //! requests, is closed at once like any waiting one, and requests in flight on the worker
-//! it was headed for are still answered.
+//! it was headed for are still answered, each answer saying `Connection: close`.
 
 use crate::gate_moves::{gate_config_for, on_cpu, open_on, two_cpus, Client};
 use crate::support::gate::{limit, start};
@@ -147,4 +147,35 @@ async fn a_connection_moving_at_stop_closes_at_once_and_the_other_workers_reques
         .await
         .unwrap();
     assert_eq!(d_answer.status, 200, "{d_answer:?}");
+}
+
+/// Was: a request in flight when the stop came was answered keep-alive (the gate decided
+/// when it forwarded the request) and then closed, so a client sending its next request
+/// at once raced the close. The answer says `Connection: close`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_at_stop_is_answered_with_connection_close() {
+    let mut up = Held::start(&["a"]).await;
+    let gate = start(gate_config_for(up.addr, limit(None, 1, None), 1)).await;
+    let proxy = gate.proxy;
+    let mut a = tokio::task::spawn_blocking(move || {
+        let mut a = Client::connect(proxy);
+        a.write(crate::gate_moves::get("/hold-a").as_bytes());
+        a
+    })
+    .await
+    .unwrap();
+    up.wait_arrival("a").await;
+    drop(gate);
+    while tokio::net::TcpStream::connect(proxy).await.is_ok() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    up.release("a");
+    let (answer, closed) = tokio::task::spawn_blocking(move || {
+        let got = a.answer();
+        (got, a.closed())
+    })
+    .await
+    .unwrap();
+    assert_eq!((answer.status, answer.close), (200, true), "{answer:?}");
+    assert!(closed, "the gate closes the connection after the answer");
 }
