@@ -11,21 +11,12 @@
 //! Mixing the regimes breaks the line (the queue fills as the service warms, so the warmer
 //! scrapes carry k and the colder not: the slope came out negative).
 //!
-//! Telling the regimes apart (`regime`): the service is overloaded while its queue holds
-//! more than it answers within the clients' timeout at its un-overloaded capacity,
-//! `queue > concurrency / (healthy x m(w)) x timeout`. The observed service time makes that
-//! test without knowing `healthy`, `f` or `k`: not overloaded, it is `healthy x m(w)` and
-//! `queue > concurrency / service_time x timeout` is the model's condition itself, false;
-//! overloaded, it carries k and the right side is k times lower than the model's threshold,
-//! which the queue is already over, so true. Only a busy service counts (`queue > 0`:
-//! every slot working, so the service time is the cost of the work, not of a trickle),
-//! and only where the regime held at every scrape of the rate window the service time is
-//! a mean over. Summed over replicas (queue, concurrency) the test is exact while the
-//! replicas are alike, which balancing keeps them. A line over one regime's scrapes gives
+//! The regimes are told apart by [`super::regime`]. A line over one regime's scrapes gives
 //! `f` when they span at least half the warm range (less, and the line's value at `w = 0` is
 //! an extrapolation past twice the data); otherwise the declaration stands, and without
 //! one the cold factor is unknown, each with the reason.
 
+use super::regime::{held_regime, NoRegime, Regime};
 use super::{Estimate, Source};
 use crate::detect::DetectorConfig;
 use crate::metrics::signal::{names, Snapshot};
@@ -35,71 +26,10 @@ const MIN_SPAN: f64 = 0.5;
 /// The least scrapes a line rests on.
 const MIN_POINTS: usize = 3;
 
-/// What a busy scrape shows of the cost model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Regime {
-    /// Queued beyond what the service answers within the clients' timeout: costs carry k.
-    Overloaded,
-    /// Queued, every slot busy, not overloaded: costs are `healthy x m(w)`.
-    Queued,
-}
-
-/// Why a scrape says nothing of the regime.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoRegime {
-    /// Nothing queued: the service was not busy.
-    Idle,
-    /// A signal the test needs is absent (named).
-    Missing(&'static str),
-}
-
-/// The regime of one scrape (module doc).
-pub fn regime(s: &Snapshot) -> Result<Regime, NoRegime> {
-    let queue = s
-        .get(names::QUEUE_DEPTH)
-        .ok_or(NoRegime::Missing(names::QUEUE_DEPTH))?;
-    if queue <= 0.0 {
-        return Err(NoRegime::Idle);
-    }
-    let st = s
-        .get(names::SERVICE_TIME)
-        .filter(|v| v.is_finite() && *v > 0.0)
-        .ok_or(NoRegime::Missing(names::SERVICE_TIME))?;
-    let conc = s
-        .get(names::CONCURRENCY_LIMIT)
-        .filter(|v| *v > 0.0)
-        .ok_or(NoRegime::Missing(names::CONCURRENCY_LIMIT))?;
-    let timeout = s
-        .get(names::CLIENT_TIMEOUT)
-        .filter(|v| *v > 0.0)
-        .ok_or(NoRegime::Missing(names::CLIENT_TIMEOUT))?;
-    Ok(if queue > conc / st * timeout {
-        Regime::Overloaded
-    } else {
-        Regime::Queued
-    })
-}
-
-/// The regime of `s` if it held at every scrape of the rate window ending at `s`.
-pub fn held_regime(window: &[Snapshot], s: &Snapshot) -> Result<Regime, NoRegime> {
-    let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
-        .unwrap_or_default();
-    let from = s.at.checked_sub(span).unwrap_or(s.at);
-    let r = regime(s)?;
-    let held = window
-        .iter()
-        .filter(|o| o.at >= from && o.at <= s.at)
-        .all(|o| regime(o) == Ok(r));
-    if held {
-        Ok(r)
-    } else {
-        Err(NoRegime::Idle)
-    }
-}
-
 /// The cold factor the estimates use: observed where the window allows (one regime's
-/// line, else the cost model over both, [`super::cost`]), else declared, else unknown (`Err` with the reason). The `from` of an observed one names the
-/// declaration it replaced; of a declared one, why the window did not show it.
+/// line, else the cost model over both, [`super::cost`]), else declared, else unknown
+/// (`Err` with the reason). The `from` of an observed one names the declaration it
+/// replaced; of a declared one, why the window did not show it.
 pub fn cold_factor(cfg: &DetectorConfig, window: &[Snapshot]) -> Result<Estimate, String> {
     cold_factor_against(cfg, window, None)
 }
@@ -274,6 +204,7 @@ fn line(pts: &[(f64, f64)]) -> Option<(f64, f64)> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::regime::regime;
     use super::*;
     use crate::metrics::signal::Reading;
     use std::time::{Duration, UNIX_EPOCH};

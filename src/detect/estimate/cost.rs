@@ -11,7 +11,7 @@
 //! service time, `m(x) = 1 + g x` with `x = 1 - w` and `g` the cold factor less 1, `K`
 //! 1 while the service is calm and k while it is overloaded. Calm is nothing queued (the
 //! model's overload test, queue over what the service answers within the clients'
-//! timeout, is false at 0) or queued and not overloaded ([`super::cold::regime`]); a
+//! timeout, is false at 0) or queued and not overloaded ([`super::regime`]); a
 //! service time is the work of a request, whatever the load, so an idle scrape's is as
 //! good as a busy one's. In logs, `ln st = ln s + [overloaded] ln k + ln(1 + g x)`: for
 //! one `g`, `ln s` is the calm scrapes' mean residual and `ln k` the overloaded ones' less
@@ -22,7 +22,7 @@
 //! spans of `x` (each over whole rate windows, as in [`super::cold`]) must add up to half
 //! of it. A fit that cannot tell is an `Err` with the reason, never a number.
 
-use super::cold::{regime, Regime};
+use super::regime::{regime, Regime};
 use crate::metrics::signal::{names, Snapshot};
 
 /// The least the two regimes' spans of `1 - w` add up to.

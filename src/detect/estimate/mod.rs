@@ -10,6 +10,7 @@
 mod cold;
 mod cost;
 mod k;
+mod regime;
 
 pub use cold::{cold_factor, cold_factor_against};
 pub use cost::{fit as cost_fit, CostFit};
@@ -348,7 +349,7 @@ fn measured_cold(window: &[Snapshot]) -> Option<f64> {
         })
         .filter(|s| s.get(names::QUEUE_DEPTH).unwrap_or(0.0) > 0.0)
         // Overloaded, completions are the cold capacity over k.
-        .filter(|s| cold::regime(s) != Ok(cold::Regime::Overloaded))
+        .filter(|s| regime::regime(s) != Ok(regime::Regime::Overloaded))
         .filter_map(|s| s.get(names::WORK_RATE))
         .fold(None, |acc: Option<f64>, v| {
             Some(acc.map_or(v, |a| a.max(v)))
