@@ -16,6 +16,7 @@ struct Running {
     _guard: ChildGuard,
     proxy: SocketAddr,
     admin: SocketAddr,
+    log: std::path::PathBuf,
 }
 
 fn spawn_gate(dir: &Path, upstream: &str, log: &str, extra: &[&str]) -> Running {
@@ -39,6 +40,7 @@ fn spawn_gate(dir: &Path, upstream: &str, log: &str, extra: &[&str]) -> Running 
         _guard: guard,
         proxy,
         admin,
+        log: dir.join(log),
     }
 }
 
@@ -52,7 +54,9 @@ async fn ready(g: &Running) {
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("gate on {} never became ready", g.admin);
+    // Its log says why (a port taken between choosing it and binding it, say).
+    let log = std::fs::read_to_string(&g.log).unwrap_or_default();
+    panic!("gate on {} never became ready; its log:\n{log}", g.admin);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
