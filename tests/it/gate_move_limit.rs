@@ -3,7 +3,8 @@
 //! admitted than the new limit allows (its burst starts empty after an unlimited gate)
 //! plus at most one per worker thread deciding at the moment of the change.
 
-use crate::gate_moves::{gate_config, get, two_cpus, Client};
+use crate::gate_moves::{gate_config, get, Client};
+use crate::support::gate::two_cpus;
 use crate::support::gate::{limit, put_limit, start};
 use crate::support::wire::{echo, Upstream};
 use recover::gate::connection::PLACE_EVERY;

@@ -2,8 +2,9 @@
 //! requests, is closed at once like any waiting one, and requests in flight on the worker
 //! it was headed for are still answered, each answer saying `Connection: close`.
 
-use crate::gate_moves::{gate_config_for, on_cpu, open_on, two_cpus, Client};
+use crate::gate_moves::{gate_config_for, on_cpu, Client};
 use crate::support::gate::{limit, start};
+use crate::support::gate::{open_on, two_cpus};
 use recover::gate::connection::PLACE_EVERY;
 use std::collections::HashMap;
 use std::net::SocketAddr;

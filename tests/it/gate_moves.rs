@@ -5,11 +5,12 @@
 //! was admitted. Moves need one worker bound per usable CPU; with fewer CPUs the tests say
 //! so and stop.
 
-use crate::support::gate::{limit, metrics, put_limit, sample, start, Gate, TOKEN};
+use crate::support::gate::{limit, put_limit, start, TOKEN};
+use crate::support::gate::{open_on, two_cpus};
 use crate::support::wire::{echo, Upstream};
 use recover::gate::connection::PLACE_EVERY;
 use recover::gate::limit::Limit;
-use recover::gate::placement::{allowed_cpus, bind_current_thread};
+use recover::gate::placement::bind_current_thread;
 use recover::gate::GateConfig;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -105,27 +106,6 @@ impl Client {
 
 pub fn get(target: &str) -> String {
     format!("GET {target} HTTP/1.1\r\nhost: gate\r\n\r\n")
-}
-
-/// The usable CPUs when there are at least two (else moves cannot happen: say so).
-pub fn two_cpus() -> Option<Vec<usize>> {
-    let allowed = allowed_cpus().expect("the CPUs this test may use");
-    if allowed.len() < 2 {
-        eprintln!("one usable CPU: no worker is bound, no connection moves");
-        return None;
-    }
-    Some(allowed)
-}
-
-/// Which worker holds each open connection now.
-pub async fn open_on(gate: &Gate, workers: usize) -> Vec<f64> {
-    let m = metrics(gate.admin).await;
-    (0..workers)
-        .map(|w| {
-            let series = format!(r#"recover_gate_worker_connections{{worker="{w}"}}"#);
-            sample(&m, &series).unwrap_or_else(|| panic!("no {series} in\n{m}"))
-        })
-        .collect()
 }
 
 /// Run `f` on a thread bound to `cpu` with the client, and give the client back.

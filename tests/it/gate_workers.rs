@@ -2,23 +2,13 @@
 //! connections accepted by one worker ends up served by all of them, and every handed-over
 //! connection is served like any other.
 
-use crate::support::gate::{config, limit, metrics, run, sample, upstream, Gate};
+use crate::support::gate::{config, limit, open_on, run, two_cpus, upstream};
 use crate::support::wire::{get, Peer};
 use recover::gate::connection::PLACE_EVERY;
 use recover::gate::workers::HOME_SLACK;
 use recover::gate::BoundGate;
 use std::num::NonZeroUsize;
 use std::time::{Duration, Instant};
-
-async fn open_on(gate: &Gate, workers: usize) -> Vec<f64> {
-    let m = metrics(gate.admin).await;
-    (0..workers)
-        .map(|w| {
-            let series = format!(r#"recover_gate_worker_connections{{worker="{w}"}}"#);
-            sample(&m, &series).unwrap_or_else(|| panic!("no {series} in\n{m}"))
-        })
-        .collect()
-}
 
 /// Was: the worker that ran first drained the whole backlog, and one thread served every
 /// connection while the other sat idle. The burst comes from one client thread, so its
@@ -100,11 +90,7 @@ fn worker_cpus() -> Vec<(String, String)> {
 /// with the threads waking them on one CPU (the refusing p99 of 7-8 ms).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_one_worker_per_usable_cpu_each_worker_is_bound_to_its_own() {
-    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
-    if allowed.len() < 2 {
-        eprintln!("one usable CPU: nothing to bind");
-        return;
-    }
+    let Some(allowed) = two_cpus() else { return };
     let up = upstream(Duration::ZERO).await;
     let mut cfg = config(&[&up], limit(None, 1, None));
     cfg.workers = NonZeroUsize::new(allowed.len());
@@ -133,11 +119,7 @@ async fn with_one_worker_per_usable_cpu_each_worker_is_bound_to_its_own() {
 /// worker is bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_fewer_workers_than_usable_cpus_no_worker_is_bound() {
-    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
-    if allowed.len() < 2 {
-        eprintln!("one usable CPU: nothing to tell apart");
-        return;
-    }
+    let Some(allowed) = two_cpus() else { return };
     let up = upstream(Duration::ZERO).await;
     let mut cfg = config(&[&up], limit(None, 1, None));
     cfg.workers = NonZeroUsize::new(1);
@@ -182,11 +164,7 @@ async fn at_stop_a_waiting_connection_closes_at_once_and_one_in_a_request_is_ans
 /// served by the worker bound to that CPU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_are_served_by_the_worker_on_the_cpu_their_packets_arrive_on() {
-    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
-    if allowed.len() < 2 {
-        eprintln!("one usable CPU: nothing to tell apart");
-        return;
-    }
+    let Some(allowed) = two_cpus() else { return };
     let up = upstream(Duration::ZERO).await;
     let mut cfg = config(&[&up], limit(Some(1.0), 1, None));
     cfg.workers = NonZeroUsize::new(allowed.len());
@@ -221,11 +199,7 @@ async fn connections_are_served_by_the_worker_on_the_cpu_their_packets_arrive_on
 /// [`PLACE_EVERY`] requests its connection is served by the worker bound to the new CPU.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_follows_its_client_to_another_cpu_between_requests() {
-    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
-    if allowed.len() < 2 {
-        eprintln!("one usable CPU: nothing to tell apart");
-        return;
-    }
+    let Some(allowed) = two_cpus() else { return };
     let up = upstream(Duration::ZERO).await;
     let mut cfg = config(&[&up], limit(Some(1.0), 1, None));
     cfg.workers = NonZeroUsize::new(allowed.len());

@@ -376,3 +376,24 @@ pub async fn served(from: &str, gate: &Gate, path: &str) -> super::wire::Peer {
     assert_eq!(r.head.status(), 200, "{from} {path}: {:?}", r.head);
     p
 }
+
+/// The usable CPUs when there are at least two (else moves cannot happen: say so).
+pub fn two_cpus() -> Option<Vec<usize>> {
+    let allowed = recover::gate::placement::allowed_cpus().expect("the CPUs this test may use");
+    if allowed.len() < 2 {
+        eprintln!("one usable CPU: no worker is bound, no connection moves, nothing to tell apart");
+        return None;
+    }
+    Some(allowed)
+}
+
+/// Which worker holds each open connection now.
+pub async fn open_on(gate: &Gate, workers: usize) -> Vec<f64> {
+    let m = metrics(gate.admin).await;
+    (0..workers)
+        .map(|w| {
+            let series = format!(r#"recover_gate_worker_connections{{worker="{w}"}}"#);
+            sample(&m, &series).unwrap_or_else(|| panic!("no {series} in\n{m}"))
+        })
+        .collect()
+}
