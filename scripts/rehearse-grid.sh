@@ -6,7 +6,7 @@
 #   scripts/rehearse-grid.sh [--sample N] [--seed S] [extra `recover rehearse` flags...]
 #
 # The scenarios come from `recover simulate --grid --write` (the axes and what follows
-# from the model are in recover::simulate::grid::draw's doc), the same draw as `scripts/bench-rehearse.sh --sample`. The
+# from the model are in recover::rehearse::grid::draw's doc), the same draw as `scripts/bench-rehearse.sh --sample`. The
 # seed is printed (a new one each run unless given).
 # Needs: cargo, python3. BENCH_PROFILE=release builds release (default: debug, the
 # rehearsal's time is mostly real clocks). A benchmark prints figures; it asserts nothing.

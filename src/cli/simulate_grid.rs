@@ -45,7 +45,7 @@ pub fn run(args: &GridArgs, seed: Option<u64>, output: Output) -> CliResult {
         return Err(Failure::usage(anyhow!("--points: must be at least 1")));
     }
     if let Some(dir) = &args.write {
-        let files = recover::simulate::grid::write(dir, args.points, seed)
+        let files = recover::rehearse::grid::write(dir, args.points, seed)
             .map_err(|e| Failure::usage(anyhow!("--write {}: {e}", dir.display())))?;
         eprintln!(
             "seed {seed}: {} scenario file(s) written under {}",
@@ -57,7 +57,7 @@ pub fn run(args: &GridArgs, seed: Option<u64>, output: Output) -> CliResult {
     let rb = recover::runbook::find(&args.runbook, &[])
         .map_err(|e| Failure::usage(anyhow!("--runbook {}: {e}", args.runbook)))?;
     let start = Instant::now();
-    let report = recover::simulate::grid::run(&rb.runbook, args.points, seed);
+    let report = recover::rehearse::grid::run(&rb.runbook, args.points, seed);
     let text = match output {
         Output::Text => report.text(),
         Output::Json => report.json().map_err(|e| Failure::new(Exit::Failed, e))?,

@@ -15,6 +15,7 @@ pub mod baselines;
 pub mod bound;
 pub mod detection;
 pub mod expo;
+pub mod grid;
 pub mod harsher;
 pub mod orchestrate;
 pub mod output;

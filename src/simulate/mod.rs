@@ -11,7 +11,6 @@
 pub mod compare;
 pub mod error;
 pub mod file;
-pub mod grid;
 pub mod kernel;
 pub mod model;
 pub mod overrides;

@@ -9,9 +9,9 @@
 //! And what it writes is what a rehearsal reads: the files load through the rehearsal's
 //! own scenario loader, as the same scenarios the generator drew.
 
+use recover::rehearse::grid::draw;
 use recover::rehearse::harsher::not_stuck;
 use recover::rehearse::scenario::Scenario;
-use recover::simulate::grid::draw;
 use std::process::Command;
 
 #[test]
