@@ -131,11 +131,7 @@ fn observed(window: &[Snapshot]) -> Result<Fit, String> {
             }
             Err(NoRegime::Idle) => continue,
         };
-        // The service time is a mean over the rate window: its warmth is the window's too.
-        let Some(w) = s
-            .get(names::WARM_FRACTION)
-            .and_then(|_| super::warm_over_rate_window(window, s).get(names::WARM_FRACTION))
-        else {
+        let Some(w) = super::warmth_over_rate_window(window, s) else {
             missing = Some(names::WARM_FRACTION);
             continue;
         };

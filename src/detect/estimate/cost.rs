@@ -22,7 +22,7 @@
 //! spans of `x` (each over whole rate windows, as in [`super::cold`]) must add up to half
 //! of it. A fit that cannot tell is an `Err` with the reason, never a number.
 
-use super::regime::{regime, Regime};
+use super::regime::{held_over_rate_window, regime, Regime};
 use crate::metrics::signal::{names, Snapshot};
 
 /// The least the two regimes' spans of `1 - w` add up to.
@@ -66,15 +66,7 @@ fn class(s: &Snapshot) -> Option<Regime> {
 
 /// The class of `s` if every scrape of the rate window ending at `s` has it.
 fn held(window: &[Snapshot], s: &Snapshot) -> Option<Regime> {
-    let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
-        .unwrap_or_default();
-    let from = s.at.checked_sub(span).unwrap_or(s.at);
-    let r = class(s)?;
-    window
-        .iter()
-        .filter(|o| o.at >= from && o.at <= s.at)
-        .all(|o| class(o) == Some(r))
-        .then_some(r)
+    held_over_rate_window(window, s, class).flatten()
 }
 
 /// The fit over `window`, or why it says nothing.
@@ -89,11 +81,7 @@ pub fn fit(window: &[Snapshot]) -> Result<CostFit, String> {
         else {
             continue;
         };
-        // The service time is a mean over the rate window: its warmth is the window's too.
-        let Some(w) = s
-            .get(names::WARM_FRACTION)
-            .and_then(|_| super::warm_over_rate_window(window, s).get(names::WARM_FRACTION))
-        else {
+        let Some(w) = super::warmth_over_rate_window(window, s) else {
             continue;
         };
         pts.push((1.0 - w.clamp(0.0, 1.0), st.ln(), r == Regime::Overloaded));
@@ -186,8 +174,7 @@ pub fn cold_against(window: &[Snapshot], healthy: f64) -> Result<(f64, usize), S
             let st = s
                 .get(names::SERVICE_TIME)
                 .filter(|v| v.is_finite() && *v > 0.0)?;
-            s.get(names::WARM_FRACTION)?;
-            let w = super::warm_over_rate_window(window, s).get(names::WARM_FRACTION)?;
+            let w = super::warmth_over_rate_window(window, s)?;
             Some((1.0 - w.clamp(0.0, 1.0), st / healthy - 1.0))
         })
         .filter(|p| p.0 >= 0.5)

@@ -222,6 +222,13 @@ pub fn k(
     })
 }
 
+/// The warm fraction of `s` as a mean over the rate window ending at it, when `s` has one:
+/// a service time is a mean over that window, so its warmth is the window's too.
+pub fn warmth_over_rate_window(window: &[Snapshot], s: &Snapshot) -> Option<f64> {
+    s.get(names::WARM_FRACTION)?;
+    warm_over_rate_window(window, s).get(names::WARM_FRACTION)
+}
+
 /// `last`, with its warm fraction replaced by the mean over the built-in signals' rate
 /// window. The cost candidates are rates over that window, and a service warming as it
 /// works was colder through most of it than its gauge says now; dividing by the cold

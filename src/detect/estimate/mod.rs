@@ -14,7 +14,7 @@ mod regime;
 
 pub use cold::{cold_factor, cold_factor_against};
 pub use cost::{fit as cost_fit, CostFit};
-pub use k::{k, warm_over_rate_window, KEstimate};
+pub use k::{k, warm_over_rate_window, warmth_over_rate_window, KEstimate};
 
 use super::lookback::Lookback;
 use super::{DetectorConfig, Evidence};

@@ -63,17 +63,25 @@ pub fn regime(s: &Snapshot) -> Result<Regime, NoRegime> {
 
 /// The regime of `s` if it held at every scrape of the rate window ending at `s`.
 pub fn held_regime(window: &[Snapshot], s: &Snapshot) -> Result<Regime, NoRegime> {
+    regime(s)?;
+    held_over_rate_window(window, s, regime).unwrap_or(Err(NoRegime::Idle))
+}
+
+/// `class` of `s` if every scrape of the rate window ending at `s` has the same: a rate
+/// (the service time among them) is a mean over that window, so it shows one regime only
+/// where the regime held throughout.
+pub fn held_over_rate_window<T: PartialEq>(
+    window: &[Snapshot],
+    s: &Snapshot,
+    class: impl Fn(&Snapshot) -> T,
+) -> Option<T> {
     let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
         .unwrap_or_default();
     let from = s.at.checked_sub(span).unwrap_or(s.at);
-    let r = regime(s)?;
-    let held = window
+    let c = class(s);
+    window
         .iter()
         .filter(|o| o.at >= from && o.at <= s.at)
-        .all(|o| regime(o) == Ok(r));
-    if held {
-        Ok(r)
-    } else {
-        Err(NoRegime::Idle)
-    }
+        .all(|o| class(o) == c)
+        .then_some(c)
 }
