@@ -17,11 +17,19 @@ pub fn admit_hold(plan: &Plan, warm: Option<Duration>) -> Duration {
     warm.unwrap_or_default() + plan.ramp.first().map_or(Duration::ZERO, |s| s.hold)
 }
 
-/// The scenario as simulator parameters: the outage at 10 s, the procedure `plan_after`
-/// after the outage ended (the runbook's first action), restarting the service if the run
-/// did (`restart`; else a drain alone), warming the caches `warm` after that when the
-/// runbook has a `cache.warm` step. The service warms with its work, as the demo service
-/// does (`service.warm_after` requests per replica).
+/// How long the rehearsed system runs before the trigger: the stage judges steady state
+/// only over full rate windows, so its first `rate_window`, then the `steady` phase; at
+/// least 10 s, which gives the clients' phases time to spread.
+pub fn lead_in(sc: &Scenario) -> Duration {
+    Duration::from_secs(10).max(sc.rate_window + sc.steady)
+}
+
+/// The scenario as simulator parameters: the service started cold as the demo service
+/// starts, the outage after the lead-in ([`lead_in`]), the procedure `plan_after` after
+/// the outage ended (the runbook's first action), restarting the service if the run did
+/// (`restart`; else a drain alone), warming the caches `warm` after that when the runbook
+/// has a `cache.warm` step. The service warms with its work, as the demo service does
+/// (`service.warm_after` requests per replica).
 pub fn system_params(
     sc: &Scenario,
     plan_after: Duration,
@@ -29,9 +37,10 @@ pub fn system_params(
     warm: Option<Duration>,
 ) -> SystemParams {
     // The model decides and reports in whole seconds from the second the procedure starts
-    // in: the outage starts about 10 s in, so that the procedure starts on a second.
-    let start = Duration::from_secs(10) + sc.outage + plan_after;
-    let outage_at = Duration::from_secs(10) + (Duration::from_secs(start.as_secs() + 1) - start);
+    // in: the outage starts at about the lead-in, so that the procedure starts on a second.
+    let lead = lead_in(sc);
+    let start = lead + sc.outage + plan_after;
+    let outage_at = lead + (Duration::from_secs(start.as_secs() + 1) - start);
     SystemParams {
         clients: sc.workers.count,
         interval: sc.workers.interval,
@@ -46,6 +55,7 @@ pub fn system_params(
         // served N x `warm_after`. One replica's count read 4 replicas warm 4x too soon,
         // and a model that warm was no longer stuck when the procedure started.
         warm_after_requests: sc.service.warm_after * u64::from(sc.replicas.max(1)),
+        cold_start: true,
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
