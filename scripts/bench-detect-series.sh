@@ -26,8 +26,8 @@ while (($#)); do
   esac
 done
 
-cargo build --release --locked --bin recover >&2
-AFTER=target/release/recover
+. scripts/lib/recover_bin.sh
+AFTER=$(recover_bin)
 
 WORK=$(mktemp -d)
 SERVER=""

@@ -71,12 +71,8 @@ HAPROXY=$(command -v haproxy || echo /usr/sbin/haproxy)
 
 # RECOVER_BIN=path measures that binary instead of building this tree's (a build from
 # another commit, to compare).
-if [ -n "${RECOVER_BIN:-}" ]; then
-  RECOVER=$RECOVER_BIN
-else
-  cargo build --release --locked --bin recover >&2
-  RECOVER=target/release/recover
-fi
+. scripts/lib/recover_bin.sh
+RECOVER=$(recover_bin)
 
 WORK=$(mktemp -d)
 PIDS=()

@@ -15,7 +15,8 @@
 # the whole benchmark (a laptop doing something else). Needs: cargo, python3. Runs go under
 # ${BENCH_DIR:-target/bench-rehearse}/<timestamp>/. BENCH_PROFILE=debug uses the debug
 # build (the rehearsal's time is mostly waiting on real clocks; useful when a release
-# build does not fit). A benchmark prints figures; nothing here asserts on them.
+# build does not fit); RECOVER_BIN=path runs that binary without building. A benchmark
+# prints figures; nothing here asserts on them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUSY=0
@@ -34,8 +35,8 @@ done
 OUT="${BENCH_DIR:-target/bench-rehearse}/$(date -u +%Y%m%dT%H%M%SZ)"
 mkdir -p "$OUT"
 PROFILE="${BENCH_PROFILE:-release}"
-if [ "$PROFILE" = release ]; then cargo build --release --quiet; BIN=./target/release/recover
-else cargo build --quiet; BIN=./target/debug/recover; fi
+. scripts/lib/recover_bin.sh
+BIN=$(recover_bin "$PROFILE")
 
 SCENARIOS=()
 if [ -n "$SAMPLE" ]; then

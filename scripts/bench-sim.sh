@@ -5,11 +5,13 @@
 #
 # REFERENCE=/path/to/recover runs the same cases with that binary right after this one's,
 # in the same session, for a before/after on the same machine (build it from the commit to
-# compare against, with `cargo build --release`).
+# compare against, with `cargo build --release`). RECOVER_BIN=/path measures that binary
+# instead of building this tree's.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${RUNS:-5}
-cargo build --release --locked --bin recover >&2
+. scripts/lib/recover_bin.sh
+RECOVER=$(recover_bin)
 pin=()
 command -v taskset >/dev/null 2>&1 && pin=(taskset -c 0)
 
@@ -19,7 +21,7 @@ bench() {
   echo "== $1"
   echo "   recorded in docs/benchmarks.md: $2 client-s per wall s"
   shift 2
-  "${pin[@]}" target/release/recover simulate "$@" --bench-runs "$runs"
+  "${pin[@]}" "$RECOVER" simulate "$@" --bench-runs "$runs"
   if [ -n "${REFERENCE:-}" ]; then
     echo "-- reference: $REFERENCE"
     "${pin[@]}" "$REFERENCE" simulate "$@" --bench-runs "$runs"

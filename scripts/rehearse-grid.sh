@@ -25,8 +25,8 @@ SEED="${SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}"
 OUT="${BENCH_DIR:-target/rehearse-grid}/$(date -u +%Y%m%dT%H%M%SZ)-seed$SEED"
 mkdir -p "$OUT"
 PROFILE="${BENCH_PROFILE:-debug}"
-if [ "$PROFILE" = release ]; then cargo build --release --quiet; BIN=./target/release/recover
-else cargo build --quiet; BIN=./target/debug/recover; fi
+. scripts/lib/recover_bin.sh
+BIN=$(recover_bin "$PROFILE")
 echo "seed $SEED, $N scenario(s), runs under $OUT" >&2
 
 "$BIN" simulate --grid --points "$N" --seed "$SEED" --write "$OUT"

@@ -1,12 +1,17 @@
 //! The last healthy period in the metrics history: when the observed window holds no
 //! healthy moment (the service was stuck before anyone looked), capacity, the healthy
-//! service time and the demand baseline can still be measured, from the last time the
-//! service was healthy by the detector's own rules.
+//! service time, the cold factor and the demand baseline can still be measured, from the
+//! last time the service was healthy by the detector's own rules. A service that started
+//! (or restarted) before that period shows it calm and cold, then calm and warm: the warm
+//! scrapes give the healthy service time, the cold ones against it the cold factor
+//! ([`super::estimate::cold_against`]), so neither rests on a declaration written for
+//! another service.
 //!
 //! Pure: it judges snapshots a history source ([`crate::metrics::source::MetricSource`]
 //! with a history, i.e. Prometheus) produced; [`super::observe::look_back`] fetches them.
 
 use super::classify::{health, trigger, Health, Trigger};
+use super::estimate::{cold_against, warm_throughout};
 use super::DetectorConfig;
 use crate::metrics::signal::{names, Snapshot};
 use serde::{Deserialize, Serialize};
@@ -28,9 +33,17 @@ pub struct HealthyPeriod {
     /// Highest work rate (else goodput) in the period, req/s: a lower bound on capacity.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capacity: Option<f64>,
-    /// Mean service time in the period, seconds.
+    /// Mean service time over the period's warm scrapes (warm throughout their rate
+    /// window, [`super::estimate::warm_throughout`]), seconds: a cold service is healthy
+    /// and slower.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_time: Option<f64>,
+    /// The cold factor the period's calm cold scrapes show against that service time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_factor: Option<f64>,
+    /// How the cold factor was measured, or why it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_factor_from: Option<String>,
     /// Mean first-attempt rate in the period, req/s.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<f64>,
@@ -131,6 +144,22 @@ pub fn find(
     let healthy = found.map(|(first, last)| {
         let period = &history[first..=last];
         let newest = history.last().map_or(history[last].at, |s| s.at);
+        let service_time = mean(
+            period
+                .iter()
+                .filter(|s| warm_throughout(period, s))
+                .filter_map(|s| s.get(names::SERVICE_TIME)),
+        )
+        .filter(|v| *v > 0.0);
+        let cold = match service_time {
+            Some(st) => cold_against(period, st),
+            None => Err("no scrape warm throughout its rate window to compare with".into()),
+        };
+        let range = format!(
+            "{} .. {} (metrics history)",
+            rfc3339(history[first].at),
+            rfc3339(history[last].at)
+        );
         HealthyPeriod {
             from: rfc3339(history[first].at),
             to: rfc3339(history[last].at),
@@ -144,8 +173,15 @@ pub fn find(
                 .filter_map(|s| s.get(names::WORK_RATE).or_else(|| s.get(names::GOODPUT)))
                 .filter(|v| *v > 0.0)
                 .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v)))),
-            service_time: mean(period.iter().filter_map(|s| s.get(names::SERVICE_TIME)))
-                .filter(|v| *v > 0.0),
+            service_time,
+            cold_factor: cold.as_ref().ok().map(|c| c.0),
+            cold_factor_from: Some(match cold {
+                Ok((_, n)) => format!(
+                    "the service time of {n} calm cold scrapes against the warm one in the last healthy period {}",
+                    range
+                ),
+                Err(why) => format!("not measured in the last healthy period: {why}"),
+            }),
             demand: mean(
                 period
                     .iter()
@@ -267,5 +303,101 @@ mod tests {
             Duration::from_secs(1),
         );
         assert!(lb.note.contains("holds no data"), "{}", lb.note);
+    }
+
+    /// A snapshot of the service alone at `t` s: first-attempt demand `offered`, the
+    /// useful and all completions, the service time, the queue and the warm fraction.
+    fn svc(t: u64, offered: f64, goodput: f64, work: f64, st: f64, queue: f64, w: f64) -> Snapshot {
+        let mut s = snap(t, offered, goodput, work, st);
+        for (k, v) in [
+            (names::QUEUE_DEPTH, queue),
+            (names::WARM_FRACTION, w),
+            (names::CONCURRENCY_LIMIT, 16.0),
+            (names::REPLICAS_READY, 1.0),
+            (names::CLIENT_TIMEOUT, 1.0),
+        ] {
+            s.readings
+                .insert(k.to_string(), Reading::Value { value: v });
+        }
+        s
+    }
+
+    /// A service started cold (cold factor 3: a request costs 0.04 s x (1 + 2 (1 - w)),
+    /// over the 5 s rate window's mean warmth), calm while it warms over 20 s, warm and
+    /// calm for 15 s more, then stuck (k 2.5) when someone looks.
+    fn started_cold_then_stuck() -> Vec<Snapshot> {
+        let w = |i: u64| (i as f64 / 20.0).min(1.0);
+        let mean_w = |i: u64| {
+            let seen: Vec<f64> = (i.saturating_sub(5)..=i).map(w).collect();
+            seen.iter().sum::<f64>() / seen.len() as f64
+        };
+        let mut h: Vec<Snapshot> = (0..35u64)
+            .map(|i| {
+                let st = 0.040 * (1.0 + 2.0 * (1.0 - mean_w(i)));
+                svc(i, 30.0, 30.0, 30.0, st, 0.0, w(i))
+            })
+            .collect();
+        h.extend((35..50u64).map(|i| svc(i, 400.0, 5.0, 160.0, 0.100, 900.0, 1.0)));
+        h
+    }
+
+    #[test]
+    fn the_healthy_period_gives_the_warm_service_time_and_the_cold_factor() {
+        let h = started_cold_then_stuck();
+        let lb = find(
+            &h,
+            &DetectorConfig::default(),
+            Duration::from_secs(3600),
+            Duration::from_secs(1),
+        );
+        let p = lb.healthy.expect("a healthy period");
+        // The warm scrapes only: the cold ones cost up to three times as much (warm is
+        // 0.95 and up, so the first warm windows carry a little of the last cold work).
+        assert!(
+            (p.service_time.unwrap() - 0.040).abs() < 0.040 * 0.005,
+            "{p:?}"
+        );
+        let f = p.cold_factor.expect("the calm cold scrapes show it");
+        assert!((f - 3.0).abs() < 3.0 * 0.005, "{p:?}");
+        let from = p.cold_factor_from.unwrap();
+        assert!(from.contains("calm cold scrapes"), "{from}");
+        assert!(from.contains("(metrics history)"), "{from}");
+    }
+
+    /// Attached after the service got stuck, on a runbook declaring another service's
+    /// numbers (100 req/s per replica, cold factor 2): the window alone leaves the
+    /// healthy reference to the declarations, so the detector looks back, and the
+    /// history's warm service time (16 slots / 0.04 s = 400 req/s by Little's law) and
+    /// cold factor 3 replace them, each saying it came from the metrics history.
+    #[test]
+    fn a_late_window_takes_its_healthy_reference_from_the_history_before_the_declarations() {
+        let cfg = DetectorConfig {
+            capacity_per_replica: Some(100.0),
+            cold_factor: Some(2.0),
+            ..DetectorConfig::default()
+        };
+        let h = started_cold_then_stuck();
+        let window = &h[35..];
+        let now = window.last().unwrap().at;
+        let alone = crate::detect::detect_with(window, &cfg, None, now);
+        assert_eq!(alone.capacity, Some(100.0), "{alone:?}");
+        assert!(crate::detect::observe::needs_history(&alone));
+        let lb = find(&h, &cfg, Duration::from_secs(3600), Duration::from_secs(1));
+        let v = crate::detect::detect_with(window, &cfg, Some(&lb), now);
+        let cap = v.capacity.unwrap();
+        assert!((cap - 400.0).abs() < 400.0 * 0.005, "{v:?}");
+        let from = v.capacity_from.unwrap();
+        assert!(
+            from.contains("metrics history") && from.contains("not used"),
+            "{from}"
+        );
+        assert_eq!(v.sources.cold_factor, Some(crate::detect::Source::Measured));
+        let cold = v.capacity_cold_from.unwrap();
+        assert!(
+            cold.contains("cold factor 3.0") && cold.contains("metrics history"),
+            "{cold}"
+        );
+        // Warm and stuck now: k is the cost now over the healthy cost, 0.1 / 0.04.
+        assert!((v.k.unwrap() - 2.5).abs() < 2.5 * 0.005, "{:?}", v.k_from);
     }
 }

@@ -260,6 +260,10 @@ pub struct EstimateSources {
     pub k: Option<Source>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy_service_time: Option<Source>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cold_factor: Option<Source>,
 }
 
 impl EstimateSources {

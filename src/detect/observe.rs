@@ -3,7 +3,7 @@
 //! in front of it, which [`super::watch`] puts together.
 
 use super::lookback::{self, Lookback};
-use super::{detect_with, DetectorConfig, Evidence, Verdict};
+use super::{detect_with, DetectorConfig, Evidence, Source, Verdict};
 use crate::metrics::signal::{SignalSpec, Snapshot};
 use crate::metrics::source::{MetricError, MetricSource};
 use std::collections::BTreeMap;
@@ -96,9 +96,17 @@ pub async fn look_back(
 }
 
 /// True when the window left an input the history could give (capacity, the healthy
-/// service time, the demand baseline) unknown.
+/// service time, the demand baseline) unknown, or left the healthy reference (capacity,
+/// the healthy service time, the cold factor) to a declaration: the history is measured
+/// evidence and comes before a declaration, which is often stale.
 pub fn needs_history(v: &Verdict) -> bool {
-    v.capacity.is_none() || v.healthy_service_time.is_none() || v.demand.is_none()
+    let declared = |s: Option<Source>| s == Some(Source::Declared);
+    v.capacity.is_none()
+        || v.healthy_service_time.is_none()
+        || v.demand.is_none()
+        || declared(v.sources.capacity)
+        || declared(v.sources.healthy_service_time)
+        || declared(v.sources.cold_factor)
 }
 
 /// Judge `window`; when it leaves inputs the history could give unknown, look back and

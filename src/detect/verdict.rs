@@ -310,6 +310,7 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.healthy_service_time = Some(s.value);
         v.healthy_service_time_from = Some(s.from.clone());
+        v.sources.healthy_service_time = Some(s.source);
     }
     let cap = estimate::capacity(i, st.as_ref(), &mut ev);
     if let Some(c) = &cap {
@@ -321,20 +322,23 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         v.capacity_from = Some(c.from.clone());
     }
     let reference = estimate::healthy_reference(i, st.as_ref(), cap.as_ref());
-    let cold_factor = match estimate::cold_factor_against(i.cfg, i.window, reference.as_ref()) {
-        Ok(f) => {
-            ev.push(Evidence::new(
-                "cold_factor",
-                Some(f.value),
-                format!("used ({}): {}", f.source.as_str(), f.from),
-            ));
-            Some(f)
-        }
-        Err(why) => {
-            ev.push(Evidence::new("cold_factor", None, why));
-            None
-        }
-    };
+    let history = i.lookback.and_then(|l| l.healthy.as_ref());
+    let cold_factor =
+        match estimate::cold_factor_against(i.cfg, i.window, reference.as_ref(), history) {
+            Ok(f) => {
+                v.sources.cold_factor = Some(f.source);
+                ev.push(Evidence::new(
+                    "cold_factor",
+                    Some(f.value),
+                    format!("used ({}): {}", f.source.as_str(), f.from),
+                ));
+                Some(f)
+            }
+            Err(why) => {
+                ev.push(Evidence::new("cold_factor", None, why));
+                None
+            }
+        };
     let cold = estimate::capacity_cold(i.window, cap.as_ref(), cold_factor.as_ref());
     if let Some(c) = &cold {
         ev.push(Evidence::new(

@@ -139,6 +139,9 @@ pub struct Drained {
     pub capacity_cold: f64,
     /// Mean warm fraction of the replicas now (None: not measured).
     pub warm_fraction: Option<f64>,
+    /// The clients' timeout per attempt as they export it, seconds (None: not measured; a
+    /// declared one is not used here, see [`wave_burst`]).
+    pub client_timeout_s: Option<f64>,
 }
 
 impl Drained {
@@ -171,6 +174,32 @@ pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
             .max(p.from),
         None => p.from,
     }
+}
+
+/// The burst the readmission may give the gate after a drain alone, so that a returning
+/// wave of retries goes through whole instead of in cuts of half a second of the rate.
+///
+/// The service counts as overloaded only while it queues more than it answers within the
+/// client timeout (`queue > capacity x client_timeout`, the demo service's own test). The
+/// drain left nothing queued, and the gate admits at most `headroom x capacity_now` a
+/// second, under what the service answers: so a token bucket of that rate whose burst is
+/// `headroom x capacity_now x client_timeout` can never queue more than that burst (the
+/// queue grows only by what the bucket lets through beyond the service's rate, and the rate
+/// is under it), which stays under the overload threshold. The gate builds a new burst only
+/// at the rate, while arrivals leave room (a new limit never opens a burst above what the
+/// old one had left, `gate::admission`): the burst lets the tokens unused between waves
+/// wait for the next wave.
+///
+/// Only the measured client timeout counts: a declared one may be stale, and a longer
+/// timeout than the clients' would let in a wave that overloads. Never below the gate's
+/// default burst for `rate` (what the readmission used before), `None` when the timeout or
+/// the drain is not known.
+pub fn wave_burst(p: &RampParams, drained: Option<Drained>, rate: f64) -> Option<u32> {
+    let d = drained?;
+    let timeout = d.client_timeout_s.filter(|t| t.is_finite() && *t > 0.0)?;
+    let room = (p.headroom.clamp(0.0, 1.0) * d.capacity_now() * timeout).floor();
+    let default = crate::gate::limit::default_burst(rate);
+    Some(default.max(room.clamp(1.0, f64::from(u32::MAX)) as u32))
 }
 
 #[cfg(test)]
@@ -279,6 +308,7 @@ mod tests {
             capacity: Some(100.0),
             capacity_cold: 50.0,
             warm_fraction: Some(1.0),
+            client_timeout_s: None,
         };
         assert!((start_rate(&p, Some(warm)) - 90.0).abs() < 1e-9);
         // Half warm: m = 1.5, 100 / 1.5 = 66.7 answered, 60 admitted.
@@ -298,6 +328,7 @@ mod tests {
             capacity: None,
             capacity_cold: 10.0,
             warm_fraction: Some(1.0),
+            client_timeout_s: None,
         };
         assert_eq!(start_rate(&p, Some(tiny)), 22.5);
         // A relapse from there steps back to the plan's rate.
@@ -308,5 +339,49 @@ mod tests {
             matches!(m, RampMove::StepBack { rate, .. } if (rate - 22.5).abs() < 1e-9),
             "{m:?}"
         );
+    }
+
+    /// A returning wave of retries after a drain alone: the gate's default burst (half a
+    /// second of the rate) cut an 80-request wave to 45 at 90 req/s, turning the rest
+    /// away for another retry delay. The queue may hold what the service answers within
+    /// the client timeout, so the burst goes to headroom x that.
+    #[test]
+    fn after_a_drain_alone_a_returning_wave_fits_the_queue_the_client_timeout_allows() {
+        let p = RampParams {
+            from: 22.5,
+            factor: 1.5,
+            ceiling: 90.0,
+            max_relapses: 2,
+            ceiling_holds: 3,
+            headroom: 0.9,
+        };
+        let warm = Drained {
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+            client_timeout_s: Some(1.0),
+        };
+        // 0.9 x 100 req/s x 1 s: a wave of 90 at once, not 45.
+        assert_eq!(wave_burst(&p, Some(warm), 90.0), Some(90));
+        // Half warm: the service answers 66.7 req/s now; 0.9 x 66.7 x 1 s = 60.
+        let half = Drained {
+            warm_fraction: Some(0.5),
+            ..warm
+        };
+        assert_eq!(wave_burst(&p, Some(half), 60.0), Some(60));
+        // A short timeout leaves less room than half a second of the rate: never below
+        // the default.
+        let short = Drained {
+            client_timeout_s: Some(0.2),
+            ..warm
+        };
+        assert_eq!(wave_burst(&p, Some(short), 90.0), Some(45));
+        // The timeout not measured, or no drain alone: the gate's default stands.
+        let unknown = Drained {
+            client_timeout_s: None,
+            ..warm
+        };
+        assert_eq!(wave_burst(&p, Some(unknown), 90.0), None);
+        assert_eq!(wave_burst(&p, None, 90.0), None);
     }
 }

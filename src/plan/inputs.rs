@@ -354,7 +354,7 @@ mod tests {
                 capacity: Some(Source::Declared),
                 capacity_cold: Some(Source::Assumed),
                 k: Some(Source::Measured),
-                demand: None,
+                ..EstimateSources::default()
             },
             ..Verdict::default()
         }

@@ -4,7 +4,7 @@
 //! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
 //! apart from the processes that produced the numbers.
 
-use super::bound::{true_lower_bound, under_bound};
+use super::bound::{retry_loop_of, true_lower_bound, under_bound};
 use super::detection::Detection;
 use super::recorder::Recording;
 use super::recovery::RunbookOutcome;
@@ -138,8 +138,21 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .map(|r| r.each(Role::Service, "recover_demo_service_warm_fraction"))
             .rfind(|w| !w.is_empty())
             .unwrap_or_default();
+        // The retry loop's split and the queues at the same last scrape before the runbook.
+        let retry_loop = rec.raws.iter().rfind(|r| r.t_s <= rb_start).and_then(|r| {
+            retry_loop_of(
+                sc,
+                rb_start - r.t_s,
+                r.sum(
+                    Role::Clients,
+                    "recover_demo_workers_retrying_in_flight",
+                    &[],
+                ),
+                r.each(Role::Service, "recover_demo_service_queue_depth"),
+            )
+        });
         let crit = SteadyCriteria::default();
-        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, &warmth, &crit);
+        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, &warmth, &crit, retry_loop);
         let (rel, over) = after_runbook(rec, sc, rb_start);
         (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {

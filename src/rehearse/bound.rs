@@ -42,6 +42,13 @@
 //! - A restart costs the replica's own start-to-ready time, measured when the rehearsal
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
+//! - The clients' retry delay counts only for clients no procedure can answer before they
+//!   send again ([`RetryLoop`]): those whose attempt was in flight when the state was
+//!   scraped, queued behind more abandoned work than the service can get through, at its
+//!   overloaded cost, before their timeout. Serving the queue does not reach them in time,
+//!   and dropping it, restarting or turning them away makes them retry: either way they
+//!   send again at least a retry delay after the scrape. The rest of the loop (clients
+//!   waiting out their delay, whose phases are not measured) may come back at once.
 
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
@@ -78,6 +85,88 @@ pub struct BoundStart {
     /// Each replica's warm fraction, where measured for every replica (then it wins over
     /// the mean: no spread needs to be assumed).
     pub warm_per_replica: Option<Vec<f64>>,
+    /// The clients' retry loop, where the scenario declares its clients' retry delay and
+    /// timeout and the split of the loop was measured (else the delay counts for nothing).
+    pub retry_loop: Option<RetryLoop>,
+}
+
+/// What the rehearsal knows of its clients' retry loop at the scrape before the runbook's
+/// start: enough to find the clients no procedure can answer before they send again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryLoop {
+    /// The least wait between a failed attempt and the next (a fixed delay; the base of an
+    /// exponential backoff without jitter), seconds.
+    pub retry_delay_s: f64,
+    /// The clients' timeout per attempt, seconds.
+    pub client_timeout_s: f64,
+    /// How long before the runbook's start the state was scraped, seconds.
+    pub scraped_before_s: f64,
+    /// Clients in the loop with an attempt in flight at the scrape.
+    pub in_flight: f64,
+    /// Requests queued at each replica at the scrape (FIFO, not yet started).
+    pub queued: Vec<f64>,
+    /// Requests a replica works on at once.
+    pub concurrency: u32,
+    /// A request's healthy (warm, not overloaded) service time, seconds.
+    pub service_time_s: f64,
+    /// What overload multiplies a request's cost by (k >= 1), while a replica queues more
+    /// than it answers within the client timeout.
+    pub overload_factor: f64,
+}
+
+impl RetryLoop {
+    /// Clients in the loop no procedure can answer before `retry_delay - scraped_before`
+    /// after the runbook's start (0 when that cannot be shown).
+    ///
+    /// A live request (its client still waiting) was sent within the client timeout, so in
+    /// a replica's FIFO queue every abandoned one is ahead of it: at least `queued - in_flight`
+    /// of them. It is answered only after the replica has started every request ahead (a
+    /// drain or a restart drops it instead; nothing else reorders the queue). While a
+    /// replica queues more than `capacity x client_timeout` (its warm capacity: a colder one
+    /// has a lower threshold) each start costs at least `k x service_time`, so its
+    /// `concurrency` servers start at most `concurrency x (1 + t / (k x service_time))` by
+    /// `t` after the scrape. If on every replica starting the abandoned work ahead takes
+    /// longer than the client timeout, no live queued request is answered before its
+    /// client gives up. Of the clients in flight, at most `replicas x concurrency` are
+    /// being worked on (they may be answered); every other one was queued or on its way to
+    /// the back of a queue, and fails: its next attempt comes at least a retry delay after
+    /// the failure, which came after the scrape.
+    pub fn held_back(&self) -> f64 {
+        let c = f64::from(self.concurrency.max(1));
+        let (s, k, to) = (
+            self.service_time_s.max(0.0),
+            self.overload_factor.max(1.0),
+            self.client_timeout_s.max(0.0),
+        );
+        if self.queued.is_empty() || s <= 0.0 || self.retry_delay_s <= 0.0 {
+            return 0.0;
+        }
+        let capacity = c / s;
+        let out_of_reach = self.queued.iter().all(|&q| {
+            // Starts surely made while overloaded: the depth after the i-th pop is at least
+            // `q - i`, over the threshold while `i < q - capacity x timeout`.
+            let overloaded = (q - capacity * to).ceil() - 1.0;
+            let ahead = (q - self.in_flight).min(overloaded);
+            (ahead / c - 1.0) * k * s >= to
+        });
+        if !out_of_reach {
+            return 0.0;
+        }
+        (self.in_flight - self.queued.len() as f64 * c).max(0.0)
+    }
+
+    /// From the runbook's start, when the held-back clients can first be answered.
+    fn back_at_s(&self) -> f64 {
+        self.retry_delay_s - self.scraped_before_s.max(0.0)
+    }
+}
+
+/// A floor a path's schedule must respect: until `at_s`, at most `answerable` clients can
+/// be answered (the rest are held back), however much the service serves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Floor {
+    at_s: f64,
+    answerable: f64,
 }
 
 /// How the warmth is spread over the replicas when serving starts.
@@ -140,10 +229,14 @@ impl BoundSystem {
     /// Earliest time the backlog can have been answered under `s`, the service serving at
     /// its best from `serve_from_s`.
     pub fn earliest(&self, retrying: f64, s: Schedule) -> Option<f64> {
+        self.earliest_floored(retrying, s, None)
+    }
+
+    fn earliest_floored(&self, retrying: f64, s: Schedule, floor: Option<Floor>) -> Option<f64> {
         let replicas = self.replicas.max(1) as f64;
         let warm_after = self.warm_after as f64;
         let start = s.start_warmth.clamp(0.0, 1.0) * replicas;
-        self.serve(retrying, s.serve_from_s, s.warm_done_s, |n| {
+        self.serve(retrying, s.serve_from_s, s.warm_done_s, floor, |n| {
             // Warmth summed over the replicas.
             let sum = (start + n / warm_after).min(replicas);
             (sum < replicas).then(|| self.rate(sum, s.spread) * DT)
@@ -161,6 +254,17 @@ impl BoundSystem {
         serve_from_s: f64,
         warm_done_s: Option<f64>,
     ) -> Option<f64> {
+        self.earliest_known_floored(retrying, warmth, serve_from_s, warm_done_s, None)
+    }
+
+    fn earliest_known_floored(
+        &self,
+        retrying: f64,
+        warmth: &[f64],
+        serve_from_s: f64,
+        warm_done_s: Option<f64>,
+        floor: Option<Floor>,
+    ) -> Option<f64> {
         if warmth.is_empty() && self.backlog(retrying) > 0.0 {
             return None;
         }
@@ -169,7 +273,7 @@ impl BoundSystem {
         // A replica's warmth now, from its warmth at the start and what it has served.
         let now = |w0: f64, served: f64| (w0.clamp(0.0, 1.0) + served / warm_after).min(1.0);
         let mut served = vec![0.0; warmth.len()];
-        self.serve(retrying, serve_from_s, warm_done_s, |_| {
+        self.serve(retrying, serve_from_s, warm_done_s, floor, |_| {
             if warmth
                 .iter()
                 .zip(&served)
@@ -194,11 +298,19 @@ impl BoundSystem {
     /// capacity. Stepping serves at the rate a step starts with while warmth only rises,
     /// and a warm call lands up to a step late: each costs at most `cold_factor` steps,
     /// taken off the result so that stepping can only make the bound lower.
+    ///
+    /// With a `floor`, at most `answerable` clients are answered before `at_s`: what the
+    /// curve serves before then beyond them answers nobody in the backlog, and the backlog
+    /// still owed at `at_s` is served after it. The curve's rate never falls as it serves,
+    /// so no procedure serves more between `at_s` and any later time than it does: the
+    /// target becomes `backlog + max(0, served by at_s - answerable)`. The served count is
+    /// read at the last step not past `at_s` (a lower count, a lower bound).
     fn serve(
         &self,
         retrying: f64,
         serve_from_s: f64,
         warm_done_s: Option<f64>,
+        floor: Option<Floor>,
         mut step: impl FnMut(f64) -> Option<f64>,
     ) -> Option<f64> {
         let backlog = self.backlog(retrying);
@@ -210,16 +322,27 @@ impl BoundSystem {
             return None;
         }
         let slack = 2.0 * self.cold_factor.max(1.0) * DT;
+        let raised = |n: f64, f: Floor| backlog + (n - f.answerable).max(0.0);
         let (mut t, mut n) = (serve_from_s, 0.0);
+        let mut pending = floor.filter(|f| f.at_s > serve_from_s);
+        let mut target = backlog;
         loop {
+            if let Some(f) = pending.filter(|f| t + DT > f.at_s) {
+                target = raised(n, f);
+                pending = None;
+            }
             let warm = warm_done_s.is_some_and(|w| t >= w) || self.warm_after == 0;
             let Some(d) = (if warm { None } else { step(n) }) else {
-                let end = t + ((backlog - n) / c).max(0.0);
+                // Warm capacity from here: the served count at the floor is known exactly.
+                if let Some(f) = pending {
+                    target = raised(n + c * (f.at_s - t).max(0.0), f);
+                }
+                let end = t + ((target - n) / c).max(0.0);
                 return Some((end - slack).max(serve_from_s));
             };
             n += d;
             t += DT;
-            if n >= backlog {
+            if pending.is_none() && n >= target {
                 return Some((t - slack).max(serve_from_s));
             }
             if t > HORIZON_S {
@@ -233,7 +356,14 @@ impl BoundSystem {
         let r = start.restart_s.unwrap_or(0.0).max(0.0);
         let w = self.warm_s.max(0.0);
         let warm_now = start.warm_fraction.unwrap_or(1.0).clamp(0.0, 1.0);
-        let time = |s: Schedule| self.earliest(start.retrying, s);
+        let floor = start.retry_loop.as_ref().and_then(|l| {
+            let held = l.held_back().min(start.retrying);
+            (held > 0.0).then(|| Floor {
+                at_s: l.back_at_s(),
+                answerable: start.retrying - held,
+            })
+        });
+        let time = |s: Schedule| self.earliest_floored(start.retrying, s, floor);
         let mut out = vec![
             BoundPath {
                 name: "readmit_cold".into(),
@@ -282,7 +412,7 @@ impl BoundSystem {
                     "drain (the overload lives in the queue), readmit at once at each replica's warmth ({}) while the caches warm ({w:.2} s)",
                     each.join(", ")
                 ),
-                time_s: self.earliest_known(start.retrying, ws, 0.0, Some(w)),
+                time_s: self.earliest_known_floored(start.retrying, ws, 0.0, Some(w), floor),
             });
         } else if self.drain_clears_overload {
             out.push(BoundPath {
@@ -320,7 +450,12 @@ pub fn true_lower_bound(
     start_to_ready_s: Option<f64>,
     warmth: &[f64],
     crit: &SteadyCriteria,
+    retry_loop: Option<RetryLoop>,
 ) -> Option<LowerBound> {
+    let held_back = retry_loop
+        .as_ref()
+        .map(|l| l.held_back().min(retrying))
+        .unwrap_or(0.0);
     let warm_fraction =
         (!warmth.is_empty()).then(|| warmth.iter().sum::<f64>() / warmth.len() as f64);
     let sys = BoundSystem {
@@ -338,6 +473,7 @@ pub fn true_lower_bound(
         restart_s: start_to_ready_s,
         warm_fraction,
         warm_per_replica: Some(warmth.to_vec()),
+        retry_loop,
     });
     let (best, t) = least(&paths)?;
     let (lowest, what) = (best.name.clone(), best.what.clone());
@@ -352,12 +488,42 @@ pub fn true_lower_bound(
         capacity_warm_per_s: sc.capacity_per_s(),
         demand_per_s: sc.demand_per_s(),
         retry_delay_s: sc.retry_delay().as_secs_f64(),
+        held_back,
         warm_s: sys.warm_s,
         warm_fraction_at_start: warm_fraction,
         lower_bound_s: t,
         lowest,
         paths,
         capacity_used: what,
+    })
+}
+
+/// The scenario's clients' retry loop as scraped `scraped_before_s` before the runbook:
+/// clients in the loop with an attempt out, and each replica's queue. `None` where the
+/// clients' policy sets no least wait (full jitter may retry at once) or nothing was
+/// measured.
+pub fn retry_loop_of(
+    sc: &Scenario,
+    scraped_before_s: f64,
+    in_flight: Option<f64>,
+    queued: Vec<f64>,
+) -> Option<RetryLoop> {
+    use crate::retry::{RetryKind, RetryPolicy};
+    let policy: RetryPolicy = sc.workers.retry.parse().ok()?;
+    let retry_delay_s = match policy.kind {
+        RetryKind::Fixed | RetryKind::Exponential => policy.base.as_secs_f64(),
+        RetryKind::FullJitter => return None,
+    };
+    (!queued.is_empty() && queued.len() == sc.replicas as usize).then_some(())?;
+    Some(RetryLoop {
+        retry_delay_s,
+        client_timeout_s: sc.workers.timeout.as_secs_f64(),
+        scraped_before_s,
+        in_flight: in_flight?,
+        queued,
+        concurrency: sc.service.concurrency,
+        service_time_s: sc.service.service_time.as_secs_f64(),
+        overload_factor: sc.service.overload_factor,
     })
 }
 
@@ -376,3 +542,7 @@ pub fn under_bound(time_to_recover_s: Option<f64>, lb: Option<&LowerBound>) -> O
 #[cfg(test)]
 #[path = "bound_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "bound_retry_tests.rs"]
+mod retry_tests;

@@ -177,6 +177,7 @@ proptest! {
                 restart_s: p.restart_s.or(Some(0.0)),
                 warm_fraction: Some(mean_warmth),
                 warm_per_replica,
+                retry_loop: None,
             };
             let paths = sys.paths(start);
             let (best, bound) = least(&paths).expect("a bound");
@@ -205,6 +206,7 @@ fn the_default_scenario_paths() {
         restart_s: Some(0.1),
         warm_fraction: Some(1.0),
         warm_per_replica: None,
+        retry_loop: None,
     };
     let paths = sys.paths(start.clone());
     let t = |name: &str| {
@@ -260,6 +262,7 @@ fn warming_first_beats_the_cold_only_formula_but_not_the_bound() {
         restart_s: Some(0.1),
         warm_fraction: None,
         warm_per_replica: None,
+        retry_loop: None,
     };
     assert!(least(&sys.paths(start)).unwrap().1 <= measured);
 }
@@ -299,6 +302,7 @@ fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
         restart_s: Some(0.0),
         warm_fraction: Some(0.5),
         warm_per_replica: None,
+        retry_loop: None,
     };
     let paths = sys.paths(start.clone());
     let (best, bound) = least(&paths).unwrap();
@@ -333,6 +337,7 @@ fn known_even_warmth_is_tighter_than_the_favourable_spread() {
             restart_s: Some(0.0),
             warm_fraction: Some(0.5),
             warm_per_replica: each,
+            retry_loop: None,
         })
         .into_iter()
         .find(|p| p.name == "drain_no_restart")
@@ -372,7 +377,7 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
 fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let lb = true_lower_bound(&sc, 160.0, Some(0.08), &[0.6], &crit).unwrap();
+    let lb = true_lower_bound(&sc, 160.0, Some(0.08), &[0.6], &crit, None).unwrap();
     let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
@@ -395,7 +400,7 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
     assert!(msg.contains("bug in the bound or the clock"), "{msg}");
     // Unmeasured restart and warmth: the favourable values (0 s, warm).
-    let open = true_lower_bound(&sc, 160.0, None, &[], &crit).unwrap();
+    let open = true_lower_bound(&sc, 160.0, None, &[], &crit, None).unwrap();
     assert!(open.lower_bound_s <= lb.lower_bound_s);
     assert!(open.restart_from.starts_with("unknown"));
 }

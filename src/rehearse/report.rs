@@ -211,9 +211,15 @@ pub struct LowerBound {
     /// Normal demand, requests/s (for reading; the bound leaves polls from clients outside
     /// the loop out, see `rehearse::bound`).
     pub demand_per_s: f64,
-    /// The clients' retry delay (for reading; not a floor of the bound: clients in the loop
-    /// are spread over their waits when recovery starts).
+    /// The clients' retry delay. It counts in the bound only for the clients in
+    /// `held_back` (`rehearse::bound::RetryLoop`); the rest of the loop may be waiting out
+    /// their delays at any phase when recovery starts.
     pub retry_delay_s: f64,
+    /// Clients no procedure can answer before they send again, a retry delay after the
+    /// scrape before the runbook: their attempts were queued behind more abandoned work
+    /// than the service gets through before their timeout. 0 when that cannot be shown.
+    #[serde(default)]
+    pub held_back: f64,
     /// How long a warm call takes, seconds.
     #[serde(default)]
     pub warm_s: f64,

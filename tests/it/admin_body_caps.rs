@@ -82,7 +82,7 @@ fn chunk(data: &[u8]) -> Vec<u8> {
 }
 
 async fn gate() -> (SocketAddr, CancellationToken) {
-    let up = recover::util::net::free_loopback_addr().unwrap();
+    let up = crate::support::ports::loopback_addr();
     let mut cfg = recover::gate::GateConfig::loopback(vec![format!("http://{up}")]);
     cfg.admin_token = Some(TOKEN.into());
     let bound = recover::gate::BoundGate::bind(cfg).await.unwrap();

@@ -11,7 +11,7 @@ use recover::gate::config::GateConfig;
 use recover::platform::local::inventory::Inventory;
 use recover::platform::local::LocalPlatform;
 use recover::platform::{AdminOp, AdminReply, Known, Platform};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::time::Duration;
 
 const SERVICE_TOKEN: &str = "service-admin-token-0123456789";
@@ -35,7 +35,7 @@ async fn the_admin_api_needs_the_token_through_the_gate_and_the_platform_sends_i
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("service.token");
     std::fs::write(&token_file, format!("{SERVICE_TOKEN}\n")).unwrap();
-    let service = free_loopback_addr().unwrap();
+    let service = crate::support::ports::loopback_addr();
     let _svc = spawn(
         "config-service",
         &[
@@ -87,7 +87,7 @@ fn a_weak_admin_token_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
     let token_file = dir.path().join("short.token");
     std::fs::write(&token_file, "short").unwrap();
-    let service = free_loopback_addr().unwrap();
+    let service = crate::support::ports::loopback_addr();
     let out = crate::support::bin()
         .args(["demo", "config-service", "--listen", &service.to_string()])
         .arg("--admin-token-file")

@@ -11,7 +11,7 @@ fn detect(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn unreachable_targets_are_unknown_with_the_reason() {
-    let closed = recover::util::net::free_loopback_addr().unwrap();
+    let closed = crate::support::ports::loopback_addr();
     let urls: Vec<String> = ["gate", "service", "clients"]
         .iter()
         .map(|r| format!("{r}=http://{closed}/metrics"))

@@ -6,7 +6,7 @@
 use crate::support::eventually;
 use recover::metrics::scrape::text;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::net::SocketAddr;
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -47,7 +47,7 @@ fn names(page: &str) -> Vec<String> {
 async fn e2e_detect_reads_the_real_demo_system() {
     recover::util::http::ensure_tls_provider();
     let [svc, gate, admin, workers]: [SocketAddr; 4] =
-        std::array::from_fn(|_| free_loopback_addr().unwrap());
+        std::array::from_fn(|_| crate::support::ports::loopback_addr());
     let mut service = spawn(
         "service",
         &[

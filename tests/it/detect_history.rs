@@ -10,7 +10,7 @@ use recover::detect::{DetectorConfig, Source, VerdictKind};
 use recover::metrics::promql::PromqlSource;
 use recover::metrics::source::MetricSource;
 use recover::util::child::{spawn_guarded, GuardOptions};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::fmt::Write as _;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -206,7 +206,7 @@ async fn stuck_before_anyone_looked_takes_capacity_and_k_from_the_last_healthy_p
         "global:\n  scrape_interval: 15s\nscrape_configs: []\n",
     )
     .unwrap();
-    let web = free_loopback_addr().unwrap();
+    let web = crate::support::ports::loopback_addr();
     let mut cmd = Command::new("prometheus");
     cmd.arg(format!("--config.file={}", config.display()))
         .arg(format!("--web.listen-address={web}"))

@@ -39,7 +39,7 @@ fn options(dir: &Path) -> RunOptions {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_prometheus_outage_exits_3_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let down = recover::util::net::free_loopback_addr().unwrap();
+    let down = crate::support::ports::loopback_addr();
     let platform = platform(dir.path(), &down.to_string());
     let metrics =
         Arc::new(PromqlSource::new(&format!("http://{down}"), Duration::from_secs(1)).unwrap());
@@ -66,7 +66,7 @@ async fn a_prometheus_outage_exits_3_and_changes_nothing() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cancel_before_the_first_action_exits_3() {
     let dir = tempfile::tempdir().unwrap();
-    let down = recover::util::net::free_loopback_addr().unwrap();
+    let down = crate::support::ports::loopback_addr();
     let platform = platform(dir.path(), &down.to_string());
     let metrics = Arc::new(ScrapeSource::new(Arc::new(PlatformFetch {
         platform: platform.clone(),

@@ -198,7 +198,7 @@ fn gate_limit_cli_refuses_bad_input_with_2_and_an_unreachable_gate_with_3() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("gate.token");
     std::fs::write(&token, TOKEN).unwrap();
-    let down = recover::util::net::free_loopback_addr().unwrap();
+    let down = crate::support::ports::loopback_addr();
     let run = |args: &[&str]| {
         Command::new(BIN)
             .args(["gate", "limit"])

@@ -4,7 +4,6 @@
 
 use crate::support::gate::*;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use recover::util::net::free_loopback_addr;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -13,15 +12,15 @@ use std::time::Duration;
 use crate::support::BIN;
 
 struct Running {
-    _guard: ChildGuard,
+    guard: ChildGuard,
     proxy: SocketAddr,
     admin: SocketAddr,
     log: std::path::PathBuf,
 }
 
 fn spawn_gate(dir: &Path, upstream: &str, log: &str, extra: &[&str]) -> Running {
-    let proxy = free_loopback_addr().unwrap();
-    let admin = free_loopback_addr().unwrap();
+    let proxy = crate::support::ports::loopback_addr();
+    let admin = crate::support::ports::loopback_addr();
     let token = dir.join("token");
     std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
     let mut cmd = Command::new(BIN);
@@ -37,14 +36,14 @@ fn spawn_gate(dir: &Path, upstream: &str, log: &str, extra: &[&str]) -> Running 
         .stderr(std::fs::File::create(dir.join(log)).unwrap());
     let guard = spawn_guarded("gate", cmd, GuardOptions::default()).unwrap();
     Running {
-        _guard: guard,
+        guard,
         proxy,
         admin,
         log: dir.join(log),
     }
 }
 
-async fn ready(g: &Running) {
+async fn ready(g: &mut Running) {
     // wait_http_ok uses reqwest, which panics in test builds without a TLS provider;
     // poll with the plain client instead.
     let c = client();
@@ -52,9 +51,12 @@ async fn ready(g: &Running) {
         if c.status(&format!("http://{}/healthz", g.admin)).await == Some(200) {
             return;
         }
+        if g.guard.has_exited() {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // Its log says why (a port taken between choosing it and binding it, say).
+    // Its log says why: a gate that exited (it could not bind, say) is not waited for.
     let log = std::fs::read_to_string(&g.log).unwrap_or_default();
     panic!("gate on {} never became ready; its log:\n{log}", g.admin);
 }
@@ -65,8 +67,8 @@ async fn a_restarted_gate_restores_the_last_limit_not_its_flags() {
     let up = upstream(Duration::ZERO).await;
     let flags = ["--rate", "1000", "--burst", "1000"];
 
-    let first = spawn_gate(dir.path(), &up.url(), "first.log", &flags);
-    ready(&first).await;
+    let mut first = spawn_gate(dir.path(), &up.url(), "first.log", &flags);
+    ready(&mut first).await;
     let auth = format!("Bearer {TOKEN}");
     let r = client()
         .send(
@@ -80,8 +82,8 @@ async fn a_restarted_gate_restores_the_last_limit_not_its_flags() {
     assert_eq!(r.status, 200, "{}", r.body);
     drop(first); // SIGTERM, as a deploy or a crash-restart would
 
-    let second = spawn_gate(dir.path(), &up.url(), "second.log", &flags);
-    ready(&second).await;
+    let mut second = spawn_gate(dir.path(), &up.url(), "second.log", &flags);
+    ready(&mut second).await;
     let r = client()
         .send(
             "GET",
@@ -131,7 +133,7 @@ fn run_bad(args: &[&str]) -> (i32, String) {
 fn bad_flags_and_files_exit_2_naming_them() {
     let dir = tempfile::tempdir().unwrap();
     let up = ["--upstream", "http://127.0.0.1:9"];
-    let free = |_: ()| free_loopback_addr().unwrap().to_string();
+    let free = |_: ()| crate::support::ports::loopback_addr().to_string();
     let listen = [
         "--listen".to_string(),
         free(()),
@@ -206,8 +208,8 @@ async fn admin(g: &Running, method: &str, body: &str) -> crate::support::gate::R
 async fn a_tiny_rate_is_refused_and_the_gate_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let up = upstream(Duration::ZERO).await;
-    let first = spawn_gate(dir.path(), &up.url(), "first.log", &[]);
-    ready(&first).await;
+    let mut first = spawn_gate(dir.path(), &up.url(), "first.log", &[]);
+    ready(&mut first).await;
     let r = admin(&first, "PUT", r#"{"rate_per_s": 1e-300}"#).await;
     assert_eq!(r.status, 400, "{}", r.body);
     assert_eq!(r.json()["field"], "rate_per_s", "{}", r.body);
@@ -218,8 +220,8 @@ async fn a_tiny_rate_is_refused_and_the_gate_survives_a_restart() {
     let status = client().status(&format!("http://{}/", first.proxy)).await;
     assert!(matches!(status, Some(200 | 429)), "{status:?}");
     drop(first);
-    let second = spawn_gate(dir.path(), &up.url(), "second.log", &[]);
-    ready(&second).await;
+    let mut second = spawn_gate(dir.path(), &up.url(), "second.log", &[]);
+    ready(&mut second).await;
     assert_eq!(
         admin(&second, "GET", "").await.json()["limit"]["rate_per_s"],
         5.0
@@ -236,8 +238,8 @@ async fn a_state_file_that_cannot_be_applied_is_set_aside_and_the_flags_start() 
     std::fs::write(&state, "{\n  \"rate_per_s\": 1e-300,\n  \"burst\": 1\n}\n").unwrap();
     let up = upstream(Duration::ZERO).await;
     let flags = ["--rate", "1000", "--burst", "1000"];
-    let first = spawn_gate(dir.path(), &up.url(), "first.log", &flags);
-    ready(&first).await;
+    let mut first = spawn_gate(dir.path(), &up.url(), "first.log", &flags);
+    ready(&mut first).await;
     let r = admin(&first, "GET", "").await;
     assert_eq!(r.json()["limit"]["rate_per_s"], 1000.0, "{}", r.body);
     let note = r.json()["limit"]["note"]
@@ -266,8 +268,8 @@ async fn a_state_file_that_cannot_be_applied_is_set_aside_and_the_flags_start() 
     let log = std::fs::read_to_string(dir.path().join("first.log")).unwrap();
     assert!(log.contains("ERROR") && log.contains("rate_per_s"), "{log}");
     drop(first);
-    let second = spawn_gate(dir.path(), &up.url(), "second.log", &flags);
-    ready(&second).await;
+    let mut second = spawn_gate(dir.path(), &up.url(), "second.log", &flags);
+    ready(&mut second).await;
     let m = metrics(second.admin).await;
     assert_eq!(
         sample(&m, "recover_gate_state_file_rejected_total"),

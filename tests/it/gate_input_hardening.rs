@@ -28,9 +28,7 @@ fn exit_within(child: &mut Child, within: Duration) -> Option<std::process::Exit
 }
 
 fn free() -> String {
-    recover::util::net::free_loopback_addr()
-        .unwrap()
-        .to_string()
+    crate::support::ports::loopback_addr().to_string()
 }
 
 /// Read by position, `[1,2,3]` would have been rate 1, burst 2, in-flight 3. The gate

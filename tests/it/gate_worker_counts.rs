@@ -10,7 +10,6 @@ use crate::support::BIN;
 use recover::gate::connection::PLACE_EVERY;
 use recover::gate::placement::{allowed_cpus, bind_current_thread};
 use recover::util::child::{spawn_guarded, GuardOptions};
-use recover::util::net::free_loopback_addr;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -114,7 +113,10 @@ async fn a_gate_restricted_to_one_cpu_serves_every_request_once_in_order() {
         ] {
             let dir = tempfile::tempdir().unwrap();
             let up = Upstream::start(echo).await;
-            let (proxy, admin) = (free_loopback_addr().unwrap(), free_loopback_addr().unwrap());
+            let (proxy, admin) = (
+                crate::support::ports::loopback_addr(),
+                crate::support::ports::loopback_addr(),
+            );
             let token = dir.path().join("token");
             std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
             let mut cmd = Command::new("taskset");

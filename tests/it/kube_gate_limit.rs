@@ -244,13 +244,16 @@ fn invalid_limits_name_the_field() {
 async fn the_gate_binary_follows_its_configmap_and_peers_as_its_service_account() {
     use crate::support::gate::{metrics, sample};
     use recover::util::child::{spawn_guarded, GuardOptions};
-    use recover::util::net::{free_loopback_addr, wait_http_ok};
+    use recover::util::net::wait_http_ok;
     let c = FakeCluster::start(1, Duration::from_millis(100)).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = c.kubeconfig_as(GATE_SA, dir.path()).await;
     std::fs::write(dir.path().join("token"), "a-gate-token-for-this-test\n").unwrap();
     let up = upstream(Duration::ZERO).await;
-    let (proxy, admin) = (free_loopback_addr().unwrap(), free_loopback_addr().unwrap());
+    let (proxy, admin) = (
+        crate::support::ports::loopback_addr(),
+        crate::support::ports::loopback_addr(),
+    );
     let mut cmd = crate::support::bin();
     cmd.args([
         "gate",

@@ -50,7 +50,7 @@ const DEFAULT_PLUS_SLACK: Duration = Duration::from_secs(30);
 
 #[tokio::test]
 async fn the_gate_admin_port_closes_silent_connections() {
-    let up = recover::util::net::free_loopback_addr().unwrap();
+    let up = crate::support::ports::loopback_addr();
     let mut cfg = recover::gate::GateConfig::loopback(vec![format!("http://{up}")]);
     cfg.client_limits.request_head_timeout = Duration::from_millis(500);
     let bound = recover::gate::BoundGate::bind(cfg).await.unwrap();
@@ -64,7 +64,7 @@ async fn the_gate_admin_port_closes_silent_connections() {
 
 #[tokio::test]
 async fn the_demo_config_service_closes_silent_connections() {
-    let addr = recover::util::net::free_loopback_addr().unwrap();
+    let addr = crate::support::ports::loopback_addr();
     let cfg = recover::demo::config_service::ServiceConfig {
         listen: addr,
         ..Default::default()
@@ -77,8 +77,8 @@ async fn the_demo_config_service_closes_silent_connections() {
 
 #[tokio::test]
 async fn the_workers_metrics_listener_closes_silent_connections() {
-    let addr = recover::util::net::free_loopback_addr().unwrap();
-    let target = recover::util::net::free_loopback_addr().unwrap();
+    let addr = crate::support::ports::loopback_addr();
+    let target = crate::support::ports::loopback_addr();
     let mut cfg = recover::demo::workers::WorkersConfig::new(format!("http://{target}/config"));
     cfg.count = 1;
     cfg.metrics_listen = Some(addr);

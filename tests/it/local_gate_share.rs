@@ -9,7 +9,7 @@ use recover::gate::limit::{default_burst, Limit};
 use recover::platform::local::LocalPlatform;
 use recover::platform::Platform;
 use recover::util::child::{spawn_guarded, GuardOptions};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -49,13 +49,16 @@ async fn e2e_two_local_gates_admit_the_plans_total_and_the_survivor_takes_it_all
     let mut guards = Vec::new();
     let mut proxies = Vec::new();
     let mut inv = String::from("name: shared\nstate_dir: state\nreplicas:\n");
-    let svc = free_loopback_addr().unwrap();
+    let svc = crate::support::ports::loopback_addr();
     inv.push_str(&format!(
         "  - name: svc-0\n    command: [{BIN:?}, demo, config-service, --listen, \"{svc}\"]\n    admin_url: http://{svc}\n    metrics_url: http://{svc}/metrics\n    readiness_url: http://{svc}/readyz\n"
     ));
     inv.push_str("gates:\n");
     for _ in 0..2 {
-        let (proxy, admin) = (free_loopback_addr().unwrap(), free_loopback_addr().unwrap());
+        let (proxy, admin) = (
+            crate::support::ports::loopback_addr(),
+            crate::support::ports::loopback_addr(),
+        );
         let mut cmd = Command::new(BIN);
         cmd.args([
             "gate",

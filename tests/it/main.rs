@@ -104,3 +104,4 @@ mod simulate_drills;
 mod simulate_grid;
 mod simulate_model;
 mod simulate_storm;
+mod test_ports;

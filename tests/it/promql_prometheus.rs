@@ -16,7 +16,7 @@ use recover::metrics::scrape::{parse_target, ScrapeSource};
 use recover::metrics::signal::{Reading, SignalSpec, Snapshot};
 use recover::metrics::source::{MetricError, MetricSource};
 use recover::util::child::{spawn_guarded, GuardOptions};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -162,7 +162,7 @@ async fn promql_source_agrees_with_scrape_source_on_real_prometheus() {
         ),
     )
     .unwrap();
-    let web = free_loopback_addr().unwrap();
+    let web = crate::support::ports::loopback_addr();
     let mut cmd = Command::new("prometheus");
     cmd.arg(format!("--config.file={}", config.display()))
         .arg(format!("--web.listen-address={web}"))
@@ -336,7 +336,7 @@ async fn timeout_and_unreachable_are_distinct_from_errors() {
     assert!(t.elapsed() < Duration::from_secs(5));
     hold.abort();
 
-    let closed = free_loopback_addr().unwrap();
+    let closed = crate::support::ports::loopback_addr();
     let src = PromqlSource::new(&format!("http://{closed}"), Duration::from_millis(300)).unwrap();
     match src.query("up", None).await {
         Err(PromqlError::Unreachable { .. }) => {}

@@ -48,7 +48,7 @@ fn payload(first: u64) -> Vec<u8> {
 /// An inventory whose metrics are all down: detection watches its whole window (about
 /// 16 s for stuck-overload) and every alert meanwhile joins it.
 fn write_files(dir: &std::path::Path) -> std::path::PathBuf {
-    let down = recover::util::net::free_loopback_addr().unwrap();
+    let down = crate::support::ports::loopback_addr();
     std::fs::write(dir.join("token"), TOKEN).unwrap();
     std::fs::write(dir.join("gate-token"), "unused").unwrap();
     std::fs::write(

@@ -26,7 +26,7 @@ fn peak(pid: u32) -> u64 {
 /// A config whose one route's detection watches metrics that are down for its whole
 /// window (about 16 s), so every alert meanwhile joins it.
 fn write_config(dir: &Path, max_body_bytes: usize) -> std::path::PathBuf {
-    let down = recover::util::net::free_loopback_addr().unwrap();
+    let down = crate::support::ports::loopback_addr();
     std::fs::write(dir.join("token"), TOKEN).unwrap();
     std::fs::write(dir.join("gate-token"), "unused").unwrap();
     let inventory = format!(

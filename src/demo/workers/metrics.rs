@@ -24,6 +24,10 @@ pub struct WorkerMetrics {
     pub attempts: Family<OutcomeLabel, Counter>,
     pub retries: Counter,
     pub in_retry_loop: Gauge,
+    /// Of those, the ones with an attempt in flight (the rest wait out their retry delay):
+    /// the split a lower bound on recovery needs, since a waiting client cannot be answered
+    /// before it sends again.
+    pub retrying_in_flight: Gauge,
     pub count: Gauge,
     pub latency_seconds: Histogram,
     /// The timeout per attempt, exported so the live view compares latency with the
@@ -68,6 +72,12 @@ impl WorkerMetrics {
                 &mut r,
                 "in_retry_loop",
                 "Workers whose current poll has failed at least once",
+                Gauge::default(),
+            ),
+            retrying_in_flight: register(
+                &mut r,
+                "retrying_in_flight",
+                "Workers in a retry loop with an attempt in flight (the rest wait out their retry delay)",
                 Gauge::default(),
             ),
             count: register(&mut r, "running", "Workers running", Gauge::default()),

@@ -167,10 +167,12 @@ async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
         .idempotency_key
         .then(|| format!("{:016x}", rand::random::<u64>()));
     loop {
+        let sending = in_loop.as_ref().map(|_| RetryInFlight::new(&fleet.metrics));
         let outcome = tokio::select! {
             o = attempt(fleet, attempt_no, key.as_deref()) => o,
             _ = shutdown.cancelled() => return None,
         };
+        drop(sending);
         fleet
             .metrics
             .attempts
@@ -203,6 +205,22 @@ async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
             _ = shutdown.cancelled() => return None,
         }
         attempt_no += 1;
+    }
+}
+
+/// Counts a retry in `retrying_in_flight` while its attempt is out (also on shutdown).
+struct RetryInFlight<'a>(&'a WorkerMetrics);
+
+impl<'a> RetryInFlight<'a> {
+    fn new(m: &'a WorkerMetrics) -> Self {
+        m.retrying_in_flight.inc();
+        RetryInFlight(m)
+    }
+}
+
+impl Drop for RetryInFlight<'_> {
+    fn drop(&mut self) {
+        self.0.retrying_in_flight.dec();
     }
 }
 

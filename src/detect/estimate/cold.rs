@@ -18,6 +18,7 @@
 
 use super::regime::{held_regime, NoRegime, Regime};
 use super::{Estimate, Source};
+use crate::detect::lookback::HealthyPeriod;
 use crate::detect::DetectorConfig;
 use crate::metrics::signal::{names, Snapshot};
 
@@ -31,16 +32,18 @@ const MIN_POINTS: usize = 3;
 /// (`Err` with the reason). The `from` of an observed one names the declaration it
 /// replaced; of a declared one, why the window did not show it.
 pub fn cold_factor(cfg: &DetectorConfig, window: &[Snapshot]) -> Result<Estimate, String> {
-    cold_factor_against(cfg, window, None)
+    cold_factor_against(cfg, window, None, None)
 }
 
 /// [`cold_factor`], and where neither the line nor the fit shows it, the calm cold
 /// scrapes against a healthy service time known otherwise (`reference`, see
-/// [`super::cost::cold_against`]), before the declaration.
+/// [`super::cost::cold_against`]), then what the metrics history's last healthy period
+/// showed (`history`, [`crate::detect::lookback`]), all before the declaration.
 pub fn cold_factor_against(
     cfg: &DetectorConfig,
     window: &[Snapshot],
     reference: Option<&Estimate>,
+    history: Option<&HealthyPeriod>,
 ) -> Result<Estimate, String> {
     let declared = cfg.cold_factor;
     match observed(window) {
@@ -97,15 +100,43 @@ pub fn cold_factor_against(
                     ),
                 ))
             }
+            (Err(joint), _) if history.is_some_and(|h| h.cold_factor.is_some()) => {
+                let h = history.expect("checked above");
+                let instead = declared
+                    .map(|d| format!("; spec.detect.cold_factor {d} not used"))
+                    .unwrap_or_default();
+                Ok(Estimate::new(
+                    h.cold_factor.expect("checked above"),
+                    Source::Measured,
+                    format!(
+                        "observed: {}{instead} (not in the window: {why}; {joint})",
+                        h.cold_factor_from
+                            .as_deref()
+                            .unwrap_or("the metrics history")
+                    ),
+                ))
+            }
             (Err(joint), Some(d)) => Ok(Estimate::new(
                 d,
                 Source::Declared,
-                format!("declared in spec.detect.cold_factor; not observed: {why}; {joint}"),
+                format!(
+                    "declared in spec.detect.cold_factor; not observed: {why}; {joint}{}",
+                    history_why(history)
+                ),
             )),
             (Err(joint), None) => Err(format!(
-                "unknown: not observed ({why}; {joint}) and spec.detect.cold_factor not declared"
+                "unknown: not observed ({why}; {joint}{}) and spec.detect.cold_factor not declared",
+                history_why(history)
             )),
         },
+    }
+}
+
+/// Why the history did not give the cold factor either, for a declared or unknown one.
+fn history_why(history: Option<&HealthyPeriod>) -> String {
+    match history.and_then(|h| h.cold_factor_from.as_deref()) {
+        Some(why) => format!("; metrics history: {why}"),
+        None => String::new(),
     }
 }
 

@@ -2,10 +2,12 @@
 //! healthy service time and the demand baseline. Each estimate says where it came from,
 //! because a plan built on a guess must say so.
 //!
-//! Sources, in the order they are tried: what the runbook declares (`spec.detect`); the
-//! healthy part of the observed window; the last healthy period in the metrics history
-//! ([`super::lookback`]); Little's law (the service's concurrency limit over its healthy
-//! service time). What none of them gives is missing, and the plan asks the operator.
+//! The healthy reference (healthy service time, capacity by Little's law, cold factor) is
+//! measured before it is declared: the healthy part of the observed window, else the last
+//! healthy period in the metrics history ([`super::lookback`]), and only then what the
+//! runbook declares (`spec.detect`), which is often stale. The demand baseline and k take
+//! a declaration first (an operator's statement of what the service sees). What none of
+//! them gives is missing, and the plan asks the operator.
 
 mod cold;
 mod cost;
@@ -13,7 +15,7 @@ mod k;
 mod regime;
 
 pub use cold::{cold_factor, cold_factor_against};
-pub use cost::{fit as cost_fit, CostFit};
+pub use cost::{cold_against, fit as cost_fit, CostFit};
 pub use k::{k, warm_over_rate_window, warmth_over_rate_window, KEstimate};
 
 use super::lookback::Lookback;
@@ -88,24 +90,26 @@ fn mean(xs: impl Iterator<Item = f64>) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-/// Healthy mean service time, seconds: declared, else the mean while healthy and warm in
-/// the window, else the last healthy period of the history, else the cost model fitted
-/// over the window ([`cost`]).
+/// A scrape of a warm service: the warm fraction (where exported) at least 0.95 at every
+/// scrape of the rate window ending at `s`, since the service time is a mean over that
+/// window and a scrape just warm still carries the colder work before it. Without the
+/// signal the service is taken as warm: nothing says otherwise.
+pub fn warm_throughout(window: &[Snapshot], s: &Snapshot) -> bool {
+    let warm = |o: &Snapshot| o.get(names::WARM_FRACTION).is_none_or(|w| w >= 0.95);
+    regime::held_over_rate_window(window, s, warm) == Some(true)
+}
+
+/// Healthy mean service time, seconds, measured before declared: the mean while healthy
+/// and warm in the window, else in the last healthy period of the history (a Prometheus
+/// retaining the scrapes from before anyone looked), else the cost model fitted over the
+/// window ([`cost`]), else declared.
 pub fn healthy_service_time(i: &Inputs) -> Option<Estimate> {
-    if let Some(d) = i.cfg.healthy_service_time {
-        return Some(Estimate::new(
-            d.as_secs_f64(),
-            Source::Declared,
-            "spec.detect.healthy_service_time",
-        ));
-    }
     // A service just restarted is healthy and slow (cold caches): its service time is not
     // the healthy one. Where the warm fraction is measured, only warm moments count.
-    let warm = |s: &&&Snapshot| s.get(names::WARM_FRACTION).is_none_or(|w| w >= 0.95);
     if let Some(m) = mean(
         i.healthy
             .iter()
-            .filter(warm)
+            .filter(|s| warm_throughout(i.window, s))
             .filter_map(|s| s.get(names::SERVICE_TIME)),
     ) {
         return Some(Estimate::new(
@@ -121,14 +125,24 @@ pub fn healthy_service_time(i: &Inputs) -> Option<Estimate> {
         return Some(Estimate::new(
             v.0,
             Source::Measured,
-            format!("mean service time in the last healthy period {}", v.1),
+            format!(
+                "mean service time while warm in the last healthy period {}",
+                v.1
+            ),
         ));
     }
     // Healthy only while cold (started or restarted just before): the cost model over
     // the window's calm and overloaded scrapes carries the calm ones to warm.
-    cost::fit(i.window)
-        .ok()
-        .map(|f| Estimate::new(f.healthy, Source::Measured, f.describe()))
+    if let Ok(f) = cost::fit(i.window) {
+        return Some(Estimate::new(f.healthy, Source::Measured, f.describe()));
+    }
+    i.cfg.healthy_service_time.map(|d| {
+        Estimate::new(
+            d.as_secs_f64(),
+            Source::Declared,
+            "spec.detect.healthy_service_time",
+        )
+    })
 }
 
 /// Baseline first-attempt demand, req/s: declared, else the mean while healthy in the

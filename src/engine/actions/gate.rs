@@ -9,7 +9,7 @@ use crate::engine::progress::{ProgressEvent, Readings};
 use crate::engine::ramp::{
     next_move, settle_advice, RampDecision, RampMove, RampParams, RampState, Seen,
 };
-use crate::engine::restart::{start_rate, Drained};
+use crate::engine::restart::{start_rate, wave_burst, Drained};
 use crate::engine::vars::Fixed;
 use crate::gate::limit::Limit;
 use crate::metrics::signal::{names, Snapshot};
@@ -114,7 +114,8 @@ impl Act for GateRamp {
             settle_until: tokio::time::Instant::now() + self.settle(),
         };
         let mut st = RampState::start(&p);
-        st.rate = start_rate(&p, drained_alone(ctx).await);
+        let drained = drained_alone(ctx).await;
+        st.rate = start_rate(&p, drained);
         if st.rate > p.from {
             ctx.info(
                 step,
@@ -135,9 +136,13 @@ impl Act for GateRamp {
             figures(&st, false);
             if applied != Some(st.rate) {
                 let note = limit_note(ctx, step, self.note.as_deref(), DEFAULT_LIMIT_DEADLINE);
+                let burst = self
+                    .burst
+                    .or_else(|| wave_burst(&p, drained, st.rate))
+                    .unwrap_or_else(|| burst_for(st.rate, None));
                 let limit = Limit {
                     rate_per_s: Some(st.rate),
-                    burst: burst_for(st.rate, self.burst),
+                    burst,
                     max_in_flight: None,
                     note: Some(note),
                     shadow: false,
@@ -408,15 +413,13 @@ async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
     if !ctx.drained_alone(&ids) {
         return None;
     }
-    let warm_fraction = ctx
-        .snapshot()
-        .await
-        .ok()
-        .and_then(|s| s.get(names::WARM_FRACTION));
+    let snap = ctx.snapshot().await.ok();
+    let get = |name| snap.as_ref().and_then(|s| s.get(name));
     Some(Drained {
         capacity: ctx.fixed.inputs.capacity,
         capacity_cold: ctx.fixed.inputs.capacity_cold,
-        warm_fraction,
+        warm_fraction: get(names::WARM_FRACTION),
+        client_timeout_s: get(names::CLIENT_TIMEOUT),
     })
 }
 

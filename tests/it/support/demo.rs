@@ -4,7 +4,6 @@
 
 use recover::demo::defaults;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use recover::util::net::free_loopback_addr;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -267,5 +266,5 @@ impl Gate {
 }
 
 pub fn free_addr() -> SocketAddr {
-    free_loopback_addr().expect("free port")
+    crate::support::ports::loopback_addr()
 }

@@ -8,7 +8,7 @@ use recover::engine::RunOptions;
 use recover::plan::PlanInputs;
 use recover::platform::local::LocalPlatform;
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -27,7 +27,7 @@ pub struct System {
 }
 
 fn addr() -> SocketAddr {
-    free_loopback_addr().expect("free port")
+    crate::support::ports::loopback_addr()
 }
 
 impl System {

@@ -15,6 +15,7 @@ pub mod gate;
 pub mod incident;
 pub mod kube;
 pub mod loopback_http;
+pub mod ports;
 pub mod prometheus;
 pub mod rule_incidents;
 pub mod serve;

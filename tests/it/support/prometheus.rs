@@ -4,7 +4,7 @@
 //! openmetrics`, and `promtool` / `amtool` run as the user would run them.
 
 use recover::util::child::{spawn_guarded, ChildGuard, GuardOptions};
-use recover::util::net::{free_loopback_addr, wait_http_ok};
+use recover::util::net::wait_http_ok;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
@@ -77,7 +77,7 @@ impl Prometheus {
         let data: PathBuf = storage
             .map(Path::to_path_buf)
             .unwrap_or_else(|| dir.path().join("data"));
-        let web = free_loopback_addr().unwrap();
+        let web = crate::support::ports::loopback_addr();
         let mut cmd = Command::new("prometheus");
         cmd.arg(format!("--config.file={}", config_path.display()))
             .arg(format!("--web.listen-address={web}"))

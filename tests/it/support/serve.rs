@@ -66,7 +66,7 @@ pub async fn start(cfg: &Path, log: Option<&Path>) -> Serve {
 
 /// [`start`], with further flags or environment set by `more` on the command.
 pub async fn start_with(cfg: &Path, log: Option<&Path>, more: impl FnOnce(&mut Command)) -> Serve {
-    let addr = recover::util::net::free_loopback_addr().unwrap();
+    let addr = crate::support::ports::loopback_addr();
     let mut cmd = super::bin();
     cmd.args(["serve", "--listen", &addr.to_string(), "--config"])
         .arg(cfg)
