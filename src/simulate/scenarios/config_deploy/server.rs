@@ -3,6 +3,10 @@
 //! queue holds more than it can serve within the client timeout, and either queues
 //! everything (no shedding: it serves abandoned work) or rejects fast what it cannot serve in
 //! time (shedding). Those three together are what make the failure self-sustaining.
+//! Given its slots (`job_ticks`), a request is priced when a slot takes it and answered
+//! at the end of its work, as the demo service's pool does: under overload that work is
+//! a good part of the client's timeout. Without, it is answered as soon as its work is
+//! paid for (a fluid server).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
