@@ -36,8 +36,9 @@ pub fn system_params(
     restart: bool,
     warm: Option<Duration>,
 ) -> SystemParams {
-    // The model decides and reports in whole seconds from the second the procedure starts
-    // in: the outage starts at about the lead-in, so that the procedure starts on a second.
+    // The procedure decides once a second from the second it starts in, and the time to
+    // recover is read in the rehearsal's scrape steps from there: the outage starts at
+    // about the lead-in, so that the procedure starts on a second.
     let lead = lead_in(sc);
     let start = lead + sc.outage + plan_after;
     let outage_at = lead + (Duration::from_secs(start.as_secs() + 1) - start);
@@ -56,12 +57,18 @@ pub fn system_params(
         // and a model that warm was no longer stuck when the procedure started.
         warm_after_requests: sc.service.warm_after * u64::from(sc.replicas.max(1)),
         cold_start: true,
+        // Each request holds one of the replicas' slots for its work and is answered at
+        // its end: under overload that work is a good part of the client's timeout.
+        concurrency: Some(sc.replicas.max(1) * sc.service.concurrency.max(1)),
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
         plan_restart: restart,
         plan_warm: warm,
         settle_window: sc.hold,
+        // A rehearsal judges steady state once a scrape: read the time to recover in the
+        // same steps, not in whole seconds.
+        recovery_step: sc.scrape_interval,
         ..SystemParams::default()
     }
 }
@@ -142,6 +149,25 @@ mod tests {
         };
         let got = predicted_time_to_recover(&sc, &plan, Duration::from_secs(5), false, true);
         assert!(got.is_ok(), "{got:?}");
+    }
+
+    /// The seed-1 grid's point 26 (1 replica x 14 slots, cold 2.11, k 3.29, 499 workers,
+    /// a 13.3 s outage): rehearsed for real it got stuck (Stuck 5.1 s after the trigger
+    /// ended). The model answered every request the moment its work was paid and brought
+    /// the served workers back together one interval later; it recovered by itself 1 s
+    /// after the trigger. Answering at the end of each request's work (278 ms of a 1 s
+    /// timeout while cold and overloaded), it stays stuck as the real one did.
+    #[test]
+    fn a_point_the_real_system_got_stuck_at_is_stuck_in_the_model() {
+        let sc = Scenario::parse(
+            "name: grid-26\nreplicas: 1\nservice:\n  concurrency: 14\n  cold_factor: 2.11\n  overload_factor: 3.29\nworkers:\n  count: 499\n  interval: 12371ms\n  attempt_header: x-attempt\noutage: 13337ms\n",
+            "grid-26",
+        )
+        .unwrap();
+        let mut p = system_params(&sc, Duration::ZERO, true, None);
+        p.duration = p.outage_at + p.outage + Duration::from_secs(40);
+        let run = crate::simulate::run_system(&p, None, 27);
+        assert!(!run.recovery.recovered, "{:?}", run.recovery);
     }
 
     #[test]

@@ -229,6 +229,11 @@ pub fn measure(p: &Point, rb: &Runbook, seed: u64) -> Measured {
             let est = estimated(&sc, &inputs, k);
             let predicted = predicted_time_to_recover(&est, plan, after, m.restarts, m.warms);
             (m.predicted_s, m.predicted_unknown) = split(predicted);
+            if m.simulated_s.is_some() {
+                if let Some(why) = m.predicted_unknown.as_mut() {
+                    why.push_str(&estimates_differ(&sc, &est));
+                }
+            }
         }
         None => m.predicted_unknown = Some("unknown: k is unknown, so the model has none".into()),
     }
@@ -236,6 +241,20 @@ pub fn measure(p: &Point, rb: &Runbook, seed: u64) -> Measured {
         m.prediction_error = Some((p - s) / s);
     }
     finish(m)
+}
+
+/// Where the model from the estimates has no time while the true one has: the same
+/// model, so what differs is what it was given, named with the true values.
+fn estimates_differ(sc: &Scenario, est: &Scenario) -> String {
+    format!(
+        "; the model on the true parameters was failing then, so the estimates are what differ: cold factor {:.2} against {:.2}, k {:.2} against {:.2}, capacity {:.0}/s against {:.0}/s",
+        est.service.cold_factor,
+        sc.service.cold_factor,
+        est.service.overload_factor,
+        sc.service.overload_factor,
+        est.capacity_per_s(),
+        sc.capacity_per_s()
+    )
 }
 
 fn split(r: Result<f64, String>) -> (Option<f64>, Option<String>) {
@@ -323,6 +342,27 @@ mod tests {
             stuck >= 3,
             "only {stuck} of {} late points stuck",
             late.len()
+        );
+    }
+
+    /// The seed-1 grid's point 4: the estimator used the declared cold factor 2 against a
+    /// true 3.2; the reason a prediction is unknown names it beside the true value.
+    #[test]
+    fn an_unknown_prediction_names_the_estimates_against_the_truth() {
+        let sc = Scenario::parse(
+            "name: grid-4\nreplicas: 1\nservice:\n  concurrency: 5\n  cold_factor: 3.2\n  overload_factor: 4.6\n",
+            "grid-4",
+        )
+        .unwrap();
+        let mut est = sc.clone();
+        est.service.cold_factor = 2.0;
+        est.service.overload_factor = 6.3;
+        let why = estimates_differ(&sc, &est);
+        assert!(
+            why.contains(
+                "cold factor 2.00 against 3.20, k 6.30 against 4.60, capacity 125/s against 125/s"
+            ),
+            "{why}"
         );
     }
 }
