@@ -19,7 +19,8 @@
 //!   queue), the concurrency limit, `ready`, and a failed scrape while it is down;
 //! - the work time of a request is the service's concurrency over the useful capacity it
 //!   has at that second (`concurrency / service time` is its capacity, cold and overloaded
-//!   included); a replica's warm fraction is its share of the completions since it started
+//!   included), the mean of the cost at the second's start and end (the model records the
+//!   capacity at a second's end, the warmest moment of a warming second); a replica's warm fraction is its share of the completions since it started
 //!   (cold, as the demo service starts) or restarted over `service.warm_after`, as the demo
 //!   service and the model warm;
 //! - the gate admits everything (no limit before the procedure) and counts first attempts
@@ -131,14 +132,8 @@ pub fn observe(
     let completions = Counters::of(series, |_, s| (s.useful + s.abandoned) as f64);
     let useful = Counters::of(series, |_, s| s.useful as f64);
     let abandoned = Counters::of(series, |_, s| s.abandoned as f64);
-    // Work seconds: every completion of a second cost the concurrency over the capacity.
-    let work = Counters::of(series, |_, s| {
-        if s.capacity > 0.0 {
-            (s.useful + s.abandoned) as f64 * conc * replicas / s.capacity
-        } else {
-            0.0
-        }
-    });
+    let per_second = work_seconds(series, conc * replicas);
+    let work = Counters::of(series, |i, _| per_second[i]);
     let arriving = Counters::of(series, |_, s| s.arriving as f64);
     let (first, retry) = gate_kinds(
         series,
@@ -334,6 +329,29 @@ pub fn observe(
     })
 }
 
+/// The service's work seconds in each second: every completion cost the concurrency
+/// (`slots`, all replicas') over the capacity. The model records a second's capacity at
+/// its last tick, the warmest moment of a warming second, so a completion is priced at
+/// the mean of the cost at the second's start (the previous second's end) and its end.
+fn work_seconds(series: &[Second], slots: f64) -> Vec<f64> {
+    let cost = |c: f64| (c > 0.0).then(|| slots / c);
+    series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let end = cost(s.capacity);
+            let start = i
+                .checked_sub(1)
+                .and_then(|p| cost(series[p].capacity))
+                .or(end);
+            match (start, end) {
+                (Some(a), Some(b)) => (s.useful + s.abandoned) as f64 * (a + b) / 2.0,
+                _ => 0.0,
+            }
+        })
+        .collect()
+}
+
 /// A replica's warm fraction after the service completed `since_restart` requests since
 /// the restart: each of the `replicas` warms on its own share of the work, as the demo
 /// service does (and the model, `rehearse::predict::system_params`).
@@ -359,6 +377,22 @@ fn counter(page: &mut String, name: &str, labels: &[(&str, &str)], v: f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Warming from 100 to 200 req/s over a second, 150 completions on 4 slots cost
+    /// 150 x (4/100 + 4/200) / 2 = 4.5 work seconds, not 150 x 4/200 = 3 (priced at the
+    /// second's end, a warming service read cheaper than it was and its cold factor low).
+    #[test]
+    fn a_warming_second_is_priced_between_its_start_and_end_cost() {
+        let sec = |capacity: f64, useful: u64| Second {
+            capacity,
+            useful,
+            ..Second::default()
+        };
+        let w = work_seconds(&[sec(100.0, 100), sec(200.0, 150), sec(0.0, 0)], 4.0);
+        assert!((w[0] - 4.0).abs() < 1e-9, "{w:?}");
+        assert!((w[1] - 4.5).abs() < 1e-9, "{w:?}");
+        assert_eq!(w[2], 0.0);
+    }
 
     #[test]
     fn each_replica_warms_on_its_share_of_the_work() {
