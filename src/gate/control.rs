@@ -12,8 +12,13 @@
 //! source answers, and is not ready; the state file keeps the limit, its version and the
 //! peers it was shared with, so a restarted gate enforces the share it last enforced. How
 //! long ago the source last confirmed the limit and the peer count is kept for `/metrics`.
+//!
+//! A change is written to the state file before it is put in force (a write that fails
+//! leaves the limit as it was) and synced to disk after, off the request's path
+//! ([`super::durable`]).
 
 use super::admission::Admission;
+use super::durable::Flusher;
 use super::limit::Limit;
 use super::limit_source::VersionedLimit;
 use super::share::{share, Peers};
@@ -85,8 +90,25 @@ pub fn refuse_all() -> Limit {
 pub struct LimitControl {
     admission: Arc<Admission>,
     metrics: Arc<GateMetrics>,
-    state_file: Option<PathBuf>,
+    state_file: Option<StateFile>,
     current: Mutex<Current>,
+}
+
+/// Where the limit is kept, and what syncs it to disk.
+struct StateFile {
+    path: PathBuf,
+    flusher: Flusher,
+}
+
+impl StateFile {
+    fn save(&self, stored: &Stored) -> Result<(), ApplyError> {
+        state::save(&self.path, stored).map_err(|source| ApplyError::Persist {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.flusher.request();
+        Ok(())
+    }
 }
 
 impl LimitControl {
@@ -96,6 +118,17 @@ impl LimitControl {
         admission: Arc<Admission>,
         metrics: Arc<GateMetrics>,
         state_file: Option<PathBuf>,
+    ) -> Self {
+        let flusher = state_file.clone().map(Flusher::start);
+        Self::with_flusher(initial, admission, metrics, state_file.zip(flusher))
+    }
+
+    /// [`LimitControl::new`] with the state file synced to disk by `flusher`.
+    pub fn with_flusher(
+        initial: Limit,
+        admission: Arc<Admission>,
+        metrics: Arc<GateMetrics>,
+        state_file: Option<(PathBuf, Flusher)>,
     ) -> Self {
         let applied = AppliedLimit {
             share: Some(initial.clone()),
@@ -107,7 +140,7 @@ impl LimitControl {
         LimitControl {
             admission,
             metrics,
-            state_file,
+            state_file: state_file.map(|(path, flusher)| StateFile { path, flusher }),
             current: Mutex::new(Current {
                 applied,
                 peers: Peers::ALONE,
@@ -182,15 +215,11 @@ impl LimitControl {
     }
 
     fn save(&self, cur: &Current) -> Result<(), ApplyError> {
-        if let (Some(path), Some(_)) = (&self.state_file, cur.limit_at) {
-            let stored = Stored {
+        if let (Some(file), Some(_)) = (&self.state_file, cur.limit_at) {
+            file.save(&Stored {
                 limit: cur.applied.limit.clone(),
                 version: Some(cur.applied.version.clone()),
                 peers: Some(cur.peers),
-            };
-            state::save(path, &stored).map_err(|source| ApplyError::Persist {
-                path: path.clone(),
-                source,
             })?;
         }
         Ok(())
@@ -219,15 +248,11 @@ impl LimitControl {
         let mut cur = self.lock();
         let version = version.unwrap_or_else(|| (cur.seq + 1).to_string());
         let peers = cur.peers;
-        if let Some(path) = &self.state_file {
-            let stored = Stored {
+        if let Some(file) = &self.state_file {
+            file.save(&Stored {
                 limit: limit.clone(),
                 version: Some(version.clone()),
                 peers: Some(peers),
-            };
-            state::save(path, &stored).map_err(|source| ApplyError::Persist {
-                path: path.clone(),
-                source,
             })?;
         }
         cur.seq += 1;
@@ -267,5 +292,67 @@ impl LimitControl {
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Current> {
         self.current.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::admission::Admit;
+    use std::sync::mpsc;
+
+    fn admitted(a: &Admission, tries: usize) -> usize {
+        (0..tries)
+            .filter(|_| matches!(a.try_admit(), Admit::Admitted(_)))
+            .count()
+    }
+
+    /// The disk may take its time (a busy machine's fsync): the new limit is written and
+    /// in force for the very next request, and answered, while the sync still waits.
+    #[test]
+    fn a_change_is_in_force_and_written_before_the_disk_has_synced_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gate-state.json");
+        let (release, held) = mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        let (synced_tx, synced) = mpsc::channel::<PathBuf>();
+        let synced_tx = Mutex::new(synced_tx);
+        let flusher = Flusher::with_sync(
+            path.clone(),
+            Box::new(move |p| {
+                let _ = held.lock().unwrap().recv();
+                let _ = synced_tx.lock().unwrap().send(p.to_path_buf());
+                Ok(())
+            }),
+        );
+        let metrics = Arc::new(GateMetrics::new());
+        let admission = Arc::new(Admission::new(
+            &Limit::unlimited(),
+            metrics.in_flight.clone(),
+        ));
+        let control = LimitControl::with_flusher(
+            Limit::unlimited(),
+            admission.clone(),
+            metrics,
+            Some((path.clone(), flusher)),
+        );
+        assert_eq!(admitted(&admission, 10), 10);
+        let hold = Limit {
+            rate_per_s: Some(1000.0),
+            burst: 5,
+            max_in_flight: Some(0),
+            note: Some("block at the edge".into()),
+            shadow: false,
+        };
+        let applied = control.apply(hold.clone()).unwrap();
+        assert_eq!(applied.version, "1");
+        assert_eq!(admitted(&admission, 10), 0, "the new limit is not in force");
+        let stored = state::load(&path)
+            .unwrap()
+            .expect("written before the sync");
+        assert_eq!(stored.limit, hold);
+        assert!(synced.try_recv().is_err(), "the sync was not held");
+        release.send(()).unwrap();
+        assert_eq!(synced.recv_timeout(Duration::from_secs(10)).unwrap(), path);
     }
 }

@@ -15,9 +15,9 @@
 //! upstream may act on) -> [`upstream`] (each client connection's own upstream
 //! connections), with [`telemetry`] counting every outcome. [`control`] owns the current
 //! limit and its version; [`admin`] and any extra [`limit_source::LimitSource`] feed it;
-//! [`state`] persists it so a restarted gate comes back with the last limit, not wide
-//! open. [`limits`] and [`conn_table`] (with [`presence`]) keep slow or many clients from
-//! locking the others out. The limit is a total for every replica behind one Service:
+//! [`state`] persists it ([`durable`] syncs it to disk off the request's path) so a
+//! restarted gate comes back with the last limit, not wide open. [`limits`] and
+//! [`conn_table`] (with [`presence`]) keep slow or many clients from locking the others out. The limit is a total for every replica behind one Service:
 //! [`share`] divides it by the replicas a [`limit_source::PeerSource`] reports.
 
 pub mod admin;
@@ -29,6 +29,7 @@ pub mod conn_table;
 pub mod connection;
 pub mod control;
 pub mod deadline;
+pub mod durable;
 pub mod error;
 pub mod exchange;
 pub mod http1;

@@ -17,7 +17,7 @@
 use super::limit::Limit;
 use super::share::Peers;
 use super::validate;
-use crate::util::atomic_file::write_atomic;
+use crate::util::atomic_file::write_replace;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -135,7 +135,8 @@ pub fn reject(path: &Path, reason: String) -> Rejected {
     }
 }
 
-/// Replace what is stored atomically (write, fsync, rename).
+/// Replace what is stored atomically for every process (write, rename), without waiting
+/// for the disk: [`super::durable`] syncs it.
 pub fn save(path: &Path, stored: &Stored) -> std::io::Result<()> {
     let file = File {
         limit: serde_json::to_value(&stored.limit).map_err(std::io::Error::other)?,
@@ -147,7 +148,7 @@ pub fn save(path: &Path, stored: &Stored) -> std::io::Result<()> {
     };
     let mut json = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
     json.push(b'\n');
-    write_atomic(path, &json)
+    write_replace(path, &json)
 }
 
 /// Pure: the limit to start with, from the flags and what the state file held.

@@ -17,11 +17,19 @@ pub fn admit_hold(plan: &Plan, warm: Option<Duration>) -> Duration {
     warm.unwrap_or_default() + plan.ramp.first().map_or(Duration::ZERO, |s| s.hold)
 }
 
-/// The scenario as simulator parameters: the outage at 10 s, the procedure `plan_after`
-/// after the outage ended (the runbook's first action), restarting the service if the run
-/// did (`restart`; else a drain alone), warming the caches `warm` after that when the
-/// runbook has a `cache.warm` step. The service warms with its work, as the demo service
-/// does (`service.warm_after` requests per replica).
+/// How long the rehearsed system runs before the trigger: the stage judges steady state
+/// only over full rate windows, so its first `rate_window`, then the `steady` phase; at
+/// least 10 s, which gives the clients' phases time to spread.
+pub fn lead_in(sc: &Scenario) -> Duration {
+    Duration::from_secs(10).max(sc.rate_window + sc.steady)
+}
+
+/// The scenario as simulator parameters: the service started cold as the demo service
+/// starts, the outage after the lead-in ([`lead_in`]), the procedure `plan_after` after
+/// the outage ended (the runbook's first action), restarting the service if the run did
+/// (`restart`; else a drain alone), warming the caches `warm` after that when the runbook
+/// has a `cache.warm` step. The service warms with its work, as the demo service does
+/// (`service.warm_after` requests per replica).
 pub fn system_params(
     sc: &Scenario,
     plan_after: Duration,
@@ -29,10 +37,11 @@ pub fn system_params(
     warm: Option<Duration>,
 ) -> SystemParams {
     // The procedure decides once a second from the second it starts in, and the time to
-    // recover is read in the rehearsal's scrape steps from there: the outage starts about
-    // 10 s in, so that the procedure starts on a second.
-    let start = Duration::from_secs(10) + sc.outage + plan_after;
-    let outage_at = Duration::from_secs(10) + (Duration::from_secs(start.as_secs() + 1) - start);
+    // recover is read in the rehearsal's scrape steps from there: the outage starts at
+    // about the lead-in, so that the procedure starts on a second.
+    let lead = lead_in(sc);
+    let start = lead + sc.outage + plan_after;
+    let outage_at = lead + (Duration::from_secs(start.as_secs() + 1) - start);
     SystemParams {
         clients: sc.workers.count,
         interval: sc.workers.interval,
@@ -47,6 +56,7 @@ pub fn system_params(
         // served N x `warm_after`. One replica's count read 4 replicas warm 4x too soon,
         // and a model that warm was no longer stuck when the procedure started.
         warm_after_requests: sc.service.warm_after * u64::from(sc.replicas.max(1)),
+        cold_start: true,
         // Each request holds one of the replicas' slots for its work and is answered at
         // its end: under overload that work is a good part of the client's timeout.
         concurrency: Some(sc.replicas.max(1) * sc.service.concurrency.max(1)),

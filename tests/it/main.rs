@@ -32,6 +32,7 @@ mod fuzz_parsers;
 mod gate_admin;
 mod gate_admission;
 mod gate_attempts;
+mod gate_burst;
 mod gate_cli;
 mod gate_connection_fairness;
 mod gate_connection_limits;

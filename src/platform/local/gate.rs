@@ -1,5 +1,6 @@
 //! The gate as the local platform reaches it: its admin API over HTTP with the bearer
-//! token from a file. `set_limit` PUTs, then GETs to confirm the limit is in force.
+//! token from a file. `set_limit` PUTs and checks the limit the gate answers it put in
+//! force.
 
 use crate::gate::limit::Limit;
 use crate::platform::{CallCause, GateControl, PlatformError};
@@ -118,7 +119,15 @@ impl GateControl for HttpGate {
                 .unwrap_or_else(|e| format!("({e})"));
             return Err(call(&what, format!("HTTP {status}: {body}")));
         }
-        let now = self.get_limit().await?;
+        // The answer is the limit the gate put in force: no second request to ask again
+        // (each one waits for the gate's admin listener on a saturated machine).
+        let bytes = read_response(r, ANSWER_CAPS)
+            .await
+            .map_err(|e| call(&what, e))?;
+        let now = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("not JSON: {e}"))
+            .and_then(|v| parse_limit(v).map_err(|e| format!("unexpected reply: {e}")))
+            .map_err(|e| call(&what, e))?;
         if !same(&now, limit) {
             return Err(call(
                 &what,
@@ -129,5 +138,72 @@ impl GateControl for HttpGate {
             ));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::routing::put;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    /// An admin API answering every PUT with `answer` (None: the limit sent), counting
+    /// every request it gets.
+    async fn admin(answer: Option<Limit>) -> (String, Arc<AtomicUsize>) {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (on_put, on_get) = (requests.clone(), requests.clone());
+        let app = axum::Router::new().route(
+            "/admin/limit",
+            put(move |axum::Json(sent): axum::Json<Limit>| {
+                on_put.fetch_add(1, Ordering::SeqCst);
+                let limit = answer.clone().unwrap_or(sent);
+                async move { axum::Json(serde_json::json!({"limit": limit, "version": "1"})) }
+            })
+            .get(move || {
+                on_get.fetch_add(1, Ordering::SeqCst);
+                async { axum::Json(serde_json::json!({"limit": Limit::unlimited()})) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (url, requests)
+    }
+
+    fn gate(url: &str) -> (HttpGate, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "t0k3n\n").unwrap();
+        (HttpGate::new(url, token), dir)
+    }
+
+    fn hold() -> Limit {
+        Limit {
+            rate_per_s: Some(40.0),
+            burst: 2000,
+            max_in_flight: None,
+            note: Some("readmission wave".into()),
+            shadow: false,
+        }
+    }
+
+    /// The PUT's answer is the limit in force: one request, not a second to ask again.
+    #[tokio::test]
+    async fn set_limit_is_one_request_checked_against_the_answer() {
+        crate::util::http::ensure_tls_provider();
+        let (url, requests) = admin(None).await;
+        let (g, _dir) = gate(&url);
+        g.set_limit(&hold()).await.unwrap();
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_gate_answering_another_limit_than_the_one_sent_is_an_error() {
+        crate::util::http::ensure_tls_provider();
+        let (url, _) = admin(Some(Limit::unlimited())).await;
+        let (g, _dir) = gate(&url);
+        let e = g.set_limit(&hold()).await.unwrap_err().to_string();
+        assert!(e.contains("not the limit sent"), "{e}");
     }
 }

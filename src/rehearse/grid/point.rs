@@ -129,7 +129,8 @@ pub fn measure(p: &Point, rb: &Runbook, seed: u64) -> Measured {
         outside: Vec::new(),
     };
     let late = sc.attach_after.is_some();
-    // Attached late, the detector knows only what the runbook declares and what it sees.
+    // Attached late, the detector knows only what the runbook declares, what it sees and
+    // the metrics history from before it attached (`observe`).
     let detector = if late {
         rb.detect.clone()
     } else {
@@ -301,6 +302,48 @@ fn finish(mut m: Measured) -> Measured {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Attached 60 s late to a service stuck since the trigger, on the shipped runbook
+    /// (declaring the demo's 4 slots x 40 ms = 100 req/s per replica and cold factor 2,
+    /// stale for nearly every point): the healthy reference comes from the scrapes before
+    /// the attach, as a Prometheus retains them, so capacity is the point's own (Little's
+    /// law over its concurrency and the warm service time of its steady phase), and the
+    /// cold factor is measured there too, not declared.
+    #[test]
+    fn a_late_point_reads_its_healthy_reference_from_the_history_not_the_declarations() {
+        let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+        let late: Vec<Point> = super::super::draw::draw(8, 7)
+            .into_iter()
+            .filter(|p| p.late && p.concurrency != 4)
+            .collect();
+        assert!(late.len() >= 4, "{late:?}");
+        let mut stuck = 0;
+        for p in &late {
+            let m = measure(p, &rb, 1);
+            let Some(cap) = m.capacity else { continue };
+            stuck += 1;
+            assert!(
+                (cap - m.capacity_true).abs() < 0.02 * m.capacity_true,
+                "{}: capacity {cap} against {}: {:?}",
+                p.name(),
+                m.capacity_true,
+                m.k_from
+            );
+            let f = m.cold_factor.unwrap();
+            assert!(
+                (f - p.cold).abs() < 0.1 * p.cold,
+                "{}: cold factor {f}",
+                p.name()
+            );
+            let from = m.k_from.unwrap_or_default();
+            assert!(!from.contains("declared"), "{}: {from}", p.name());
+        }
+        assert!(
+            stuck >= 3,
+            "only {stuck} of {} late points stuck",
+            late.len()
+        );
+    }
 
     /// The seed-1 grid's point 4: the estimator used the declared cold factor 2 against a
     /// true 3.2; the reason a prediction is unknown names it beside the true value.

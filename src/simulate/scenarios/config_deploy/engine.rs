@@ -312,7 +312,10 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             Client::new(first)
         })
         .collect();
-    let server = Server::new(server_config(p, tick));
+    let mut server = Server::new(server_config(p, tick));
+    if p.cold_start {
+        server.start_cold();
+    }
     let mut e = Engine {
         p,
         rng,

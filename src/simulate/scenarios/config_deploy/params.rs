@@ -59,6 +59,9 @@ pub struct SystemParams {
     /// Warm after this many completions since the restart instead of over `warmup` (the
     /// demo service warms with its work, abandoned work included); 0 warms by time.
     pub warm_after_requests: u64,
+    /// The server starts cold, as a freshly started process does (the demo service):
+    /// from the first tick it warms as after a restart; false starts it warm.
+    pub cold_start: bool,
     /// Skip (at no cost) queued requests whose client has already given up.
     pub honour_deadline: bool,
     /// Requests worked on at once (every replica's slots, as the demo service's pool):
@@ -146,6 +149,7 @@ impl Default for SystemParams {
             cold_factor: 0.5,
             warmup: Duration::from_secs(30),
             warm_after_requests: 0,
+            cold_start: false,
             honour_deadline: false,
             concurrency: None,
             gate_rate: None,

@@ -164,6 +164,11 @@ impl Server {
         out
     }
 
+    /// A freshly started process: cold from the first tick, warming as after a restart.
+    pub fn start_cold(&mut self) {
+        self.cold_from(0);
+    }
+
     fn cold_from(&mut self, at: u32) {
         self.restarted_at = Some(at);
         self.served_since_restart = 0;
