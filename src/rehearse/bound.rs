@@ -119,40 +119,55 @@ impl RetryLoop {
     /// after the runbook's start (0 when that cannot be shown).
     ///
     /// A live request (its client still waiting) was sent within the client timeout, so in
-    /// a replica's FIFO queue every abandoned one is ahead of it: at least `queued - in_flight`
-    /// of them. It is answered only after the replica has started every request ahead (a
-    /// drain or a restart drops it instead; nothing else reorders the queue). While a
-    /// replica queues more than `capacity x client_timeout` (its warm capacity: a colder one
-    /// has a lower threshold) each start costs at least `k x service_time`, so its
-    /// `concurrency` servers start at most `concurrency x (1 + t / (k x service_time))` by
-    /// `t` after the scrape. If on every replica starting the abandoned work ahead takes
-    /// longer than the client timeout, no live queued request is answered before its
-    /// client gives up. Of the clients in flight, at most `replicas x concurrency` are
-    /// being worked on (they may be answered); every other one was queued or on its way to
-    /// the back of a queue, and fails: its next attempt comes at least a retry delay after
-    /// the failure, which came after the scrape.
+    /// a replica's FIFO queue every abandoned one is ahead of it. It is answered only if the
+    /// replica starts it before its client gives up, within the timeout of the scrape (a
+    /// drain or a restart drops it; nothing else reorders the queue). While a replica
+    /// queues more than `capacity x client_timeout` (its warm capacity: a colder one has a
+    /// lower threshold) each start costs at least `k x service_time`, and at least
+    /// `service_time` otherwise; so within the timeout it starts at most
+    /// [`RetryLoop::starts_in_time`] requests, and only the live ones among the first that
+    /// many are within reach: at most `min(starts, max(0, starts - (queued - in_flight)))`
+    /// on each replica, since the live ones (at most `in_flight` of them) are at the back.
+    /// Of the clients in flight, also at most `replicas x concurrency` are being worked on.
+    /// Every other one fails after the scrape and sends again at least a retry delay later.
     pub fn held_back(&self) -> f64 {
         let c = f64::from(self.concurrency.max(1));
+        if self.queued.is_empty() || self.service_time_s <= 0.0 || self.retry_delay_s <= 0.0 {
+            return 0.0;
+        }
+        let reachable: f64 = self
+            .queued
+            .iter()
+            .map(|&q| {
+                let starts = self.starts_in_time(q).min(q.max(0.0));
+                starts.min((starts - (q - self.in_flight)).max(0.0))
+            })
+            .sum();
+        (self.in_flight - self.queued.len() as f64 * c - reachable).max(0.0)
+    }
+
+    /// The most requests a replica queueing `queued` at the scrape can start within the
+    /// client timeout `T` of it, whatever the procedure. Its first `o = ceil(queued - C T)
+    /// - 1` starts are overloaded (the depth after the `j`-th is at least `queued - j`),
+    /// each costing at least `k s`; later ones at least `s` (`C = c / s`). By `T` all but
+    /// the `c` last started have completed, and `c` servers complete at most `c T` of
+    /// work: so at most `c (1 + T / (k s))` starts while every one is overloaded, and past
+    /// the overloaded ones at most `o + c + C T`.
+    fn starts_in_time(&self, queued: f64) -> f64 {
+        let c = f64::from(self.concurrency.max(1));
         let (s, k, to) = (
-            self.service_time_s.max(0.0),
+            self.service_time_s,
             self.overload_factor.max(1.0),
             self.client_timeout_s.max(0.0),
         );
-        if self.queued.is_empty() || s <= 0.0 || self.retry_delay_s <= 0.0 {
-            return 0.0;
-        }
         let capacity = c / s;
-        let out_of_reach = self.queued.iter().all(|&q| {
-            // Starts surely made while overloaded: the depth after the i-th pop is at least
-            // `q - i`, over the threshold while `i < q - capacity x timeout`.
-            let overloaded = (q - capacity * to).ceil() - 1.0;
-            let ahead = (q - self.in_flight).min(overloaded);
-            (ahead / c - 1.0) * k * s >= to
-        });
-        if !out_of_reach {
-            return 0.0;
+        let overloaded = ((queued - capacity * to).ceil() - 1.0).max(0.0);
+        let all_overloaded = c * (1.0 + to / (k * s));
+        if overloaded >= all_overloaded {
+            all_overloaded
+        } else {
+            overloaded + c + capacity * to
         }
-        (self.in_flight - self.queued.len() as f64 * c).max(0.0)
     }
 
     /// From the runbook's start, when the held-back clients can first be answered.

@@ -362,6 +362,18 @@ fn clients_queued_behind_abandoned_work_wait_a_retry_delay() {
         ..lp.clone()
     };
     assert_eq!(short.held_back(), 0.0);
+    // Two replicas as deep: neither reaches a live request in time, whichever holds them.
+    let two = RetryLoop {
+        queued: vec![330.0, 330.0],
+        ..lp.clone()
+    };
+    assert_eq!(two.held_back(), 84.0 - 8.0);
+    // One of them shallow: every live request may sit there, within reach.
+    let one_shallow = RetryLoop {
+        queued: vec![330.0, 100.0],
+        ..lp.clone()
+    };
+    assert_eq!(one_shallow.held_back(), 0.0);
     // Nor does a policy without a least wait, or a loop not measured.
     let sc = crate::rehearse::scenario::Scenario::default();
     let jitter = crate::rehearse::scenario::Scenario {

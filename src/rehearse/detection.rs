@@ -6,7 +6,9 @@
 //! by [`crate::detect::watch`] (the path the engine, serve and `recover detect` take), and
 //! how long after the trigger ended it took. The feed starts before the trigger so the
 //! detector sees the healthy baseline; it is a metric source whose history is what it has
-//! recorded, so each judgement reads its window out of it at once.
+//! recorded, so each judgement reads its window out of it at once. Attached late, the
+//! detector's window starts at the attach, and the recorded scrapes from before it stay
+//! the history a look back reads, as a Prometheus retaining its scrapes would give it.
 
 use super::recorder::Clock;
 use crate::detect::windows::Fields;
@@ -23,6 +25,8 @@ pub struct SignalFeed {
     snaps: Arc<Mutex<Vec<Snapshot>>>,
     signals: BTreeMap<String, SignalSpec>,
     interval: Duration,
+    /// When the detector attached, if late: its window starts there.
+    attached: Option<SystemTime>,
     cancel: CancellationToken,
 }
 
@@ -32,7 +36,33 @@ impl SignalFeed {
         signals: BTreeMap<String, SignalSpec>,
         interval: Duration,
     ) -> Self {
-        let snaps = Arc::new(Mutex::new(Vec::new()));
+        Self::start_retaining(source, signals, interval, Vec::new(), None)
+    }
+
+    /// A feed for a detector attaching now, reading through `source`, that keeps what
+    /// `earlier` recorded as its history (the scrapes a Prometheus would have retained).
+    pub fn attach(
+        earlier: &SignalFeed,
+        source: Arc<dyn MetricSource>,
+        signals: BTreeMap<String, SignalSpec>,
+        interval: Duration,
+    ) -> Self {
+        let retained = earlier
+            .snaps
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Self::start_retaining(source, signals, interval, retained, Some(SystemTime::now()))
+    }
+
+    fn start_retaining(
+        source: Arc<dyn MetricSource>,
+        signals: BTreeMap<String, SignalSpec>,
+        interval: Duration,
+        retained: Vec<Snapshot>,
+        attached: Option<SystemTime>,
+    ) -> Self {
+        let snaps = Arc::new(Mutex::new(retained));
         let cancel = CancellationToken::new();
         let (s, c, read) = (snaps.clone(), cancel.clone(), signals.clone());
         tokio::spawn(async move {
@@ -53,7 +83,16 @@ impl SignalFeed {
             snaps,
             signals,
             interval,
+            attached,
             cancel,
+        }
+    }
+
+    /// The detector's window ending at `now`: [`WINDOW`], from the attach at the latest.
+    fn window_span(&self, now: SystemTime) -> Duration {
+        match self.attached {
+            Some(at) => WINDOW.min(now.duration_since(at).unwrap_or_default()),
+            None => WINDOW,
         }
     }
 
@@ -156,16 +195,21 @@ pub async fn wait_for(
     want: VerdictKind,
 ) -> Result<Detection, NotDetected> {
     let fields = Fields::runbook();
-    // The feed's window ending now, out of what it recorded (never waited for).
-    let now = || Watch {
-        signals: &feed.signals,
-        config: cfg,
-        fields: &fields,
-        interval: feed.interval,
-        span: Some(WINDOW),
-        at: Some(SystemTime::now()),
-        scrape: None,
-        look_back: false,
+    // The feed's window ending now, out of what it recorded (never waited for), looking
+    // back over all it recorded where the window leaves the healthy reference unknown or
+    // to a declaration (`detect::observe::needs_history`).
+    let now = || {
+        let at = SystemTime::now();
+        Watch {
+            signals: &feed.signals,
+            config: cfg,
+            fields: &fields,
+            interval: feed.interval,
+            span: Some(feed.window_span(at)),
+            at: Some(at),
+            scrape: None,
+            look_back: true,
+        }
     };
     let start = clock.now_s();
     let mut seen = feed.len();

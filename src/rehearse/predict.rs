@@ -17,21 +17,31 @@ pub fn admit_hold(plan: &Plan, warm: Option<Duration>) -> Duration {
     warm.unwrap_or_default() + plan.ramp.first().map_or(Duration::ZERO, |s| s.hold)
 }
 
-/// The scenario as simulator parameters: the outage at 10 s, the procedure `plan_after`
-/// after the outage ended (the runbook's first action), restarting the service if the run
-/// did (`restart`; else a drain alone), warming the caches `warm` after that when the
-/// runbook has a `cache.warm` step. The service warms with its work, as the demo service
-/// does (`service.warm_after` requests per replica).
+/// How long the rehearsed system runs before the trigger: the stage judges steady state
+/// only over full rate windows, so its first `rate_window`, then the `steady` phase; at
+/// least 10 s, which gives the clients' phases time to spread.
+pub fn lead_in(sc: &Scenario) -> Duration {
+    Duration::from_secs(10).max(sc.rate_window + sc.steady)
+}
+
+/// The scenario as simulator parameters: the service started cold as the demo service
+/// starts, the outage after the lead-in ([`lead_in`]), the procedure `plan_after` after
+/// the outage ended (the runbook's first action), restarting the service if the run did
+/// (`restart`; else a drain alone), warming the caches `warm` after that when the runbook
+/// has a `cache.warm` step. The service warms with its work, as the demo service does
+/// (`service.warm_after` requests per replica).
 pub fn system_params(
     sc: &Scenario,
     plan_after: Duration,
     restart: bool,
     warm: Option<Duration>,
 ) -> SystemParams {
-    // The model decides and reports in whole seconds from the second the procedure starts
-    // in: the outage starts about 10 s in, so that the procedure starts on a second.
-    let start = Duration::from_secs(10) + sc.outage + plan_after;
-    let outage_at = Duration::from_secs(10) + (Duration::from_secs(start.as_secs() + 1) - start);
+    // The procedure decides once a second from the second it starts in, and the time to
+    // recover is read in the rehearsal's scrape steps from there: the outage starts at
+    // about the lead-in, so that the procedure starts on a second.
+    let lead = lead_in(sc);
+    let start = lead + sc.outage + plan_after;
+    let outage_at = lead + (Duration::from_secs(start.as_secs() + 1) - start);
     SystemParams {
         clients: sc.workers.count,
         interval: sc.workers.interval,
@@ -46,12 +56,19 @@ pub fn system_params(
         // served N x `warm_after`. One replica's count read 4 replicas warm 4x too soon,
         // and a model that warm was no longer stuck when the procedure started.
         warm_after_requests: sc.service.warm_after * u64::from(sc.replicas.max(1)),
+        cold_start: true,
+        // Each request holds one of the replicas' slots for its work and is answered at
+        // its end: under overload that work is a good part of the client's timeout.
+        concurrency: Some(sc.replicas.max(1) * sc.service.concurrency.max(1)),
         outage_at,
         outage: sc.outage,
         plan_at: outage_at + sc.outage + plan_after,
         plan_restart: restart,
         plan_warm: warm,
         settle_window: sc.hold,
+        // A rehearsal judges steady state once a scrape: read the time to recover in the
+        // same steps, not in whole seconds.
+        recovery_step: sc.scrape_interval,
         ..SystemParams::default()
     }
 }
@@ -132,6 +149,25 @@ mod tests {
         };
         let got = predicted_time_to_recover(&sc, &plan, Duration::from_secs(5), false, true);
         assert!(got.is_ok(), "{got:?}");
+    }
+
+    /// The seed-1 grid's point 26 (1 replica x 14 slots, cold 2.11, k 3.29, 499 workers,
+    /// a 13.3 s outage): rehearsed for real it got stuck (Stuck 5.1 s after the trigger
+    /// ended). The model answered every request the moment its work was paid and brought
+    /// the served workers back together one interval later; it recovered by itself 1 s
+    /// after the trigger. Answering at the end of each request's work (278 ms of a 1 s
+    /// timeout while cold and overloaded), it stays stuck as the real one did.
+    #[test]
+    fn a_point_the_real_system_got_stuck_at_is_stuck_in_the_model() {
+        let sc = Scenario::parse(
+            "name: grid-26\nreplicas: 1\nservice:\n  concurrency: 14\n  cold_factor: 2.11\n  overload_factor: 3.29\nworkers:\n  count: 499\n  interval: 12371ms\n  attempt_header: x-attempt\noutage: 13337ms\n",
+            "grid-26",
+        )
+        .unwrap();
+        let mut p = system_params(&sc, Duration::ZERO, true, None);
+        p.duration = p.outage_at + p.outage + Duration::from_secs(40);
+        let run = crate::simulate::run_system(&p, None, 27);
+        assert!(!run.recovery.recovered, "{:?}", run.recovery);
     }
 
     #[test]

@@ -55,7 +55,8 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
     crate::util::http::ensure_tls_provider();
     let sc = &opts.scenario;
     let rb = &opts.runbook.runbook;
-    // Attached late, the detector knows only what the runbook declares and what it sees.
+    // Attached late, the detector knows only what the runbook declares, what it sees and
+    // the metrics history from before it attached.
     let detector = match sc.attach_after {
         Some(_) => rb.detect.clone(),
         None => detector_config(&rb.detect, sc),
@@ -71,7 +72,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
             stage.until(trig.ended_s + after.as_secs_f64()).await;
             stage.attach(&rb.signals)?;
             tracing::info!(
-                "attached {} after the trigger ended, with no earlier samples",
+                "attached {} after the trigger ended; earlier scrapes are metrics history only",
                 crate::util::duration::format(after)
             );
             Some(stage.clock.now_s())
@@ -218,8 +219,8 @@ pub fn detector_config(from_runbook: &DetectorConfig, sc: &Scenario) -> Detector
 /// Plan inputs from the verdict's estimates, falling back to what the rehearsal measured
 /// (the offered rate) or configured (it built the system, so what it set counts as
 /// declared) where the detector left one out. Attached late (`attached`), only the
-/// verdict and what the runbook declares count: the engineer arriving at 3 am knows no
-/// more.
+/// verdict (its window and the metrics history it looked back over) and what the runbook
+/// declares count: the engineer arriving at 3 am knows no more.
 fn plan_inputs(
     d: &Detection,
     stage: &Stage,

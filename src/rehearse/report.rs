@@ -32,8 +32,9 @@ pub struct Report {
     pub trigger_end_s: f64,
     /// Seconds after `trigger_end_s` when the detector first said Stuck; null if never.
     pub detected_stuck_s: Option<f64>,
-    /// With `attach_after`: when detection (and the engine) started, rehearsal clock, with
-    /// no samples from before; null when the detector watched from the start.
+    /// With `attach_after`: when detection (and the engine) started, rehearsal clock, its
+    /// window starting there and the scrapes from before read only as metrics history;
+    /// null when the detector watched from the start.
     #[serde(default)]
     pub attached_s: Option<f64>,
     /// The plan's inputs, each with its source (measured, declared, assumed) and what it

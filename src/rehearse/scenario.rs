@@ -47,10 +47,12 @@ pub struct Scenario {
     /// Each baseline is watched this long after the trigger ended.
     #[serde(with = "serde_human")]
     pub baseline_observe: Duration,
-    /// Start detection and the engine only this long after the trigger ended, with no
-    /// access to earlier samples: the service has been stuck that long before anyone
-    /// looked (the 3 am case). Plan inputs then come from the runbook and the window
-    /// alone, not from what the rehearsal configured. None: watch from before the trigger.
+    /// Start detection and the engine only this long after the trigger ended: the
+    /// service has been stuck that long before anyone looked (the 3 am case). The
+    /// detection window starts then; the scrapes from before stay the metrics history a
+    /// Prometheus would have retained, which the detector looks back over for the
+    /// healthy reference. Plan inputs come from that, the window and the runbook, not
+    /// from what the rehearsal configured. None: watch from before the trigger.
     #[serde(
         default,
         with = "crate::util::duration::serde_human_opt",

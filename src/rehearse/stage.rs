@@ -44,6 +44,7 @@ pub enum StageError {
     NeverSteady(String),
 }
 
+/// How long the system may take to reach steady state, before the steady phase itself.
 const STEADY_TIMEOUT: Duration = Duration::from_secs(40);
 
 impl Stage {
@@ -76,7 +77,9 @@ impl Stage {
             scenario: scenario.clone(),
             steady_from_s: 0.0,
         };
-        stage.steady_from_s = stage.wait_steady(scenario.steady, STEADY_TIMEOUT).await?;
+        stage.steady_from_s = stage
+            .wait_steady(scenario.steady, STEADY_TIMEOUT + scenario.steady)
+            .await?;
         Ok(stage)
     }
 
@@ -119,14 +122,17 @@ impl Stage {
     }
 
     /// Start watching afresh, as someone arriving now would: a new scrape source and
-    /// signal feed with no samples from before this moment (the recorder, the
-    /// rehearsal's outside view, keeps recording).
+    /// signal feed whose detection window starts at this moment, with the scrapes from
+    /// before it as the metrics history a Prometheus would have retained (the detector
+    /// looks back over them for the healthy reference). The recorder, the rehearsal's
+    /// outside view, keeps recording.
     pub fn attach(&mut self, signals: &BTreeMap<String, SignalSpec>) -> Result<(), StageError> {
         self.source = Arc::new(ScrapeSource::from_urls(
             scrape_endpoints(&self.sys),
             self.scenario.scrape_interval,
         )?);
-        self.feed = SignalFeed::start(
+        self.feed = SignalFeed::attach(
+            &self.feed,
             self.source.clone(),
             signals.clone(),
             self.scenario.scrape_interval,

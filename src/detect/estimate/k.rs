@@ -226,7 +226,22 @@ pub fn k(
 /// a service time is a mean over that window, so its warmth is the window's too.
 pub fn warmth_over_rate_window(window: &[Snapshot], s: &Snapshot) -> Option<f64> {
     s.get(names::WARM_FRACTION)?;
-    warm_over_rate_window(window, s).get(names::WARM_FRACTION)
+    mean_warmth(window, s).or_else(|| s.get(names::WARM_FRACTION))
+}
+
+/// The mean warm fraction over the rate window ending at `last`, when any scrape in it
+/// has one. Windows are oldest first, so the rate window is a slice.
+fn mean_warmth(window: &[Snapshot], last: &Snapshot) -> Option<f64> {
+    let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+        .unwrap_or_default();
+    let from = last.at.checked_sub(span).unwrap_or(last.at);
+    let lo = window.partition_point(|s| s.at < from);
+    let hi = window.partition_point(|s| s.at <= last.at);
+    let v: Vec<f64> = window[lo..hi.max(lo)]
+        .iter()
+        .filter_map(|s| s.get(names::WARM_FRACTION))
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
 /// `last`, with its warm fraction replaced by the mean over the built-in signals' rate
@@ -235,21 +250,11 @@ pub fn warmth_over_rate_window(window: &[Snapshot], s: &Snapshot) -> Option<f64>
 /// multiplier of this instant overstates k (the demo rehearsal, k = 2, measured 2.45
 /// and 2.54 that way).
 pub fn warm_over_rate_window(window: &[Snapshot], last: &Snapshot) -> Snapshot {
-    let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
-        .unwrap_or_default();
-    let from = last.at.checked_sub(span).unwrap_or(last.at);
-    let v: Vec<f64> = window
-        .iter()
-        .filter(|s| s.at >= from && s.at <= last.at)
-        .filter_map(|s| s.get(names::WARM_FRACTION))
-        .collect();
     let mut now = last.clone();
-    if !v.is_empty() {
+    if let Some(value) = mean_warmth(window, last) {
         now.readings.insert(
             names::WARM_FRACTION.to_string(),
-            crate::metrics::signal::Reading::Value {
-                value: v.iter().sum::<f64>() / v.len() as f64,
-            },
+            crate::metrics::signal::Reading::Value { value },
         );
     }
     now

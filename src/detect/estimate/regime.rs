@@ -79,9 +79,12 @@ pub fn held_over_rate_window<T: PartialEq>(
         .unwrap_or_default();
     let from = s.at.checked_sub(span).unwrap_or(s.at);
     let c = class(s);
-    window
+    // Windows are oldest first: the rate window is a slice (a history of hundreds of
+    // scrapes, each tested over its own rate window, stays linear).
+    let lo = window.partition_point(|o| o.at < from);
+    let hi = window.partition_point(|o| o.at <= s.at);
+    window[lo..hi.max(lo)]
         .iter()
-        .filter(|o| o.at >= from && o.at <= s.at)
         .all(|o| class(o) == c)
         .then_some(c)
 }

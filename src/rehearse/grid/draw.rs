@@ -21,6 +21,16 @@
 //!   ever be stuck before anyone looked): there demand rises to 3 C / (cold x 14 s)
 //!   instead, above the first admit rate by up to 7% (the ramp lets the rest through),
 //!   still a fifth of the cold capacity.
+//! - steady phase before the trigger: a real service has been healthy and warm before its
+//!   incident, and a late look back (a Prometheus retaining its scrapes) measures its
+//!   healthy reference there. The service starts cold and each replica warms over its
+//!   own `service.warm_after` requests; balanced, the replicas together warm after
+//!   `replicas x warm_after` requests, at demand D that is `replicas x warm_after / D`
+//!   seconds. Then one rate window (the built-in signals' 5 s, which the service time is
+//!   a mean over and the estimator holds warmth over) until a scrape's service time is
+//!   all warm work, and one scrape more, so two such scrapes make a healthy period
+//!   (`detect::lookback::MIN_HEALTHY_SNAPSHOTS`). Written as the scenario's `steady`,
+//!   the simulator's run waits for it before the outage (`rehearse::predict::lead_in`).
 //!
 //! Nothing here checks a point against `rehearse::harsher::not_stuck`: the test
 //! `grid_draws::every_drawn_point_gets_stuck_on_paper` does, so the derivation above is
@@ -55,6 +65,9 @@ pub struct Point {
     pub interval: Duration,
     #[serde(with = "crate::util::duration::serde_human")]
     pub outage: Duration,
+    /// Steady state before the trigger: long enough to be seen healthy and warm.
+    #[serde(with = "crate::util::duration::serde_human")]
+    pub steady: Duration,
 }
 
 /// A draw rounded to two decimals, as a scenario file writes it.
@@ -87,6 +100,9 @@ fn one(rng: &mut SplitMix64, n: usize) -> Point {
     // Whole milliseconds, as the file writes them (truncated: demand only rises).
     let interval = Duration::from_millis((f64::from(workers) / demand * 1000.0) as u64);
     let outage = Duration::from_millis((outage_s * 1000.0) as u64);
+    // The demand the file's interval gives (the interval was truncated to whole ms).
+    let demand = f64::from(workers) / interval.as_secs_f64();
+    let steady = steady_phase(replicas, demand);
     Point {
         n,
         cold,
@@ -98,7 +114,20 @@ fn one(rng: &mut SplitMix64, n: usize) -> Point {
         workers,
         interval,
         outage,
+        steady,
     }
+}
+
+/// The steady phase a point needs before its trigger to be seen healthy and warm (module
+/// doc): its replicas' `warm_after` requests at `demand` req/s, one rate window, one
+/// scrape; whole milliseconds, rounded up.
+pub fn steady_phase(replicas: u32, demand: f64) -> Duration {
+    let laptop = Scenario::default();
+    let warm_s = (laptop.service.warm_after * u64::from(replicas)) as f64 / demand;
+    let rate_window = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
+        .unwrap_or_default();
+    let s = warm_s + (rate_window + laptop.scrape_interval).as_secs_f64();
+    Duration::from_millis((s * 1000.0).ceil() as u64)
 }
 
 impl Point {
@@ -112,7 +141,7 @@ impl Point {
         let _ = write!(
             o,
             "name: {}\nreplicas: {}\nservice:\n  concurrency: {}\n  cold_factor: {}\n  overload_factor: {}\n\
-             workers:\n  count: {}\n  interval: {}ms\n  attempt_header: {}\noutage: {}ms\n",
+             workers:\n  count: {}\n  interval: {}ms\n  attempt_header: {}\noutage: {}ms\nsteady: {}ms\n",
             self.name(),
             self.replicas,
             self.concurrency,
@@ -122,6 +151,7 @@ impl Point {
             self.interval.as_millis(),
             if self.header { "x-attempt" } else { "none" },
             self.outage.as_millis(),
+            self.steady.as_millis(),
         );
         if self.late {
             o.push_str("attach_after: 60s\n");
@@ -184,6 +214,46 @@ mod tests {
             assert_eq!(sc.service.cold_factor, p.cold);
             assert_eq!((sc.workers.interval, sc.outage), (p.interval, p.outage));
             assert_eq!(sc.attach_after.is_some(), p.late);
+            assert_eq!(sc.steady, p.steady);
+        }
+    }
+
+    /// The steady phase covers the replicas' warming at the point's demand, a rate window
+    /// and a scrape (module doc), and the simulator's run of the point waits for it: at
+    /// the outage the simulated service has been warm for the rate window and a scrape.
+    #[test]
+    fn the_steady_phase_sees_the_service_healthy_and_warm_before_the_trigger() {
+        let laptop = Scenario::default();
+        for p in draw(40, 11) {
+            let sc = p.scenario();
+            let demand = f64::from(p.workers) / p.interval.as_secs_f64();
+            let warm_s = (laptop.service.warm_after * u64::from(p.replicas)) as f64 / demand;
+            let after_warm = p.steady.as_secs_f64() - warm_s;
+            assert!((5.5..5.502).contains(&after_warm), "{p:?}: {after_warm}");
+            let params = crate::rehearse::predict::system_params(&sc, Duration::ZERO, true, None);
+            assert!(params.cold_start, "the demo service starts cold");
+            assert!(params.outage_at >= p.steady, "{p:?}: {params:?}");
+            let run = crate::simulate::run_system(
+                &crate::simulate::SystemParams {
+                    duration: params.outage_at,
+                    ..params.clone()
+                },
+                None,
+                1,
+            );
+            // Cold at first (capacity below the warm one), warm before the outage.
+            let warm = sc.capacity_per_s();
+            let first = run.series.first().unwrap().capacity;
+            assert!(first < 0.9 * warm, "{p:?}: starts at {first} of {warm}");
+            let outage_s = params.outage_at.as_secs() as usize;
+            let ready = (warm_s.ceil() as usize + 1).min(outage_s);
+            for s in &run.series[ready..outage_s] {
+                assert!(
+                    (s.capacity - warm).abs() < 0.01 * warm,
+                    "{p:?} at {}: {s:?}",
+                    s.t
+                );
+            }
         }
     }
 }

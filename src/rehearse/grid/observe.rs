@@ -1,8 +1,12 @@
 //! The simulated system as a scrape sees it: `/metrics` pages of the gate, each service
 //! replica and the workers, written from the simulator's per-second series at the
 //! scenario's scrape interval, read by the runbook's own signal expressions
-//! ([`crate::metrics::scrape::Scraper`]) and judged by the detector at every scrape until
-//! it says Stuck, as the rehearsal's detection does.
+//! ([`crate::metrics::scrape::Scraper`]) and judged by the detector at every scrape from
+//! the moment it attaches until it says Stuck, as the rehearsal's detection does. Every
+//! scrape from the start is kept, as a Prometheus retains them: where the window leaves
+//! the healthy reference unknown or to a declaration, the detector looks back over them
+//! ([`crate::detect::observe::needs_history`], [`crate::detect::lookback::find`]), as the
+//! engine's look-back does over a source's history.
 //!
 //! Why it exists: the grid report measures the estimator, so the estimator must read what
 //! it reads on a real system (counters it turns into rates, gauges at an instant), not the
@@ -15,8 +19,9 @@
 //!   queue), the concurrency limit, `ready`, and a failed scrape while it is down;
 //! - the work time of a request is the service's concurrency over the useful capacity it
 //!   has at that second (`concurrency / service time` is its capacity, cold and overloaded
-//!   included); a replica's warm fraction is its share of the completions since the
-//!   restart over `service.warm_after`, as the demo service and the model warm;
+//!   included); a replica's warm fraction is its share of the completions since it started
+//!   (cold, as the demo service starts) or restarted over `service.warm_after`, as the demo
+//!   service and the model warm;
 //! - the gate admits everything (no limit before the procedure) and counts first attempts
 //!   and retries by the attempt header; without one, by the client address all the
 //!   rehearsal's workers share, each failure the gate saw within 10 s owing one retry
@@ -27,8 +32,9 @@
 //! The gate's latency histogram is not written: the detector's rules do not read p99 with
 //! the shipped runbook (no `latency_limit`), and the simulator records no latencies.
 
+use crate::detect::observe::needs_history;
 use crate::detect::windows::{at_resolution, Fields};
-use crate::detect::{detect_with, DetectorConfig, Verdict, VerdictKind};
+use crate::detect::{detect_with, lookback, DetectorConfig, Verdict, VerdictKind};
 use crate::metrics::scrape::{compile, ScrapeEndpoint, Scraper};
 use crate::metrics::signal::{SignalSpec, Snapshot};
 use crate::rehearse::detection::WINDOW;
@@ -145,11 +151,12 @@ pub fn observe(
     let timeout = Counters::of(series, |_, s| s.timeouts as f64);
     let gauge = |t: f64| &series[(t.floor() as usize).saturating_sub(1).min(series.len() - 1)];
     let warm = |t: f64| {
-        if t < down.1 || sc.service.warm_after == 0 {
+        if sc.service.warm_after == 0 {
             return 1.0;
         }
+        let since = if t < down.0 { 0.0 } else { down.1 };
         replica_warm(
-            completions.at(t) - completions.at(down.1),
+            completions.at(t) - completions.at(since.min(t)),
             sc.replicas,
             sc.service.warm_after,
         )
@@ -169,13 +176,16 @@ pub fn observe(
         .collect();
     let mut scraper = Scraper::for_signals(&compiled);
     let mut window: Vec<Snapshot> = Vec::new();
+    let mut history: Vec<Snapshot> = Vec::new();
     let step = sc.scrape_interval.as_secs_f64();
     let end = series.len() as f64 - 1.0;
     let deadline = attach_s.max(down.1) + sc.detect_timeout.as_secs_f64();
     let mut last = Verdict::default();
+    // Scraped from the start at the phase that puts a scrape at the attach.
+    let phase = attach_s - step * (attach_s / step).floor();
     let mut n = 0u64;
     loop {
-        let t = attach_s + step * n as f64;
+        let t = phase + step * n as f64;
         n += 1;
         if t > end || t > deadline {
             break;
@@ -296,10 +306,19 @@ pub fn observe(
             );
             scraper.record(s, at(t), Ok(&page));
         }
-        window.push(scraper.snapshot(&compiled, at(t)));
+        let snap = scraper.snapshot(&compiled, at(t));
+        history.push(snap.clone());
+        if t + 1e-9 < attach_s {
+            continue;
+        }
+        window.push(snap);
         let from = at(t).checked_sub(WINDOW).unwrap_or(base);
         window.retain(|s| s.at >= from);
         last = detect_with(&window, &config, None, at(t));
+        if needs_history(&last) {
+            let lb = lookback::find(&history, &config, config.lookback, sc.scrape_interval);
+            last = detect_with(&window, &config, Some(&lb), at(t));
+        }
         if last.verdict == VerdictKind::Stuck {
             return Ok(Observed {
                 verdict: last,

@@ -51,3 +51,63 @@ pub fn check_plan(system: &SystemParams, plan: &Plan, seed: u64) -> PlanCheck {
         time_to_recover_s: r.recovery.time_to_recover_s,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A 15 s outage catches every one of 500 workers polling every 14 s.
+    fn caught_by_an_outage() -> SystemParams {
+        SystemParams {
+            clients: 500,
+            interval: Duration::from_secs(14),
+            timeout: Duration::from_secs(1),
+            capacity: 4000.0,
+            overload_factor: 1.0,
+            cold_factor: 1.0,
+            outage_at: Duration::from_secs(10),
+            outage: Duration::from_secs(15),
+            duration: Duration::from_secs(60),
+            settle_window: Duration::from_secs(5),
+            ..SystemParams::default()
+        }
+    }
+
+    /// Polls keep their phases after an outage, as the demo workers' slots do: the
+    /// workers it caught, all answered within a second of its end, come back at their own
+    /// slots, not all together one interval later (a spike the detector would read as
+    /// the trigger still on).
+    #[test]
+    fn polls_after_an_outage_keep_their_phases() {
+        let r = run_system(&caught_by_an_outage(), None, 1);
+        let demand = 500.0 / 14.0;
+        let after: Vec<u64> = r.series[27..].iter().map(|s| s.first).collect();
+        assert!(
+            after.iter().all(|&n| (n as f64) < 2.0 * demand),
+            "first attempts per second after the outage: {after:?}"
+        );
+    }
+
+    /// The time to recover reads in `recovery_step`: a system that gets out by itself
+    /// (300 req/s, k 1.5, 8 slots) reads 2 s in whole seconds and 1.5 s in half seconds:
+    /// its last failed attempt went out in the first half of a second.
+    #[test]
+    fn the_time_to_recover_reads_in_its_step() {
+        let p = SystemParams {
+            capacity: 300.0,
+            overload_factor: 1.5,
+            cold_factor: 0.5,
+            warm_after_requests: 300,
+            concurrency: Some(8),
+            ..caught_by_an_outage()
+        };
+        let whole = run_system(&p, None, 1).recovery.time_to_recover_s;
+        let half = SystemParams {
+            recovery_step: Duration::from_millis(500),
+            ..p
+        };
+        let half = run_system(&half, None, 1).recovery.time_to_recover_s;
+        assert_eq!((whole, half), (Some(2.0), Some(1.5)));
+    }
+}

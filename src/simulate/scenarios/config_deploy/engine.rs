@@ -58,6 +58,9 @@ fn server_config(p: &SystemParams, tick: Duration) -> ServerConfig {
         shedding: p.shedding,
         honour_deadline: p.honour_deadline,
         timeout_ticks: ticks(p.timeout, tick).max(1),
+        job_ticks: p
+            .concurrency
+            .map(|c| f64::from(c) / p.capacity / tick.as_secs_f64()),
     }
 }
 
@@ -73,6 +76,9 @@ struct Engine<'a> {
     /// Per second of sending: attempts sent then that failed (known only later for
     /// timeouts), so "every call arriving in that second was served" can be judged.
     sent_failed: Series<u64>,
+    /// The tick the last failed attempt was sent at: where the final failure-free stretch
+    /// begins, finer than the per-second series.
+    last_failed: Option<u32>,
     totals: Totals,
     in_retry: u64,
     t: Timing,
@@ -149,6 +155,7 @@ impl<'a> Engine<'a> {
 
     fn mark_failed(&mut self, sent: u32) {
         *self.sent_failed.at(u64::from(sent)) += 1;
+        self.last_failed = Some(self.last_failed.map_or(sent, |l| l.max(sent)));
     }
 
     fn send(&mut self, id: u32, now: u32) {
@@ -213,7 +220,8 @@ impl<'a> Engine<'a> {
             self.in_retry -= 1;
         }
         c.phase = Phase::Idle;
-        self.at(id, now + iv);
+        let next = c.next_slot(iv, now);
+        self.at(id, next);
     }
 
     /// A queued request answered with an error by a drain: its client, if still waiting on
@@ -250,6 +258,28 @@ fn budget(p: &SystemParams) -> Option<RetryBudget> {
         .map(|r| RetryBudget::new(r, r * f64::from(p.clients)))
 }
 
+/// Whether the run recovered and the time it took, in ticks of `step`: the final
+/// failure-free stretch begins at the first step boundary after `last_failed` (the tick
+/// the last failed attempt was sent at), not before `reference`, and must last `settle`
+/// up to `end`. With a step of one second this is the per-second rule of
+/// [`Recovery::of`]; a shorter one resolves what the per-second series rounds up.
+fn in_steps(
+    last_failed: Option<u32>,
+    step: u32,
+    reference: u32,
+    end: u32,
+    settle: u32,
+    tick_s: f64,
+) -> (bool, Option<f64>) {
+    let clean_from = last_failed
+        .map_or(0, |l| (l / step + 1) * step)
+        .max(reference);
+    let recovered = end.saturating_sub(clean_from) >= settle;
+    // Whole milliseconds: ticks times a float tick would print 2.5000000000000004.
+    let secs = |t: u32| (f64::from(t) * tick_s * 1000.0).round() / 1000.0;
+    (recovered, recovered.then(|| secs(clean_from - reference)))
+}
+
 /// Run the model; with a plan (`p.plan`), its procedure starts at `plan_at`.
 pub fn run(p: &SystemParams, seed: u64) -> SystemReport {
     run_with(p, None, seed)
@@ -282,7 +312,10 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             Client::new(first)
         })
         .collect();
-    let server = Server::new(server_config(p, tick));
+    let mut server = Server::new(server_config(p, tick));
+    if p.cold_start {
+        server.start_cold();
+    }
     let mut e = Engine {
         p,
         rng,
@@ -293,6 +326,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         budget: budget(p),
         cur: Second::default(),
         sent_failed: Series::new(u64::from(per_s), (n / per_s + 1) as usize),
+        last_failed: None,
         totals: Totals::default(),
         in_retry: 0,
         t: timing,
@@ -386,13 +420,22 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         (None, None) => ("trigger_end", ticks(p.trigger_end(), tick) / per_s),
     };
     let settle = ticks(p.settle_window, tick) / per_s;
-    let recovery = Recovery::of(
+    let mut recovery = Recovery::of(
         &series,
         |s| s.arriving,
         Second::failures,
         e.totals.given_up,
         reference_t as usize,
         settle as usize,
+    );
+    let end = series.len() as u32 * per_s;
+    (recovery.recovered, recovery.time_to_recover_s) = in_steps(
+        e.last_failed,
+        ticks(p.recovery_step, tick).max(1),
+        reference_t * per_s,
+        end,
+        settle.max(1) * per_s,
+        tick_s,
     );
     SystemReport {
         recovery,
@@ -401,5 +444,41 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         relapses: procedure.as_ref().map_or(0, Procedure::relapses),
         totals: e.totals,
         series,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::in_steps;
+
+    /// 100 ticks a second: in whole seconds the rule is the per-second one (clean from
+    /// the second after the last failed send); in half seconds it resolves the half.
+    #[test]
+    fn recovery_reads_from_the_step_after_the_last_failure() {
+        let tick = 0.01;
+        // Last failure sent at 12.30 s, reference 10 s, run to 30 s, settle 5 s.
+        assert_eq!(
+            in_steps(Some(1230), 100, 1000, 3000, 500, tick),
+            (true, Some(3.0))
+        );
+        assert_eq!(
+            in_steps(Some(1230), 50, 1000, 3000, 500, tick),
+            (true, Some(2.5))
+        );
+        assert_eq!(
+            in_steps(Some(1250), 50, 1000, 3000, 500, tick),
+            (true, Some(3.0))
+        );
+        // Never failing after the reference: recovered at it.
+        assert_eq!(
+            in_steps(Some(900), 50, 1000, 3000, 500, tick),
+            (true, Some(0.0))
+        );
+        assert_eq!(in_steps(None, 50, 1000, 3000, 500, tick), (true, Some(0.0)));
+        // Not clean for the settle window before the end.
+        assert_eq!(
+            in_steps(Some(2600), 50, 1000, 3000, 500, tick),
+            (false, None)
+        );
     }
 }

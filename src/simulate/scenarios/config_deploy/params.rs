@@ -59,8 +59,16 @@ pub struct SystemParams {
     /// Warm after this many completions since the restart instead of over `warmup` (the
     /// demo service warms with its work, abandoned work included); 0 warms by time.
     pub warm_after_requests: u64,
+    /// The server starts cold, as a freshly started process does (the demo service):
+    /// from the first tick it warms as after a restart; false starts it warm.
+    pub cold_start: bool,
     /// Skip (at no cost) queued requests whose client has already given up.
     pub honour_deadline: bool,
+    /// Requests worked on at once (every replica's slots, as the demo service's pool):
+    /// each takes concurrency / capacity seconds of work (times the cold and overload
+    /// multipliers, fixed when it is taken off the queue) and is answered at its end. None
+    /// answers a request as soon as its work is paid, without a service time of its own.
+    pub concurrency: Option<u32>,
 
     // --- gate (the admission gate before the server) ---
     /// Admitted requests per second; none means unlimited.
@@ -111,6 +119,12 @@ pub struct SystemParams {
     /// Failure-free time required at the end before the run counts as recovered.
     #[serde(with = "serde_human")]
     pub settle_window: Duration,
+    /// The step the time to recover is read in: the final failure-free stretch begins at
+    /// the first step boundary after the last failed attempt was sent. A rehearsal judges
+    /// steady state at its scrape interval, so a prediction for one reads in that step;
+    /// in whole seconds, a 3 s recovery one second off is already 33% off.
+    #[serde(with = "serde_human")]
+    pub recovery_step: Duration,
 
     /// A recovery plan whose procedure starts at `plan_at` (a scenario file's `plan:`).
     #[serde(skip)]
@@ -135,7 +149,9 @@ impl Default for SystemParams {
             cold_factor: 0.5,
             warmup: Duration::from_secs(30),
             warm_after_requests: 0,
+            cold_start: false,
             honour_deadline: false,
+            concurrency: None,
             gate_rate: None,
             gate_burst: 20,
             gate_max_in_flight: None,
@@ -151,6 +167,7 @@ impl Default for SystemParams {
             duration: Duration::from_secs(300),
             tick: Duration::from_millis(10),
             settle_window: Duration::from_secs(30),
+            recovery_step: Duration::from_secs(1),
             plan: None,
         }
     }
@@ -224,6 +241,16 @@ impl Params for SystemParams {
                 "must divide one second evenly (like 10ms)",
             ));
         }
+        let step = self.recovery_step;
+        if step < tick
+            || step > Duration::from_secs(3600)
+            || !step.as_nanos().is_multiple_of(tick.as_nanos())
+        {
+            return Err(SimError::invalid(
+                "recovery_step",
+                "must be a whole number of ticks, at most 1h",
+            ));
+        }
         if self.clients == 0 || self.clients > 10_000_000 {
             return Err(SimError::invalid(
                 "clients",
@@ -274,6 +301,9 @@ impl Params for SystemParams {
             }
         }
         positive("capacity", self.capacity)?;
+        if self.concurrency == Some(0) {
+            return Err(SimError::invalid("concurrency", "must be at least 1"));
+        }
         if !(self.overload_factor >= 1.0 && self.overload_factor.is_finite()) {
             return Err(SimError::invalid("overload_factor", "must be at least 1"));
         }

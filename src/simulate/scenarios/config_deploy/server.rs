@@ -3,8 +3,13 @@
 //! queue holds more than it can serve within the client timeout, and either queues
 //! everything (no shedding: it serves abandoned work) or rejects fast what it cannot serve in
 //! time (shedding). Those three together are what make the failure self-sustaining.
+//! Given its slots (`job_ticks`), a request is priced when a slot takes it and answered
+//! at the end of its work, as the demo service's pool does: under overload that work is
+//! a good part of the client's timeout. Without, it is answered as soon as its work is
+//! paid for (a fluid server).
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// One queued attempt: whose it is and when it was sent (tick).
 #[derive(Debug, Clone, Copy)]
@@ -37,12 +42,31 @@ pub struct ServerConfig {
     pub shedding: bool,
     pub honour_deadline: bool,
     pub timeout_ticks: u32,
+    /// Ticks one warm, un-overloaded request takes from the moment a slot takes it (slots
+    /// / capacity): the answer comes at the end of its work, as the demo service's pool
+    /// answers, and its cost is fixed when it is taken off the queue. None answers at
+    /// once when its work is paid (a fluid server without slots).
+    pub job_ticks: Option<f64>,
+}
+
+/// A request being worked on: answered at `done`; `order` keeps equal ticks in the order
+/// they were taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct InService {
+    done: u32,
+    order: u64,
+    client: u32,
+    seq: u32,
+    sent: u32,
 }
 
 #[derive(Debug, Clone)]
 pub struct Server {
     cfg: ServerConfig,
     queue: VecDeque<Req>,
+    /// Taken off the queue and still being worked on (with `job_ticks`), earliest first.
+    in_service: BinaryHeap<Reverse<InService>>,
+    taken: u64,
     /// Work available this tick, in warm-request units (carried while work is queued).
     budget: f64,
     down_until: Option<u32>,
@@ -66,6 +90,8 @@ impl Server {
         Server {
             cfg,
             queue: VecDeque::with_capacity(1024),
+            in_service: BinaryHeap::new(),
+            taken: 0,
             budget: 0.0,
             down_until: None,
             restarted_at: None,
@@ -120,14 +146,27 @@ impl Server {
     pub fn go_down(&mut self, until: u32) -> usize {
         self.down_until = Some(until);
         self.cold_from(until);
-        self.drain()
+        let working = self.in_service.len();
+        self.in_service.clear();
+        self.drain() + working
     }
 
     /// Restart without downtime (batches behind a gate): cold again from `now`. Returns the
     /// queued work, for the caller to answer with an error (the drain before a restart).
     pub fn restart(&mut self, now: u32) -> Vec<Req> {
         self.cold_from(now);
-        self.take_queue()
+        let mut out = self.take_queue();
+        out.extend(self.in_service.drain().map(|Reverse(j)| Req {
+            client: j.client,
+            seq: j.seq,
+            sent: j.sent,
+        }));
+        out
+    }
+
+    /// A freshly started process: cold from the first tick, warming as after a restart.
+    pub fn start_cold(&mut self) {
+        self.cold_from(0);
     }
 
     fn cold_from(&mut self, at: u32) {
@@ -175,6 +214,19 @@ impl Server {
         if self.is_down(now) {
             return served;
         }
+        while let Some(Reverse(j)) = self.in_service.peek() {
+            if j.done > now {
+                break;
+            }
+            let j = *j;
+            self.in_service.pop();
+            self.served_since_restart += 1;
+            done(Req {
+                client: j.client,
+                seq: j.seq,
+                sent: j.sent,
+            });
+        }
         let warm = self.warm_fraction(now);
         self.overloaded = self.queue.len() as f64 > self.servable_in_time(now);
         let cost = if self.overloaded {
@@ -195,8 +247,24 @@ impl Server {
             }
             self.budget -= cost;
             if let Some(req) = self.queue.pop_front() {
-                self.served_since_restart += 1;
-                done(req);
+                match self.cfg.job_ticks {
+                    // Its cost was fixed as it was taken; it is answered when worked through.
+                    Some(job) => {
+                        let work = (job * cost / warm).round().max(1.0) as u32;
+                        self.taken += 1;
+                        self.in_service.push(Reverse(InService {
+                            done: now.saturating_add(work),
+                            order: self.taken,
+                            client: req.client,
+                            seq: req.seq,
+                            sent: req.sent,
+                        }));
+                    }
+                    None => {
+                        self.served_since_restart += 1;
+                        done(req);
+                    }
+                }
             }
         }
         if self.queue.is_empty() {
@@ -242,6 +310,7 @@ mod tests {
             shedding,
             honour_deadline: false,
             timeout_ticks: 10,
+            job_ticks: None,
         }
     }
 
@@ -314,5 +383,33 @@ mod tests {
         assert!((s.warm_fraction(1_010) - 1.0 / 1.5).abs() < 1e-9);
         s.warm();
         assert_eq!(s.warm_fraction(1_010), 1.0);
+    }
+
+    /// As the demo service's pool: a request is answered at the end of its work, whose
+    /// cost is fixed when a slot takes it (cold and overloaded here: 4 x 2 = 8 times 5
+    /// ticks), and it warms the service when it is done, not when it starts.
+    #[test]
+    fn answers_at_the_end_of_its_work_priced_when_taken() {
+        let mut s = Server::new(ServerConfig {
+            warm_after_requests: 10,
+            job_ticks: Some(5.0),
+            ..cfg(false)
+        });
+        s.restart(0);
+        for i in 0..30 {
+            s.arrive(req(i), 0);
+        }
+        let mut done = Vec::new();
+        for t in 0..44 {
+            s.step(t, |r| done.push((t, r.client)));
+            if t == 42 {
+                assert!(done.is_empty(), "{done:?}");
+                assert_eq!(s.warm_fraction(t), 0.5, "nothing done yet: still cold");
+            }
+        }
+        // 30 queued > 1 x 10 servable in time: overloaded, each costs 4 of the 1 a tick
+        // a cold server has; the first is taken at tick 3 and answered 40 ticks later.
+        assert_eq!(done, vec![(43, 0)]);
+        assert_eq!(s.queue_len(), 30 - 11);
     }
 }
