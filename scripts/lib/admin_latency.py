@@ -50,4 +50,4 @@ def row(name, xs):
 
 row("PUT /admin/limit", put)
 row("GET /admin/limit", get)
-row("PUT + GET + GET (engine)", exchange)
+row("PUT + GET + GET (engine, old)", exchange)

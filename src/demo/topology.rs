@@ -118,9 +118,10 @@ impl Addrs {
         })
     }
 
-    /// Free loopback ports.
+    /// Loopback ports reserved for this process's life, outside the range the kernel hands
+    /// to outgoing connections: a replica restarted on its port finds it free.
     pub fn free(replicas: u32) -> std::io::Result<Addrs> {
-        let port = crate::util::net::free_loopback_addr;
+        let port = crate::util::ports::reserved_loopback_addr;
         Ok(Addrs {
             gate: port()?,
             gate_admin: port()?,
@@ -368,6 +369,27 @@ fn write(path: &Path, text: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A restarted replica binds its port again: a port from the kernel's ephemeral range
+    /// may meanwhile be the local end of one of the clients' or the gate's connections
+    /// (thousands in a rehearsal), and the restart fails "address in use".
+    #[test]
+    fn a_rehearsals_ports_are_outside_the_range_outgoing_connections_draw_from() {
+        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(32768);
+        let a = Addrs::free(4).unwrap();
+        let all = a.all();
+        for addr in &all {
+            assert!(
+                addr.port() < low,
+                "{addr} is in the ephemeral range from {low}"
+            );
+        }
+        let distinct: std::collections::HashSet<_> = all.iter().collect();
+        assert_eq!(distinct.len(), all.len(), "{all:?}");
+    }
 
     fn topology() -> Topology {
         Topology {

@@ -1,5 +1,5 @@
 //! Small pieces every component needs: durations, atomic file writes, logging setup,
-//! loopback helpers, the open-file limit, guarded child processes, what `/proc` says of
+//! loopback helpers and reserved ports, the open-file limit, guarded child processes, what `/proc` says of
 //! this host's processes, registering metrics for export, refusing weak tokens and
 //! answering `/metrics` in the format the scraper asked for.
 
@@ -14,6 +14,7 @@ pub mod http_server;
 pub mod logging;
 pub mod net;
 pub mod pipe;
+pub mod ports;
 pub mod procfs;
 pub mod rlimit;
 pub mod secret;

@@ -1,14 +1,6 @@
-//! Loopback helpers: free ports and waiting for a service to answer.
+//! Loopback helpers: waiting for a service to answer (ports: `util::ports`).
 
-use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
-
-/// A loopback address with a port that was free a moment ago. The rehearsal and the tests
-/// start real processes on these; a race with another process is possible but rare.
-pub fn free_loopback_addr() -> std::io::Result<SocketAddr> {
-    let l = TcpListener::bind("127.0.0.1:0")?;
-    l.local_addr()
-}
 
 /// How often [`wait_http_ok`] asks again: it sees an endpoint become ready up to this late.
 const WAIT_POLL: Duration = Duration::from_millis(50);

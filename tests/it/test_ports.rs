@@ -1,4 +1,4 @@
-//! The loopback ports the tests give the processes they start ([`crate::support::ports`]):
+//! The loopback ports the tests and rehearsals give the processes they start (`util::ports`):
 //! a port picked free and let go was bound by another test before the child bound it
 //! (`gate_cli`'s restarted gate exited "Address already in use"). The ports handed out
 //! now are ones the kernel never gives to a port-0 bind or an outgoing connection, and
