@@ -8,80 +8,20 @@
 //! another service.
 //!
 //! Pure: it judges snapshots a history source ([`crate::metrics::source::MetricSource`]
-//! with a history, i.e. Prometheus) produced; [`super::observe::look_back`] fetches them.
+//! with a history, i.e. Prometheus) produced; the detector's `observe::look_back` fetches
+//! them. What it found is [`super::history`]'s, which the estimator reads.
 
 use super::classify::{health, trigger, Health, Trigger};
 use super::estimate::{cold_against, warm_throughout};
 use super::DetectorConfig;
 use crate::metrics::signal::{names, Snapshot};
-use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime};
 
 /// A healthy period needs at least this many consecutive healthy snapshots: one good
 /// instant between failures is a blip, not a baseline.
 pub const MIN_HEALTHY_SNAPSHOTS: usize = 2;
 
-/// The last healthy period found, with what was measured in it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct HealthyPeriod {
-    /// RFC 3339, first and last healthy snapshot.
-    pub from: String,
-    pub to: String,
-    /// Seconds before the end of the history that the period ended.
-    pub ended_ago_s: f64,
-    pub snapshots: usize,
-    /// Highest work rate (else goodput) in the period, req/s: a lower bound on capacity.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub capacity: Option<f64>,
-    /// Mean service time over the period's warm scrapes (warm throughout their rate
-    /// window, [`super::estimate::warm_throughout`]), seconds: a cold service is healthy
-    /// and slower.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service_time: Option<f64>,
-    /// The cold factor the period's calm cold scrapes show against that service time.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cold_factor: Option<f64>,
-    /// How the cold factor was measured, or why it was not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cold_factor_from: Option<String>,
-    /// Mean first-attempt rate in the period, req/s.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub demand: Option<f64>,
-}
-
-impl HealthyPeriod {
-    /// "2026-11-30T01:00:00Z .. 2026-11-30T02:10:00Z (metrics history)", for evidence.
-    pub fn range(&self) -> String {
-        format!("{} .. {} (metrics history)", self.from, self.to)
-    }
-}
-
-/// The highest value of a signal in the history, and when.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Peak {
-    pub value: f64,
-    pub at: String,
-}
-
-/// What a look back over the history found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Lookback {
-    #[serde(with = "crate::util::duration::serde_human")]
-    pub span: Duration,
-    #[serde(with = "crate::util::duration::serde_human")]
-    pub step: Duration,
-    /// Snapshots with at least one value.
-    pub points: usize,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub healthy: Option<HealthyPeriod>,
-    /// Evidence for an operator asked for a number: the best the service did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_goodput: Option<Peak>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_work: Option<Peak>,
-    /// What was found, in words.
-    pub note: String,
-}
+pub use super::history::{HealthyPeriod, Lookback, Peak};
 
 fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
@@ -381,7 +321,8 @@ mod tests {
         let now = window.last().unwrap().at;
         let alone = crate::detect::detect_with(window, &cfg, None, now);
         assert_eq!(alone.capacity, Some(100.0), "{alone:?}");
-        assert!(crate::detect::observe::needs_history(&alone));
+        let declared = alone.capacity_from.clone().unwrap_or_default();
+        assert!(declared.starts_with("spec.detect."), "{declared}");
         let lb = find(&h, &cfg, Duration::from_secs(3600), Duration::from_secs(1));
         let v = crate::detect::detect_with(window, &cfg, Some(&lb), now);
         let cap = v.capacity.unwrap();

@@ -12,6 +12,7 @@
 pub mod classify;
 pub mod default_signals;
 pub mod estimate;
+pub mod history;
 pub mod lookback;
 pub mod needs;
 pub mod observe;

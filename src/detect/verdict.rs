@@ -12,7 +12,7 @@
 
 use super::classify::{goodput_short, health, trigger, Health, Trigger};
 use super::estimate::{self, Inputs};
-use super::lookback::Lookback;
+use super::history::Lookback;
 use super::{DetectorConfig, Evidence, Verdict, VerdictKind};
 use crate::metrics::signal::{names, Snapshot};
 use std::time::{Duration, SystemTime};

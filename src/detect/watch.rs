@@ -8,7 +8,7 @@
 //! back over the history when the window leaves inputs unknown, and the verdict, returned
 //! with the windows it used and the snapshots it judged.
 
-use super::lookback::Lookback;
+use super::history::Lookback;
 use super::observe::{judge_looking_back, recent_window};
 use super::windows::{self, Fields, Stretched, WindowError, Windows};
 use super::{default_signals, detect_with, DetectorConfig, Verdict};

@@ -18,7 +18,7 @@
 
 use super::regime::{held_regime, NoRegime, Regime};
 use super::{Estimate, Source};
-use crate::detect::lookback::HealthyPeriod;
+use crate::detect::history::HealthyPeriod;
 use crate::detect::DetectorConfig;
 use crate::metrics::signal::{names, Snapshot};
 

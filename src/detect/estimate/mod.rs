@@ -18,7 +18,7 @@ pub use cold::{cold_factor, cold_factor_against};
 pub use cost::{cold_against, fit as cost_fit, CostFit};
 pub use k::{k, warm_over_rate_window, warmth_over_rate_window, KEstimate};
 
-use super::lookback::Lookback;
+use super::history::Lookback;
 use super::{DetectorConfig, Evidence};
 use crate::metrics::signal::{names, Snapshot};
 use serde::{Deserialize, Serialize};
