@@ -293,16 +293,21 @@ mod tests {
         assert_eq!(restarts(&d), ["a", "b"]);
     }
 
-    #[test]
-    fn after_a_drain_alone_the_ramp_starts_at_what_the_service_answers_now() {
-        let p = RampParams {
+    /// The plan's ramp: from 22.5 req/s (a quarter of 90) up to 0.9 x 100.
+    fn ramp_params() -> RampParams {
+        RampParams {
             from: 22.5,
             factor: 1.5,
             ceiling: 90.0,
             max_relapses: 2,
             ceiling_holds: 3,
             headroom: 0.9,
-        };
+        }
+    }
+
+    #[test]
+    fn after_a_drain_alone_the_ramp_starts_at_what_the_service_answers_now() {
+        let p = ramp_params();
         assert_eq!(start_rate(&p, None), 22.5);
         let warm = Drained {
             capacity: Some(100.0),
@@ -347,14 +352,7 @@ mod tests {
     /// the client timeout, so the burst goes to headroom x that.
     #[test]
     fn after_a_drain_alone_a_returning_wave_fits_the_queue_the_client_timeout_allows() {
-        let p = RampParams {
-            from: 22.5,
-            factor: 1.5,
-            ceiling: 90.0,
-            max_relapses: 2,
-            ceiling_holds: 3,
-            headroom: 0.9,
-        };
+        let p = ramp_params();
         let warm = Drained {
             capacity: Some(100.0),
             capacity_cold: 50.0,
