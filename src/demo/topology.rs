@@ -375,10 +375,7 @@ mod tests {
     /// (thousands in a rehearsal), and the restart fails "address in use".
     #[test]
     fn a_rehearsals_ports_are_outside_the_range_outgoing_connections_draw_from() {
-        let low: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|s| s.split_whitespace().next()?.parse().ok())
-            .unwrap_or(32768);
+        let low = crate::util::ports::ephemeral_low();
         let a = Addrs::free(4).unwrap();
         let all = a.all();
         for addr in &all {

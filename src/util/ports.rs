@@ -63,13 +63,18 @@ pub fn reserved_loopback_addr() -> std::io::Result<SocketAddr> {
     ))
 }
 
-/// The ports to hand out: the [`SPAN`] below the ephemeral range, never below [`FLOOR`].
-fn range() -> (u16, u16) {
-    let ephemeral_lo = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+/// The lowest port of the kernel's ephemeral range (port-0 binds and outgoing
+/// connections), 32768 (Linux's default) where it cannot be read.
+pub fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
-        .unwrap_or(32768);
-    let hi = ephemeral_lo.max(FLOOR + 1000);
+        .unwrap_or(32768)
+}
+
+/// The ports to hand out: the [`SPAN`] below the ephemeral range, never below [`FLOOR`].
+fn range() -> (u16, u16) {
+    let hi = ephemeral_low().max(FLOOR + 1000);
     (hi.saturating_sub(SPAN).max(FLOOR), hi)
 }
 

@@ -5,15 +5,9 @@
 //! are never handed out twice while their holder lives.
 
 use crate::support::ports::loopback_addr;
+use recover::util::ports::ephemeral_low;
 use std::collections::HashSet;
 use std::net::TcpListener;
-
-fn ephemeral_low() -> u16 {
-    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
-        .unwrap_or(32768)
-}
 
 #[test]
 fn ports_handed_to_children_are_never_the_kernels_nor_handed_out_twice() {
