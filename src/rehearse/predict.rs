@@ -6,6 +6,7 @@
 
 use super::scenario::Scenario;
 use crate::plan::Plan;
+use crate::simulate::Readmission;
 use crate::simulate::{check_plan, SystemParams};
 use std::time::Duration;
 
@@ -78,17 +79,21 @@ pub fn system_params(
 /// when the procedure started (it recovered on its own or never got stuck, so a time of 0
 /// would describe the model, not the system rehearsed). `restarts`: the run restarted the
 /// replicas (else it only drained them). `warms`: the runbook warmed the caches before
-/// readmitting (it takes the scenario's `service.warm_duration`).
+/// readmitting (it takes the scenario's `service.warm_duration`). `readmission`: the
+/// runbook's `gate.ramp` step and check with the plan's inputs, which the model's
+/// procedure follows as the engine does (none: a ramp holding the plan's step hold).
 pub fn predicted_time_to_recover(
     sc: &Scenario,
     plan: &Plan,
     plan_after: Duration,
     restarts: bool,
     warms: bool,
+    readmission: Option<Readmission>,
 ) -> Result<f64, String> {
     let warm = warms.then_some(sc.service.warm_duration);
     let p = SystemParams {
         plan_admit_hold: Some(admit_hold(plan, warm)),
+        plan_readmission: readmission,
         ..system_params(sc, plan_after, restarts, warm)
     };
     let check = check_plan(&p, plan, 1);
@@ -147,7 +152,7 @@ mod tests {
                 .collect(),
             ..Plan::default()
         };
-        let got = predicted_time_to_recover(&sc, &plan, Duration::from_secs(5), false, true);
+        let got = predicted_time_to_recover(&sc, &plan, Duration::from_secs(5), false, true, None);
         assert!(got.is_ok(), "{got:?}");
     }
 

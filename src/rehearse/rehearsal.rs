@@ -17,6 +17,7 @@ use crate::detect::DetectorConfig;
 use crate::engine::Observer;
 use crate::plan::{MissingInputs, Overrides, PlanInputs, Source, SourcedInputs};
 use crate::runbook::LoadedRunbook;
+use crate::simulate::Readmission;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -172,6 +173,9 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 after,
                 runbook.restarted,
                 runbook.warmed,
+                inputs
+                    .as_ref()
+                    .and_then(|i| Readmission::of(rb, &i.values())),
             )
         }
         _ => Err("unknown: the runbook made no plan".into()),

@@ -27,6 +27,7 @@ pub use scenario::{Report, Scenario};
 pub use scenarios::config_deploy::check::{check_plan, run_system, PlanCheck};
 pub use scenarios::config_deploy::from_plan;
 pub use scenarios::config_deploy::params::SystemParams;
+pub use scenarios::config_deploy::readmission::Readmission;
 pub use scenarios::config_deploy::report::{Second, SystemReport, Totals};
 pub use scenarios::retry_storm::{StormParams, StormReport, StormTick};
 

@@ -19,6 +19,7 @@ use crate::rehearse::scenario::Scenario;
 use crate::runbook::action::Action;
 use crate::runbook::Runbook;
 use crate::simulate::run_system;
+use crate::simulate::Readmission;
 use serde::Serialize;
 use std::time::Duration;
 
@@ -222,12 +223,16 @@ pub fn measure(p: &Point, rb: &Runbook, seed: u64) -> Measured {
         RestartDecision::Restart { .. }
     );
     m.warms = warm_threshold(rb).is_some_and(|t| m.restarts || seen.warm_fraction < t);
-    let simulated = predicted_time_to_recover(&sc, plan, after, m.restarts, m.warms);
+    // The model's procedure follows the runbook's readmission with the plan's inputs, as
+    // the engine's does.
+    let readmission = || Readmission::of(rb, &planned.inputs);
+    let simulated = predicted_time_to_recover(&sc, plan, after, m.restarts, m.warms, readmission());
     (m.simulated_s, m.simulated_unknown) = split(simulated);
     match v.k {
         Some(k) => {
             let est = estimated(&sc, &inputs, k);
-            let predicted = predicted_time_to_recover(&est, plan, after, m.restarts, m.warms);
+            let predicted =
+                predicted_time_to_recover(&est, plan, after, m.restarts, m.warms, readmission());
             (m.predicted_s, m.predicted_unknown) = split(predicted);
             if m.simulated_s.is_some() {
                 if let Some(why) = m.predicted_unknown.as_mut() {

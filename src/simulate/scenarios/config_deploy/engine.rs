@@ -6,8 +6,10 @@ use super::clients::{Client, Phase};
 use super::gate::{Admission, Gate};
 use super::params::SystemParams;
 use super::procedure::Procedure;
+use super::readmission::Readmission;
 use super::report::{Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
+use crate::engine::restart::Drained;
 use crate::retry::{RetryBudget, RetryUnits};
 use crate::simulate::kernel::clock::{Clock, Stepped};
 use crate::simulate::kernel::record::{Recovery, Series};
@@ -280,6 +282,23 @@ fn in_steps(
     (recovered, recovered.then(|| secs(clean_from - reference)))
 }
 
+/// Attempts timed out and turned away so far (the seconds recorded and the current one).
+fn so_far(series: &[Second], cur: &Second) -> (u64, u64) {
+    series
+        .iter()
+        .chain(std::iter::once(cur))
+        .fold((0, 0), |(t, r), s| (t + s.timeouts, r + s.rejected))
+}
+
+/// From the procedure's start to its readmission: the warming (`plan_warm`), or, where an
+/// admit hold is given, that hold less the first rate's (what the plan counts for it).
+fn ramp_delay(p: &SystemParams, plan: &crate::plan::Plan) -> Duration {
+    match p.plan_admit_hold {
+        Some(h) => h.saturating_sub(plan.ramp.first().map_or(Duration::ZERO, |s| s.hold)),
+        None => p.plan_warm.unwrap_or_default(),
+    }
+}
+
 /// Run the model; with a plan (`p.plan`), its procedure starts at `plan_at`.
 pub fn run(p: &SystemParams, seed: u64) -> SystemReport {
     run_with(p, None, seed)
@@ -338,7 +357,15 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
     });
     let plan_at = ticks(p.plan_at, tick);
     let plan_warmed_at = p.plan_warm.map(|w| plan_at + ticks(w, tick));
-    let mut procedure = plan.map(|pl| Procedure::new(pl, p.plan_admit_hold));
+    let readmission = plan.map(|pl| {
+        p.plan_readmission
+            .clone()
+            .unwrap_or_else(|| Readmission::for_plan(pl))
+    });
+    let ramp_at = plan.map_or(plan_at, |pl| plan_at + ticks(ramp_delay(p, pl), tick));
+    let mut procedure = plan
+        .zip(readmission.clone())
+        .map(|(pl, r)| Procedure::new(pl, r, tick));
     let mut series = Vec::with_capacity((n / per_s + 1) as usize);
     let mut done: Vec<Req> = Vec::with_capacity(1024);
 
@@ -355,7 +382,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         }
         if let Some(proc_) = procedure.as_mut() {
             if now == plan_at {
-                e.gate.set_limit(proc_.start(now / per_s));
+                e.gate.set_limit(proc_.start());
                 // The drain answers every queued request with an error at once (the
                 // demo service does): their clients retry a retry delay later, together.
                 let queued = if p.plan_restart {
@@ -369,6 +396,22 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             }
             if plan_warmed_at == Some(now) {
                 e.server.warm();
+            }
+            if now == ramp_at {
+                // After a drain alone the engine reads the service it left: warm and cold
+                // capacity as planned, the caches' warmth and the clients' timeout as
+                // exported.
+                let drained = readmission
+                    .as_ref()
+                    .filter(|_| !p.plan_restart)
+                    .map(|r| Drained {
+                        capacity: r.capacity.or(Some(p.capacity)),
+                        capacity_cold: r.capacity_cold.unwrap_or(p.capacity * p.cold_factor),
+                        warm_fraction: Some(e.server.cache_warmth(now)),
+                        client_timeout_s: Some(p.timeout.as_secs_f64()),
+                    });
+                let (timeouts, _) = so_far(&series, &e.cur);
+                e.gate.set_limit(proc_.begin_ramp(now, drained, timeouts));
             }
         }
         if let Some((from, _, iv)) = e.spike {
@@ -389,6 +432,12 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             e.complete(r, now);
         }
         done.clear();
+        if let Some(proc_) = procedure.as_mut().filter(|pr| pr.due(now)) {
+            let (timeouts, rejected) = so_far(&series, &e.cur);
+            if let Some(change) = proc_.measure(now, timeouts, rejected) {
+                e.gate.set_limit(change);
+            }
+        }
 
         if (now + 1) % per_s == 0 {
             let t = now / per_s;
@@ -398,13 +447,6 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             s.in_retry = e.in_retry;
             s.capacity = (e.server.capacity_per_s(now, tick_s) * 100.0).round() / 100.0;
             s.gate_rate = e.gate.rate_per_s();
-            if now >= plan_at {
-                if let Some(proc_) = procedure.as_mut() {
-                    if let Some(change) = proc_.after_second(t + 1, s.timeouts, s.rejected) {
-                        e.gate.set_limit(change);
-                    }
-                }
-            }
             series.push(s);
         }
     }

@@ -10,6 +10,28 @@ pub enum Admission {
     RejectedInFlight,
 }
 
+/// A limit change the procedure asks for, as the engine sends one to the gate's admin API.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LimitChange {
+    /// `Some(rate)` limits, `None` opens the gate.
+    pub rate_per_s: Option<f64>,
+    /// None: the gate's default for the rate.
+    pub burst: Option<u32>,
+    /// The bucket starts full at the new burst (`"fill": true`).
+    pub fill: bool,
+}
+
+impl LimitChange {
+    /// A rate with the gate's default burst and no fill (`gate.limit`, the lift).
+    pub fn rate(rate_per_s: Option<f64>) -> Self {
+        LimitChange {
+            rate_per_s,
+            burst: None,
+            fill: false,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Gate {
     /// Tokens added per tick; `None` = no rate limit.
@@ -45,14 +67,24 @@ impl Gate {
         self.tokens = self.tokens.min(self.burst);
     }
 
-    /// A limit as the engine sets one (`gate.limit`, `gate.ramp`): the rate with the
-    /// gate's default burst for it (half a second of it), so a wave of retries meets the
-    /// same bucket as in the real gate; `None` opens the gate.
-    pub fn set_limit(&mut self, rate_per_s: Option<f64>) {
-        if let Some(r) = rate_per_s {
-            self.burst = f64::from(crate::gate::limit::default_burst(r));
+    /// A limit as the engine sets one (`gate.limit`, `gate.ramp`): the rate with the burst
+    /// the engine gives it (the gate's default, half a second of the rate, where it names
+    /// none), so a wave of retries meets the same bucket as in the real gate. A new limit
+    /// opens no burst above what the old one had left, unless the engine asks for a full
+    /// bucket (`fill`: the first readmission after a drain alone); `None` opens the gate.
+    pub fn set_limit(&mut self, change: LimitChange) {
+        if let Some(r) = change.rate_per_s {
+            self.burst = f64::from(
+                change
+                    .burst
+                    .unwrap_or_else(|| crate::gate::limit::default_burst(r))
+                    .max(1),
+            );
         }
-        self.set_rate(rate_per_s);
+        self.set_rate(change.rate_per_s);
+        if change.fill && self.per_tick.is_some() {
+            self.tokens = self.burst;
+        }
     }
 
     /// New limits mid-run; what is in flight stays in flight.
@@ -118,6 +150,28 @@ mod tests {
             }
         }
         assert!((10..=11).contains(&admitted), "{admitted}");
+    }
+
+    /// After a drain alone the engine's first readmission asks for a full bucket of the
+    /// wave-sized burst: a returning wave of 90 goes through in the same tick, where a new
+    /// limit without fill (the bucket emptied by the limit before) lets one token's worth.
+    #[test]
+    fn a_filled_limit_admits_a_wave_of_its_burst_at_once() {
+        let wave = |fill| {
+            let mut g = Gate::new(Some(10.0), 1, None, 0.01);
+            g.admit();
+            g.set_limit(LimitChange {
+                rate_per_s: Some(90.0),
+                burst: Some(90),
+                fill,
+            });
+            g.refill();
+            (0..200)
+                .filter(|_| g.admit() == Admission::Admitted)
+                .count()
+        };
+        assert_eq!(wave(true), 90);
+        assert_eq!(wave(false), 0);
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod from_plan;
 pub mod gate;
 pub mod params;
 pub mod procedure;
+pub mod readmission;
 pub mod report;
 pub mod server;
 

@@ -2,6 +2,7 @@
 //! with the worked example as defaults. One flat struct, so `--set key=value` and
 //! scenario files use the same names, and validation names the key at fault.
 
+use super::readmission::Readmission;
 use crate::plan::Plan;
 use crate::retry::{RetryKind, RetryPolicy};
 use crate::simulate::error::SimError;
@@ -129,6 +130,10 @@ pub struct SystemParams {
     /// A recovery plan whose procedure starts at `plan_at` (a scenario file's `plan:`).
     #[serde(skip)]
     pub plan: Option<Plan>,
+    /// The engine's readmission the procedure follows (the runbook's `gate.ramp` step and
+    /// check, the plan's inputs); none: [`Readmission::for_plan`].
+    #[serde(skip)]
+    pub plan_readmission: Option<Readmission>,
 }
 
 impl Default for SystemParams {
@@ -169,6 +174,7 @@ impl Default for SystemParams {
             settle_window: Duration::from_secs(30),
             recovery_step: Duration::from_secs(1),
             plan: None,
+            plan_readmission: None,
         }
     }
 }

@@ -1,159 +1,202 @@
 //! The recovery procedure of a plan, as the model runs it: close the gate to the admit
-//! rate, drain (and optionally restart), then readmit with the engine's own ramp decisions
-//! ([`crate::engine::ramp::next_move`]): raise after each clean hold, step back on a relapse,
-//! lift the limit once the gate rejects nothing, hold at the ceiling while it still does.
-//! Fed one second at a time, so `check_plan` predicts what the real controller would do
-//! with the same plan.
+//! rate (`gate.limit`) and drain (and optionally restart), then readmit as the engine's
+//! `gate.ramp` does: start where [`crate::engine::restart::start_rate`] says (what a
+//! drained service answers, after a drain alone), with the burst
+//! [`crate::engine::restart::wave_burst`] gives and a full bucket at that first limit after
+//! a drain alone; hold each rate for the step's hold, then measure on the check's interval
+//! until its consecutive passes ([`crate::engine::check::record`], only passes counting
+//! while the readmission settles), and decide with the engine's own
+//! [`crate::engine::ramp::next_move`] from the rejected rate over the signal's window cut at
+//! the readmission's start. So `check_plan` predicts what the real controller would do
+//! with the same plan, at the times it would do it.
 
-use crate::engine::ramp::{next_move, RampMove, RampParams, RampState, Seen, DEFAULT_HEADROOM};
+use super::gate::LimitChange;
+use super::readmission::Readmission;
+use crate::engine::check::{record, record_settling, CheckState, CheckStatus, Measurement};
+use crate::engine::ramp::{next_move, RampMove, RampParams, RampState, Seen};
+use crate::engine::restart::{start_rate, wave_burst, Drained};
 use crate::plan::Plan;
 use std::time::Duration;
 
-/// A gate change the procedure asks for: `Some(rate)` limits, `None` opens the gate.
-pub type GateChange = Option<f64>;
+/// The window the engine's rejected rate is read over (the built-in `gate_rejected_rate`
+/// rates over 5 s; the check's windows are cut at the readmission's start besides).
+pub const REJECTED_WINDOW: Duration = crate::runbook::action::DEFAULT_RAMP_SETTLE;
 
+/// Where the procedure is, in the model's ticks.
 #[derive(Debug, Clone)]
 pub struct Procedure {
     params: RampParams,
     state: RampState,
-    /// Hold of the first rate (the admit rate, while the backlog drains) and of each later one.
-    admit_hold_s: u32,
-    step_hold_s: u32,
-    first_hold: bool,
-    step_started_s: u32,
-    /// Rejections since the rate last changed, and over how many seconds.
-    rejected: u64,
-    seconds: u32,
-    seen_clean: bool,
+    r: Readmission,
+    tick: Duration,
+    /// The service after a drain alone, when the readmission started (else none).
+    drained: Option<Drained>,
+    /// When the readmission started, and when only passes count until.
+    ramp_from: Option<u32>,
+    settle_until: u32,
+    /// The next measurement of the check.
+    next_at: u32,
+    check: CheckState,
+    /// Timeouts (cumulative) at the last measurement: a measurement fails on any since.
+    timeouts_seen: u64,
+    /// (tick, rejected so far) at each measurement since the readmission started: the
+    /// scrapes a rate over them reads.
+    samples: Vec<(u32, u64)>,
     finished: bool,
     opened: bool,
 }
 
-fn whole_seconds(d: Duration) -> u32 {
-    d.as_secs_f64().ceil().clamp(1.0, f64::from(u32::MAX)) as u32
+fn ticks(d: Duration, tick: Duration) -> u32 {
+    (d.as_nanos() / tick.as_nanos().max(1)).min(u128::from(u32::MAX / 4)) as u32
 }
 
 impl Procedure {
-    /// `admit_hold`: how long the admit rate is held; none uses the first step's hold (or
-    /// 10 s without a ramp).
-    pub fn new(plan: &Plan, admit_hold: Option<Duration>) -> Self {
-        let step_hold_s = plan.ramp.first().map_or(10, |s| whole_seconds(s.hold));
+    /// The plan's ramp (from its admit rate, its step factor, up to its end rate) with the
+    /// readmission's step and check (`r`), on ticks of `tick`.
+    pub fn new(plan: &Plan, r: Readmission, tick: Duration) -> Self {
         let factor = match plan.ramp.as_slice() {
             [a, b, ..] if a.rate_per_s > 0.0 && b.rate_per_s > a.rate_per_s => {
                 b.rate_per_s / a.rate_per_s
             }
-            _ => 1.5,
+            _ => crate::plan::PlanConfig::default().step_factor,
         };
         let last = plan.ramp.last().map_or(plan.admit_rate, |s| s.rate_per_s);
         let params = RampParams {
             from: plan.admit_rate,
             factor,
             ceiling: plan.ramp_end_rate.max(last).max(plan.admit_rate),
-            max_relapses: 2 * plan.ramp.len() as u32 + 2,
-            ceiling_holds: 3,
-            headroom: DEFAULT_HEADROOM,
+            max_relapses: r.max_relapses,
+            ceiling_holds: r.ceiling_holds,
+            headroom: r.headroom,
         };
         Procedure {
             state: RampState::start(&params),
             params,
-            admit_hold_s: admit_hold.map_or(step_hold_s, whole_seconds),
-            step_hold_s,
-            first_hold: true,
-            step_started_s: 0,
-            rejected: 0,
-            seconds: 0,
-            seen_clean: false,
+            r,
+            tick,
+            drained: None,
+            ramp_from: None,
+            settle_until: 0,
+            next_at: u32::MAX,
+            check: CheckState::default(),
+            timeouts_seen: 0,
+            samples: Vec::new(),
             finished: false,
             opened: false,
         }
     }
 
-    /// The procedure starts at second `now_s`: the gate closes to the admit rate.
-    pub fn start(&mut self, now_s: u32) -> GateChange {
-        self.step_started_s = now_s;
-        Some(self.state.rate)
+    /// The procedure starts: the gate closes to the admit rate (`gate.limit`: the gate's
+    /// default burst, no fill).
+    pub fn start(&mut self) -> LimitChange {
+        LimitChange::rate(Some(self.params.from))
     }
 
-    fn hold(&self) -> u32 {
-        if self.first_hold {
-            self.admit_hold_s
+    /// The readmission starts at tick `now` (after the drain, the restart and any warming),
+    /// `drained` the service as a drain alone left it (none after a restart), `timeouts`
+    /// how many attempts have timed out so far. Its first limit: the start rate with the
+    /// wave-sized burst, the bucket full when that burst is the wave-sized one after a
+    /// drain alone (the queue is known empty).
+    pub fn begin_ramp(&mut self, now: u32, drained: Option<Drained>, timeouts: u64) -> LimitChange {
+        self.drained = drained;
+        self.ramp_from = Some(now);
+        self.settle_until = now + ticks(self.r.settle, self.tick);
+        self.state.rate = start_rate(&self.params, drained);
+        self.timeouts_seen = timeouts;
+        let wave = self
+            .r
+            .burst
+            .is_none()
+            .then(|| wave_burst(&self.params, drained, self.state.rate))
+            .flatten();
+        LimitChange {
+            fill: wave.is_some(),
+            ..self.set_rate(now)
+        }
+    }
+
+    /// The limit for the ramp's rate now, as `gate.ramp` sets each one; its check starts
+    /// after the step's hold.
+    fn set_rate(&mut self, now: u32) -> LimitChange {
+        self.check = CheckState::default();
+        self.next_at = now + ticks(self.r.hold.unwrap_or_default(), self.tick);
+        LimitChange {
+            rate_per_s: Some(self.state.rate),
+            burst: self
+                .r
+                .burst
+                .or_else(|| wave_burst(&self.params, self.drained, self.state.rate)),
+            fill: false,
+        }
+    }
+
+    /// The check measures at this tick (the readmission has started and not ended).
+    pub fn due(&self, now: u32) -> bool {
+        !self.finished && self.ramp_from.is_some() && now >= self.next_at
+    }
+
+    /// One measurement of the check at tick `now` ([`Procedure::due`]): `timeouts` and
+    /// `rejected` are how many attempts timed out and how many the gate turned away so
+    /// far. A measurement fails on any timeout since the last one (the relapse signal;
+    /// rejections are the procedure working, not failing), and has no data when nothing
+    /// was scraped since the readmission started before it (a rate needs two scrapes).
+    /// Returns a gate change if the ramp decided one.
+    pub fn measure(&mut self, now: u32, timeouts: u64, rejected: u64) -> Option<LimitChange> {
+        let from = self.ramp_from?;
+        let m = if self.samples.is_empty() {
+            Measurement::Inconclusive {
+                missing: vec!["a rate over one scrape".into()],
+            }
+        } else if timeouts > self.timeouts_seen {
+            Measurement::Failure
         } else {
-            self.step_hold_s
-        }
-    }
-
-    fn rate_changed(&mut self, now_s: u32) {
-        self.step_started_s = now_s;
-        self.rejected = 0;
-        self.seconds = 0;
-    }
-
-    /// After each simulated second: `timeouts` is how many admitted attempts went
-    /// unanswered within the client timeout in that second (the relapse signal; gate
-    /// rejections are the procedure working, not failing), `rejected` how many the gate
-    /// turned away. Returns a gate change if any.
-    pub fn after_second(&mut self, now_s: u32, timeouts: u64, rejected: u64) -> Option<GateChange> {
-        if self.finished {
-            return None;
-        }
-        // The first second after a change still carries what came before it.
-        if now_s > self.step_started_s + 1 {
-            self.rejected += rejected;
-            self.seconds += 1;
-        }
-        if timeouts > 0 {
-            if !self.seen_clean {
+            Measurement::Success
+        };
+        self.samples.push((now, rejected));
+        self.timeouts_seen = timeouts;
+        let status = if now < self.settle_until {
+            record_settling(&self.r.check, &mut self.check, &m)
+        } else {
+            record(&self.r.check, &mut self.check, &m)
+        };
+        let passed = match status {
+            CheckStatus::Running => {
+                self.next_at = now + ticks(self.r.check.interval, self.tick).max(1);
                 return None;
             }
-            self.seen_clean = false;
-            self.first_hold = false;
-            return match next_move(
-                &self.params,
-                &mut self.state,
-                Err("timeouts".into()),
-                Seen::default(),
-            ) {
-                RampMove::StepBack { rate, .. } => {
-                    self.rate_changed(now_s);
-                    Some(Some(rate))
-                }
-                // Give up ramping: hold where we are; the run will not count as recovered.
-                _ => {
-                    self.finished = true;
-                    None
-                }
-            };
-        }
-        self.seen_clean = true;
-        if now_s.saturating_sub(self.step_started_s) < self.hold() {
-            return None;
-        }
-        self.first_hold = false;
-        let rejected_per_s = self.rejected as f64 / f64::from(self.seconds.max(1));
-        match next_move(
-            &self.params,
-            &mut self.state,
-            Ok(()),
-            Seen::rejected(Some(rejected_per_s)),
-        ) {
-            RampMove::Raise { rate } | RampMove::StepBack { rate, .. } => {
-                self.rate_changed(now_s);
-                Some(Some(rate))
-            }
+            CheckStatus::Passed => Ok(()),
+            CheckStatus::Failed(why) => Err(why),
+        };
+        let seen = Seen::rejected(self.rejected_rate(now, from));
+        match next_move(&self.params, &mut self.state, passed, seen) {
+            RampMove::Raise { .. } | RampMove::StepBack { .. } => Some(self.set_rate(now)),
             RampMove::Hold { .. } => {
-                self.rate_changed(now_s);
+                self.set_rate(now);
                 None
             }
             RampMove::Finish { .. } => {
                 self.finished = true;
                 self.opened = true;
-                Some(None)
+                Some(LimitChange::rate(None))
             }
             RampMove::Settle { .. } | RampMove::Fail { .. } => {
                 self.finished = true;
                 None
             }
         }
+    }
+
+    /// The rejected rate as the engine reads it at `now`: over the scrapes within the
+    /// signal's window, none before the readmission's start (`from`); none from fewer than
+    /// two scrapes.
+    fn rejected_rate(&self, now: u32, from: u32) -> Option<f64> {
+        let since = now
+            .saturating_sub(ticks(REJECTED_WINDOW, self.tick))
+            .max(from);
+        let &(t0, r0) = self.samples.iter().find(|(t, _)| *t >= since)?;
+        let &(t1, r1) = self.samples.last()?;
+        (t1 > t0)
+            .then(|| r1.saturating_sub(r0) as f64 / (f64::from(t1 - t0) * self.tick.as_secs_f64()))
     }
 
     pub fn relapses(&self) -> u32 {
@@ -169,75 +212,131 @@ impl Procedure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::RampStep;
+    use crate::plan::{PlanInputs, RampStep};
+
+    const TICK: Duration = Duration::from_millis(10);
 
     fn plan() -> Plan {
         Plan {
             shed_fraction: 0.9,
             admit_rate: 20.0,
-            ramp: vec![
-                RampStep {
-                    rate_per_s: 20.0,
-                    hold: Duration::from_secs(2),
-                },
-                RampStep {
-                    rate_per_s: 40.0,
-                    hold: Duration::from_secs(2),
-                },
-                RampStep {
-                    rate_per_s: 80.0,
-                    hold: Duration::from_secs(2),
-                },
-            ],
-            ramp_end_rate: 80.0,
-            arithmetic: vec![],
+            ramp: [20.0, 30.0, 45.0]
+                .into_iter()
+                .map(|rate_per_s| RampStep {
+                    rate_per_s,
+                    hold: Duration::from_millis(1500),
+                })
+                .collect(),
+            ramp_end_rate: 1000.0,
             ..Default::default()
         }
     }
 
-    #[test]
-    fn raises_while_the_gate_rejects_and_opens_once_it_rejects_nothing() {
-        let mut p = Procedure::new(&plan(), None);
-        assert_eq!(p.start(100), Some(20.0));
-        assert_eq!(p.after_second(101, 3, 30), None); // leftovers before the first clean second
-        assert_eq!(p.after_second(102, 0, 10), Some(Some(40.0)));
-        assert_eq!(p.after_second(103, 0, 5), None);
-        assert_eq!(
-            p.after_second(104, 0, 0),
-            Some(None),
-            "nothing rejected: open"
-        );
-        assert!(p.completed());
-        assert_eq!(p.relapses(), 0);
+    /// The shipped runbook's readmission: 3 passes 0.5 s apart, 5 s of settling.
+    fn shipped() -> Readmission {
+        let rb = crate::runbook::load_file(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/runbooks/stuck-overload.yaml"
+        )))
+        .unwrap()
+        .runbook;
+        let inputs = PlanInputs {
+            arrival_rate: 300.0,
+            capacity_cold: 50.0,
+            k: 3.0,
+            capacity: Some(100.0),
+            demand: None,
+        };
+        Readmission::of(&rb, &inputs).unwrap()
     }
 
-    #[test]
-    fn holds_at_the_ceiling_while_rejecting() {
-        let mut p = Procedure::new(&plan(), None);
-        p.start(0);
-        assert_eq!(p.after_second(1, 0, 100), None);
-        // 20 admitted + 100 rejected offered: straight to the ceiling.
-        assert_eq!(p.after_second(2, 0, 100), Some(Some(80.0)));
-        assert_eq!(p.after_second(3, 0, 9), None);
-        assert_eq!(
-            p.after_second(4, 0, 9),
-            None,
-            "still rejecting: hold, not open"
-        );
-        assert!(!p.completed());
-        assert_eq!(p.after_second(5, 0, 0), None);
-        assert_eq!(p.after_second(6, 0, 0), Some(None));
-        assert!(p.completed());
+    /// Run the procedure tick by tick from a readmission at tick 0, the gate rejecting
+    /// `rejected_per_tick` and `timeouts` saying how many timed out by each tick; the
+    /// ticks of its gate changes.
+    fn changes(
+        p: &mut Procedure,
+        until: u32,
+        rejected_per_tick: u64,
+        timeouts: impl Fn(u32) -> u64,
+    ) -> Vec<(u32, LimitChange)> {
+        let mut out = vec![(0, p.begin_ramp(0, None, 0))];
+        for now in 0..until {
+            if p.due(now) {
+                if let Some(c) = p.measure(now, timeouts(now), u64::from(now) * rejected_per_tick) {
+                    out.push((now, c));
+                }
+            }
+        }
+        out
     }
 
+    /// The engine raises as soon as its check has 3 passes 0.5 s apart: the first rate
+    /// after 1.5 s (its first measurement has one scrape since the readmission began, no
+    /// rate), each later one 1 s after it was set (its first measurement is at once), a
+    /// tick for the limit change besides. The model decided once a second, each rate held
+    /// for the plan's 1.5 s rounded up to 2 s.
     #[test]
-    fn relapse_steps_back_and_holds() {
-        let mut p = Procedure::new(&plan(), None);
-        p.start(0);
-        assert_eq!(p.after_second(2, 0, 10), Some(Some(40.0)));
-        assert_eq!(p.after_second(3, 5, 0), Some(Some(20.0)));
+    fn the_ramp_decides_at_the_engines_cadence() {
+        let r = Readmission {
+            settle: Duration::ZERO,
+            ..shipped()
+        };
+        let mut p = Procedure::new(&plan(), r, TICK);
+        let at: Vec<u32> = changes(&mut p, 300, 1, |_| 0)
+            .iter()
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(at, [0, 150, 251]);
+    }
+
+    /// After a drain alone the readmission starts at what the drained service answers
+    /// (0.9 x 100 req/s warm) with a bucket the size of what it answers within the clients'
+    /// 1 s timeout, full at once; after a restart, at the plan's rate with the gate's
+    /// default burst and no fill.
+    #[test]
+    fn after_a_drain_alone_the_first_limit_is_a_full_wave_sized_bucket() {
+        let drained = Drained {
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+            client_timeout_s: Some(1.0),
+        };
+        let mut p = Procedure::new(&plan(), shipped(), TICK);
+        assert_eq!(p.start(), LimitChange::rate(Some(20.0)));
+        assert_eq!(
+            p.begin_ramp(0, Some(drained), 0),
+            LimitChange {
+                rate_per_s: Some(90.0),
+                burst: Some(90),
+                fill: true
+            }
+        );
+        let mut p = Procedure::new(&plan(), shipped(), TICK);
+        assert_eq!(p.begin_ramp(0, None, 0), LimitChange::rate(Some(20.0)));
+    }
+
+    /// While the readmission settles (5 s) a timeout only resets the passes; after it,
+    /// the third failed measurement in a row (failure limit 2) steps back.
+    #[test]
+    fn timeouts_step_back_only_after_the_settle_and_the_checks_failure_limit() {
+        let mut p = Procedure::new(&plan(), shipped(), TICK);
+        let got = changes(&mut p, 700, 0, u64::from);
+        let back: Vec<u32> = got.iter().skip(1).map(|(t, _)| *t).collect();
+        // Settling until 500: measurements at 0, 50, ..., 500 pass none; 500, 550, 600
+        // fail, the third failing the check.
+        assert_eq!(back, [600]);
         assert_eq!(p.relapses(), 1);
-        assert_eq!(p.after_second(4, 5, 0), None); // still bad: no double count
-        assert_eq!(p.after_second(5, 0, 10), Some(Some(40.0)));
+    }
+
+    #[test]
+    fn opens_once_the_gate_rejects_nothing() {
+        let r = Readmission {
+            settle: Duration::ZERO,
+            ..shipped()
+        };
+        let mut p = Procedure::new(&plan(), r, TICK);
+        let got = changes(&mut p, 300, 0, |_| 0);
+        assert_eq!(got.last(), Some(&(150, LimitChange::rate(None))));
+        assert!(p.completed());
     }
 }

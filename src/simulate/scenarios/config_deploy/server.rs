@@ -136,6 +136,18 @@ impl Server {
         }
     }
 
+    /// How warm the caches are, 0 to 1, as the demo service exports it (`warm_fraction`):
+    /// the `w` of its cost multiplier `1 + (f - 1)(1 - w)`, read back from the capacity
+    /// fraction [`Server::warm_fraction`] gives.
+    pub fn cache_warmth(&self, now: u32) -> f64 {
+        let f = 1.0 / self.cfg.cold_factor.clamp(1e-9, 1.0);
+        if f <= 1.0 {
+            return 1.0;
+        }
+        let m = 1.0 / self.warm_fraction(now).max(1e-9);
+        (1.0 - (m - 1.0) / (f - 1.0)).clamp(0.0, 1.0)
+    }
+
     /// How many queued requests can be served within the client timeout at healthy cost.
     fn servable_in_time(&self, now: u32) -> f64 {
         self.cfg.per_tick * self.warm_fraction(now) * f64::from(self.cfg.timeout_ticks)
