@@ -2,8 +2,8 @@
 //! rate (`gate.limit`) and drain (and optionally restart), then readmit as the engine's
 //! `gate.ramp` does: start where [`crate::engine::restart::start_rate`] says (what a
 //! drained service answers, after a drain alone), with the burst
-//! [`crate::engine::restart::wave_burst`] gives and a full bucket at that first limit after
-//! a drain alone; hold each rate for the step's hold, then measure on the check's interval
+//! [`crate::engine::restart::wave_burst`] gives and a full bucket at that first limit where
+//! [`crate::engine::restart::fill_reason`] allows one; hold each rate for the step's hold, then measure on the check's interval
 //! until its consecutive passes ([`crate::engine::check::record`], only passes counting
 //! while the readmission settles), and decide with the engine's own
 //! [`crate::engine::ramp::next_move`] from the rejected rate over the signal's window cut at
@@ -14,7 +14,7 @@ use super::gate::LimitChange;
 use super::readmission::Readmission;
 use crate::engine::check::{record, record_settling, CheckState, CheckStatus, Measurement};
 use crate::engine::ramp::{next_move, RampMove, RampParams, RampState, Seen};
-use crate::engine::restart::{start_rate, wave_burst, Drained};
+use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};
 use crate::plan::Plan;
 use std::time::Duration;
 
@@ -103,16 +103,14 @@ impl Procedure {
         self.settle_until = now + ticks(self.r.settle, self.tick);
         self.state.rate = start_rate(&self.params, drained);
         self.timeouts_seen = timeouts;
-        let wave = self
-            .r
+        let first = self.set_rate(now);
+        let burst = first
             .burst
-            .is_none()
-            .then(|| wave_burst(&self.params, drained, self.state.rate))
-            .flatten();
-        LimitChange {
-            fill: wave.is_some(),
-            ..self.set_rate(now)
-        }
+            .unwrap_or_else(|| crate::gate::limit::default_burst(self.state.rate));
+        // Only the wave-sized burst the step did not fix, as the engine asks.
+        let fill = self.r.burst.is_none()
+            && fill_reason(&self.params, drained, self.state.rate, burst).is_some();
+        LimitChange { fill, ..first }
     }
 
     /// The limit for the ramp's rate now, as `gate.ramp` sets each one; its check starts
