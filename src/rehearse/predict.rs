@@ -93,7 +93,11 @@ pub fn predicted_time_to_recover(
     let warm = warms.then_some(sc.service.warm_duration);
     let p = SystemParams {
         plan_admit_hold: Some(admit_hold(plan, warm)),
-        plan_readmission: readmission,
+        // The rehearsal's feed scrapes the engine's source every scrape interval.
+        plan_readmission: readmission.map(|r| Readmission {
+            scrape: Some(sc.scrape_interval),
+            ..r
+        }),
         ..system_params(sc, plan_after, restarts, warm)
     };
     let check = check_plan(&p, plan, 1);

@@ -137,11 +137,16 @@ impl Procedure {
     /// `rejected` are how many attempts timed out and how many the gate turned away so
     /// far. A measurement fails on any timeout since the last one (the relapse signal;
     /// rejections are the procedure working, not failing), and has no data when nothing
-    /// was scraped since the readmission started before it (a rate needs two scrapes).
+    /// was scraped since the readmission started before it (a rate needs two scrapes: the
+    /// check's own, and any other every [`Readmission::scrape`]).
     /// Returns a gate change if the ramp decided one.
     pub fn measure(&mut self, now: u32, timeouts: u64, rejected: u64) -> Option<LimitChange> {
         let from = self.ramp_from?;
-        let m = if self.samples.is_empty() {
+        let scraped_besides = self
+            .r
+            .scrape
+            .is_some_and(|s| now - from >= ticks(s, self.tick));
+        let m = if self.samples.is_empty() && !scraped_besides {
             Measurement::Inconclusive {
                 missing: vec!["a rate over one scrape".into()],
             }

@@ -31,6 +31,10 @@ pub struct Readmission {
     pub check: Check,
     /// The plan's headroom (`spec.plan.headroom`).
     pub headroom: f64,
+    /// How often something besides the engine scrapes the source it reads (a rehearsal's
+    /// feed, every scrape interval); none: only the check's own measurements do. A rate
+    /// over a window cut at the readmission's start needs two scrapes after it.
+    pub scrape: Option<Duration>,
     /// Warm and cold capacity, req/s, as the plan's inputs had them (none: the model's own
     /// service's, which is what `recover plan --check-with-sim` built it from).
     pub capacity: Option<f64>,
@@ -53,15 +57,17 @@ impl Readmission {
             burst: ramp.burst,
             check: rb.checks.get(&ramp.check)?.clone(),
             headroom: rb.plan.headroom,
+            scrape: None,
             capacity: inputs.capacity,
             capacity_cold: Some(inputs.capacity_cold),
         })
     }
 
     /// Without a runbook (`recover plan --check-with-sim`, a scenario file's `plan:`): a
-    /// ramp step that holds each rate for the plan's step hold and then checks once, the
-    /// engine's defaults otherwise (`gate.ramp`'s three relapses and ceiling holds, no
-    /// settle after a fixed hold, the plan's default headroom).
+    /// ramp step that holds each rate for the plan's step hold and then checks once, on a
+    /// source scraped at least that often, the engine's defaults otherwise (`gate.ramp`'s
+    /// three relapses and ceiling holds, no settle after a fixed hold, the plan's default
+    /// headroom).
     pub fn for_plan(plan: &Plan) -> Readmission {
         let hold = plan
             .ramp
@@ -84,6 +90,7 @@ impl Readmission {
                 inconclusive_limit: u32::MAX,
             },
             headroom: crate::plan::PlanConfig::default().headroom,
+            scrape: Some(hold),
             capacity: None,
             capacity_cold: None,
         }
