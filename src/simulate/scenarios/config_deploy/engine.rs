@@ -81,6 +81,8 @@ struct Engine<'a> {
     /// The tick the last failed attempt was sent at: where the final failure-free stretch
     /// begins, finer than the per-second series.
     last_failed: Option<u32>,
+    /// The last tick more clients were in a retry loop than `settled_retrying_max` allows.
+    last_retrying: Option<u32>,
     totals: Totals,
     in_retry: u64,
     t: Timing,
@@ -346,6 +348,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         cur: Second::default(),
         sent_failed: Series::new(u64::from(per_s), (n / per_s + 1) as usize),
         last_failed: None,
+        last_retrying: None,
         totals: Totals::default(),
         in_retry: 0,
         t: timing,
@@ -366,6 +369,9 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
     let mut procedure = plan
         .zip(readmission.clone())
         .map(|(pl, r)| Procedure::new(pl, r, tick));
+    let retrying_max = p
+        .settled_retrying_max
+        .map(|f| (f * f64::from(p.clients)).floor() as u64);
     let mut series = Vec::with_capacity((n / per_s + 1) as usize);
     let mut done: Vec<Req> = Vec::with_capacity(1024);
 
@@ -432,6 +438,9 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             e.complete(r, now);
         }
         done.clear();
+        if retrying_max.is_some_and(|m| e.in_retry > m) {
+            e.last_retrying = Some(now);
+        }
         if let Some(proc_) = procedure.as_mut().filter(|pr| pr.due(now)) {
             let (timeouts, rejected) = so_far(&series, &e.cur);
             if let Some(change) = proc_.measure(now, timeouts, rejected) {
@@ -472,7 +481,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
     );
     let end = series.len() as u32 * per_s;
     (recovery.recovered, recovery.time_to_recover_s) = in_steps(
-        e.last_failed,
+        e.last_failed.max(e.last_retrying),
         ticks(p.recovery_step, tick).max(1),
         reference_t * per_s,
         end,

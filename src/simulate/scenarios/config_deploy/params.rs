@@ -117,6 +117,13 @@ pub struct SystemParams {
     /// Time resolution; events are rounded to ticks.
     #[serde(with = "serde_human")]
     pub tick: Duration,
+    /// With it, the run counts as recovered only once at most this fraction of the clients
+    /// is in a retry loop, as a rehearsal's steady state requires (`rehearse::verify`): a
+    /// client whose queued request a drain answered with an error is failing until its
+    /// retry is answered, though it sent nothing that failed after the drain. None: failed
+    /// attempts alone decide.
+    #[serde(default)]
+    pub settled_retrying_max: Option<f64>,
     /// Failure-free time required at the end before the run counts as recovered.
     #[serde(with = "serde_human")]
     pub settle_window: Duration,
@@ -171,6 +178,7 @@ impl Default for SystemParams {
             plan_warm: None,
             duration: Duration::from_secs(300),
             tick: Duration::from_millis(10),
+            settled_retrying_max: None,
             settle_window: Duration::from_secs(30),
             recovery_step: Duration::from_secs(1),
             plan: None,
