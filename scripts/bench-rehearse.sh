@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run rehearsals (release build) and print, per run and as medians: time to recover against
-# the true lower bound, k estimated against the scenario's true overload factor, the
-# simulator's prediction against the measured time, relapses and wall time.
+# the true lower bound on the recorder's scrape grid (the fluid bound beside it), k
+# estimated against the scenario's true overload factor, the simulator's prediction against
+# the measured time, relapses and wall time.
 #
 #   scripts/bench-rehearse.sh [--busy] [N] [extra `recover rehearse` flags...]
 #   scripts/bench-rehearse.sh --sample N [--seed S] [--busy] [extra flags...]
@@ -84,7 +85,7 @@ out, n, busy, seed, scenarios = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1
 def f(v, fmt="{:.1f}"):
     return "-" if v is None else fmt.format(v)
 med = lambda v: statistics.median(v) if v else None
-print(f"{'scenario':<12} {'run':>3} {'exit':>4} {'ttr_s':>6} {'lower_s':>7} {'ratio':>6} {'k_est':>5} {'k_true':>6} "
+print(f"{'scenario':<12} {'run':>3} {'exit':>4} {'ttr_s':>6} {'lower_s':>7} {'fluid_s':>7} {'ratio':>6} {'k_est':>5} {'k_true':>6} "
       f"{'k_err':>6} {'pred_s':>6} {'pred_err':>8} {'relapses':>8} {'stepbacks':>9} {'wall_s':>6}")
 summary = []
 every = []
@@ -99,12 +100,15 @@ for sc in scenarios:
             continue
         r = json.load(open(p))
         ttr, lb = r.get("time_to_recover_s"), r.get("lower_bound_s")
+        # The bound on the scrape grid (what a measured time is compared with); the fluid
+        # bound beside it (absent from reports written before the grid bound).
+        fl = (r.get("lower_bound") or {}).get("fluid_s")
         ratio = ttr / lb if ttr is not None and lb else None
         k, kt = r.get("k"), r.get("k_true")
         kerr = (k - kt) / kt if k is not None and kt else None
         pred = r.get("predicted_time_to_recover_s")
         perr = (pred - ttr) / ttr if pred is not None and ttr else None
-        rows.append(dict(ttr=ttr, lb=lb, ratio=ratio, k=k, kt=kt, kerr=kerr, pred=pred, perr=perr,
+        rows.append(dict(ttr=ttr, lb=lb, fl=fl, ratio=ratio, k=k, kt=kt, kerr=kerr, pred=pred, perr=perr,
                          rel=r["relapses"], sb=r.get("ramp_step_backs", 0), wall=r["wall_time_s"],
                          ok=r["recovered"]))
         why = "; ".join(x for x in [r.get("k_unknown") and "k: " + r["k_unknown"],
@@ -112,7 +116,7 @@ for sc in scenarios:
                                     r.get("under_lower_bound"), r.get("failure")] if x)
         every.append(dict(rows[-1], name=name, sc=sc, code=code, why=why,
                           path=(r.get("lower_bound") or {}).get("lowest", "-")))
-        print(f"{name:<12} {i:>3} {code:>4} {f(ttr):>6} {f(lb):>7} {f(ratio, '{:.2f}x'):>6} {f(k, '{:.2f}'):>5} "
+        print(f"{name:<12} {i:>3} {code:>4} {f(ttr):>6} {f(lb):>7} {f(fl):>7} {f(ratio, '{:.2f}x'):>6} {f(k, '{:.2f}'):>5} "
               f"{f(kt, '{:.1f}'):>6} {f(kerr and 100 * kerr + 0.0, '{:+.0f}%'):>6} {f(pred):>6} "
               f"{f(perr and 100 * perr, '{:+.0f}%'):>8} {r['relapses']:>8} {r.get('ramp_step_backs', 0):>9} {f(r['wall_time_s'], '{:.0f}'):>6}")
     col = lambda key: med([x[key] for x in rows if x[key] is not None])
@@ -121,7 +125,7 @@ for sc in scenarios:
                     max([x["rel"] for x in rows], default=None), col("wall")))
 print()
 print(f"medians over {n} run(s) per scenario{' (busy: one core taken by a CPU hog)' if busy else ''}:")
-print("| scenario | recovered | time to recover | lower bound | ratio | k estimated / true | k error | predicted | prediction error | relapses (max) | wall |")
+print("| scenario | recovered | time to recover | lower bound (on the scrape grid) | ratio | k estimated / true | k error | predicted | prediction error | relapses (max) | wall |")
 print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for (name, runs, ok, ttr, lb, ratio, k, kt, kerr, pred, perr, rel, wall) in summary:
     print(f"| {name} | {ok}/{runs} | {f(ttr)} s | {f(lb)} s | {f(ratio, '{:.2f}x')} | {f(k, '{:.2f}')} / {f(kt, '{:.0f}')} | "
@@ -130,14 +134,14 @@ if seed:
     print()
     print(f"seed {seed}: {len(scenarios)} scenario(s) drawn from the grid, one run each"
           f"{' (busy: one core taken by a CPU hog)' if busy else ''}")
-    print("| scenario | cold / k / replicas / conc / header / attached | exit | time to recover | bound (path) | ratio | k est / true | predicted / measured | relapses | unknown or failed, why |")
+    print("| scenario | cold / k / replicas / conc / header / attached | exit | time to recover | bound on the grid / fluid (path) | ratio | k est / true | predicted / measured | relapses | unknown or failed, why |")
     print("|---|---|---:|---:|---|---:|---:|---:|---:|---|")
     for x in every:
         y = open(x["sc"]).read()
         g = lambda key: (re.search(rf"{key}: (\S+)", y) or [None, "-"])[1]
         desc = (f"{g('cold_factor')} / {g('overload_factor')} / {g('replicas')} / {g('concurrency')} / "
                 f"{g('attempt_header')} / {'60 s late' if 'attach_after' in y else 'at trigger'}")
-        print(f"| {x['name']} | {desc} | {x['code']} | {f(x['ttr'])} s | {f(x['lb'], '{:.2f}')} s ({x['path']}) | "
+        print(f"| {x['name']} | {desc} | {x['code']} | {f(x['ttr'])} s | {f(x['lb'], '{:.2f}')} / {f(x['fl'], '{:.2f}')} s ({x['path']}) | "
               f"{f(x['ratio'], '{:.2f}x')} | {f(x['k'], '{:.2f}')} / {f(x['kt'], '{:.2f}')} ({f(x['kerr'] and 100 * x['kerr'] + 0.0, '{:+.0f}%')}) | "
               f"{f(x['pred'])} / {f(x['ttr'])} s ({f(x['perr'] and 100 * x['perr'], '{:+.0f}%')}) | {x['rel']} | {x['why'] or '-'} |")
     ratios = [x["ratio"] for x in every if x["ratio"] is not None]

@@ -6,7 +6,7 @@
 use super::{CliResult, Failure, Output};
 use anyhow::anyhow;
 use recover::exit::Exit;
-use recover::gate::limit::{default_burst, Limit};
+use recover::gate::limit::{default_burst, Limit, LimitChange};
 use recover::platform::gate_address::{self, GateAddress};
 use std::path::PathBuf;
 
@@ -81,6 +81,11 @@ pub struct SetArgs {
     /// would refuse (recover_gate_shadow_refusals_total), refusing nothing.
     #[arg(long)]
     pub shadow: bool,
+    /// Start the new limit's bucket full at its burst, once (the admin API's "fill": a
+    /// limit change otherwise opens no burst). Local gates only: a ConfigMap cannot carry
+    /// a one-off.
+    #[arg(long)]
+    pub fill: bool,
     #[command(flatten)]
     pub at: WhereArgs,
 }
@@ -144,6 +149,25 @@ pub fn by_hand(verb: &str, note: Option<&str>) -> String {
     )
 }
 
+fn set_change(args: &SetArgs) -> Result<LimitChange, Failure> {
+    let limit = set_limit(args)?;
+    if args.fill && args.rate <= 0.0 {
+        return Err(Failure::usage(anyhow!(
+            "--fill: fills the bucket of a rate above 0 (--rate {})",
+            args.rate
+        )));
+    }
+    if args.fill && args.at.gate.target == Where::Kube {
+        return Err(Failure::usage(anyhow!(
+            "--fill: only a local gate's admin API takes it; the gates on Kubernetes follow a ConfigMap, which cannot carry a one-off"
+        )));
+    }
+    Ok(LimitChange {
+        limit,
+        fill: args.fill,
+    })
+}
+
 fn set_limit(args: &SetArgs) -> Result<Limit, Failure> {
     let limit = Limit {
         rate_per_s: Some(args.rate),
@@ -160,13 +184,13 @@ fn set_limit(args: &SetArgs) -> Result<Limit, Failure> {
 pub fn run(cmd: LimitCommand) -> CliResult {
     let (at, change) = match &cmd {
         LimitCommand::Get(at) => (at, None),
-        LimitCommand::Set(s) => (&s.at, Some(set_limit(s)?)),
+        LimitCommand::Set(s) => (&s.at, Some(set_change(s)?)),
         LimitCommand::Lift(l) => (
             &l.at,
-            Some(Limit {
+            Some(LimitChange::carried(Limit {
                 note: Some(by_hand("lifted", l.note.as_deref())),
                 ..Limit::unlimited()
-            }),
+            })),
         ),
     };
     let address = at.gate.address()?;
@@ -175,8 +199,8 @@ pub fn run(cmd: LimitCommand) -> CliResult {
     rt.block_on(async move {
         let unreachable = |e: recover::platform::PlatformError| Failure::new(Exit::Refused, e);
         let gate = gate_address::reach(&address).await.map_err(unreachable)?;
-        if let Some(limit) = &change {
-            gate.set_limit(limit).await.map_err(unreachable)?;
+        if let Some(change) = &change {
+            gate.change_limit(change).await.map_err(unreachable)?;
         }
         let now = gate.get_limit().await.map_err(unreachable)?;
         match output {

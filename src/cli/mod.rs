@@ -131,9 +131,27 @@ impl Failure {
     }
 
     pub fn report(self) -> std::process::ExitCode {
-        eprintln!("error: {:#}", self.error);
+        eprintln!("error: {}", chain(&self.error));
         self.code.into()
     }
+}
+
+/// The error and its causes joined with ": ", leaving out a cause whose text the message
+/// before it already ends with: many messages name their source inline ("cannot listen:
+/// {source}") so that they read whole on their own, and anyhow's `{:#}` would print that
+/// source a second time.
+pub fn chain(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// An error without a stated code is a failed run, not bad usage.
@@ -183,5 +201,44 @@ pub fn dispatch(cli: Cli) -> CliResult {
         Some(Command::Completions(a)) => docs::completions(a),
         Some(Command::Man(a)) => docs::man(a),
         None => run::run(cli.run),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::chain;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("--listen 127.0.0.1:1: cannot listen: {source}")]
+    struct Inline {
+        source: std::io::Error,
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot start")]
+    struct Wrapping {
+        #[source]
+        source: std::io::Error,
+    }
+
+    fn in_use() -> std::io::Error {
+        std::io::Error::from(std::io::ErrorKind::AddrInUse)
+    }
+
+    #[test]
+    fn a_source_the_message_already_names_is_printed_once() {
+        let e = anyhow::Error::new(Inline { source: in_use() });
+        let text = chain(&e);
+        assert_eq!(text.matches(&in_use().to_string()).count(), 1, "{text}");
+        assert!(
+            text.starts_with("--listen 127.0.0.1:1: cannot listen: "),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_source_the_message_does_not_name_still_follows_it() {
+        let e = anyhow::Error::new(Wrapping { source: in_use() }).context("gate");
+        assert_eq!(chain(&e), format!("gate: cannot start: {}", in_use()));
     }
 }

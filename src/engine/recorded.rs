@@ -134,8 +134,9 @@ pub fn describe(a: &ActionRecord) -> String {
                 None => "not confirmed".into(),
             };
             format!(
-                "set the gate limit to {}; the gate then said {after}",
-                super::actions::describe_limit(new)
+                "set the gate limit to {}{}; the gate then said {after}",
+                super::actions::describe_limit(&new.limit),
+                if new.fill { ", its bucket full" } else { "" }
             )
         }
         ActionRecord::Notify { message } => format!("notified: {message}"),

@@ -185,10 +185,12 @@ pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
 /// second, under what the service answers: so a token bucket of that rate whose burst is
 /// `headroom x capacity_now x client_timeout` can never queue more than that burst (the
 /// queue grows only by what the bucket lets through beyond the service's rate, and the rate
-/// is under it), which stays under the overload threshold. The gate builds a new burst only
-/// at the rate, while arrivals leave room (a new limit never opens a burst above what the
-/// old one had left, `gate::admission`): the burst lets the tokens unused between waves
-/// wait for the next wave.
+/// is under it), which stays under the overload threshold. A new limit opens no burst by
+/// itself (it keeps at most what the old one had left, `gate::admission`), so the
+/// readmission's first limit asks the gate to start its bucket full ([`fill_reason`]):
+/// the drained clients come back one retry delay later, and a bucket refilling from
+/// empty while the early ones and the demand spend it turns most of that wave away for
+/// another retry delay.
 ///
 /// Only the measured client timeout counts: a declared one may be stale, and a longer
 /// timeout than the clients' would let in a wave that overloads. Never below the gate's
@@ -200,6 +202,32 @@ pub fn wave_burst(p: &RampParams, drained: Option<Drained>, rate: f64) -> Option
     let room = (p.headroom.clamp(0.0, 1.0) * d.capacity_now() * timeout).floor();
     let default = crate::gate::limit::default_burst(rate);
     Some(default.max(room.clamp(1.0, f64::from(u32::MAX)) as u32))
+}
+
+/// Why the readmission's first limit (`rate`, `burst`) may start with its bucket full, or
+/// None. Only where the bound of [`wave_burst`] holds from the first instant: the run
+/// drained every replica and restarted none (nothing queued), the clients' timeout is
+/// measured, the rate is at most `headroom` of what the service answers now, and the
+/// burst is the wave-sized one, `headroom x capacity_now x timeout`, not the gate's
+/// default (which may be larger than what the queue answers within a short timeout).
+/// A full bucket then queues at most that burst. Pure.
+pub fn fill_reason(
+    p: &RampParams,
+    drained: Option<Drained>,
+    rate: f64,
+    burst: u32,
+) -> Option<String> {
+    let d = drained?;
+    let timeout = d.client_timeout_s.filter(|t| t.is_finite() && *t > 0.0)?;
+    let headroom = p.headroom.clamp(0.0, 1.0);
+    let now = d.capacity_now();
+    let room = (headroom * now * timeout).floor();
+    if !(rate > 0.0 && rate <= headroom * now) || room < 1.0 || f64::from(burst) != room {
+        return None;
+    }
+    Some(format!(
+        "its bucket starts full at burst {burst}: this run drained every replica and restarted none, so nothing is queued, and {burst} is headroom {headroom} x the {now:.1} req/s the service answers now x the clients' measured {timeout:.2} s timeout, what the queue answers within that timeout; the drained clients' returning wave passes whole instead of waiting another retry delay"
+    ))
 }
 
 #[cfg(test)]
@@ -381,5 +409,42 @@ mod tests {
         };
         assert_eq!(wave_burst(&p, Some(unknown), 90.0), None);
         assert_eq!(wave_burst(&p, None, 90.0), None);
+    }
+
+    /// The first limit after a drain alone starts full only at the wave-sized burst:
+    /// nothing queued, the timeout measured, the rate under what the service answers.
+    #[test]
+    fn the_first_limit_after_a_drain_alone_fills_only_at_the_wave_sized_burst() {
+        let p = ramp_params();
+        let warm = Drained {
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+            client_timeout_s: Some(1.0),
+        };
+        let burst = wave_burst(&p, Some(warm), 90.0).unwrap();
+        let why = fill_reason(&p, Some(warm), 90.0, burst).expect("fills");
+        assert!(
+            why.contains("burst 90") && why.contains("nothing is queued"),
+            "{why}"
+        );
+        // No drain alone, the timeout unknown, or the default burst (above what a 0.2 s
+        // timeout's queue answers): no fill.
+        assert_eq!(fill_reason(&p, None, 90.0, 90), None);
+        let unknown = Drained {
+            client_timeout_s: None,
+            ..warm
+        };
+        assert_eq!(fill_reason(&p, Some(unknown), 90.0, 90), None);
+        let short = Drained {
+            client_timeout_s: Some(0.2),
+            ..warm
+        };
+        let default = wave_burst(&p, Some(short), 90.0).unwrap();
+        assert_eq!(default, 45);
+        assert_eq!(fill_reason(&p, Some(short), 90.0, default), None);
+        // A runbook's own burst, or a rate above headroom x what the service answers now.
+        assert_eq!(fill_reason(&p, Some(warm), 90.0, 60), None);
+        assert_eq!(fill_reason(&p, Some(warm), 95.0, burst), None);
     }
 }

@@ -1,6 +1,7 @@
 //! The admin listener: `/metrics`, `/healthz` (alive) and `/readyz` (ready to take
 //! traffic: the gate knows its limit and, sharing it, how many replicas share it) for anyone
-//! (scrapers, probes), and `GET/PUT /admin/limit` for holders of the bearer token. It lives on its own listener
+//! (scrapers, probes), and `GET/PUT /admin/limit` for holders of the bearer token (a PUT
+//! may ask the new limit's bucket to start full: `"fill": true`). It lives on its own listener
 //! because the proxy listener forwards every path to the upstream.
 
 use super::control::{ApplyError, LimitControl};
@@ -86,14 +87,15 @@ async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: B
         Ok(b) => b,
         Err(e) => return error(e.status(), &e.to_string(), Some("body")),
     };
-    let limit = match validate::parse_json(&body) {
-        Ok(l) => l,
+    let change = match validate::parse_change(&body) {
+        Ok(c) => c,
         Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string(), Some(&e.field)),
     };
-    match s.control.apply(limit) {
+    match s.control.apply(change) {
         Ok(applied) => {
             tracing::info!(
                 version = %applied.version,
+                filled = applied.filled,
                 limit = %serde_json::to_string(&applied.limit).unwrap_or_default(),
                 "limit changed through the admin API"
             );

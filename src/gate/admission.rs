@@ -6,7 +6,10 @@
 //! starts with a full bucket, so [`Admission::apply`] measures how many cells the old
 //! limiter still had (by draining it: it is being discarded anyway) and drains the new
 //! limiter down to that number. Raising the rate under load therefore admits the new rate
-//! from the next request on, not the new burst all at once.
+//! from the next request on, not the new burst all at once. It opens a full bucket only
+//! when asked ([`Admission::apply_full`], the admin API's `"fill": true`): by a
+//! readmission that knows nothing is queued and sized the burst to what the queue may
+//! hold; even then never above the new burst.
 //!
 //! A limit in shadow goes through the same decision ([`decide`]) against its own count of
 //! requests held, the ones it would have admitted, and then admits the request anyway,
@@ -183,6 +186,12 @@ impl Admission {
             };
             build_policy(limit, available)
         });
+    }
+
+    /// Put `limit` in force for the very next request with its bucket full at its burst,
+    /// whatever the old limiter had left.
+    pub fn apply_full(&self, limit: &Limit) {
+        self.policy.replace(|_| build_policy(limit, limit.burst));
     }
 }
 
@@ -366,6 +375,14 @@ mod tests {
             admitted_now(&a, 1000) <= 1,
             "a fresh limiter would admit 500"
         );
+    }
+
+    #[test]
+    fn a_full_bucket_opens_only_when_asked_and_never_above_the_burst() {
+        let a = Admission::new(&limit(Some(1.0), 500, None), Gauge::default());
+        assert_eq!(admitted_now(&a, 1000), 500);
+        a.apply_full(&limit(Some(1.0), 50, None));
+        assert_eq!(admitted_now(&a, 1000), 50);
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use super::admission::Admission;
 use super::durable::Flusher;
-use super::limit::Limit;
+use super::limit::{Limit, LimitChange};
 use super::limit_source::VersionedLimit;
 use super::share::{share, Peers};
 use super::state::{self, Stored};
@@ -44,6 +44,10 @@ pub struct AppliedLimit {
     /// What this replica enforces: its share of `limit`.
     #[serde(default)]
     pub share: Option<Limit>,
+    /// In the answer to a change that asked for it: the bucket started full at the
+    /// share's burst. Never in a GET: it is a one-off at the change.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub filled: bool,
 }
 
 fn one() -> usize {
@@ -135,6 +139,7 @@ impl LimitControl {
             limit: initial,
             version: "0".to_string(),
             peers: 1,
+            filled: false,
         };
         metrics.limit_applied(&applied.limit, &applied.version, Peers::ALONE);
         LimitControl {
@@ -229,19 +234,20 @@ impl LimitControl {
         self.lock().applied.clone()
     }
 
-    /// An admin API change: its version is the next sequence number.
-    pub fn apply(&self, limit: Limit) -> Result<AppliedLimit, ApplyError> {
-        self.apply_with(limit, None)
+    /// An admin API change: its version is the next sequence number. With `fill` the
+    /// bucket starts full at the new burst; the state file keeps only the limit.
+    pub fn apply(&self, change: LimitChange) -> Result<AppliedLimit, ApplyError> {
+        self.apply_with(change, None)
     }
 
     /// A change from an extra source, carrying that source's version.
     pub fn apply_versioned(&self, update: VersionedLimit) -> Result<AppliedLimit, ApplyError> {
-        self.apply_with(update.limit, Some(update.version))
+        self.apply_with(LimitChange::carried(update.limit), Some(update.version))
     }
 
     fn apply_with(
         &self,
-        limit: Limit,
+        LimitChange { limit, fill }: LimitChange,
         version: Option<String>,
     ) -> Result<AppliedLimit, ApplyError> {
         validate::check(&limit)?;
@@ -256,9 +262,12 @@ impl LimitControl {
             })?;
         }
         cur.seq += 1;
-        cur.applied = self.enforce(limit, version, peers);
+        cur.applied = self.enforce_opening(limit, version, peers, fill);
         cur.limit_at = Some(Instant::now());
-        Ok(cur.applied.clone())
+        Ok(AppliedLimit {
+            filled: fill,
+            ..cur.applied.clone()
+        })
     }
 
     /// The gate replicas sharing the limit changed: enforce the new share of the same
@@ -279,14 +288,30 @@ impl LimitControl {
 
     /// Put this replica's share of `total` in force and show it.
     fn enforce(&self, total: Limit, version: String, peers: Peers) -> AppliedLimit {
+        self.enforce_opening(total, version, peers, false)
+    }
+
+    /// [`Self::enforce`], the bucket full at the share's burst when `fill`.
+    fn enforce_opening(
+        &self,
+        total: Limit,
+        version: String,
+        peers: Peers,
+        fill: bool,
+    ) -> AppliedLimit {
         let mine = share(&total, peers);
-        self.admission.apply(&mine);
+        if fill {
+            self.admission.apply_full(&mine);
+        } else {
+            self.admission.apply(&mine);
+        }
         self.metrics.limit_applied(&mine, &version, peers);
         AppliedLimit {
             limit: total,
             version,
             peers: peers.count,
             share: Some(mine),
+            filled: false,
         }
     }
 
@@ -344,7 +369,7 @@ mod tests {
             note: Some("block at the edge".into()),
             shadow: false,
         };
-        let applied = control.apply(hold.clone()).unwrap();
+        let applied = control.apply(LimitChange::carried(hold.clone())).unwrap();
         assert_eq!(applied.version, "1");
         assert_eq!(admitted(&admission, 10), 0, "the new limit is not in force");
         let stored = state::load(&path)

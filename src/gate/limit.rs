@@ -3,6 +3,7 @@
 //! Its JSON form is the admin API's wire format and the state file's content:
 //! `{"rate_per_s": number|null, "burst": integer, "max_in_flight": integer|null, "note": string|null, "shadow": bool}`
 //! (read by [`super::validate::parse_json`], where `burst` and `shadow` may be left out).
+//! A change through the admin API may add `"fill": true` ([`LimitChange`]).
 //!
 //! A limit in shadow is decided exactly as it would be enforced and refuses nothing: the
 //! gate counts what it would have refused, so a team can see what a limit would do to
@@ -26,6 +27,28 @@ pub struct Limit {
     /// Decide every request by this limit, count what it would refuse, admit everything.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub shadow: bool,
+}
+
+/// A change of limit as the admin API takes it: the limit, and whether its bucket starts
+/// full at the limit's burst. A new limit opens no burst by default (it carries over at most
+/// what the old one had left, [`super::admission`]); `fill` is for a readmission that knows
+/// nothing is queued and sized its burst to what the queue may hold. It is a one-off at
+/// the change, never stored: the state file and a ConfigMap hold a [`Limit`], so a gate
+/// restarted or re-reading its source does not open a burst again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitChange {
+    #[serde(flatten)]
+    pub limit: Limit,
+    /// Start the bucket full at `limit.burst` (never above it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fill: bool,
+}
+
+impl LimitChange {
+    /// The usual change: the bucket keeps what the old limit had left.
+    pub fn carried(limit: Limit) -> Self {
+        LimitChange { limit, fill: false }
+    }
 }
 
 /// The burst when none is given, in seconds of the rate. Clients retrying on a fixed delay

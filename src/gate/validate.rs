@@ -11,7 +11,7 @@
 //! burst within [`MAX_REFILL_S`] (one year): at burst 1 the smallest rate is about
 //! 3.2e-8 per second. Anything below is refused, not rounded: `0` blocks everything.
 
-use super::limit::{default_burst, Limit};
+use super::limit::{default_burst, Limit, LimitChange};
 use serde::Deserialize;
 
 /// The largest rate the gate accepts: one request per nanosecond, governor's resolution.
@@ -100,7 +100,8 @@ pub fn check(limit: &Limit) -> Result<(), InvalidLimit> {
 
 /// A limit as written in JSON: `rate_per_s` must be present (`null` lifts the limit, so an
 /// empty object is not read as "unlimited"), `burst` may be left out (half a second of the
-/// rate, at least 1), `max_in_flight` and `note` default to none, `shadow` to false.
+/// rate, at least 1), `max_in_flight` and `note` default to none, `shadow` to false. `fill`
+/// belongs to a change ([`parse_change`]), never to a stored limit.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Written {
@@ -114,6 +115,13 @@ struct Written {
     note: Option<String>,
     #[serde(default)]
     shadow: bool,
+    #[serde(default, deserialize_with = "some_bool")]
+    fill: Option<bool>,
+}
+
+/// An optional boolean that, when present, is a boolean (`null` is not).
+fn some_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    bool::deserialize(d).map(Some)
 }
 
 /// A required field that may be `null`.
@@ -136,8 +144,39 @@ impl Written {
 }
 
 /// Parse and check a limit from JSON ([`Written`]), naming the field on any error (unknown
-/// fields, wrong types, a missing `rate_per_s`, out-of-range values).
+/// fields, wrong types, a missing `rate_per_s`, out-of-range values). This is a stored
+/// limit (state file, ConfigMap): `fill` is refused, since a stored one would open a
+/// burst again at every restart or re-read.
 pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
+    let written = parse_written(body)?;
+    if written.fill.is_some() {
+        return Err(InvalidLimit::new(
+            "fill",
+            "only a change through the admin API (PUT /admin/limit) may fill the bucket: it is a one-off at the change, and a stored limit would open a burst again at every restart or re-read",
+        ));
+    }
+    let limit = written.limit();
+    check(&limit)?;
+    Ok(limit)
+}
+
+/// Parse and check a change through the admin API: a limit ([`parse_json`]) and an
+/// optional `"fill": true`, which needs a rate above 0 (a bucket to fill).
+pub fn parse_change(body: &[u8]) -> Result<LimitChange, InvalidLimit> {
+    let written = parse_written(body)?;
+    let fill = written.fill.unwrap_or(false);
+    let limit = written.limit();
+    check(&limit)?;
+    if fill && !matches!(limit.rate_per_s, Some(r) if r > 0.0) {
+        return Err(InvalidLimit::new(
+            "fill",
+            "fills the bucket of a rate above 0: with rate_per_s null or 0 there is no bucket (leave fill out)",
+        ));
+    }
+    Ok(LimitChange { limit, fill })
+}
+
+fn parse_written(body: &[u8]) -> Result<Written, InvalidLimit> {
     // serde fills a struct from an array too, by position: `[1, 2, 3]` would read as rate
     // 1, burst 2, max_in_flight 3. A limit is only ever written as an object.
     match body.iter().find(|b| !b.is_ascii_whitespace()) {
@@ -151,7 +190,7 @@ pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
         Some(_) => {}
     }
     let de = &mut serde_json::Deserializer::from_slice(body);
-    let written: Written = serde_path_to_error::deserialize(de).map_err(|e| {
+    serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
         let msg = inner.to_string();
@@ -161,10 +200,7 @@ pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
             _ => path,
         });
         InvalidLimit::new(&field, msg)
-    })?;
-    let limit = written.limit();
-    check(&limit)?;
-    Ok(limit)
+    })
 }
 
 /// serde_json says "unknown field `rat`, expected ..." and "missing field `burst`":
@@ -219,6 +255,33 @@ mod tests {
         let e = parse_json(b" [1, 2, 3]").unwrap_err();
         assert_eq!(e.field, "body");
         assert!(e.message.contains("not an array"), "{e}");
+    }
+
+    #[test]
+    fn fill_is_a_boolean_of_a_change_with_a_rate_and_never_of_a_stored_limit() {
+        let c = parse_change(br#"{"rate_per_s": 90, "burst": 90, "fill": true}"#).unwrap();
+        assert!(c.fill && c.limit.burst == 90);
+        assert!(!parse_change(br#"{"rate_per_s": 90}"#).unwrap().fill);
+        assert!(
+            !parse_change(br#"{"rate_per_s": 90, "fill": false}"#)
+                .unwrap()
+                .fill
+        );
+        for bad in [
+            r#"{"rate_per_s": 90, "fill": "yes"}"#,
+            r#"{"rate_per_s": 90, "fill": 1}"#,
+            r#"{"rate_per_s": 90, "fill": null}"#,
+            r#"{"rate_per_s": null, "fill": true}"#,
+            r#"{"rate_per_s": 0, "fill": true}"#,
+        ] {
+            let e = parse_change(bad.as_bytes()).unwrap_err();
+            assert_eq!(e.field, "fill", "{bad}: {e}");
+        }
+        let e = parse_change(br#"{"rate_per_s": 90, "fil": true}"#).unwrap_err();
+        assert_eq!(e.field, "fil", "{e}");
+        let e = parse_json(br#"{"rate_per_s": 90, "fill": true}"#).unwrap_err();
+        assert_eq!(e.field, "fill", "{e}");
+        assert!(e.message.contains("one-off"), "{e}");
     }
 
     #[test]

@@ -14,7 +14,7 @@ pub use admin::{AdminOp, AdminReply, Known};
 pub use fetch::PlatformFetch;
 pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 
-use crate::gate::limit::Limit;
+use crate::gate::limit::{Limit, LimitChange};
 use std::time::{Duration, SystemTime};
 
 /// A replica of the target service, as the platform sees it now.
@@ -102,6 +102,22 @@ pub trait LockGuard: Send + Sync {
 pub trait GateControl: Send + Sync {
     async fn get_limit(&self) -> Result<Limit, PlatformError>;
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError>;
+    /// Whether [`GateControl::change_limit`] can fill the bucket on this gate: a change
+    /// through the admin API can; a limit every replica re-reads from stored state (a
+    /// ConfigMap) cannot carry a one-off.
+    fn fills(&self) -> bool {
+        false
+    }
+    /// Set `change.limit`, its bucket full at its burst when `change.fill` (the admin
+    /// API's `"fill": true`); returns once the new limit is in force.
+    async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
+        if change.fill {
+            return Err(PlatformError::Other(
+                "this gate takes its limit from stored state and cannot start a limit with a full bucket".into(),
+            ));
+        }
+        self.set_limit(&change.limit).await
+    }
     /// The flags of `recover gate limit` that reach this gate from a shell, one entry per
     /// gate a person must change (several local gates each hold a share; lifting each
     /// lifts the total). Empty when no command reaches it.

@@ -5,6 +5,7 @@
 //! apart from the processes that produced the numbers.
 
 use super::bound::{retry_loop_of, true_lower_bound, under_bound};
+use super::bound_grid::on_scrape_grid;
 use super::detection::Detection;
 use super::recorder::Recording;
 use super::recovery::RunbookOutcome;
@@ -152,7 +153,13 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             )
         });
         let crit = SteadyCriteria::default();
-        let lb = true_lower_bound(sc, backlog, f.start_to_ready_s, &warmth, &crit, retry_loop);
+        let mut lb = true_lower_bound(sc, backlog, f.start_to_ready_s, &warmth, &crit, retry_loop);
+        // On the grid the time to recover is read on: from the scrapes the steady check
+        // reads (those from the runbook's launch on).
+        if let Some(lb) = lb.as_mut() {
+            let scrapes = rec.raws.iter().map(|r| (r.t_s, r.read_s));
+            on_scrape_grid(lb, rb_start, f.runbook.started_s, zero, scrapes);
+        }
         let (rel, over) = after_runbook(rec, sc, rb_start);
         (dropped(rec, f.runbook, rb_start, f.end_s), lb, rel, over)
     } else {

@@ -13,6 +13,7 @@
 pub mod assemble;
 pub mod baselines;
 pub mod bound;
+pub mod bound_grid;
 mod bound_retry;
 pub mod detection;
 pub mod expo;

@@ -171,6 +171,7 @@ async fn run(
             futures::future::join_all(targets.iter().map(|t| fetch(&client, t, timeout))).await;
         let raw = RawScrape {
             t_s,
+            read_s: clock.now_s(),
             targets: targets
                 .iter()
                 .zip(pages)

@@ -228,7 +228,24 @@ pub struct LowerBound {
     /// bound then takes them as warm).
     #[serde(default)]
     pub warm_fraction_at_start: Option<f64>,
+    /// The bound on the recorder's scrape grid, seconds after the runbook's start: the
+    /// time of the first scrape that can read the backlog answered (its pages read at or
+    /// after the runbook's start + `fluid_s`), since the time to recover is read on that
+    /// grid (`rehearse::bound_grid`). `fluid_s` where no scrape reached it.
     pub lower_bound_s: f64,
+    /// The fluid bound: the least of `paths`, a continuous time after the runbook's start.
+    #[serde(default)]
+    pub fluid_s: f64,
+    /// The scrape `lower_bound_s` is, rehearsal clock (0 = the trigger fired); null when
+    /// no scrape reached the fluid bound (then `lower_bound_s` is `fluid_s`).
+    #[serde(default)]
+    pub sample_s: Option<f64>,
+    /// The recorder's scrape step, seconds.
+    #[serde(default)]
+    pub scrape_interval_s: f64,
+    /// How `lower_bound_s` was taken from `fluid_s`, in words.
+    #[serde(default)]
+    pub on_grid: String,
     /// The name of the path the bound is (`paths[].name`).
     #[serde(default)]
     pub lowest: String,

@@ -27,8 +27,12 @@ pub struct TargetScrape {
 /// Every target scraped at (about) the same instant.
 #[derive(Debug, Clone)]
 pub struct RawScrape {
-    /// Seconds on the rehearsal clock (0 = the trigger fired; negative before).
+    /// Seconds on the rehearsal clock (0 = the trigger fired; negative before): the tick,
+    /// taken before any page is fetched.
     pub t_s: f64,
+    /// When every page had been read (or given up on), same clock: each page's values
+    /// are of some instant between `t_s` and this.
+    pub read_s: f64,
     pub targets: Vec<TargetScrape>,
 }
 
@@ -305,6 +309,7 @@ mod tests {
     fn scrape(t_s: f64, gate: &str, clients: &str) -> RawScrape {
         RawScrape {
             t_s,
+            read_s: t_s,
             targets: vec![
                 TargetScrape {
                     role: Role::Gate,

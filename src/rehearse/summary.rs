@@ -124,7 +124,9 @@ pub fn render(r: &Report) -> String {
             .collect();
         let _ = writeln!(
             out,
-            "  lower bound paths (lowest: {}): {}",
+            "  lower bound on the {} scrape grid, fluid {} (lowest path: {}): {}",
+            secs(lb.scrape_interval_s),
+            secs(lb.fluid_s),
             lb.lowest,
             paths.join(", ")
         );

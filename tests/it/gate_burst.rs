@@ -1,7 +1,8 @@
 //! A burst the engine passes for a readmission wave (up to a few thousand) goes through the
 //! admin API as sent and is enforced exactly, with governor's semantics as
 //! [`recover::gate::admission`] applies them: a new limit carries over no more than the old
-//! limiter had left, up to the new burst, and then admits at the rate.
+//! limiter had left, up to the new burst, and then admits at the rate; a change asking
+//! `"fill": true` starts with the bucket full at the new burst, once.
 
 use crate::support::gate::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,6 +38,90 @@ async fn a_burst_of_thousands_set_through_the_admin_api_admits_exactly_that_many
         );
         assert_eq!(up.count(), u64::from(burst));
     }
+}
+
+/// A gate at `SLOW` whose bucket is empty (its one cell spent), with a state file.
+async fn drained_gate(dir: &std::path::Path) -> (Upstream, Gate) {
+    let up = upstream(Duration::ZERO).await;
+    let mut cfg = config(&[&up], limit(Some(SLOW), 1, None));
+    cfg.state_file = Some(dir.join("gate-state.json"));
+    let gate = start(cfg).await;
+    assert_eq!(
+        send(&gate.url("/"), 2, 1).await,
+        (1, 1),
+        "the bucket starts with 1"
+    );
+    (up, gate)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_asking_fill_admits_exactly_its_burst_at_once_and_is_not_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, gate) = drained_gate(dir.path()).await;
+    let r = put_limit(
+        &gate,
+        &format!(r#"{{"rate_per_s": {SLOW}, "burst": 50, "fill": true}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["filled"], true, "{}", r.body);
+    assert_eq!(send(&gate.url("/"), 51, 8).await, (50, 1));
+    assert_eq!(up.count(), 1 + 50);
+    // A one-off: neither the limit in force nor the state file says fill.
+    let now = admin_limit(gate.admin).await;
+    assert!(
+        now.get("filled").is_none() && now["limit"].get("fill").is_none(),
+        "{now}"
+    );
+    let stored = std::fs::read_to_string(dir.path().join("gate-state.json")).unwrap();
+    assert!(!stored.contains("fill"), "{stored}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_without_fill_opens_no_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, gate) = drained_gate(dir.path()).await;
+    let r = put_limit(&gate, &format!(r#"{{"rate_per_s": {SLOW}, "burst": 50}}"#)).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.json().get("filled").is_none(), "{}", r.body);
+    assert_eq!(send(&gate.url("/"), 51, 8).await, (0, 51));
+    assert_eq!(up.count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_fill_is_a_400_naming_it_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, gate) = drained_gate(dir.path()).await;
+    for body in [
+        r#"{"rate_per_s": 5, "burst": 50, "fill": "yes"}"#,
+        r#"{"rate_per_s": 5, "burst": 50, "fill": null}"#,
+        r#"{"rate_per_s": null, "fill": true}"#,
+    ] {
+        let r = put_limit(&gate, body).await;
+        assert_eq!(r.status, 400, "{body}: {}", r.body);
+        assert_eq!(r.json()["field"], "fill", "{body}: {}", r.body);
+    }
+    assert_eq!(admin_limit(gate.admin).await["version"], "0");
+}
+
+/// The engine's client asks the real gate for a full bucket and checks it was filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_gate_client_fills_through_the_admin_api() {
+    use recover::gate::limit::LimitChange;
+    use recover::platform::local::gate::HttpGate;
+    use recover::platform::GateControl;
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, gate) = drained_gate(dir.path()).await;
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let client = HttpGate::new(&gate.admin_url(""), token);
+    assert!(client.fills());
+    let change = LimitChange {
+        limit: limit(Some(SLOW), 20, None),
+        fill: true,
+    };
+    client.change_limit(&change).await.unwrap();
+    assert_eq!(send(&gate.url("/"), 21, 4).await, (20, 1));
 }
 
 /// Send `n` requests from `workers` concurrent clients; (200s, 429s).

@@ -9,9 +9,9 @@ use crate::engine::progress::{ProgressEvent, Readings};
 use crate::engine::ramp::{
     next_move, settle_advice, RampDecision, RampMove, RampParams, RampState, Seen,
 };
-use crate::engine::restart::{start_rate, wave_burst, Drained};
+use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};
 use crate::engine::vars::Fixed;
-use crate::gate::limit::Limit;
+use crate::gate::limit::{Limit, LimitChange};
 use crate::metrics::signal::{names, Snapshot};
 use crate::platform::Known;
 use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
@@ -135,19 +135,33 @@ impl Act for GateRamp {
         loop {
             figures(&st, false);
             if applied != Some(st.rate) {
-                let note = limit_note(ctx, step, self.note.as_deref(), DEFAULT_LIMIT_DEADLINE);
                 let burst = self
                     .burst
                     .or_else(|| wave_burst(&p, drained, st.rate))
                     .unwrap_or_else(|| burst_for(st.rate, None));
+                // Only the first limit, and only the wave-sized burst the step did not fix.
+                let fill = (applied.is_none() && self.burst.is_none())
+                    .then(|| fill_reason(&p, drained, st.rate, burst))
+                    .flatten()
+                    .filter(|_| fillable(ctx, step));
+                let why = [self.note.as_deref(), fill.as_deref()];
+                let why = why.into_iter().flatten().collect::<Vec<_>>().join("; ");
+                let note = (!why.is_empty()).then_some(why.as_str());
                 let limit = Limit {
                     rate_per_s: Some(st.rate),
                     burst,
                     max_in_flight: None,
-                    note: Some(note),
+                    note: Some(limit_note(ctx, step, note, DEFAULT_LIMIT_DEADLINE)),
                     shadow: false,
                 };
-                set_limit(ctx, step, limit).await?;
+                if let Some(why) = &fill {
+                    ctx.info(step, format!("admitting {:.1} req/s: {why}", st.rate));
+                }
+                let change = LimitChange {
+                    limit,
+                    fill: fill.is_some(),
+                };
+                set_change(ctx, step, change).await?;
                 applied = Some(st.rate);
                 tally.did(format!("admit {:.1} req/s", st.rate));
             }
@@ -260,14 +274,21 @@ impl Act for GateRamp {
             Some(h) => format!("holding {} then ", dur(h)),
             None => String::new(),
         };
-        vec![format!(
+        let mut lines = vec![format!(
             "raise the gate through {} req/s (or straight to what is offered when the service's measured capacity allows it, within the last, or within headroom x the capacity the service shows once readmitted when that is more), {hold}raising as soon as check {} passes at each ({needed}; for the first {} only its passes count); step back on relapse (max {}); lift the limit once the gate rejects nothing; at the last rate hold while it still rejects (up to {} more holds), then leave the limit there",
             rates.join(" -> "),
             self.check,
             dur(self.settle()),
             self.max_relapses,
             self.ceiling_holds
-        )]
+        )];
+        if self.burst.is_none() {
+            let h = p.rb.plan.headroom;
+            lines.push(format!(
+                "if this run drained every replica and restarted none (nothing queued): start at {h} x what the service answers now, with a burst of {h} x that x the clients' measured timeout (what the queue answers within it), and ask the gate to start that first limit's bucket full (fill: the drained clients' returning wave passes whole); later limits open no burst"
+            ));
+        }
+        lines
     }
 }
 
@@ -328,10 +349,29 @@ fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> 
     )
 }
 
+/// Whether this run's gate can start a limit's bucket full; if not, say so in the run's
+/// log (the readmission then opens with what the old limit had left, as any change).
+fn fillable(ctx: &Ctx, step: &str) -> bool {
+    let can = ctx.platform.gate().fills();
+    if !can {
+        ctx.info(
+            step,
+            "the first limit's bucket is not filled: this gate takes its limit from stored state (a ConfigMap), which cannot carry a one-off".to_string(),
+        );
+    }
+    can
+}
+
 /// Set the gate's limit, journalling the limit before and after. A limit the gate would
 /// refuse is not sent: the step fails naming the field.
 pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
-    crate::gate::validate::check(&limit).map_err(|e| StepFailure::PlatformAt {
+    set_change(ctx, step, LimitChange::carried(limit)).await
+}
+
+/// [`set_limit`] for a change that may ask the gate to fill the new limit's bucket.
+async fn set_change(ctx: &Ctx, step: &str, change: LimitChange) -> Result<(), StepFailure> {
+    let limit = &change.limit;
+    crate::gate::validate::check(limit).map_err(|e| StepFailure::PlatformAt {
         what: "setting the gate limit".into(),
         source: crate::platform::PlatformError::Other(format!(
             "the gate cannot enforce this limit, so it was not sent: {e}"
@@ -348,11 +388,11 @@ pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(),
         step,
         ActionRecord::SetLimit {
             before: before.clone(),
-            new: limit.clone(),
+            new: change.clone(),
             after: None,
         },
     )?;
-    gate.set_limit(&limit)
+    gate.change_limit(&change)
         .await
         .map_err(|source| StepFailure::PlatformAt {
             what: "setting the gate limit".into(),
@@ -368,7 +408,7 @@ pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(),
         step,
         ActionRecord::SetLimit {
             before,
-            new: limit,
+            new: change,
             after: Some(after),
         },
     )

@@ -7,8 +7,8 @@ use super::{perform, Ctx, StepFailure, Tally};
 use crate::engine::journal::Journal;
 use crate::engine::vars::Fixed;
 use crate::engine::RunOptions;
-use crate::gate::limit::Limit;
-use crate::metrics::signal::{SignalSpec, Snapshot};
+use crate::gate::limit::{Limit, LimitChange};
+use crate::metrics::signal::{names, SignalSpec, Snapshot};
 use crate::metrics::source::{MetricError, MetricSource};
 use crate::plan::{make_plan, PlanInputs};
 use crate::platform::{
@@ -28,6 +28,10 @@ struct Recording {
     rate: Arc<Mutex<Option<f64>>>,
     /// Replicas that answer not ready.
     not_ready: Vec<&'static str>,
+    /// Whether the gate can fill a new limit's bucket (a local gate's admin API).
+    fills: bool,
+    /// Refuse the readmission's limits, so that a test stops a ramp at its first.
+    refuse_readmit: bool,
 }
 
 impl Recording {
@@ -45,8 +49,21 @@ impl GateControl for Recording {
         })
     }
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
+        self.change_limit(&LimitChange::carried(limit.clone()))
+            .await
+    }
+    fn fills(&self) -> bool {
+        self.fills
+    }
+    async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
+        let limit = &change.limit;
         let shadow = if limit.shadow { " in shadow" } else { "" };
-        self.changed(format!("set_limit {:?}{shadow}", limit.rate_per_s));
+        let fill = if change.fill { " filled" } else { "" };
+        self.changed(format!("set_limit {:?}{shadow}{fill}", limit.rate_per_s));
+        let readmit = limit.note.as_deref().unwrap_or("").contains("step readmit");
+        if self.refuse_readmit && readmit {
+            return Err(PlatformError::Other("the test stops the ramp here".into()));
+        }
         *self.rate.lock().unwrap() = limit.rate_per_s;
         Ok(())
     }
@@ -85,6 +102,8 @@ impl Platform for Recording {
             changes: self.changes.clone(),
             rate: self.rate.clone(),
             not_ready: self.not_ready.clone(),
+            fills: self.fills,
+            refuse_readmit: self.refuse_readmit,
         })
     }
     async fn scrape_endpoints(&self) -> Result<Vec<ScrapeEndpoint>, PlatformError> {
@@ -109,6 +128,26 @@ impl MetricSource for NoMetrics {
         Ok(Snapshot {
             at: SystemTime::now(),
             readings: BTreeMap::new(),
+        })
+    }
+}
+
+/// A service the clients say they time out on after 1 s, all warm.
+struct Measured;
+
+#[async_trait::async_trait]
+impl MetricSource for Measured {
+    fn kind(&self) -> &'static str {
+        "fixed"
+    }
+    async fn snapshot(&self, _: &BTreeMap<String, SignalSpec>) -> Result<Snapshot, MetricError> {
+        let value = |v| crate::metrics::signal::Reading::Value { value: v };
+        Ok(Snapshot {
+            at: SystemTime::now(),
+            readings: BTreeMap::from([
+                (names::CLIENT_TIMEOUT.to_string(), value(1.0)),
+                (names::WARM_FRACTION.to_string(), value(1.0)),
+            ]),
         })
     }
 }
@@ -256,4 +295,78 @@ async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so(
     let changes = changes.lock().unwrap().clone();
     assert_eq!(changes, ["set_limit Some(22.5) in shadow"], "{changes:?}");
     assert!(format!("{done:?}").contains("in shadow"), "{done:?}");
+}
+
+/// The shipped runbook's readmission after a drain alone, its first limit: filled where
+/// the gate can fill, journalled with `fill: true` and why; not where it cannot.
+async fn first_readmission(fills: bool) -> (Vec<String>, Vec<serde_json::Value>) {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::create(dir.path(), "run-fill").unwrap();
+    let platform = Recording {
+        fills,
+        refuse_readmit: true,
+        ..Recording::default()
+    };
+    let changes = platform.changes.clone();
+    let ctx = Arc::new(Ctx::new(
+        rb.clone(),
+        Arc::new(platform),
+        Arc::new(Measured),
+        fixed(&rb),
+        "run-fill".into(),
+        journal,
+        RunOptions::default(),
+        BTreeMap::new(),
+    ));
+    for name in [
+        "block-at-edge",
+        "drain-backlog",
+        "batched-restart",
+        "readmit",
+    ] {
+        let step = rb.steps.iter().find(|s| s.name == name).unwrap();
+        let done = perform(&ctx, step, Tally::default()).await;
+        assert_eq!(done.is_err(), name == "readmit", "{name}: {done:?}");
+    }
+    let text = std::fs::read_to_string(dir.path().join("run-fill.jsonl")).unwrap();
+    let started = text
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "action_started" && e["step"] == "readmit")
+        .map(|e| e["new"].clone())
+        .collect();
+    let c = changes.lock().unwrap().clone();
+    (c, started)
+}
+
+#[tokio::test]
+async fn the_first_limit_after_a_drain_alone_asks_a_full_bucket_and_says_why() {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let readmit = rb.steps.iter().find(|s| s.name == "readmit").unwrap();
+    let said = super::describe(readmit, &fixed(&rb), &[], &rb).join(" ");
+    assert!(said.contains("bucket full (fill"), "{said}");
+    let (changes, new) = first_readmission(true).await;
+    assert_eq!(
+        changes.last().unwrap(),
+        "set_limit Some(90.0) filled",
+        "{changes:?}"
+    );
+    assert_eq!(new.len(), 1, "{new:?}");
+    assert_eq!(
+        (new[0]["fill"].clone(), new[0]["burst"].clone()),
+        (true.into(), 90.into())
+    );
+    let note = new[0]["note"].as_str().unwrap();
+    assert!(
+        note.contains("nothing is queued") && note.contains("1.00 s timeout"),
+        "{note}"
+    );
+    let (changes, new) = first_readmission(false).await;
+    assert_eq!(
+        changes.last().unwrap(),
+        "set_limit Some(90.0)",
+        "{changes:?}"
+    );
+    assert!(new[0].get("fill").is_none(), "{new:?}");
 }

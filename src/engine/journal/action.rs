@@ -7,7 +7,7 @@
 //! The names in the `action` field are written here and nowhere else: readers (resume,
 //! history) match the variants.
 
-use crate::gate::limit::Limit;
+use crate::gate::limit::{Limit, LimitChange};
 use crate::platform::Known;
 use serde::{Deserialize, Serialize};
 
@@ -43,12 +43,13 @@ pub enum ActionRecord {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         warm_fraction: Option<Known<f64>>,
     },
-    /// The gate's limit set to `new`.
+    /// The gate's limit set to `new` (with `"fill": true` when its bucket was asked to
+    /// start full; the limit's note says why).
     #[serde(rename = "gate.set_limit")]
     SetLimit {
         /// The limit in force before, as the gate said.
         before: Known<Limit>,
-        new: Limit,
+        new: LimitChange,
         /// The limit in force after, as the gate said (after).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         after: Option<Known<Limit>>,
@@ -104,10 +105,30 @@ mod tests {
         );
         let set = ActionRecord::SetLimit {
             before: unknown("gate unreachable"),
-            new: Limit::unlimited(),
+            new: LimitChange::carried(Limit::unlimited()),
             after: Some(Known::Value(Limit::unlimited())),
         };
-        for r in [drained, not_counted, set] {
+        let json = serde_json::to_value(&set).unwrap();
+        assert_eq!(
+            json["new"],
+            serde_json::json!({"rate_per_s": null, "burst": 1, "max_in_flight": null})
+        );
+        let filled = ActionRecord::SetLimit {
+            before: unknown("gate unreachable"),
+            new: LimitChange {
+                limit: Limit {
+                    rate_per_s: Some(90.0),
+                    burst: 90,
+                    ..Limit::unlimited()
+                },
+                fill: true,
+            },
+            after: None,
+        };
+        let json = serde_json::to_value(&filled).unwrap();
+        assert_eq!(json["new"]["fill"], true, "{json}");
+        assert_eq!(json["new"]["burst"], 90, "{json}");
+        for r in [drained, not_counted, set, filled] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<ActionRecord>(&text).unwrap(), r);
         }

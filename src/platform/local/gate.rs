@@ -1,8 +1,8 @@
 //! The gate as the local platform reaches it: its admin API over HTTP with the bearer
 //! token from a file. `set_limit` PUTs and checks the limit the gate answers it put in
-//! force.
+//! force (and, for a change that asked its bucket full, that the gate filled it).
 
-use crate::gate::limit::Limit;
+use crate::gate::limit::{Limit, LimitChange};
 use crate::platform::{CallCause, GateControl, PlatformError};
 use crate::util::http_body::{read_response, read_response_text, BodyCaps};
 use std::path::PathBuf;
@@ -103,12 +103,22 @@ impl GateControl for HttpGate {
     }
 
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
+        self.change_limit(&LimitChange::carried(limit.clone()))
+            .await
+    }
+
+    fn fills(&self) -> bool {
+        true
+    }
+
+    async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
+        let limit = &change.limit;
         let what = format!("PUT {}", self.url());
         let r = self
             .client
             .put(self.url())
             .bearer_auth(self.token()?)
-            .json(limit)
+            .json(change)
             .send()
             .await
             .map_err(|e| call(&what, e))?;
@@ -124,10 +134,10 @@ impl GateControl for HttpGate {
         let bytes = read_response(r, ANSWER_CAPS)
             .await
             .map_err(|e| call(&what, e))?;
-        let now = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("not JSON: {e}"))
-            .and_then(|v| parse_limit(v).map_err(|e| format!("unexpected reply: {e}")))
-            .map_err(|e| call(&what, e))?;
+        let answer: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| call(&what, format!("not JSON: {e}")))?;
+        let filled = answer.get("filled").and_then(|f| f.as_bool()) == Some(true);
+        let now = parse_limit(answer).map_err(|e| call(&what, format!("unexpected reply: {e}")))?;
         if !same(&now, limit) {
             return Err(call(
                 &what,
@@ -135,6 +145,12 @@ impl GateControl for HttpGate {
                     "the gate reports {} after the PUT, not the limit sent",
                     serde_json::to_string(&now).unwrap_or_default()
                 ),
+            ));
+        }
+        if change.fill && !filled {
+            return Err(call(
+                &what,
+                "the gate put the limit in force without saying it filled the bucket (a gate too old for \"fill\"?)",
             ));
         }
         Ok(())

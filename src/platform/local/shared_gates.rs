@@ -8,7 +8,7 @@
 //! admitted drops by that gate's share meanwhile; it never rises above the total.
 
 use super::gate::HttpGate;
-use crate::gate::limit::Limit;
+use crate::gate::limit::{Limit, LimitChange};
 use crate::gate::share::{share, Peers};
 use crate::platform::{GateControl, PlatformError};
 use std::time::Duration;
@@ -78,8 +78,19 @@ impl GateControl for SharedGates {
     }
 
     async fn set_limit(&self, limit: &Limit) -> Result<(), PlatformError> {
+        self.change_limit(&LimitChange::carried(limit.clone()))
+            .await
+    }
+
+    fn fills(&self) -> bool {
+        self.gates.iter().all(|g| g.fills())
+    }
+
+    /// Each gate that answers gets its share, filled at its share's burst when asked.
+    async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
+        let limit = &change.limit;
         if let [one] = self.gates.as_slice() {
-            return one.set_limit(limit).await;
+            return one.change_limit(change).await;
         }
         let live = self.live().await;
         if live.is_empty() {
@@ -97,7 +108,11 @@ impl GateControl for SharedGates {
         }
         let n = live.len();
         for (rank, g) in live.into_iter().enumerate() {
-            g.set_limit(&share(limit, Peers::new(n, rank))).await?;
+            g.change_limit(&LimitChange {
+                limit: share(limit, Peers::new(n, rank)),
+                fill: change.fill,
+            })
+            .await?;
         }
         Ok(())
     }
