@@ -124,6 +124,53 @@ async fn the_local_gate_client_fills_through_the_admin_api() {
     assert_eq!(send(&gate.url("/"), 21, 4).await, (20, 1));
 }
 
+/// `recover gate limit set --fill` from a shell: the burst at once on a local gate; a
+/// usage error (exit 2) naming `--fill` where it cannot apply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gate_limit_set_fill_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, gate) = drained_gate(dir.path()).await;
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let admin = gate.admin_url("");
+    let run = |args: Vec<String>| {
+        let mut cmd = crate::support::bin();
+        cmd.args(args);
+        tokio::task::spawn_blocking(move || cmd.output().unwrap())
+    };
+    let local = |extra: &[&str]| {
+        let mut a: Vec<String> = ["gate", "limit", "set", "--fill", "--admin", &admin]
+            .iter()
+            .chain(extra)
+            .map(|s| s.to_string())
+            .collect();
+        a.extend(["--token-file".to_string(), token.display().to_string()]);
+        a
+    };
+    let out = run(local(&["--rate", &SLOW.to_string(), "--burst", "30"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(send(&gate.url("/"), 31, 4).await, (30, 1));
+    let out = run(local(&["--rate", "0"])).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--fill"),
+        "{out:?}"
+    );
+    let kube = [
+        "gate", "limit", "set", "--fill", "--rate", "5", "--target", "kube",
+    ];
+    let mut kube: Vec<String> = kube.iter().map(|s| s.to_string()).collect();
+    kube.extend(["--namespace".to_string(), "shop".to_string()]);
+    let out = run(kube).await.unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("ConfigMap"),
+        "{out:?}"
+    );
+}
+
 /// Send `n` requests from `workers` concurrent clients; (200s, 429s).
 async fn send(url: &str, n: u64, workers: usize) -> (u64, u64) {
     let next = Arc::new(AtomicU64::new(0));

@@ -436,9 +436,6 @@ pub fn describe_limit(l: &Limit) -> String {
     }
 }
 
-/// How high the ramp may raise the limit: the plan's ramp end rate (headroom x healthy
-/// capacity when known), else the larger of the stuck-state arrival rate and healthy
-/// capacity.
 /// The service as this run's drain left it, when the run drained every replica and
 /// restarted none (else None: the plan's rate stands).
 async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
@@ -463,6 +460,9 @@ async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
     })
 }
 
+/// How high the ramp may raise the limit: the plan's ramp end rate (headroom x healthy
+/// capacity when known), else the larger of the stuck-state arrival rate and healthy
+/// capacity.
 fn ramp_ceiling(fixed: &Fixed, from: f64) -> f64 {
     let end = fixed.plan.ramp_end_rate;
     let fallback = fixed
