@@ -9,6 +9,7 @@ use super::procedure::Procedure;
 use super::readmission::Readmission;
 use super::report::{Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
+use super::settled::in_steps;
 use crate::engine::restart::Drained;
 use crate::retry::{RetryBudget, RetryUnits};
 use crate::simulate::kernel::clock::{Clock, Stepped};
@@ -262,28 +263,6 @@ fn budget(p: &SystemParams) -> Option<RetryBudget> {
         .map(|r| RetryBudget::new(r, r * f64::from(p.clients)))
 }
 
-/// Whether the run recovered and the time it took, in ticks of `step`: the final
-/// failure-free stretch begins at the first step boundary after `last_failed` (the tick
-/// the last failed attempt was sent at), not before `reference`, and must last `settle`
-/// up to `end`. With a step of one second this is the per-second rule of
-/// [`Recovery::of`]; a shorter one resolves what the per-second series rounds up.
-fn in_steps(
-    last_failed: Option<u32>,
-    step: u32,
-    reference: u32,
-    end: u32,
-    settle: u32,
-    tick_s: f64,
-) -> (bool, Option<f64>) {
-    let clean_from = last_failed
-        .map_or(0, |l| (l / step + 1) * step)
-        .max(reference);
-    let recovered = end.saturating_sub(clean_from) >= settle;
-    // Whole milliseconds: ticks times a float tick would print 2.5000000000000004.
-    let secs = |t: u32| (f64::from(t) * tick_s * 1000.0).round() / 1000.0;
-    (recovered, recovered.then(|| secs(clean_from - reference)))
-}
-
 /// Attempts timed out and turned away so far (the seconds recorded and the current one).
 fn so_far(series: &[Second], cur: &Second) -> (u64, u64) {
     series
@@ -495,41 +474,5 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         relapses: procedure.as_ref().map_or(0, Procedure::relapses),
         totals: e.totals,
         series,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::in_steps;
-
-    /// 100 ticks a second: in whole seconds the rule is the per-second one (clean from
-    /// the second after the last failed send); in half seconds it resolves the half.
-    #[test]
-    fn recovery_reads_from_the_step_after_the_last_failure() {
-        let tick = 0.01;
-        // Last failure sent at 12.30 s, reference 10 s, run to 30 s, settle 5 s.
-        assert_eq!(
-            in_steps(Some(1230), 100, 1000, 3000, 500, tick),
-            (true, Some(3.0))
-        );
-        assert_eq!(
-            in_steps(Some(1230), 50, 1000, 3000, 500, tick),
-            (true, Some(2.5))
-        );
-        assert_eq!(
-            in_steps(Some(1250), 50, 1000, 3000, 500, tick),
-            (true, Some(3.0))
-        );
-        // Never failing after the reference: recovered at it.
-        assert_eq!(
-            in_steps(Some(900), 50, 1000, 3000, 500, tick),
-            (true, Some(0.0))
-        );
-        assert_eq!(in_steps(None, 50, 1000, 3000, 500, tick), (true, Some(0.0)));
-        // Not clean for the settle window before the end.
-        assert_eq!(
-            in_steps(Some(2600), 50, 1000, 3000, 500, tick),
-            (false, None)
-        );
     }
 }

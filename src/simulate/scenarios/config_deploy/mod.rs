@@ -18,6 +18,7 @@ pub mod procedure;
 pub mod readmission;
 pub mod report;
 pub mod server;
+mod settled;
 
 use crate::plan::Plan;
 use crate::retry::RetryKind;
