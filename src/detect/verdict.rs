@@ -348,10 +348,11 @@ fn estimates(v: &mut Verdict, i: &Inputs) {
         ));
         v.capacity_cold_from = Some(c.from.clone());
     }
-    let now = estimate::warm_over_rate_window(i.window, last);
+    let warmth = estimate::Warmth::over_rate_window(i.window, last);
     match estimate::k(
         i.cfg,
-        &now,
+        last,
+        warmth.as_ref(),
         st.as_ref(),
         cap.as_ref(),
         cold_factor.as_ref(),

@@ -124,13 +124,15 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
     }
 
     let (dropped, lb, relapse_count, over_s) = if f.detection.is_some() && ran {
-        let backlog = rec
+        // The clients in the loop at the last scrape before the runbook that read them,
+        // and how long before it that scrape was (unread: every worker, at the start).
+        let (backlog, scraped_before) = rec
             .samples
             .iter()
             .filter(|s| s.t_s <= rb_start)
-            .filter_map(|s| s.workers_retrying)
+            .filter_map(|s| s.workers_retrying.map(|r| (r, rb_start - s.t_s)))
             .next_back()
-            .unwrap_or(workers as f64);
+            .unwrap_or((workers as f64, 0.0));
         // Each replica's warmth at the last scrape before the runbook that has any.
         let warmth = rec
             .raws
@@ -153,7 +155,15 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             )
         });
         let crit = SteadyCriteria::default();
-        let mut lb = true_lower_bound(sc, backlog, f.start_to_ready_s, &warmth, &crit, retry_loop);
+        let mut lb = true_lower_bound(
+            sc,
+            backlog,
+            scraped_before,
+            f.start_to_ready_s,
+            &warmth,
+            &crit,
+            retry_loop,
+        );
         // On the grid the time to recover is read on: from the scrapes the steady check
         // reads (those from the runbook's launch on).
         if let Some(lb) = lb.as_mut() {

@@ -374,14 +374,28 @@ pub fn least(paths: &[BoundPath]) -> Option<(&BoundPath, f64)> {
 /// (`rehearse::bound`). The demo service's overload lives in its queue
 /// (`CostModel::overloaded` reads the queue depth alone), so a drain clears it and the
 /// no-restart path counts.
+///
+/// `retrying` was scraped `scraped_before_s` before the runbook's start, and the loop's
+/// clients may be answered in between (by the stuck service, or faster): so every path
+/// counts from that scrape, as if the procedure could act from it, and its time is then
+/// read from the runbook's start (less `scraped_before_s`, never under 0). Counting from
+/// the runbook's start with the scraped count would owe clients already answered, and
+/// could come out above a measured time.
 pub fn true_lower_bound(
     sc: &Scenario,
     retrying: f64,
+    scraped_before_s: f64,
     start_to_ready_s: Option<f64>,
     warmth: &[f64],
     crit: &SteadyCriteria,
     retry_loop: Option<RetryLoop>,
 ) -> Option<LowerBound> {
+    let lag = scraped_before_s.max(0.0);
+    // The loop's split counts from the same scrape (its delay from its own scrape).
+    let retry_loop = retry_loop.map(|l| RetryLoop {
+        scraped_before_s: l.scraped_before_s - lag,
+        ..l
+    });
     let held_back = retry_loop
         .as_ref()
         .map(|l| l.held_back().min(retrying))
@@ -398,13 +412,16 @@ pub fn true_lower_bound(
         retrying_allowed: crit.retrying_fraction_max,
         drain_clears_overload: true,
     };
-    let paths = sys.paths(BoundStart {
+    let mut paths = sys.paths(BoundStart {
         retrying,
         restart_s: start_to_ready_s,
         warm_fraction,
         warm_per_replica: Some(warmth.to_vec()),
         retry_loop,
     });
+    for p in &mut paths {
+        p.time_s = p.time_s.map(|t| (t - lag).max(0.0));
+    }
     let (best, t) = least(&paths)?;
     let (lowest, what) = (best.name.clone(), best.what.clone());
     Some(LowerBound {
@@ -419,6 +436,7 @@ pub fn true_lower_bound(
         demand_per_s: sc.demand_per_s(),
         retry_delay_s: sc.retry_delay().as_secs_f64(),
         held_back,
+        scraped_before_s: lag,
         warm_s: sys.warm_s,
         warm_fraction_at_start: warm_fraction,
         lower_bound_s: t,

@@ -15,6 +15,7 @@ fn default_bound() -> LowerBound {
     true_lower_bound(
         &sc,
         160.0,
+        0.0,
         Some(0.08),
         &[1.0],
         &SteadyCriteria::default(),

@@ -377,7 +377,7 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
 fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let lb = true_lower_bound(&sc, 160.0, Some(0.08), &[0.6], &crit, None).unwrap();
+    let lb = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[0.6], &crit, None).unwrap();
     let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
@@ -400,7 +400,34 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
     assert!(msg.contains("bug in the bound or the clock"), "{msg}");
     // Unmeasured restart and warmth: the favourable values (0 s, warm).
-    let open = true_lower_bound(&sc, 160.0, None, &[], &crit, None).unwrap();
+    let open = true_lower_bound(&sc, 160.0, 0.0, None, &[], &crit, None).unwrap();
     assert!(open.lower_bound_s <= lb.lower_bound_s);
     assert!(open.restart_from.starts_with("unknown"));
+}
+
+/// The clients in the loop are scraped before the runbook starts, and the service may
+/// answer some of them in between: a system that serves them at its best from the scrape
+/// is steady `scraped_before` sooner than a bound counted from the runbook's start with the
+/// scraped count says. The bound counts from the scrape.
+#[test]
+fn clients_answered_between_the_scrape_and_the_runbook_do_not_raise_the_bound() {
+    let sc = Scenario::default();
+    let crit = SteadyCriteria::default();
+    let at_start = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[1.0], &crit, None).unwrap();
+    let lagged = true_lower_bound(&sc, 160.0, 0.3, Some(0.08), &[1.0], &crit, None).unwrap();
+    assert_eq!(lagged.scraped_before_s, 0.3);
+    assert!(
+        (lagged.fluid_s - (at_start.fluid_s - 0.3)).abs() < 1e-9,
+        "{lagged:?}"
+    );
+    // Warm, serving its best from the scrape: 158.4 answers at 100/s, 0.3 s of them
+    // before the runbook started.
+    let measured = 1.584 - 0.3;
+    assert!(lagged.fluid_s <= measured + 1e-9, "{}", lagged.fluid_s);
+    assert!(at_start.fluid_s > measured, "{}", at_start.fluid_s);
+    // Every path moves by the lag, none under 0.
+    for (a, b) in at_start.paths.iter().zip(&lagged.paths) {
+        let (a, b) = (a.time_s.unwrap(), b.time_s.unwrap());
+        assert!((b - (a - 0.3).max(0.0)).abs() < 1e-9, "{a} {b}");
+    }
 }

@@ -227,6 +227,12 @@ pub struct LowerBound {
     /// than the service gets through before their timeout. 0 when that cannot be shown.
     #[serde(default)]
     pub held_back: f64,
+    /// The state the bound starts from (the clients in the loop, their split) was scraped
+    /// this long before the runbook's start, seconds. The loop's clients may be answered
+    /// in between, so every path counts from the scrape, and `paths[].time_s` and
+    /// `fluid_s` are from the runbook's start: a path's time from the scrape less this.
+    #[serde(default)]
+    pub scraped_before_s: f64,
     /// How long a warm call takes, seconds.
     #[serde(default)]
     pub warm_s: f64,

@@ -138,6 +138,17 @@ fn assert_recovered(report: &serde_json::Value, status: std::process::ExitStatus
         "time to recover {ttr:.2} s under the true lower bound {lb:.2} s: {}",
         report["under_lower_bound"]
     );
+    // The bound is on the recorder's scrape grid: the first scrape at or after the fluid
+    // bound (rehearse::bound_grid), the fluid one beside it.
+    let fluid = report["lower_bound"]["fluid_s"].as_f64().expect("fluid_s");
+    let step = report["lower_bound"]["scrape_interval_s"]
+        .as_f64()
+        .expect("scrape_interval_s");
+    assert!(
+        report["lower_bound"]["sample_s"].is_number() && lb > fluid - step && lb < fluid + step,
+        "the bound on the grid {lb:.3} s against the fluid {fluid:.3} s: {:#}",
+        report["lower_bound"]
+    );
     let cold = report["lower_bound"]["paths"]
         .as_array()
         .and_then(|p| p.iter().find(|p| p["name"] == "readmit_cold"))

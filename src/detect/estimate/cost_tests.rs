@@ -131,10 +131,11 @@ fn k_through_the_estimates(s: &Staged) -> f64 {
     let cap = e::capacity(&i, st.as_ref(), &mut ev);
     let reference = e::healthy_reference(&i, st.as_ref(), cap.as_ref());
     let cold = e::cold_factor_against(&cfg, &window, reference.as_ref(), None).ok();
-    let now = e::warm_over_rate_window(&window, window.last().unwrap());
+    let last = window.last().unwrap();
     e::k(
         &cfg,
-        &now,
+        last,
+        e::Warmth::over_rate_window(&window, last).as_ref(),
         st.as_ref(),
         cap.as_ref(),
         cold.as_ref(),

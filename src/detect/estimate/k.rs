@@ -1,7 +1,7 @@
 //! Work amplification k: how much more a request costs the service while it is stuck
 //! than when it is healthy, with the candidates it was chosen from.
 
-use super::{Estimate, Source};
+use super::{Estimate, Source, Warmth};
 use crate::detect::{DetectorConfig, Evidence};
 use crate::metrics::signal::{names, Snapshot};
 
@@ -17,7 +17,9 @@ pub struct KEstimate {
 /// (service time now / healthy; healthy capacity / completions while queued) each measure
 /// the cost of a request now over the healthy cost: a cold service is slower too, so each
 /// is divided by the cold multiplier where the cold factor is known (`cold`: observed, else
-/// declared, see [`super::cold`]) and the warm fraction is measured (cost falling linearly as caches warm). They are combined into
+/// declared, see [`super::cold`]) and the warm fraction is measured (cost falling linearly
+/// as caches warm), the multiplier the rate window's cost carries (`warmth`: harmonic
+/// while requests are queued, see [`super::warmth`]). They are combined into
 /// one estimate, their geometric mean (each is a ratio, and each errs by a factor: noise in
 /// a rate window, the warm fraction changing within it), and the range they span is the
 /// estimate's uncertainty; a plan sizes its shed for the top of it. Waste ratios
@@ -33,26 +35,30 @@ pub struct KEstimate {
 pub fn k(
     cfg: &DetectorConfig,
     now: &Snapshot,
+    warmth: Option<&Warmth>,
     service_time: Option<&Estimate>,
     capacity: Option<&Estimate>,
     cold: Option<&Estimate>,
     evidence: &mut Vec<Evidence>,
 ) -> Result<KEstimate, String> {
-    let cold_now = match (cold, now.get(names::WARM_FRACTION)) {
+    // Requests queued: every slot is busy through the window (the capacity candidate
+    // rests on it too), so the rate window's cost carries the harmonic mean multiplier.
+    let saturated = now.get(names::QUEUE_DEPTH).is_some_and(|q| q > 0.0);
+    let cold_now = match (cold, warmth) {
         (Some(c), Some(w)) if c.value > 1.0 => Some((
-            1.0 + (c.value - 1.0) * (1.0 - w.clamp(0.0, 1.0)),
-            w,
+            w.multiplier(c.value, saturated),
+            w.describe(saturated),
             c.value,
             c.source,
         )),
         _ => None,
     };
-    let uncold = |value: f64, from: String| match cold_now {
-        Some((m, w, f, src)) if m > 1.0 + 1e-6 => Estimate::new(
+    let uncold = |value: f64, from: String| match &cold_now {
+        Some((m, w, f, src)) if *m > 1.0 + 1e-6 => Estimate::new(
             value / m,
             Source::Measured,
             format!(
-                "{from} / cold multiplier {m:.2} (warm fraction {w:.2}, cold factor {f:.2}, {})",
+                "{from} / cold multiplier {m:.2} ({w}, cold factor {f:.2}, {})",
                 src.as_str()
             ),
         ),
@@ -244,22 +250,6 @@ fn mean_warmth(window: &[Snapshot], last: &Snapshot) -> Option<f64> {
     (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
 }
 
-/// `last`, with its warm fraction replaced by the mean over the built-in signals' rate
-/// window. The cost candidates are rates over that window, and a service warming as it
-/// works was colder through most of it than its gauge says now; dividing by the cold
-/// multiplier of this instant overstates k (the demo rehearsal, k = 2, measured 2.45
-/// and 2.54 that way).
-pub fn warm_over_rate_window(window: &[Snapshot], last: &Snapshot) -> Snapshot {
-    let mut now = last.clone();
-    if let Some(value) = mean_warmth(window, last) {
-        now.readings.insert(
-            names::WARM_FRACTION.to_string(),
-            crate::metrics::signal::Reading::Value { value },
-        );
-    }
-    now
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -303,6 +293,7 @@ mod tests {
         let k = k(
             &cfg,
             &cold_and_stuck(),
+            Some(&Warmth::at(0.0)),
             Some(&st(0.040)),
             Some(&cap),
             Some(&st(2.0)),
@@ -333,6 +324,7 @@ mod tests {
         let k = k(
             &cfg,
             &cold_and_stuck(),
+            Some(&Warmth::at(0.0)),
             Some(&st(0.040)),
             None,
             None,
@@ -357,6 +349,7 @@ mod tests {
         let k = k(
             &cfg,
             &now,
+            None,
             Some(&st(0.040)),
             Some(&st(100.0)),
             None,
@@ -373,23 +366,6 @@ mod tests {
     }
 
     #[test]
-    fn the_warm_fraction_is_averaged_over_the_rate_window() {
-        let at = |secs: u64, w: f64| Snapshot {
-            at: UNIX_EPOCH + Duration::from_secs(secs),
-            readings: [(
-                names::WARM_FRACTION.to_string(),
-                Reading::Value { value: w },
-            )]
-            .into_iter()
-            .collect(),
-        };
-        // 0.0 at 990 s is outside the 5 s window ending at 1000 s.
-        let window = vec![at(990, 0.0), at(996, 0.2), at(998, 0.4), at(1000, 0.9)];
-        let now = warm_over_rate_window(&window, &window[3]);
-        assert!((now.get(names::WARM_FRACTION).unwrap() - 0.5).abs() < 1e-9);
-    }
-
-    #[test]
     fn no_retry_evidence_is_unknown_with_its_reason_not_one() {
         let cfg = DetectorConfig::default();
         // Clients without an attempt header: every attempt is a first attempt.
@@ -398,7 +374,7 @@ mod tests {
             (names::FIRST_ATTEMPT_RATE, 80.0),
         ]);
         let mut ev = vec![];
-        let e = k(&cfg, &now, None, None, None, &mut ev).unwrap_err();
+        let e = k(&cfg, &now, None, None, None, None, &mut ev).unwrap_err();
         assert!(e.starts_with("no retry evidence"), "{e}");
         assert!(e.contains("attempt header"), "{e}");
         assert!(ev.iter().any(|e| e.note.starts_with("not a candidate")));
@@ -409,10 +385,10 @@ mod tests {
             (names::WORK_RATE, 40.0),
             (names::GOODPUT, 4.0),
         ]);
-        let got = k(&cfg, &now, None, None, None, &mut vec![]).unwrap();
+        let got = k(&cfg, &now, None, None, None, None, &mut vec![]).unwrap();
         assert!((got.chosen.value - 10.0).abs() < 1e-9, "{got:?}");
         // Nothing at all.
-        let e = k(&cfg, &snap(&[]), None, None, None, &mut vec![]).unwrap_err();
+        let e = k(&cfg, &snap(&[]), None, None, None, None, &mut vec![]).unwrap_err();
         assert!(e.starts_with("no evidence"), "{e}");
     }
 
@@ -421,7 +397,101 @@ mod tests {
         let cfg = DetectorConfig::default();
         // Completions 150/s against a declared capacity of 100/s while queued.
         let now = snap(&[(names::WORK_RATE, 150.0), (names::QUEUE_DEPTH, 50.0)]);
-        let e = k(&cfg, &now, None, Some(&st(100.0)), None, &mut vec![]).unwrap_err();
+        let e = k(&cfg, &now, None, None, Some(&st(100.0)), None, &mut vec![]).unwrap_err();
         assert!(e.contains("stale"), "{e}");
+    }
+
+    /// One replica, 8 slots x 0.04 s (200 req/s), calm and warm, then down, then back
+    /// cold (cold factor 3.7, declared) with the retrying clients' backlog queued (k 2.5),
+    /// warming by its work (160 completions) within the 5 s rate window it is judged over,
+    /// scraped every 0.5 s. Saturated, it finishes requests at 200 / (2.5 m(w)): the
+    /// window's service time and completions are the fluid model's, integrated by the
+    /// millisecond.
+    fn warming_while_saturated() -> Vec<Snapshot> {
+        let (conc, healthy, f, k, warm_after) = (8.0, 0.040, 3.7, 2.5, 160.0);
+        let capacity = conc / healthy;
+        // Completions since the restart at each half second after it.
+        let mut done = vec![0.0];
+        let mut n: f64 = 0.0;
+        for ms in 1..=5_000 {
+            let w = (n / warm_after).min(1.0);
+            n += capacity / (k * (1.0 + (f - 1.0) * (1.0 - w))) / 1000.0;
+            if ms % 500 == 0 {
+                done.push(n);
+            }
+        }
+        let warm = |i: usize| (done[i] / warm_after).min(1.0);
+        (0..=50usize)
+            .map(|t| {
+                let mut r = vec![
+                    (names::CONCURRENCY_LIMIT, conc),
+                    (names::REPLICAS_READY, 1.0),
+                    (names::CLIENT_TIMEOUT, 1.0),
+                    (names::FIRST_ATTEMPT_RATE, 100.0),
+                ];
+                match t {
+                    0..30 => r.extend([
+                        (names::OFFERED_RATE, 100.0),
+                        (names::GOODPUT, 100.0),
+                        (names::WORK_RATE, 100.0),
+                        (names::ERROR_RATIO, 0.0),
+                        (names::SERVICE_TIME, healthy),
+                        (names::QUEUE_DEPTH, 0.0),
+                        (names::WARM_FRACTION, 1.0),
+                    ]),
+                    30..40 => r.extend([(names::OFFERED_RATE, 300.0), (names::ERROR_RATIO, 1.0)]),
+                    _ => {
+                        let i = t - 40;
+                        let from = i.saturating_sub(10);
+                        let count = done[i] - done[from];
+                        let span = (i - from) as f64 / 2.0;
+                        r.extend([
+                            (names::OFFERED_RATE, 400.0),
+                            (names::ERROR_RATIO, 0.95),
+                            (names::QUEUE_DEPTH, 800.0),
+                            (names::WARM_FRACTION, warm(i)),
+                        ]);
+                        if i > 0 {
+                            r.extend([
+                                (names::GOODPUT, 0.05 * count / span),
+                                (names::WORK_RATE, count / span),
+                                // Every slot busy: busy slot-seconds over completions.
+                                (names::SERVICE_TIME, conc * span / count),
+                            ]);
+                        }
+                    }
+                }
+                Snapshot {
+                    at: UNIX_EPOCH + Duration::from_millis(1_000_000 + 500 * t as u64),
+                    readings: r
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), Reading::Value { value: v }))
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// The warm seconds of the window finish more requests than the cold ones, so its
+    /// cost carries the harmonic mean of the cold multiplier, not the multiplier at the
+    /// mean warm fraction (0.44 here, 2.50): divided by that one, k read 2.17 for 2.5 (-13%).
+    #[test]
+    fn a_service_warming_while_saturated_reads_its_k_not_low() {
+        let cfg = DetectorConfig {
+            cold_factor: Some(3.7),
+            ..DetectorConfig::default()
+        };
+        let window = warming_while_saturated();
+        let last = window.last().unwrap();
+        let w = last.get(names::WARM_FRACTION).unwrap();
+        assert!(w > 0.9, "warm fraction {w}: not warm by the window's end");
+        let v = crate::detect::detect_with(&window, &cfg, None, last.at);
+        assert!(
+            (v.healthy_service_time.unwrap() - 0.040).abs() < 1e-9,
+            "{v:?}"
+        );
+        assert_eq!(v.sources.cold_factor, Some(Source::Declared), "{v:?}");
+        let got = v.k.unwrap();
+        assert!((got / 2.5 - 1.0).abs() < 0.02, "k {got}: {:?}", v.k_from);
     }
 }

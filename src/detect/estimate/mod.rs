@@ -13,10 +13,12 @@ mod cold;
 mod cost;
 mod k;
 mod regime;
+mod warmth;
 
 pub use cold::{cold_factor, cold_factor_against};
 pub use cost::{cold_against, fit as cost_fit, CostFit};
-pub use k::{k, warm_over_rate_window, warmth_over_rate_window, KEstimate};
+pub use k::{k, warmth_over_rate_window, KEstimate};
+pub use warmth::Warmth;
 
 use super::history::Lookback;
 use super::{DetectorConfig, Evidence};
