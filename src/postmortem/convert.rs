@@ -279,6 +279,7 @@ pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) 
         lower_bound_s: None,
         lower_bound: None,
         under_lower_bound: None,
+        unsteady_at_bound: None,
         relapses: 0,
         p99_over_timeout_s: 0.0,
         ramp_step_backs,

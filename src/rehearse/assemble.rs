@@ -13,7 +13,7 @@ use super::report::*;
 use super::scenario::Scenario;
 use super::series::{total_increase, Role, Sample};
 use super::trigger::TriggerTimes;
-use super::verify::{over_timeout_s, relapses, SteadyCriteria};
+use super::verify::{over_timeout_s, relapses, unsteady_at, SteadyCriteria};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
@@ -203,6 +203,11 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
         time_to_recover_s: time_to_recover,
         lower_bound_s: lb.as_ref().map(|l| l.lower_bound_s),
         under_lower_bound: under_bound(time_to_recover, lb.as_ref()),
+        unsteady_at_bound: lb.as_ref().and_then(|l| l.sample_s).and_then(|t| {
+            let crit = SteadyCriteria::default();
+            let delay = sc.retry_delay().as_secs_f64();
+            unsteady_at(&rec.samples, t + zero, demand, workers, &crit, delay)
+        }),
         lower_bound: lb,
         relapses: relapse_count,
         ramp_step_backs: f.runbook.relapses,

@@ -55,6 +55,12 @@ pub struct Report {
     /// the clock is wrong; the rehearsal then exits 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub under_lower_bound: Option<String>,
+    /// Why the scrape the bound is on (`lower_bound.sample_s`) did not read the run steady:
+    /// the steady check's words and, with clients in a retry loop, how many the gate turned
+    /// away over the retry delay before it. Absent when it read steady or no scrape reached
+    /// the bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unsteady_at_bound: Option<String>,
     /// Times the measured system fell back into the stuck state after it had started to
     /// recover: goodput under half of what the gate let through (capped at demand) after it
     /// had served well, or steady state lost after it was reached (each for at least two

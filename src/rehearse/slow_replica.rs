@@ -250,6 +250,7 @@ fn assemble(
         lower_bound_s: None,
         lower_bound: None,
         under_lower_bound: None,
+        unsteady_at_bound: None,
         relapses,
         p99_over_timeout_s: over_s,
         ramp_step_backs: step_backs,

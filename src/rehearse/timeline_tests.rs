@@ -86,6 +86,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         lower_bound_s: Some(7.5),
         lower_bound: None,
         under_lower_bound: None,
+        unsteady_at_bound: None,
         relapses: 0,
         ramp_step_backs: 0,
         p99_over_timeout_s: 0.0,

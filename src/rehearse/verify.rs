@@ -157,6 +157,36 @@ pub fn over_timeout_s(samples: &[Sample], timeout_s: f64) -> f64 {
     total
 }
 
+/// Why the scrape at `t_s` (the lower bound's, on the recorder's grid) did not read the run
+/// steady, or None when it did or no sample is there. The check's own words, and when any
+/// client was in a retry loop, how many the gate turned away over the `retry_delay_s` before
+/// it: a client turned away waits that delay before it asks again, so those are still in
+/// the loop at this scrape whatever the service could answer. This is what makes a run
+/// read steady a scrape or more after the bound, point by point.
+pub fn unsteady_at(
+    samples: &[Sample],
+    t_s: f64,
+    demand: f64,
+    workers: u32,
+    c: &SteadyCriteria,
+    retry_delay_s: f64,
+) -> Option<String> {
+    let at = samples.iter().position(|s| (s.t_s - t_s).abs() < 1e-6)?;
+    let why = check(&samples[at], demand, workers, c).err()?;
+    if samples[at].workers_retrying.unwrap_or(0.0) <= 0.0 {
+        return Some(why);
+    }
+    // Each sample's rejections are over the scrape interval before it.
+    let turned_away: f64 = samples[..=at]
+        .windows(2)
+        .filter(|w| w[1].t_s > t_s - retry_delay_s)
+        .filter_map(|w| w[1].rejected_per_s.map(|r| r * (w[1].t_s - w[0].t_s)))
+        .sum();
+    Some(format!(
+        "{why} (the gate turned away {turned_away:.0} clients in the {retry_delay_s:.2} s retry delay before it)"
+    ))
+}
+
 /// Goodput over demand, averaged over the samples in the last `window_s` seconds.
 pub fn goodput_ratio_end(samples: &[Sample], demand: f64, window_s: f64) -> Option<f64> {
     let last = samples.last()?.t_s;
@@ -225,5 +255,34 @@ mod tests {
             r.push(gated(i as f64, 1.0, 2.5));
         }
         assert_eq!(relapses(&r, 20.0, 500, &c, 2, 2.0), 1);
+    }
+    #[test]
+    fn the_bounds_scrape_names_what_failed_and_the_clients_turned_away_a_retry_delay_before() {
+        let c = SteadyCriteria::default();
+        // Turned away 16 clients (32/s over half a second) a scrape before the bound's.
+        let v = vec![
+            s(0.0, 20.0, 60.0, 0.0),
+            s(0.5, 40.0, 60.0, 32.0),
+            s(1.0, 60.0, 16.0, 0.0),
+            s(1.5, 60.0, 0.0, 0.0),
+        ];
+        assert_eq!(
+            unsteady_at(&v, 1.0, 20.0, 160, &c, 1.0).as_deref(),
+            Some(
+                "16 clients in a retry loop (the gate turned away 16 clients in the 1.00 s retry delay before it)"
+            )
+        );
+        // A retry delay shorter than the scrape gap counts only the last interval.
+        assert!(unsteady_at(&v, 1.0, 20.0, 160, &c, 0.4)
+            .is_some_and(|w| w.contains("turned away 0 clients")));
+        // Steady there, or no scrape at that instant: nothing to say.
+        assert_eq!(unsteady_at(&v, 1.5, 20.0, 160, &c, 1.0), None);
+        assert_eq!(unsteady_at(&v, 1.2, 20.0, 160, &c, 1.0), None);
+        // Goodput short with no client retrying: the check's words alone.
+        let w = vec![s(0.0, 5.0, 0.0, 0.0)];
+        assert_eq!(
+            unsteady_at(&w, 0.0, 20.0, 160, &c, 1.0).as_deref(),
+            Some("goodput 5.0/s < 85% of demand 20.0/s")
+        );
     }
 }
