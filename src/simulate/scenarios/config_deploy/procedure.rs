@@ -215,7 +215,7 @@ impl Procedure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PlanInputs, RampStep};
+    use crate::plan::RampStep;
 
     const TICK: Duration = Duration::from_millis(10);
 
@@ -237,20 +237,7 @@ mod tests {
 
     /// The shipped runbook's readmission: 3 passes 0.5 s apart, 5 s of settling.
     fn shipped() -> Readmission {
-        let rb = crate::runbook::load_file(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/runbooks/stuck-overload.yaml"
-        )))
-        .unwrap()
-        .runbook;
-        let inputs = PlanInputs {
-            arrival_rate: 300.0,
-            capacity_cold: 50.0,
-            k: 3.0,
-            capacity: Some(100.0),
-            demand: None,
-        };
-        Readmission::of(&rb, &inputs).unwrap()
+        super::super::readmission::shipped_for_tests()
     }
 
     /// Run the procedure tick by tick from a readmission at tick 0, the gate rejecting

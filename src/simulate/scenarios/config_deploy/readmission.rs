@@ -97,26 +97,33 @@ impl Readmission {
     }
 }
 
+/// The shipped runbook's readmission on a plan of 300 req/s arriving, cold capacity 50,
+/// warm 100, k 3: the model's tests run the procedure the engine would.
+#[cfg(test)]
+pub(crate) fn shipped_for_tests() -> Readmission {
+    let rb = crate::runbook::load_file(std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/runbooks/stuck-overload.yaml"
+    )))
+    .unwrap()
+    .runbook;
+    let inputs = PlanInputs {
+        arrival_rate: 300.0,
+        capacity_cold: 50.0,
+        k: 3.0,
+        capacity: Some(100.0),
+        demand: None,
+    };
+    Readmission::of(&rb, &inputs).unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_shipped_runbook_readmits_on_its_checks_cadence() {
-        let rb = crate::runbook::load_file(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/runbooks/stuck-overload.yaml"
-        )))
-        .unwrap()
-        .runbook;
-        let inputs = PlanInputs {
-            arrival_rate: 300.0,
-            capacity_cold: 50.0,
-            k: 3.0,
-            capacity: Some(100.0),
-            demand: None,
-        };
-        let r = Readmission::of(&rb, &inputs).unwrap();
+        let r = shipped_for_tests();
         assert_eq!(r.hold, None);
         assert_eq!(r.settle, crate::runbook::action::DEFAULT_RAMP_SETTLE);
         assert_eq!(r.check.interval, Duration::from_millis(500));
