@@ -159,6 +159,16 @@ impl Drained {
             _ => cold,
         }
     }
+
+    /// What the queue answers within the clients' measured timeout at `headroom` of what
+    /// the service answers now, in whole requests: `floor(headroom x capacity_now x
+    /// timeout)`. None when the timeout was not measured (a declared one may be stale).
+    pub fn queue_room(&self, headroom: f64) -> Option<f64> {
+        let timeout = self
+            .client_timeout_s
+            .filter(|t| t.is_finite() && *t > 0.0)?;
+        Some((headroom.clamp(0.0, 1.0) * self.capacity_now() * timeout).floor())
+    }
 }
 
 /// Where the readmission starts. The plan's admit rate (`from`) is sized for a service that
@@ -197,9 +207,7 @@ pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
 /// default burst for `rate` (what the readmission used before), `None` when the timeout or
 /// the drain is not known.
 pub fn wave_burst(p: &RampParams, drained: Option<Drained>, rate: f64) -> Option<u32> {
-    let d = drained?;
-    let timeout = d.client_timeout_s.filter(|t| t.is_finite() && *t > 0.0)?;
-    let room = (p.headroom.clamp(0.0, 1.0) * d.capacity_now() * timeout).floor();
+    let room = drained?.queue_room(p.headroom)?;
     let default = crate::gate::limit::default_burst(rate);
     Some(default.max(room.clamp(1.0, f64::from(u32::MAX)) as u32))
 }
@@ -218,10 +226,9 @@ pub fn fill_reason(
     burst: u32,
 ) -> Option<String> {
     let d = drained?;
-    let timeout = d.client_timeout_s.filter(|t| t.is_finite() && *t > 0.0)?;
-    let headroom = p.headroom.clamp(0.0, 1.0);
-    let now = d.capacity_now();
-    let room = (headroom * now * timeout).floor();
+    let room = d.queue_room(p.headroom)?;
+    let (headroom, now) = (p.headroom.clamp(0.0, 1.0), d.capacity_now());
+    let timeout = d.client_timeout_s.unwrap_or_default();
     if !(rate > 0.0 && rate <= headroom * now) || room < 1.0 || f64::from(burst) != room {
         return None;
     }
@@ -321,6 +328,16 @@ mod tests {
         assert_eq!(restarts(&d), ["a", "b"]);
     }
 
+    /// Drained alone, warm, at 100 req/s warm and 50 cold, clients timing out after 1 s.
+    fn warm_drained() -> Drained {
+        Drained {
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+            client_timeout_s: Some(1.0),
+        }
+    }
+
     /// The plan's ramp: from 22.5 req/s (a quarter of 90) up to 0.9 x 100.
     fn ramp_params() -> RampParams {
         RampParams {
@@ -381,12 +398,7 @@ mod tests {
     #[test]
     fn after_a_drain_alone_a_returning_wave_fits_the_queue_the_client_timeout_allows() {
         let p = ramp_params();
-        let warm = Drained {
-            capacity: Some(100.0),
-            capacity_cold: 50.0,
-            warm_fraction: Some(1.0),
-            client_timeout_s: Some(1.0),
-        };
+        let warm = warm_drained();
         // 0.9 x 100 req/s x 1 s: a wave of 90 at once, not 45.
         assert_eq!(wave_burst(&p, Some(warm), 90.0), Some(90));
         // Half warm: the service answers 66.7 req/s now; 0.9 x 66.7 x 1 s = 60.
@@ -416,12 +428,7 @@ mod tests {
     #[test]
     fn the_first_limit_after_a_drain_alone_fills_only_at_the_wave_sized_burst() {
         let p = ramp_params();
-        let warm = Drained {
-            capacity: Some(100.0),
-            capacity_cold: 50.0,
-            warm_fraction: Some(1.0),
-            client_timeout_s: Some(1.0),
-        };
+        let warm = warm_drained();
         let burst = wave_burst(&p, Some(warm), 90.0).unwrap();
         let why = fill_reason(&p, Some(warm), 90.0, burst).expect("fills");
         assert!(
