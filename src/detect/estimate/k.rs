@@ -238,16 +238,22 @@ pub fn warmth_over_rate_window(window: &[Snapshot], s: &Snapshot) -> Option<f64>
 /// The mean warm fraction over the rate window ending at `last`, when any scrape in it
 /// has one. Windows are oldest first, so the rate window is a slice.
 fn mean_warmth(window: &[Snapshot], last: &Snapshot) -> Option<f64> {
+    let v: Vec<f64> = rate_window(window, last)
+        .iter()
+        .filter_map(|s| s.get(names::WARM_FRACTION))
+        .collect();
+    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+}
+
+/// The scrapes of `window` (oldest first) in the built-in signals' rate window ending at
+/// `last`: the ones a rate read at `last` spans.
+pub(super) fn rate_window<'a>(window: &'a [Snapshot], last: &Snapshot) -> &'a [Snapshot] {
     let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
         .unwrap_or_default();
     let from = last.at.checked_sub(span).unwrap_or(last.at);
     let lo = window.partition_point(|s| s.at < from);
     let hi = window.partition_point(|s| s.at <= last.at);
-    let v: Vec<f64> = window[lo..hi.max(lo)]
-        .iter()
-        .filter_map(|s| s.get(names::WARM_FRACTION))
-        .collect();
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    &window[lo..hi.max(lo)]
 }
 
 #[cfg(test)]

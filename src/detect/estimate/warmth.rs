@@ -42,13 +42,9 @@ impl Warmth {
     /// `last` (the window oldest first), or `None` when `last` has none.
     pub fn over_rate_window(window: &[Snapshot], last: &Snapshot) -> Option<Self> {
         let now = last.get(names::WARM_FRACTION)?;
-        let span = crate::util::duration::parse(crate::detect::default_signals::RATE_WINDOW)
-            .unwrap_or_default();
-        let from = last.at.checked_sub(span).unwrap_or(last.at);
-        let lo = window.partition_point(|s| s.at < from);
-        let hi = window.partition_point(|s| s.at <= last.at);
-        let first = window.get(lo).map_or(last.at, |s| s.at);
-        let samples: Vec<(f64, f64)> = window[lo..hi.max(lo)]
+        let scrapes = super::k::rate_window(window, last);
+        let first = scrapes.first().map_or(last.at, |s| s.at);
+        let samples: Vec<(f64, f64)> = scrapes
             .iter()
             .filter_map(|s| {
                 let w = s.get(names::WARM_FRACTION)?;
