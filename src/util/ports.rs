@@ -72,7 +72,15 @@ pub fn ephemeral_low() -> u16 {
         .unwrap_or(32768)
 }
 
-/// The ports to hand out: the [`SPAN`] below the ephemeral range, never below [`FLOOR`].
+/// The ports [`reserved_loopback_addr`] hands out, `lo..hi`: the [`SPAN`] below the
+/// ephemeral range, never below [`FLOOR`]. A caller needing a block of consecutive ports
+/// (a demo's `--base-port`) picks it below `lo`, where neither these nor the kernel's
+/// ephemeral ports fall.
+pub fn reserved_range() -> (u16, u16) {
+    range()
+}
+
+/// [`reserved_range`].
 fn range() -> (u16, u16) {
     let hi = ephemeral_low().max(FLOOR + 1000);
     (hi.saturating_sub(SPAN).max(FLOOR), hi)

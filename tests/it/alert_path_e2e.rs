@@ -16,9 +16,14 @@ use std::process::Command;
 /// the same 100 above for the second system) are all free now.
 fn free_base() -> u16 {
     let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
-    let seed = std::process::id() as u16 % 100;
-    (0..200u16)
-        .map(|i| 30_000 + ((seed + i) % 200) * 150)
+    // Below the reserved ports, so neither another test's reserved ports nor the kernel's
+    // ephemeral ones (port-0 binds, outgoing connections) can take one of the block between
+    // this check and the demo's bind.
+    let (reserved_lo, _) = recover::util::ports::reserved_range();
+    let slots = (reserved_lo.saturating_sub(20_000 + 118) / 150).max(1);
+    let seed = std::process::id() as u16 % slots;
+    (0..slots)
+        .map(|i| 20_000 + ((seed + i) % slots) * 150)
         .find(|b| (0..=17).all(|o| free(b + o) && free(b + 100 + o)))
         .expect("no free port range for the demo")
 }
