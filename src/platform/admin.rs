@@ -1,6 +1,8 @@
 //! The admin API a replica exposes to the engine (`POST /admin/drain`, `POST /admin/warm`):
-//! what each call answers, as one set of types the demo service writes and the platforms
-//! read, so the two cannot drift apart.
+//! what each call asks and answers, as one set of types the demo service writes and the
+//! platforms read, so the two cannot drift apart; and what a drain that keeps the
+//! answerable requests keeps ([`answerable`]), the one rule the demo service and the
+//! simulator both follow.
 //!
 //! A reply that does not carry its figure (a service whose endpoint answers 200 with some
 //! other body) leaves the figure [`Known::Unknown`] with the reply quoted: the call
@@ -12,17 +14,44 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdminOp {
-    /// Drop the queued backlog; the reply says how many requests were dropped.
-    Drain,
+    /// Drop the queued backlog, all of it or all but what [`DrainKeep`] keeps; the reply
+    /// says how many requests were dropped and kept.
+    Drain(DrainKeep),
     /// Start warming caches.
     Warm,
 }
 
 impl AdminOp {
+    /// The call's path and query: what a drain keeps travels as `?keep=`, so a platform
+    /// that can only POST a path (the Kubernetes pod proxy) carries it unchanged.
     pub fn path(self) -> &'static str {
         match self {
-            AdminOp::Drain => "/admin/drain",
+            AdminOp::Drain(DrainKeep::None) => "/admin/drain",
+            AdminOp::Drain(DrainKeep::Answerable) => "/admin/drain?keep=answerable",
             AdminOp::Warm => "/admin/warm",
+        }
+    }
+}
+
+/// What a drain keeps of the queue (`POST /admin/drain?keep=...`; no `keep` keeps nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainKeep {
+    /// Drop every queued request.
+    #[default]
+    None,
+    /// Keep the youngest queued requests the replica still answers before their clients'
+    /// deadlines ([`answerable`]); drop the rest: those whose clients have given up or
+    /// will have before their turn. Their clients are answered at once instead of failing
+    /// and coming back a retry delay later, all together.
+    Answerable,
+}
+
+impl DrainKeep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainKeep::None => "none",
+            DrainKeep::Answerable => "answerable",
         }
     }
 }
@@ -32,6 +61,61 @@ impl AdminOp {
 pub struct DrainReply {
     /// Queued requests dropped.
     pub drained: u64,
+    /// Queued requests kept (`?keep=answerable`); absent from a service that keeps none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<u64>,
+}
+
+/// What a drain said it did: dropped and kept, each a count or why it is not known.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Drained {
+    pub dropped: Known<u64>,
+    /// A drain asked to keep nothing keeps nothing whatever its reply says; one asked to
+    /// keep the answerable requests whose reply says nothing of them kept an unknown
+    /// number (a service that does not know `keep` drops everything, but may not).
+    pub kept: Known<u64>,
+}
+
+/// How many of the youngest queued requests a replica answers before their deadlines:
+/// the drain keeps that many at the back of its FIFO queue and drops every one ahead.
+///
+/// `deadlines_in_s` are the live queued requests' time left until their clients' deadlines
+/// (oldest first; the caller leaves out those whose clients have gone). They are served in
+/// FIFO order, each on the first server free, each costing `cost_s` (the replica's cost
+/// now, not overloaded: what is kept is at most what it answers within the deadlines, which
+/// is the service's own threshold of overload); server `i` is free `free_in_s[i]` from now
+/// (0 when idle). The largest `n` such that each of the last `n` completes by its deadline:
+/// keeping fewer only moves each kept request earlier, so the feasible counts are `0..=n`
+/// and a binary search finds `n`.
+pub fn answerable(deadlines_in_s: &[f64], cost_s: f64, free_in_s: &[f64]) -> usize {
+    if free_in_s.is_empty() || !(cost_s.is_finite() && cost_s >= 0.0) {
+        return 0;
+    }
+    let fits = |n: usize| {
+        let mut free: Vec<f64> = free_in_s.iter().map(|f| f.max(0.0)).collect();
+        deadlines_in_s[deadlines_in_s.len() - n..]
+            .iter()
+            .all(|&deadline| {
+                let (i, at) = free
+                    .iter()
+                    .copied()
+                    .enumerate()
+                    .min_by(|a, b| a.1.total_cmp(&b.1))
+                    .unwrap_or((0, 0.0));
+                free[i] = at + cost_s;
+                free[i] <= deadline
+            })
+    };
+    let (mut lo, mut hi) = (0, deadlines_in_s.len());
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(mid) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo
 }
 
 /// The body of `POST /admin/warm`'s answer.
@@ -63,7 +147,7 @@ impl<T: Copy> Known<T> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdminReply {
-    Drained(Known<u64>),
+    Drained(Drained),
     Warmed(Known<f64>),
 }
 
@@ -75,12 +159,23 @@ impl AdminReply {
             format!("the reply to {} carries no {what}: {quoted:?}", op.path())
         };
         match op {
-            AdminOp::Drain => AdminReply::Drained(match serde_json::from_str::<DrainReply>(body) {
-                Ok(r) => Known::Value(r.drained),
-                Err(_) => Known::Unknown {
-                    unknown: unknown("drained count"),
-                },
-            }),
+            AdminOp::Drain(keep) => {
+                let reply = serde_json::from_str::<DrainReply>(body).ok();
+                let dropped = match reply {
+                    Some(r) => Known::Value(r.drained),
+                    None => Known::Unknown {
+                        unknown: unknown("drained count"),
+                    },
+                };
+                let kept = match (keep, reply.and_then(|r| r.kept)) {
+                    (DrainKeep::None, _) => Known::Value(0),
+                    (DrainKeep::Answerable, Some(n)) => Known::Value(n),
+                    (DrainKeep::Answerable, None) => Known::Unknown {
+                        unknown: unknown("kept count"),
+                    },
+                };
+                AdminReply::Drained(Drained { dropped, kept })
+            }
             AdminOp::Warm => AdminReply::Warmed(match serde_json::from_str::<WarmReply>(body) {
                 Ok(r) => Known::Value(r.warm_fraction),
                 Err(_) => Known::Unknown {
@@ -93,7 +188,15 @@ impl AdminReply {
     /// The drained count, when this is a drain's answer that gave one.
     pub fn drained(&self) -> Option<u64> {
         match self {
-            AdminReply::Drained(k) => k.value(),
+            AdminReply::Drained(d) => d.dropped.value(),
+            AdminReply::Warmed(_) => None,
+        }
+    }
+
+    /// The kept count, when this is a drain's answer and it is known.
+    pub fn kept(&self) -> Option<u64> {
+        match self {
+            AdminReply::Drained(d) => d.kept.value(),
             AdminReply::Warmed(_) => None,
         }
     }
@@ -105,13 +208,28 @@ mod tests {
 
     #[test]
     fn a_reply_without_its_figure_is_unknown_never_zero() {
-        let body = serde_json::to_string(&DrainReply { drained: 12 }).unwrap();
-        let r = AdminReply::read(AdminOp::Drain, &body);
-        assert_eq!(r, AdminReply::Drained(Known::Value(12)));
+        let drain = AdminOp::Drain(DrainKeep::None);
+        let body = serde_json::to_string(&DrainReply {
+            drained: 12,
+            kept: None,
+        })
+        .unwrap();
+        let r = AdminReply::read(drain, &body);
+        assert_eq!(
+            r,
+            AdminReply::Drained(Drained {
+                dropped: Known::Value(12),
+                kept: Known::Value(0)
+            })
+        );
         assert_eq!(r.drained(), Some(12));
-        let r = AdminReply::read(AdminOp::Drain, "OK\n");
+        let r = AdminReply::read(drain, "OK\n");
         assert_eq!(r.drained(), None);
-        let AdminReply::Drained(Known::Unknown { unknown }) = &r else {
+        let AdminReply::Drained(Drained {
+            dropped: Known::Unknown { unknown },
+            ..
+        }) = &r
+        else {
             panic!("{r:?}")
         };
         assert!(
@@ -119,7 +237,7 @@ mod tests {
             "{unknown}"
         );
         assert_eq!(
-            AdminReply::read(AdminOp::Drain, "{}").drained(),
+            AdminReply::read(drain, "{}").drained(),
             None,
             "a missing key is no count"
         );
@@ -134,5 +252,51 @@ mod tests {
                 unknown: "x".into()
             }
         );
+    }
+
+    #[test]
+    fn a_drain_asked_to_keep_says_what_it_kept_or_that_it_is_unknown() {
+        let keep = AdminOp::Drain(DrainKeep::Answerable);
+        assert_eq!(keep.path(), "/admin/drain?keep=answerable");
+        let r = AdminReply::read(keep, r#"{"drained": 40, "kept": 7}"#);
+        assert_eq!((r.drained(), r.kept()), (Some(40), Some(7)));
+        // A service that does not know `keep` answers the old reply: what it kept is not
+        // known to be 0.
+        let r = AdminReply::read(keep, r#"{"drained": 40}"#);
+        assert_eq!((r.drained(), r.kept()), (Some(40), None));
+    }
+
+    #[test]
+    fn the_youngest_requests_answered_in_time_are_kept() {
+        // One server, 0.125 s a request: the youngest with 0.375 s left fit in turn (answered
+        // at 0.125, 0.25, 0.375 s); the oldest (0.05 s left) cannot be answered even first.
+        assert_eq!(answerable(&[0.05, 0.375, 0.375, 0.375], 0.125, &[0.0]), 3);
+        // Keeping all four would put the last one's answer at 0.5 s, past its 0.375 s.
+        assert_eq!(answerable(&[0.5, 0.375, 0.375, 0.375], 0.125, &[0.0]), 3);
+        // Two servers halve the wait; a busy one frees later.
+        assert_eq!(answerable(&[0.25; 4], 0.125, &[0.0, 0.0]), 4);
+        assert_eq!(answerable(&[0.25; 4], 0.125, &[0.0, 0.1875]), 2);
+        // Nothing to serve with, or nothing queued.
+        assert_eq!(answerable(&[1.0], 0.1, &[]), 0);
+        assert_eq!(answerable(&[], 0.1, &[0.0]), 0);
+    }
+
+    #[test]
+    fn what_is_kept_is_answered_in_time_and_one_more_is_not() {
+        // Deadlines spread as a queue's live requests are, sent over the last second with
+        // a 1 s timeout: each kept one is answered in time, and keeping one more misses.
+        let left: Vec<f64> = (0..300).map(|i| 1.0 - (299 - i) as f64 / 300.0).collect();
+        let free = [0.0; 8];
+        let n = answerable(&left, 0.04, &free);
+        assert!(n > 0 && n < left.len(), "{n}");
+        let done = |n: usize| {
+            let mut f = free.to_vec();
+            left[left.len() - n..].iter().all(|&d| {
+                let i = (0..f.len()).min_by(|&a, &b| f[a].total_cmp(&f[b])).unwrap();
+                f[i] += 0.04;
+                f[i] <= d
+            })
+        };
+        assert!(done(n) && !done(n + 1));
     }
 }

@@ -10,7 +10,7 @@ pub mod local;
 pub mod target;
 
 pub use crate::metrics::scrape::ScrapeEndpoint;
-pub use admin::{AdminOp, AdminReply, Known};
+pub use admin::{AdminOp, AdminReply, DrainKeep, Known};
 pub use fetch::PlatformFetch;
 pub use target::{connect, ConnectError, Connected, KubeTarget, Target};
 

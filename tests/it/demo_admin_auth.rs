@@ -10,7 +10,7 @@ use crate::support::loopback_http::Http;
 use recover::gate::config::GateConfig;
 use recover::platform::local::inventory::Inventory;
 use recover::platform::local::LocalPlatform;
-use recover::platform::{AdminOp, AdminReply, Known, Platform};
+use recover::platform::{AdminOp, Platform};
 use recover::util::net::wait_http_ok;
 use std::time::Duration;
 
@@ -72,11 +72,20 @@ async fn the_admin_api_needs_the_token_through_the_gate_and_the_platform_sends_i
 
     // The platform, with the token its inventory names.
     let with = LocalPlatform::new(inventory(dir.path(), service, true));
-    let drained = with.admin("replica-0", AdminOp::Drain).await.unwrap();
-    assert_eq!(drained, AdminReply::Drained(Known::Value(0)));
+    let drained = with
+        .admin(
+            "replica-0",
+            AdminOp::Drain(recover::platform::DrainKeep::None),
+        )
+        .await
+        .unwrap();
+    assert_eq!((drained.drained(), drained.kept()), (Some(0), Some(0)));
     let without = LocalPlatform::new(inventory(dir.path(), service, false));
     let e = without
-        .admin("replica-0", AdminOp::Drain)
+        .admin(
+            "replica-0",
+            AdminOp::Drain(recover::platform::DrainKeep::None),
+        )
         .await
         .unwrap_err();
     assert!(e.to_string().contains("401"), "{e}");

@@ -242,7 +242,10 @@ async fn failed_and_pending_pods_are_not_replicas_and_get_no_calls() {
         .all(|e| !e.instance.contains("evicted") && !e.instance.contains("pending")));
     let pending = format!("{DEPLOY}-5c4b3a-pending");
     let e = p
-        .admin(&pending, recover::platform::AdminOp::Drain)
+        .admin(
+            &pending,
+            recover::platform::AdminOp::Drain(recover::platform::DrainKeep::None),
+        )
         .await
         .unwrap_err();
     assert!(e.to_string().contains("Pending"), "{e}");

@@ -98,10 +98,20 @@ async fn a_drain_is_sent_once_whatever_happens_to_it() {
     let p = KubePlatform::new(c.client.clone(), o);
     let started = Instant::now();
     assert!(matches!(
-        p.admin(&names[0], AdminOp::Drain).await,
+        p.admin(
+            &names[0],
+            AdminOp::Drain(recover::platform::DrainKeep::None)
+        )
+        .await,
         Err(PlatformError::Timeout { .. })
     ));
-    let e = p.admin(&names[1], AdminOp::Drain).await.unwrap_err();
+    let e = p
+        .admin(
+            &names[1],
+            AdminOp::Drain(recover::platform::DrainKeep::None),
+        )
+        .await
+        .unwrap_err();
     assert!(e.to_string().contains("connection refused"), "{e}");
     println!("two failed drains took {:?}", started.elapsed());
     for n in &names {
@@ -141,7 +151,7 @@ async fn in_the_cluster_pods_are_reached_by_ip_without_the_pod_proxy() {
     let platform = KubePlatform::new(c.client.clone(), o);
     assert_eq!(
         platform
-            .admin(&name, AdminOp::Drain)
+            .admin(&name, AdminOp::Drain(recover::platform::DrainKeep::None))
             .await
             .unwrap()
             .drained(),

@@ -105,7 +105,10 @@ async fn every_call_is_allowed_by_the_manifests_roles_and_every_rule_is_used() {
     assert_eq!(p.hazards().await.unwrap(), vec![], "a steady target");
     let first = p.replicas().await.unwrap().remove(0).id;
     assert_eq!(
-        p.admin(&first, AdminOp::Drain).await.unwrap().drained(),
+        p.admin(&first, AdminOp::Drain(recover::platform::DrainKeep::None))
+            .await
+            .unwrap()
+            .drained(),
         Some(7)
     );
     for ep in p.scrape_endpoints().await.unwrap() {

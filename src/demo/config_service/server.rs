@@ -268,7 +268,10 @@ async fn drain(State(shared): State<Arc<Shared>>) -> Json<DrainReply> {
     }
     shared.metrics.drained.inc_by(n as u64);
     tracing::info!(drained = n, "backlog drained");
-    Json(DrainReply { drained: n as u64 })
+    Json(DrainReply {
+        drained: n as u64,
+        kept: None,
+    })
 }
 
 async fn warm(State(shared): State<Arc<Shared>>) -> Json<WarmReply> {

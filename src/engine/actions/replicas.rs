@@ -6,7 +6,7 @@ use super::super::journal::{unknown, ActionRecord, Event};
 use super::super::restart::{decide, RestartDecision, RestartEvidence};
 use super::ctx::append;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::platform::{AdminOp, AdminReply, Known};
+use crate::platform::{AdminOp, AdminReply, DrainKeep, Known};
 use crate::runbook::action::{BacklogDrain, CacheWarm, ReplicaSelect, RestartBatched, RestartWhen};
 use crate::util::duration::format as dur;
 use std::sync::Arc;
@@ -26,9 +26,12 @@ impl Act for BacklogDrain {
                     drained: None,
                 },
             )?;
-            let reply = ctx.platform.admin(&replica, AdminOp::Drain).await;
+            let reply = ctx
+                .platform
+                .admin(&replica, AdminOp::Drain(DrainKeep::None))
+                .await;
             let drained = match &reply {
-                Ok(AdminReply::Drained(k)) => k.clone(),
+                Ok(AdminReply::Drained(d)) => d.dropped.clone(),
                 Ok(other) => unknown(format!("{replica} answered a drain with {other:?}")),
                 Err(e) => unknown(format!("the call failed: {e}")),
             };
