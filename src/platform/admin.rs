@@ -68,7 +68,7 @@ pub struct DrainReply {
 
 /// What a drain said it did: dropped and kept, each a count or why it is not known.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Drained {
+pub struct DrainCounts {
     pub dropped: Known<u64>,
     /// A drain asked to keep nothing keeps nothing whatever its reply says; one asked to
     /// keep the answerable requests whose reply says nothing of them kept an unknown
@@ -147,7 +147,7 @@ impl<T: Copy> Known<T> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AdminReply {
-    Drained(Drained),
+    Drained(DrainCounts),
     Warmed(Known<f64>),
 }
 
@@ -174,7 +174,7 @@ impl AdminReply {
                         unknown: unknown("kept count"),
                     },
                 };
-                AdminReply::Drained(Drained { dropped, kept })
+                AdminReply::Drained(DrainCounts { dropped, kept })
             }
             AdminOp::Warm => AdminReply::Warmed(match serde_json::from_str::<WarmReply>(body) {
                 Ok(r) => Known::Value(r.warm_fraction),
@@ -217,7 +217,7 @@ mod tests {
         let r = AdminReply::read(drain, &body);
         assert_eq!(
             r,
-            AdminReply::Drained(Drained {
+            AdminReply::Drained(DrainCounts {
                 dropped: Known::Value(12),
                 kept: Known::Value(0)
             })
@@ -225,7 +225,7 @@ mod tests {
         assert_eq!(r.drained(), Some(12));
         let r = AdminReply::read(drain, "OK\n");
         assert_eq!(r.drained(), None);
-        let AdminReply::Drained(Drained {
+        let AdminReply::Drained(DrainCounts {
             dropped: Known::Unknown { unknown },
             ..
         }) = &r
