@@ -130,9 +130,12 @@ pub fn decide(e: &RestartEvidence) -> RestartDecision {
     }
 }
 
-/// The service as a drain with no restart leaves it: no queue, caches as warm as they were.
+/// The service as a drain with no restart leaves it: no queue but what the drain kept (the
+/// requests it answers within their clients' deadlines), caches as warm as they were.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Drained {
+    /// Requests the drain kept queued, over every replica (None: a replica did not say).
+    pub kept: Option<u64>,
     /// Warm capacity, req/s (None: not known).
     pub capacity: Option<f64>,
     /// Cold capacity, req/s.
@@ -226,6 +229,10 @@ pub fn fill_reason(
     burst: u32,
 ) -> Option<String> {
     let d = drained?;
+    // A full bucket lets a wave of the queue's room in at once: only into an empty queue.
+    if d.kept != Some(0) {
+        return None;
+    }
     let room = d.queue_room(p.headroom)?;
     let (headroom, now) = (p.headroom.clamp(0.0, 1.0), d.capacity_now());
     let timeout = d.client_timeout_s.unwrap_or_default();
@@ -331,6 +338,7 @@ mod tests {
     /// Drained alone, warm, at 100 req/s warm and 50 cold, clients timing out after 1 s.
     fn warm_drained() -> Drained {
         Drained {
+            kept: Some(0),
             capacity: Some(100.0),
             capacity_cold: 50.0,
             warm_fraction: Some(1.0),
@@ -355,6 +363,7 @@ mod tests {
         let p = ramp_params();
         assert_eq!(start_rate(&p, None), 22.5);
         let warm = Drained {
+            kept: Some(0),
             capacity: Some(100.0),
             capacity_cold: 50.0,
             warm_fraction: Some(1.0),
@@ -375,6 +384,7 @@ mod tests {
         };
         assert!((start_rate(&p, Some(unknown)) - 45.0).abs() < 1e-9);
         let tiny = Drained {
+            kept: Some(0),
             capacity: None,
             capacity_cold: 10.0,
             warm_fraction: Some(1.0),
@@ -453,5 +463,18 @@ mod tests {
         // A runbook's own burst, or a rate above headroom x what the service answers now.
         assert_eq!(fill_reason(&p, Some(warm), 90.0, 60), None);
         assert_eq!(fill_reason(&p, Some(warm), 95.0, burst), None);
+    }
+
+    /// A drain that kept requests (answered within their deadlines) left a queue: a full
+    /// bucket on top of it would let in more than the queue answers within the timeout.
+    #[test]
+    fn a_drain_that_kept_requests_or_did_not_say_gets_no_full_bucket() {
+        let p = ramp_params();
+        let warm = warm_drained();
+        let burst = wave_burst(&p, Some(warm), 90.0).unwrap();
+        for kept in [Some(5), None] {
+            let d = Drained { kept, ..warm };
+            assert_eq!(fill_reason(&p, Some(d), 90.0, burst), None, "{kept:?}");
+        }
     }
 }

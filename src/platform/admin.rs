@@ -33,28 +33,7 @@ impl AdminOp {
     }
 }
 
-/// What a drain keeps of the queue (`POST /admin/drain?keep=...`; no `keep` keeps nothing).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DrainKeep {
-    /// Drop every queued request.
-    #[default]
-    None,
-    /// Keep the youngest queued requests the replica still answers before their clients'
-    /// deadlines ([`answerable`]); drop the rest: those whose clients have given up or
-    /// will have before their turn. Their clients are answered at once instead of failing
-    /// and coming back a retry delay later, all together.
-    Answerable,
-}
-
-impl DrainKeep {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DrainKeep::None => "none",
-            DrainKeep::Answerable => "answerable",
-        }
-    }
-}
+pub use crate::runbook::action::DrainKeep;
 
 /// The body of `POST /admin/drain`'s answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

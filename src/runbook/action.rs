@@ -201,10 +201,39 @@ fn rejected_signal() -> String {
     crate::metrics::signal::names::GATE_REJECTED_RATE.to_string()
 }
 
-/// `backlog.drain`: drop every replica's queued work.
+/// `backlog.drain`: drop every replica's queued work, or all but what each replica still
+/// answers in time (`keep: answerable`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct BacklogDrain {}
+pub struct BacklogDrain {
+    /// What each replica keeps of its queue (default `none`: drop it all).
+    #[serde(default)]
+    pub keep: DrainKeep,
+}
+
+/// What a drain keeps of the queue: a `backlog.drain` step's `keep`, sent to each replica as
+/// `POST /admin/drain?keep=...` (no `keep` keeps nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DrainKeep {
+    /// Drop every queued request.
+    #[default]
+    None,
+    /// Keep the youngest queued requests the replica still answers before their clients'
+    /// deadlines (`platform::admin::answerable`); drop the rest: those whose clients have given up or
+    /// will have before their turn. Their clients are answered at once instead of failing
+    /// and coming back a retry delay later, all together.
+    Answerable,
+}
+
+impl DrainKeep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DrainKeep::None => "none",
+            DrainKeep::Answerable => "answerable",
+        }
+    }
+}
 
 /// `restart.batched`: restart replicas a batch at a time, each batch ready before the next.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -453,6 +453,7 @@ async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
     let snap = ctx.snapshot().await.ok();
     let get = |name| snap.as_ref().and_then(|s| s.get(name));
     Some(Drained {
+        kept: Some(0),
         capacity: ctx.fixed.inputs.capacity,
         capacity_cold: ctx.fixed.inputs.capacity_cold,
         warm_fraction: get(names::WARM_FRACTION),

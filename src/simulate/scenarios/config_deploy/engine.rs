@@ -390,6 +390,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
                     .as_ref()
                     .filter(|_| !p.plan_restart)
                     .map(|r| Drained {
+                        kept: Some(0),
                         capacity: r.capacity.or(Some(p.capacity)),
                         capacity_cold: r.capacity_cold.unwrap_or(p.capacity * p.cold_factor),
                         warm_fraction: Some(e.server.cache_warmth(now)),

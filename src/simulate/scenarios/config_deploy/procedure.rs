@@ -286,6 +286,7 @@ mod tests {
     #[test]
     fn after_a_drain_alone_the_first_limit_is_a_full_wave_sized_bucket() {
         let drained = Drained {
+            kept: Some(0),
             capacity: Some(100.0),
             capacity_cold: 50.0,
             warm_fraction: Some(1.0),
