@@ -34,30 +34,48 @@ static HELD: Mutex<Vec<File>> = Mutex::new(Vec::new());
 /// kernel does not give out to port-0 binds or outgoing connections, for as long as this
 /// process lives.
 pub fn reserved_loopback_addr() -> std::io::Result<SocketAddr> {
+    reserved_block(&[0]).map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// A first loopback port `p` such that every `p + offset` is reserved as
+/// [`reserved_loopback_addr`] reserves one, for a process that binds a block of ports from
+/// a base (a demo's `--base-port`): no other `recover` process is handed any of them while
+/// this one lives.
+pub fn reserved_block(offsets: &[u16]) -> std::io::Result<u16> {
     let (lo, hi) = range();
     let dir = lock_dir()?;
-    let span = u32::from(hi - lo);
+    let top = offsets.iter().copied().max().unwrap_or(0);
+    let span = u32::from(hi.saturating_sub(lo).saturating_sub(top).max(1));
     let start = start_offset() % span;
     for i in 0..span {
-        let port = lo + ((start + i) % span) as u16;
-        let Ok(file) = File::create(dir.join(port.to_string())) else {
-            continue;
-        };
-        if file.try_lock().is_err() {
+        let base = lo + ((start + i) % span) as u16;
+        let mut locks = Vec::new();
+        let mut bindable = true;
+        for &offset in offsets {
+            let port = base + offset;
+            let Some(file) = File::create(dir.join(port.to_string()))
+                .ok()
+                .filter(|f| f.try_lock().is_ok())
+            else {
+                break;
+            };
+            locks.push(file);
+            bindable &= TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).is_ok();
+        }
+        if locks.len() < offsets.len() {
+            // Another process holds one of the block: release the rest for it.
             continue;
         }
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        // Someone outside `recover` may hold it; the lock is then kept, so no one retries.
-        let bindable = TcpListener::bind(addr).is_ok();
-        HELD.lock().unwrap_or_else(|p| p.into_inner()).push(file);
+        // Someone outside `recover` may hold one; the locks are then kept, so no one retries.
+        HELD.lock().unwrap_or_else(|p| p.into_inner()).extend(locks);
         if bindable {
-            return Ok(addr);
+            return Ok(base);
         }
     }
     Err(std::io::Error::new(
         std::io::ErrorKind::AddrInUse,
         format!(
-            "no loopback port free in {lo}..{hi} (locks under {})",
+            "no loopback block {offsets:?} free in {lo}..{hi} (locks under {})",
             dir.display()
         ),
     ))
@@ -100,4 +118,27 @@ fn start_offset() -> u32 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos());
     std::process::id().wrapping_mul(2_654_435_761) ^ nanos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block's ports are locked, not only bindable: neither another block nor a single
+    /// reserved port is handed out inside it while this process lives (the locks of a
+    /// second open of the same file conflict, even within one process).
+    #[test]
+    fn a_reserved_block_is_handed_to_no_one_else() {
+        let offsets = [0, 1, 2, 10];
+        let a = reserved_block(&offsets).unwrap();
+        let b = reserved_block(&offsets).unwrap();
+        let ports = |base: u16| offsets.map(|o| base + o);
+        assert!(ports(a).iter().all(|p| !ports(b).contains(p)), "{a} {b}");
+        let (lo, hi) = reserved_range();
+        assert!(ports(a).iter().all(|p| (lo..hi).contains(p)));
+        for _ in 0..50 {
+            let single = reserved_loopback_addr().unwrap().port();
+            assert!(!ports(a).contains(&single) && !ports(b).contains(&single));
+        }
+    }
 }

@@ -9,23 +9,15 @@
 //! failing flag's tail is a benchmark figure, not something this test checks).
 
 use crate::support::prometheus::require;
-use std::net::TcpListener;
 use std::process::Command;
 
 /// A base port whose demo, serve, Prometheus and Alertmanager ports (base..base+17, and
-/// the same 100 above for the second system) are all free now.
+/// the same 100 above for the second system) are reserved for this test process
+/// (`util::ports::reserved_block`): free now, and handed to no other test or rehearsal
+/// before the script's processes bind them.
 fn free_base() -> u16 {
-    let free = |p: u16| TcpListener::bind(("127.0.0.1", p)).is_ok();
-    // Below the reserved ports, so neither another test's reserved ports nor the kernel's
-    // ephemeral ones (port-0 binds, outgoing connections) can take one of the block between
-    // this check and the demo's bind.
-    let (reserved_lo, _) = recover::util::ports::reserved_range();
-    let slots = (reserved_lo.saturating_sub(20_000 + 118) / 150).max(1);
-    let seed = std::process::id() as u16 % slots;
-    (0..slots)
-        .map(|i| 20_000 + ((seed + i) % slots) * 150)
-        .find(|b| (0..=17).all(|o| free(b + o) && free(b + 100 + o)))
-        .expect("no free port range for the demo")
+    let offsets: Vec<u16> = (0..=17).chain(100..=117).collect();
+    recover::util::ports::reserved_block(&offsets).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The value printed after `name` at the start of a line of the script's table.

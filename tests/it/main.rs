@@ -13,6 +13,7 @@ mod arch_layering;
 mod cli_surface;
 mod demo_admin_auth;
 mod demo_cli;
+mod demo_drain_keep;
 mod demo_e2e;
 mod demo_slow_replica;
 mod detect_cli;

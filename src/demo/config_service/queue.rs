@@ -1,7 +1,9 @@
 //! The service's decision logic, kept free of I/O so it can be tested exactly: the FIFO
-//! queue (no shedding, no priorities), how much a request costs (cold caches, overload)
-//! and when the service counts as overloaded.
+//! queue (no shedding, no priorities), what a drain that keeps the answerable requests
+//! keeps of it, how much a request costs (cold caches, overload) and when the service
+//! counts as overloaded.
 
+use crate::platform::admin::answerable;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::oneshot;
@@ -32,6 +34,51 @@ impl Job {
     pub fn expired(&self, now: SystemTime) -> bool {
         self.deadline.is_some_and(|d| d <= now)
     }
+
+    /// How long its client still waits: until its `x-deadline-ms`, or `client_timeout`
+    /// after it was queued when it sent none; `None` once that has passed or the client
+    /// has hung up (its connection's handler, holding the receiver, is dropped with the
+    /// connection).
+    pub fn waits_for(&self, now: Moment, client_timeout: Duration) -> Option<Duration> {
+        if self.reply.is_closed() {
+            return None;
+        }
+        let left = match self.deadline {
+            Some(d) => d.duration_since(now.wall).ok()?,
+            None => (self.enqueued + client_timeout).checked_duration_since(now.instant)?,
+        };
+        (!left.is_zero()).then_some(left)
+    }
+}
+
+/// One moment on both clocks a job's deadline may be on: `x-deadline-ms` is wall-clock
+/// time, the fallback (queued + the client timeout) monotonic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Moment {
+    pub instant: Instant,
+    pub wall: SystemTime,
+}
+
+impl Moment {
+    pub fn now() -> Moment {
+        Moment {
+            instant: Instant::now(),
+            wall: SystemTime::now(),
+        }
+    }
+}
+
+/// What a drain that keeps the answerable requests needs to know of the service at the
+/// drain: the jobs are served in FIFO order on the first server free, each at `cost`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answerable {
+    pub now: Moment,
+    /// Deadline of a job that came without `x-deadline-ms`, counted from its queueing.
+    pub client_timeout: Duration,
+    /// The replica's cost of a request now, not overloaded.
+    pub cost: Duration,
+    /// Per server of the pool, how long until it is free (zero when idle).
+    pub free_in: Vec<Duration>,
 }
 
 /// An unbounded FIFO queue of jobs.
@@ -60,6 +107,35 @@ impl FifoQueue {
     /// Take every queued job out at once (for `POST /admin/drain`).
     pub fn drain_all(&mut self) -> Vec<Job> {
         self.jobs.drain(..).collect()
+    }
+
+    /// Take out every queued job but the youngest ones whose clients still wait and that
+    /// the service answers before their deadlines ([`answerable`]); those stay queued in
+    /// their order. The jobs whose clients have gone or whose deadlines have passed are
+    /// taken out wherever they stand, so they neither hold a place nor count as ahead.
+    pub fn drain_keeping(&mut self, at: &Answerable) -> Vec<Job> {
+        let waits: Vec<Option<Duration>> = self
+            .jobs
+            .iter()
+            .map(|j| j.waits_for(at.now, at.client_timeout))
+            .collect();
+        let deadlines: Vec<f64> = waits.iter().flatten().map(Duration::as_secs_f64).collect();
+        let free: Vec<f64> = at.free_in.iter().map(Duration::as_secs_f64).collect();
+        let mut ahead = deadlines.len() - answerable(&deadlines, at.cost.as_secs_f64(), &free);
+        let mut dropped = Vec::new();
+        let mut kept = VecDeque::new();
+        for (job, waits) in self.jobs.drain(..).zip(waits) {
+            match waits {
+                Some(_) if ahead == 0 => kept.push_back(job),
+                Some(_) => {
+                    ahead -= 1;
+                    dropped.push(job);
+                }
+                None => dropped.push(job),
+            }
+        }
+        self.jobs = kept;
+        dropped
     }
 }
 
@@ -206,5 +282,130 @@ mod tests {
             reply: tx,
         };
         assert!(!job.expired(now));
+    }
+
+    /// The queue of the drain tests, oldest first: (deadline from now, or `None` for
+    /// queued 0.5 s ago without `x-deadline-ms`; client still there).
+    fn queue_at(
+        now: Moment,
+        jobs: &[(Option<f64>, bool)],
+    ) -> (FifoQueue, Vec<oneshot::Receiver<Reply>>) {
+        let mut q = FifoQueue::default();
+        let mut waiting = Vec::new();
+        for &(deadline, there) in jobs {
+            let (tx, rx) = oneshot::channel();
+            if there {
+                waiting.push(rx);
+            }
+            q.push(Job {
+                enqueued: now.instant - Duration::from_millis(500),
+                deadline: deadline.map(|s| now.wall + Duration::from_secs_f64(s)),
+                reply: tx,
+            });
+        }
+        (q, waiting)
+    }
+
+    fn left(q: &mut FifoQueue, now: Moment) -> Vec<Option<f64>> {
+        std::iter::from_fn(|| q.pop())
+            .map(|j| {
+                j.deadline
+                    .map(|d| d.duration_since(now.wall).unwrap().as_secs_f64())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_drain_keeps_the_youngest_live_jobs_answered_in_time() {
+        let now = Moment {
+            instant: Instant::now(),
+            wall: SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000),
+        };
+        // Oldest first: live (10 s left), gone, deadline passed just now, live without a
+        // header (queued 0.5 s ago, 2 s timeout: 1.5 s left), live 1.25 s, gone, live 2 s.
+        let jobs = [
+            (Some(10.0), true),
+            (Some(10.0), false),
+            (Some(0.0), true),
+            (None, true),
+            (Some(1.25), true),
+            (Some(5.0), false),
+            (Some(2.0), true),
+        ];
+        let (mut q, _waiting) = queue_at(now, &jobs);
+        // One server, free in 0.25 s, 0.5 s a request: the last three live ones are
+        // answered at 0.75, 1.25 and 1.75 s, each by its deadline; a fourth would put the
+        // 1.25 s one at 1.75 s.
+        let at = Answerable {
+            now,
+            client_timeout: Duration::from_secs(2),
+            cost: Duration::from_millis(500),
+            free_in: vec![Duration::from_millis(250)],
+        };
+        let dropped = q.drain_keeping(&at);
+        let dropped: Vec<Option<f64>> = dropped
+            .iter()
+            .map(|j| {
+                j.deadline
+                    .map(|d| d.duration_since(now.wall).unwrap().as_secs_f64())
+            })
+            .collect();
+        assert_eq!(dropped, [Some(10.0), Some(10.0), Some(0.0), Some(5.0)]);
+        assert_eq!(left(&mut q, now), [None, Some(1.25), Some(2.0)]);
+
+        // With a 0.4 s timeout the headerless one's client has given up: it is dropped and
+        // no longer stands ahead, so the oldest live one is answered first, at 0.75 s.
+        let (mut q, _waiting) = queue_at(now, &jobs);
+        let short = Answerable {
+            client_timeout: Duration::from_millis(400),
+            ..at.clone()
+        };
+        assert_eq!(q.drain_keeping(&short).len(), 4);
+        assert_eq!(left(&mut q, now), [Some(10.0), Some(1.25), Some(2.0)]);
+
+        // Two idle servers answer all four live ones in time; none idle or none at all
+        // answers none.
+        let (mut q, _waiting) = queue_at(now, &jobs);
+        let two = Answerable {
+            free_in: vec![Duration::ZERO; 2],
+            ..at.clone()
+        };
+        assert_eq!(q.drain_keeping(&two).len(), 3);
+        assert_eq!(q.len(), 4);
+        let (mut q, _waiting) = queue_at(now, &jobs);
+        let none = Answerable {
+            free_in: Vec::new(),
+            ..at
+        };
+        assert_eq!(q.drain_keeping(&none).len(), jobs.len());
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_client_waits_until_its_deadline_and_while_connected() {
+        let now = Moment::now();
+        let (tx, rx) = oneshot::channel();
+        let job = Job {
+            enqueued: now.instant,
+            deadline: Some(now.wall + Duration::from_secs(3)),
+            reply: tx,
+        };
+        let timeout = Duration::from_secs(1);
+        assert_eq!(job.waits_for(now, timeout), Some(Duration::from_secs(3)));
+        let later = Moment {
+            instant: now.instant + Duration::from_secs(3),
+            wall: now.wall + Duration::from_secs(3),
+        };
+        assert_eq!(job.waits_for(later, timeout), None, "deadline reached");
+        drop(rx);
+        assert_eq!(job.waits_for(now, timeout), None, "client gone");
+        let (tx, _rx) = oneshot::channel();
+        let job = Job {
+            enqueued: now.instant,
+            deadline: None,
+            reply: tx,
+        };
+        assert_eq!(job.waits_for(now, timeout), Some(timeout));
+        assert_eq!(job.waits_for(later, timeout), None);
     }
 }

@@ -1,11 +1,13 @@
 //! The service's I/O: the HTTP routes, the worker pool that takes jobs off the queue and
 //! spends their (simulated) work time, and the startup phases.
 
+use super::drain::{self, DrainQuery};
 use super::metrics::{KindLabel, ServiceMetrics};
-use super::queue::{CostModel, FifoQueue, Job, Reply};
+use super::queue::{Answerable, CostModel, FifoQueue, Job, Moment, Reply};
 use super::{ServiceConfig, ServiceError};
-use crate::platform::admin::{DrainReply, WarmReply};
-use axum::extract::State;
+use crate::platform::admin::{DrainKeep, DrainReply, WarmReply};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -23,6 +25,9 @@ struct Inner {
     /// Cost multiplier of a slow replica (1: normal), from `--slow-factor` or
     /// `POST /admin/slow`.
     slow: f64,
+    /// Per member of the worker pool, when the job it works on is done (its start plus
+    /// its cost); `None` while it waits for work.
+    busy_until: Vec<Option<Instant>>,
 }
 
 struct Shared {
@@ -42,6 +47,25 @@ impl Shared {
 
     fn warm_fraction(&self, inner: &Inner) -> f64 {
         self.model.warm_fraction(inner.served, inner.warmed)
+    }
+
+    /// What a drain keeping the answerable requests needs, at `now`.
+    fn answerable(&self, inner: &Inner, now: Moment) -> Answerable {
+        let warm = self.warm_fraction(inner);
+        Answerable {
+            now,
+            client_timeout: self.cfg.client_timeout,
+            cost: self.model.cost(warm, false, inner.slow),
+            free_in: inner
+                .busy_until
+                .iter()
+                .map(|b| {
+                    b.map_or(Duration::ZERO, |end| {
+                        end.saturating_duration_since(now.instant)
+                    })
+                })
+                .collect(),
+        }
     }
 
     fn set_slow(&self, factor: f64) {
@@ -77,6 +101,7 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
             served: 0,
             warmed: false,
             slow: 1.0,
+            busy_until: vec![None; cfg.concurrency],
         }),
         work: Notify::new(),
         ready: AtomicBool::new(false),
@@ -115,8 +140,8 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
             _ = stop.cancelled() => {}
         }
     });
-    for _ in 0..cfg.concurrency {
-        tokio::spawn(pool_worker(shared.clone(), shutdown.clone()));
+    for member in 0..cfg.concurrency {
+        tokio::spawn(pool_worker(shared.clone(), member, shutdown.clone()));
     }
     if cfg.slow_factor != 1.0 {
         tokio::spawn(slow_down_later(shared.clone(), shutdown.clone()));
@@ -151,16 +176,24 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
 }
 
 /// One member of the worker pool: FIFO, no shedding, works for clients that have left.
-async fn pool_worker(shared: Arc<Shared>, shutdown: CancellationToken) {
+async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationToken) {
     loop {
-        let job = loop {
+        let (job, cost) = loop {
             let popped = {
                 let mut inner = shared.lock();
                 let job = inner.queue.pop();
                 shared.metrics.queue_depth.set(inner.queue.len() as i64);
                 job.map(|j| {
+                    if shared.cfg.honour_deadline && j.expired(SystemTime::now()) {
+                        return (j, None);
+                    }
                     let warm = shared.warm_fraction(&inner);
-                    (j, inner.queue.len(), warm, inner.slow)
+                    let overloaded = shared.model.overloaded(inner.queue.len(), warm, inner.slow);
+                    shared.metrics.overloaded.set(i64::from(overloaded));
+                    let cost = shared.model.cost(warm, overloaded, inner.slow);
+                    // Its cost is fixed from here: a drain reads when this member is free.
+                    inner.busy_until[member] = Some(Instant::now() + cost);
+                    (j, Some(cost))
                 })
             };
             if let Some(j) = popped {
@@ -171,15 +204,11 @@ async fn pool_worker(shared: Arc<Shared>, shutdown: CancellationToken) {
                 _ = shutdown.cancelled() => return,
             }
         };
-        let (job, depth, warm, slow) = job;
-        if shared.cfg.honour_deadline && job.expired(SystemTime::now()) {
+        let Some(cost) = cost else {
             shared.metrics.skipped.inc();
             let _ = job.reply.send(Reply::Skipped);
             continue;
-        }
-        let overloaded = shared.model.overloaded(depth, warm, slow);
-        shared.metrics.overloaded.set(i64::from(overloaded));
-        let cost = shared.model.cost(warm, overloaded, slow);
+        };
         shared.metrics.in_flight.inc();
         tokio::select! {
             _ = tokio::time::sleep(cost) => {}
@@ -190,6 +219,7 @@ async fn pool_worker(shared: Arc<Shared>, shutdown: CancellationToken) {
         {
             let mut inner = shared.lock();
             inner.served += 1;
+            inner.busy_until[member] = None;
             shared
                 .metrics
                 .warm_fraction
@@ -255,23 +285,44 @@ async fn config(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     }
 }
 
-async fn drain(State(shared): State<Arc<Shared>>) -> Json<DrainReply> {
-    let jobs = {
+/// `POST /admin/drain[?keep=none|answerable]`: answer the dropped requests 503 at once.
+async fn drain(
+    State(shared): State<Arc<Shared>>,
+    query: Result<Query<DrainQuery>, QueryRejection>,
+) -> Response {
+    let query = query
+        .as_ref()
+        .map(|q| q.0.as_slice())
+        .map_err(|e| e.body_text());
+    let keep = match drain::keep(query) {
+        Ok(keep) => keep,
+        Err(refused) => return (StatusCode::BAD_REQUEST, Json(refused)).into_response(),
+    };
+    let (jobs, kept) = {
         let mut inner = shared.lock();
-        let jobs = inner.queue.drain_all();
-        shared.metrics.queue_depth.set(0);
-        jobs
+        let (jobs, kept) = match keep {
+            DrainKeep::None => (inner.queue.drain_all(), None),
+            DrainKeep::Answerable => {
+                let at = shared.answerable(&inner, Moment::now());
+                let jobs = inner.queue.drain_keeping(&at);
+                (jobs, Some(inner.queue.len() as u64))
+            }
+        };
+        shared.metrics.queue_depth.set(inner.queue.len() as i64);
+        (jobs, kept)
     };
     let n = jobs.len();
     for job in jobs {
         let _ = job.reply.send(Reply::Drained);
     }
     shared.metrics.drained.inc_by(n as u64);
-    tracing::info!(drained = n, "backlog drained");
+    shared.metrics.drain_kept.inc_by(kept.unwrap_or(0));
+    tracing::info!(drained = n, kept, keep = keep.as_str(), "backlog drained");
     Json(DrainReply {
         drained: n as u64,
-        kept: None,
+        kept,
     })
+    .into_response()
 }
 
 async fn warm(State(shared): State<Arc<Shared>>) -> Json<WarmReply> {

@@ -3,7 +3,6 @@
 //! with `recover demo down` when the guard drops, also when the test fails. Used by the
 //! tests that run commands as the documentation tells a user to.
 
-use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -28,22 +27,10 @@ pub struct Demo {
 }
 
 /// A first port with the ports `recover demo up` takes from it (gate +0, admin +1,
-/// workers +2, replica +10) free now.
+/// workers +2, replica +10) reserved for this test process (`util::ports::reserved_block`):
+/// free now, and handed to no other test or rehearsal before the demo binds them.
 fn free_base() -> u16 {
-    for _ in 0..50 {
-        let base = super::demo::free_addr().port();
-        if base > 60000 {
-            continue;
-        }
-        let held: Vec<_> = [0, 1, 2, 10]
-            .iter()
-            .map_while(|d| TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], base + d))).ok())
-            .collect();
-        if held.len() == 4 {
-            return base;
-        }
-    }
-    panic!("no free run of demo ports");
+    recover::util::ports::reserved_block(&[0, 1, 2, 10]).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn ok(out: &Output, what: &str) {
