@@ -150,8 +150,9 @@ pub struct Drained {
 impl Drained {
     /// What the service answers now: `capacity / m(w)` with the cold multiplier
     /// `m(w) = 1 + (f - 1)(1 - w)`, `f = capacity / capacity_cold`; no overload factor,
-    /// since nothing is queued. Warmth or warm capacity unknown: the cold capacity, which
-    /// it answers at least.
+    /// since nothing is queued beyond what the service answers within the timeout (what
+    /// a drain keeps). Warmth or warm capacity unknown: the cold capacity, which it
+    /// answers at least.
     pub fn capacity_now(&self) -> f64 {
         let cold = self.capacity_cold.max(0.0);
         match (self.capacity, self.warm_fraction) {
