@@ -141,7 +141,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .map(|r| r.each(Role::Service, "recover_demo_service_warm_fraction"))
             .rfind(|w| !w.is_empty())
             .unwrap_or_default();
-        // The retry loop's split and the queues at the same last scrape before the runbook.
+        // The retry loop's split at the same last scrape before the runbook.
         let retry_loop = rec.raws.iter().rfind(|r| r.t_s <= rb_start).and_then(|r| {
             retry_loop_of(
                 sc,
@@ -151,7 +151,6 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
                     "recover_demo_workers_retrying_in_flight",
                     &[],
                 ),
-                r.each(Role::Service, "recover_demo_service_queue_depth"),
             )
         });
         let crit = SteadyCriteria::default();

@@ -44,11 +44,11 @@
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
 //! - The clients' retry delay counts only for clients no procedure can answer before they
 //!   send again ([`RetryLoop`]): those whose attempt was in flight when the state was
-//!   scraped, queued behind more abandoned work than the service can get through, at its
-//!   overloaded cost, before their timeout. Serving the queue does not reach them in time,
-//!   and dropping it, restarting or turning them away makes them retry: either way they
-//!   send again at least a retry delay after the scrape. The rest of the loop (clients
-//!   waiting out their delay, whose phases are not measured) may come back at once.
+//!   scraped, beyond the most the servers answer before those clients give up, each
+//!   server at its healthy cost whatever the procedure drops or keeps. The others fail
+//!   (dropped, turned away, timed out) and send again at least a retry delay after the
+//!   scrape. The rest of the loop (clients waiting out their delay, whose phases are not
+//!   measured) may come back at once.
 
 pub use super::bound_retry::{retry_loop_of, RetryLoop};
 use super::report::{BoundPath, LowerBound};

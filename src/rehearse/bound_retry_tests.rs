@@ -2,8 +2,11 @@
 //! loop (clients whose attempts are queued behind abandoned work, clients waiting out their
 //! retry delay), each replica's FIFO queue with the overload cost (`k` while it queues more
 //! than it answers within the client timeout), and procedures that serve part of the
-//! queue, drain it at any time, or turn clients away at the gate for a while. No procedure
-//! may beat the bound, whose retry floor holds the held-back clients until they send again.
+//! queue, drain it at any time, drop any part of it at any time (the abandoned requests
+//! and those out of reach, keeping the live ones the replica answers in time, as
+//! `platform::admin::answerable` decides; or any subset), or turn clients away at the gate
+//! for a while. No procedure may beat the bound, whose retry floor holds the held-back
+//! clients until they send again.
 
 use super::*;
 use proptest::prelude::*;
@@ -28,11 +31,26 @@ struct Case {
     /// Clients waiting out their delay at the scrape.
     sleepers: u32,
     warmth: Vec<f64>,
-    /// The procedure: drain every queue at this time (from the runbook's start), turn
-    /// every arrival away until `closed_until`.
+    /// The procedure: drain every queue at this time (from the runbook's start), drop
+    /// part of every queue at `keep_at` and every `keep_every` after (`keep` says which
+    /// part), turn every arrival away until `closed_until`.
     drain_at: Option<f64>,
+    keep_at: Option<f64>,
+    keep_every: Option<f64>,
+    keep: Keep,
     closed_until: f64,
     seed: u64,
+}
+
+/// What a drain at `keep_at` keeps of each queue (the rest is dropped; its live clients
+/// send again a retry delay later).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Keep {
+    /// The youngest live requests the replica answers before their deadlines, from its
+    /// servers as they free at its cost now, not overloaded (`platform::admin::answerable`).
+    Answerable,
+    /// Each queued request, abandoned or live, with even odds.
+    Any,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,6 +62,7 @@ enum Ev {
     /// Replica's server finished a request: (replica, client and attempt if any).
     Done(usize, Option<(usize, u32)>),
     Drain,
+    Keep,
 }
 
 struct At(f64, u64, Ev);
@@ -90,6 +109,8 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
     let mut attempt: Vec<u32> = vec![];
     let mut waiting: Vec<bool> = vec![];
     let mut answered = vec![false; 0];
+    // Each client's current attempt's deadline.
+    let mut deadline: Vec<f64> = vec![];
     // Queues hold (client, attempt) or None for abandoned work.
     let mut queues: Vec<VecDeque<Option<(usize, u32)>>> = vec![VecDeque::new(); r];
     for i in 0..r {
@@ -106,6 +127,7 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
             attempt.push(1);
             waiting.push(true);
             answered.push(false);
+            deadline.push(d);
             queues[i].push_back(Some((id, 1)));
             push(&mut heap, d, Ev::Deadline(id, 1));
         }
@@ -115,6 +137,7 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
         attempt.push(0);
         waiting.push(false);
         answered.push(false);
+        deadline.push(f64::INFINITY);
         push(
             &mut heap,
             t0 + c.delay_s * (1.0 - rand()).max(1e-6),
@@ -130,6 +153,9 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
     }
     if let Some(d) = c.drain_at {
         push(&mut heap, d, Ev::Drain);
+    }
+    if let Some(k) = c.keep_at {
+        push(&mut heap, k.max(t0), Ev::Keep);
     }
     let mut served = vec![0u64; r];
     let mut done = 0.0;
@@ -147,6 +173,7 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
                     continue;
                 }
                 waiting[id] = true;
+                deadline[id] = t + c.timeout_s;
                 let i = (rand() * r as f64) as usize % r;
                 queues[i].push_back(Some((id, a)));
                 push(&mut heap, t + c.timeout_s, Ev::Deadline(id, a));
@@ -183,6 +210,62 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
                     }
                 }
             }
+            Ev::Keep => {
+                if let Some(e) = c.keep_every {
+                    push(&mut heap, t + e, Ev::Keep);
+                }
+                for i in 0..r {
+                    let live = |q: &Option<(usize, u32)>| {
+                        q.is_some_and(|(id, a)| attempt[id] == a && waiting[id])
+                    };
+                    let keep: Vec<bool> = match c.keep {
+                        Keep::Any => queues[i].iter().map(|_| rand() < 0.5).collect(),
+                        Keep::Answerable => {
+                            let ds: Vec<f64> = queues[i]
+                                .iter()
+                                .filter(|q| live(q))
+                                .map(|q| deadline[q.unwrap().0] - t)
+                                .collect();
+                            // Servers busy until their Done, the others free now.
+                            let mut frees: Vec<f64> = heap
+                                .iter()
+                                .filter_map(|At(at, _, e)| {
+                                    matches!(e, Ev::Done(j, _) if *j == i).then_some(at - t)
+                                })
+                                .collect();
+                            frees.resize(c.concurrency as usize, 0.0);
+                            let cost = c.service_time_s * multiplier(c, &served, i);
+                            let n = crate::platform::admin::answerable(&ds, cost, &frees);
+                            let mut seen = 0;
+                            queues[i]
+                                .iter()
+                                .map(|q| {
+                                    let l = live(q);
+                                    seen += usize::from(l);
+                                    l && seen > ds.len() - n
+                                })
+                                .collect()
+                        }
+                    };
+                    let old = std::mem::take(&mut queues[i]);
+                    let dropped: Vec<usize> = old
+                        .into_iter()
+                        .zip(keep)
+                        .filter_map(|(q, k)| {
+                            if k {
+                                queues[i].push_back(q);
+                                None
+                            } else {
+                                q.filter(|_| live(&q)).map(|(id, _)| id)
+                            }
+                        })
+                        .collect();
+                    for id in dropped {
+                        waiting[id] = false;
+                        push(&mut heap, t + c.delay_s, Ev::Send(id));
+                    }
+                }
+            }
         }
         // Free servers start queued work (only from the runbook's start on: before it
         // they are busy with abandoned work).
@@ -193,12 +276,7 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
                         break;
                     };
                     free[i] -= 1;
-                    let w = if c.warm_after == 0 {
-                        1.0
-                    } else {
-                        (c.warmth[i] + served[i] as f64 / c.warm_after as f64).min(1.0)
-                    };
-                    let m = 1.0 + (c.cold_factor - 1.0) * (1.0 - w);
+                    let m = multiplier(c, &served, i);
                     let over = queues[i].len() as f64 > capacity / m * c.timeout_s;
                     let cost = c.service_time_s * m * if over { c.k } else { 1.0 };
                     push(&mut heap, t + cost, Ev::Done(i, req));
@@ -207,6 +285,16 @@ fn simulate(c: &Case, backlog: f64) -> Option<f64> {
         }
     }
     None
+}
+
+/// Replica `i`'s cold multiplier after serving `served[i]` requests since the start.
+fn multiplier(c: &Case, served: &[u64], i: usize) -> f64 {
+    let w = if c.warm_after == 0 {
+        1.0
+    } else {
+        (c.warmth[i] + served[i] as f64 / c.warm_after as f64).min(1.0)
+    };
+    1.0 + (c.cold_factor - 1.0) * (1.0 - w)
 }
 
 fn case() -> impl Strategy<Value = Case> {
@@ -228,6 +316,9 @@ fn case() -> impl Strategy<Value = Case> {
         ),
         (
             proptest::option::of(0.0f64..2.0),
+            proptest::option::of(-0.5f64..2.0),
+            proptest::option::of(0.01f64..0.5),
+            prop_oneof![3 => Just(Keep::Answerable), 1 => Just(Keep::Any)],
             prop_oneof![Just(0.0), 0.0f64..2.0],
             any::<u64>(),
         ),
@@ -237,7 +328,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (replicas, concurrency, ms, cold_factor, warm_after, k),
                 (timeout_s, delay_s, lag_s),
                 (dead, live, sleepers, warmth),
-                (drain_at, closed_until, seed),
+                (drain_at, keep_at, keep_every, keep, closed_until, seed),
             )| Case {
                 replicas,
                 concurrency,
@@ -253,6 +344,9 @@ fn case() -> impl Strategy<Value = Case> {
                 sleepers,
                 warmth: warmth[..replicas].to_vec(),
                 drain_at,
+                keep_at,
+                keep_every,
+                keep,
                 closed_until,
                 seed,
             },
@@ -277,12 +371,9 @@ fn bound_of(c: &Case) -> (f64, f64, f64) {
         client_timeout_s: c.timeout_s,
         scraped_before_s: c.lag_s,
         in_flight,
-        queued: (0..c.replicas)
-            .map(|i| f64::from(c.dead[i] + c.live[i]))
-            .collect(),
+        replicas: c.replicas as u32,
         concurrency: c.concurrency,
         service_time_s: c.service_time_s,
-        overload_factor: c.k,
     };
     let held = lp.held_back();
     let paths = sys.paths(BoundStart {
@@ -299,9 +390,10 @@ fn bound_of(c: &Case) -> (f64, f64, f64) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
 
-    /// Whatever part of the queue a procedure serves, whenever it drains, however long it
-    /// turns clients away: it answers the backlog no sooner than the bound with its retry
-    /// floor says.
+    /// Whatever part of the queue a procedure serves, whenever it drains or drops part of
+    /// it (the abandoned requests and those out of reach, keeping the live ones answered in
+    /// time; or any subset), however long it turns clients away: it answers the backlog no
+    /// sooner than the bound with its retry floor says.
     #[test]
     fn no_procedure_serving_part_of_the_queue_beats_the_retry_floor(c in case()) {
         let (bound, backlog, held) = bound_of(&c);
@@ -312,26 +404,94 @@ proptest! {
             );
         }
     }
+
+    /// A drain that drops the abandoned requests ahead of the live ones and keeps the
+    /// youngest it answers in time (`POST /admin/drain?keep=answerable`), once or again
+    /// and again, at any instant from the scrape on: the live requests behind abandoned
+    /// work are reached at once, at the healthy cost. It answers the backlog no sooner than
+    /// the bound says either.
+    #[test]
+    fn no_drain_keeping_the_answerable_requests_beats_the_retry_floor(
+        c in case(),
+        at in -0.5f64..1.0,
+        every in proptest::option::of(0.01f64..0.5),
+    ) {
+        let c = Case {
+            drain_at: None,
+            keep_at: Some(at),
+            keep_every: every,
+            keep: Keep::Answerable,
+            sleepers: c.sleepers / 10,
+            ..c
+        };
+        let (bound, backlog, held) = bound_of(&c);
+        if let Some(measured) = simulate(&c, backlog.ceil()) {
+            prop_assert!(
+                bound <= measured + 1e-9,
+                "bound {bound:.4} s (held back {held}), the procedure took {measured:.4} s: {c:?}"
+            );
+        }
+    }
 }
 
-/// The default scenario's stuck state: 80 clients queued behind 250 abandoned requests
-/// (k = 2: 250 starts take 5 s, the clients time out in 1 s), 78 waiting out their delay,
-/// scraped 20 ms before the runbook. Without the floor the bound answered all 156 at
-/// 100 req/s from the start (1.56 s); the 80 cannot be answered before 0.98 s, and until
-/// then only the 78 others can: 0.98 s + (156.4 - 78) / 100 at the least.
+/// The shape of seed 7's grid-8 rehearsal: 164 clients in flight, their requests queued
+/// behind 4456 abandoned ones on 1 replica (c = 8, s = 40 ms, T = 1 s), scraped 0.39 s
+/// before the runbook. Served FIFO, none is reached in time; but a drain that keeps the
+/// answerable requests drops the abandoned ones and answers the youngest live ones at
+/// once. A count that held back all but the 8 in service (156) put the bound at 1.38 s;
+/// the procedure answers the backlog by 1.01 s. The servers answer up to
+/// 8 x ceil(1 / 0.04) = 200 in time: nobody is held back.
 #[test]
-fn clients_queued_behind_abandoned_work_wait_a_retry_delay() {
+fn a_drain_keeping_the_answerable_requests_reaches_clients_behind_abandoned_work() {
+    let c = Case {
+        replicas: 1,
+        concurrency: 8,
+        service_time_s: 0.04,
+        cold_factor: 2.0,
+        warm_after: 300,
+        k: 2.0,
+        timeout_s: 1.0,
+        delay_s: 1.0,
+        lag_s: 0.39,
+        dead: vec![4456],
+        live: vec![164],
+        sleepers: 0,
+        warmth: vec![1.0],
+        drain_at: None,
+        keep_at: Some(-0.39),
+        keep_every: Some(0.02),
+        keep: Keep::Answerable,
+        closed_until: 0.0,
+        seed: 7,
+    };
+    let (bound, backlog, held) = bound_of(&c);
+    assert_eq!(held, 0.0);
+    let measured = simulate(&c, backlog.ceil()).expect("answered within the horizon");
+    assert!(measured < 1.1, "{measured}");
+    assert!(bound <= measured, "bound {bound}, measured {measured}");
+}
+
+/// The default scenario's stuck state: 84 clients in flight, their requests queued behind
+/// 250 abandoned ones on 1 replica (c = 4, s = 40 ms, T = 1 s), 78 waiting out their
+/// delay, scraped 20 ms before the runbook. A drain that keeps the answerable requests
+/// reaches all 84 at once, and 4 servers answer up to 4 x ceil(1 / 0.04) = 100 of them
+/// before their clients give up: nobody is held back, and the bound is the fluid one
+/// (158 clients less 1.6 allowed, at 100 req/s: 1.56 s). With 300 in flight, 200 are held
+/// back; a retry delay no longer than the timeout still leaves them out of the bound (by
+/// then the service has not served more than the 100 + 78 others), a 2 s one raises it.
+#[test]
+fn clients_in_flight_beyond_what_the_servers_answer_in_time_wait_a_retry_delay() {
     let lp = RetryLoop {
         retry_delay_s: 1.0,
         client_timeout_s: 1.0,
         scraped_before_s: 0.02,
         in_flight: 84.0,
-        queued: vec![330.0],
+        replicas: 1,
         concurrency: 4,
         service_time_s: 0.04,
-        overload_factor: 2.0,
     };
-    assert_eq!(lp.held_back(), 80.0);
+    assert_eq!(lp.answerable_in_time(), 100.0);
+    assert_eq!(lp.held_back(), 0.0);
     let sys = BoundSystem {
         replicas: 1,
         capacity_warm_per_s: 100.0,
@@ -342,38 +502,52 @@ fn clients_queued_behind_abandoned_work_wait_a_retry_delay() {
         retrying_allowed: 0.01,
         drain_clears_overload: true,
     };
-    let start = |retry_loop| BoundStart {
-        retrying: 158.0,
+    let start = |retrying, retry_loop| BoundStart {
+        retrying,
         restart_s: Some(0.002),
         warm_fraction: Some(1.0),
         warm_per_replica: Some(vec![1.0]),
         retry_loop,
     };
-    let old = least(&sys.paths(start(None))).unwrap().1;
-    assert!((old - 1.564).abs() < 0.01, "{old}");
-    let new = least(&sys.paths(start(Some(lp.clone())))).unwrap().1;
+    let fluid = least(&sys.paths(start(158.0, None))).unwrap().1;
+    assert!((fluid - 1.564).abs() < 0.01, "{fluid}");
+    let with_loop = least(&sys.paths(start(158.0, Some(lp.clone())))).unwrap().1;
+    assert_eq!(with_loop, fluid);
+    // 300 in flight: 200 held back, but by 0.98 s the service serves 98, under the 178
+    // it may answer: the floor does not bind.
+    let deep = RetryLoop {
+        in_flight: 300.0,
+        ..lp.clone()
+    };
+    assert_eq!(deep.held_back(), 200.0);
+    let fluid = least(&sys.paths(start(378.0, None))).unwrap().1;
+    assert!((fluid - 3.762).abs() < 0.01, "{fluid}");
+    let held = least(&sys.paths(start(378.0, Some(deep.clone()))))
+        .unwrap()
+        .1;
+    assert_eq!(held, fluid);
+    // A 2 s delay: until 1.98 s at most 178 answered, then the rest (376.2 - 178).
+    let slow = RetryLoop {
+        retry_delay_s: 2.0,
+        ..deep.clone()
+    };
+    let held = least(&sys.paths(start(378.0, Some(slow)))).unwrap().1;
     assert!(
-        (new - (0.98 + (156.4 - 78.0) / 100.0)).abs() < 0.01,
-        "{new}"
+        (held - (1.98 + (376.2 - 178.0) / 100.0)).abs() < 0.01,
+        "{held}"
     );
-    // A queue the service can get through in time holds nobody back.
-    let short = RetryLoop {
-        queued: vec![150.0],
-        ..lp.clone()
-    };
-    assert_eq!(short.held_back(), 0.0);
-    // Two replicas as deep: neither reaches a live request in time, whichever holds them.
+    // Two replicas answer up to 200 in time, however the 300 are split between them.
     let two = RetryLoop {
-        queued: vec![330.0, 330.0],
-        ..lp.clone()
+        replicas: 2,
+        ..deep.clone()
     };
-    assert_eq!(two.held_back(), 84.0 - 8.0);
-    // One of them shallow: every live request may sit there, within reach.
-    let one_shallow = RetryLoop {
-        queued: vec![330.0, 100.0],
-        ..lp.clone()
+    assert_eq!(two.held_back(), 100.0);
+    // A timeout that is not a whole number of service times: 4 x ceil(25.5) = 104.
+    let odd = RetryLoop {
+        client_timeout_s: 1.02,
+        ..deep
     };
-    assert_eq!(one_shallow.held_back(), 0.0);
+    assert_eq!(odd.held_back(), 300.0 - 104.0);
     // Nor does a policy without a least wait, or a loop not measured.
     let sc = crate::rehearse::scenario::Scenario::default();
     let jitter = crate::rehearse::scenario::Scenario {
@@ -383,7 +557,10 @@ fn clients_queued_behind_abandoned_work_wait_a_retry_delay() {
         },
         ..sc.clone()
     };
-    assert!(retry_loop_of(&jitter, 0.0, Some(84.0), vec![330.0]).is_none());
-    assert!(retry_loop_of(&sc, 0.0, None, vec![330.0]).is_none());
-    assert!(retry_loop_of(&sc, 0.0, Some(84.0), vec![330.0]).is_some());
+    assert!(retry_loop_of(&jitter, 0.0, Some(84.0)).is_none());
+    assert!(retry_loop_of(&sc, 0.0, None).is_none());
+    assert_eq!(
+        retry_loop_of(&sc, 0.0, Some(84.0)).map(|l| l.held_back()),
+        Some(0.0)
+    );
 }

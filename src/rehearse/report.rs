@@ -223,8 +223,8 @@ pub struct LowerBound {
     /// their delays at any phase when recovery starts.
     pub retry_delay_s: f64,
     /// Clients no procedure can answer before they send again, a retry delay after the
-    /// scrape before the runbook: their attempts were queued behind more abandoned work
-    /// than the service gets through before their timeout. 0 when that cannot be shown.
+    /// scrape before the runbook: those in flight beyond the most the servers answer, at
+    /// their healthy cost, before the clients' timeout. 0 when that cannot be shown.
     #[serde(default)]
     pub held_back: f64,
     /// The state the bound starts from (the clients in the loop, their split) was scraped

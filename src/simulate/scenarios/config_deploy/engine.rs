@@ -7,11 +7,12 @@ use super::gate::{Admission, Gate};
 use super::params::SystemParams;
 use super::procedure::Procedure;
 use super::readmission::Readmission;
-use super::report::{Second, SystemReport, Totals};
+use super::report::{DrainSeen, Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
 use super::settled::in_steps;
 use crate::engine::restart::Drained;
 use crate::retry::{RetryBudget, RetryUnits};
+use crate::runbook::action::DrainKeep;
 use crate::simulate::kernel::clock::{Clock, Stepped};
 use crate::simulate::kernel::record::{Recovery, Series};
 use crate::simulate::kernel::rng::SplitMix64;
@@ -241,6 +242,36 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// The procedure's drain (and restart, `plan_restart`): every queued request it does
+    /// not keep is answered with an error at once (the demo service does), and its client
+    /// retries a retry delay later; with `keep: answerable` (and no restart) each replica
+    /// keeps the youngest it answers before their clients' deadlines.
+    fn drain(&mut self, now: u32, keep: DrainKeep, tick_s: f64) -> DrainSeen {
+        let clients = &self.clients;
+        let live = |r: &Req| {
+            let c = clients[r.client as usize];
+            c.phase == Phase::Waiting && c.seq == r.seq
+        };
+        let clients_queued = self.server.queued().filter(|r| live(r)).count() as u64;
+        let (out, kept) = match keep {
+            _ if self.p.plan_restart => (self.server.restart(now), 0),
+            DrainKeep::None => (self.server.take_queue(), 0),
+            DrainKeep::Answerable => self
+                .server
+                .drain_keeping(now, self.p.replicas, tick_s, live),
+        };
+        let dropped = out.len() as u64;
+        for r in out {
+            self.drained(r, now);
+        }
+        DrainSeen {
+            clients_queued,
+            dropped,
+            kept: kept as u64,
+            filled: false,
+        }
+    }
+
     fn complete(&mut self, req: Req, now: u32) {
         let c = self.clients[req.client as usize];
         if c.phase == Phase::Waiting && c.seq == req.seq {
@@ -353,6 +384,11 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         .map(|f| (f * f64::from(p.clients)).floor() as u64);
     let mut series = Vec::with_capacity((n / per_s + 1) as usize);
     let mut done: Vec<Req> = Vec::with_capacity(1024);
+    // What the runbook's drain keeps of the queue (a restart loses all of it anyway).
+    let keep = readmission
+        .as_ref()
+        .map_or(DrainKeep::None, |r| r.drain_keep);
+    let mut drain: Option<DrainSeen> = None;
 
     for now in 0..n {
         if let Some((at, until)) = outage {
@@ -368,16 +404,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         if let Some(proc_) = procedure.as_mut() {
             if now == plan_at {
                 e.gate.set_limit(proc_.start());
-                // The drain answers every queued request with an error at once (the
-                // demo service does): their clients retry a retry delay later, together.
-                let queued = if p.plan_restart {
-                    e.server.restart(now)
-                } else {
-                    e.server.take_queue()
-                };
-                for r in queued {
-                    e.drained(r, now);
-                }
+                drain = Some(e.drain(now, keep, tick_s));
             }
             if plan_warmed_at == Some(now) {
                 e.server.warm();
@@ -390,14 +417,18 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
                     .as_ref()
                     .filter(|_| !p.plan_restart)
                     .map(|r| Drained {
-                        kept: Some(0),
+                        kept: Some(drain.map_or(0, |d| d.kept)),
                         capacity: r.capacity.or(Some(p.capacity)),
                         capacity_cold: r.capacity_cold.unwrap_or(p.capacity * p.cold_factor),
                         warm_fraction: Some(e.server.cache_warmth(now)),
                         client_timeout_s: Some(p.timeout.as_secs_f64()),
                     });
                 let (timeouts, _) = so_far(&series, &e.cur);
-                e.gate.set_limit(proc_.begin_ramp(now, drained, timeouts));
+                let first = proc_.begin_ramp(now, drained, timeouts);
+                if let Some(d) = drain.as_mut() {
+                    d.filled = first.fill;
+                }
+                e.gate.set_limit(first);
             }
         }
         if let Some((from, _, iv)) = e.spike {
@@ -473,6 +504,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         reference,
         reference_s: f64::from(reference_t),
         relapses: procedure.as_ref().map_or(0, Procedure::relapses),
+        drain,
         totals: e.totals,
         series,
     }

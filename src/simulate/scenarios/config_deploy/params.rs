@@ -70,6 +70,10 @@ pub struct SystemParams {
     /// multipliers, fixed when it is taken off the queue) and is answered at its end. None
     /// answers a request as soon as its work is paid, without a service time of its own.
     pub concurrency: Option<u32>,
+    /// Replicas the pool stands for: its queue and slots spread evenly over them, as a
+    /// balancer keeping them level spreads them. The pool serves as one; a drain that
+    /// keeps the answerable requests decides replica by replica, as each real one does.
+    pub replicas: u32,
 
     // --- gate (the admission gate before the server) ---
     /// Admitted requests per second; none means unlimited.
@@ -164,6 +168,7 @@ impl Default for SystemParams {
             cold_start: false,
             honour_deadline: false,
             concurrency: None,
+            replicas: 1,
             gate_rate: None,
             gate_burst: 20,
             gate_max_in_flight: None,
@@ -317,6 +322,9 @@ impl Params for SystemParams {
         positive("capacity", self.capacity)?;
         if self.concurrency == Some(0) {
             return Err(SimError::invalid("concurrency", "must be at least 1"));
+        }
+        if self.replicas == 0 {
+            return Err(SimError::invalid("replicas", "must be at least 1"));
         }
         if !(self.overload_factor >= 1.0 && self.overload_factor.is_finite()) {
             return Err(SimError::invalid("overload_factor", "must be at least 1"));

@@ -306,6 +306,34 @@ mod tests {
         assert_eq!(p.begin_ramp(0, None, 0), LimitChange::rate(Some(20.0)));
     }
 
+    /// A drain that kept requests left a queue: the first limit is the same rate and
+    /// wave-sized burst, but its bucket does not start full (the engine's `fill_reason`),
+    /// so a full bucket cannot pile a wave on top of what was kept.
+    #[test]
+    fn after_a_drain_that_kept_requests_the_first_limit_has_no_fill() {
+        let drained = Drained {
+            kept: Some(0),
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+            client_timeout_s: Some(1.0),
+        };
+        let first = |d: Drained| Procedure::new(&plan(), shipped(), TICK).begin_ramp(0, Some(d), 0);
+        assert!(first(drained).fill);
+        for kept in [Some(40), None] {
+            let got = first(Drained { kept, ..drained });
+            assert_eq!(
+                got,
+                LimitChange {
+                    rate_per_s: Some(90.0),
+                    burst: Some(90),
+                    fill: false
+                },
+                "{kept:?}"
+            );
+        }
+    }
+
     /// While the readmission settles (5 s) a timeout only resets the passes; after it,
     /// the third failed measurement in a row (failure limit 2) steps back.
     #[test]

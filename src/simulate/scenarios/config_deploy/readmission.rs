@@ -10,7 +10,7 @@
 //! step and check themselves, and the engine's own pure functions, so the two cannot drift.
 
 use crate::plan::{Plan, PlanInputs};
-use crate::runbook::action::Action;
+use crate::runbook::action::{Action, DrainKeep};
 use crate::runbook::expr::Expr;
 use crate::runbook::{Check, Runbook};
 use std::time::Duration;
@@ -39,6 +39,9 @@ pub struct Readmission {
     /// service's, which is what `recover plan --check-with-sim` built it from).
     pub capacity: Option<f64>,
     pub capacity_cold: Option<f64>,
+    /// What the runbook's `backlog.drain` keeps of each replica's queue (none: a runbook
+    /// without the step, or one that keeps nothing).
+    pub drain_keep: DrainKeep,
 }
 
 impl Readmission {
@@ -49,6 +52,14 @@ impl Readmission {
             Action::GateRamp(r) => Some(r),
             _ => None,
         })?;
+        let drain_keep = rb
+            .steps
+            .iter()
+            .find_map(|s| match &s.action {
+                Action::BacklogDrain(d) => Some(d.keep),
+                _ => None,
+            })
+            .unwrap_or_default();
         Some(Readmission {
             hold: ramp.hold,
             settle: ramp.settle(),
@@ -60,6 +71,7 @@ impl Readmission {
             scrape: None,
             capacity: inputs.capacity,
             capacity_cold: Some(inputs.capacity_cold),
+            drain_keep,
         })
     }
 
@@ -93,6 +105,7 @@ impl Readmission {
             scrape: Some(hold),
             capacity: None,
             capacity_cold: None,
+            drain_keep: DrainKeep::None,
         }
     }
 }
@@ -129,5 +142,32 @@ mod tests {
         assert_eq!(r.check.interval, Duration::from_millis(500));
         assert_eq!(r.check.consecutive_successes, 3);
         assert_eq!((r.capacity, r.capacity_cold), (Some(100.0), Some(50.0)));
+    }
+
+    /// The drain keeps what the runbook's `backlog.drain` says, so the model drains as
+    /// the engine will.
+    #[test]
+    fn the_drain_keeps_what_the_runbooks_step_says() {
+        let mut rb = crate::runbook::load_file(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/runbooks/stuck-overload.yaml"
+        )))
+        .unwrap()
+        .runbook;
+        let inputs = PlanInputs {
+            arrival_rate: 300.0,
+            capacity_cold: 50.0,
+            k: 3.0,
+            capacity: Some(100.0),
+            demand: None,
+        };
+        for keep in [DrainKeep::None, DrainKeep::Answerable] {
+            for s in &mut rb.steps {
+                if let Action::BacklogDrain(d) = &mut s.action {
+                    d.keep = keep;
+                }
+            }
+            assert_eq!(Readmission::of(&rb, &inputs).unwrap().drain_keep, keep);
+        }
     }
 }

@@ -67,6 +67,24 @@ pub struct SystemReport {
     pub reference_s: f64,
     /// Procedure relapses (0 without a plan).
     pub relapses: u32,
+    /// What the procedure's drain found and did (none without a plan).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drain: Option<DrainSeen>,
     pub totals: Totals,
     pub series: Vec<Second>,
+}
+
+/// The procedure's drain: how synchronized the clients were when it came, and what it
+/// dropped and kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct DrainSeen {
+    /// Clients waiting on an attempt still queued (not yet taken by a slot).
+    pub clients_queued: u64,
+    /// Queued requests taken out and answered with an error (a restart's lost work included).
+    pub dropped: u64,
+    /// Queued requests kept (`keep: answerable`).
+    pub kept: u64,
+    /// The readmission's first limit started its bucket full (only into a queue the
+    /// drain left empty, `engine::restart::fill_reason`).
+    pub filled: bool,
 }

@@ -204,6 +204,87 @@ impl Server {
         self.take_queue().len()
     }
 
+    /// A drain that keeps the answerable requests (`keep: answerable`), replica by replica
+    /// as each of the `replicas` the pool stands for drains its own queue: the youngest
+    /// queued requests it answers before their clients' deadlines stay queued in FIFO
+    /// order, by the one rule [`crate::platform::admin::answerable`]; every other one is
+    /// taken out, for the caller to answer with an error at once. `live` says whether a
+    /// request's client still waits on it; its deadline is its send plus the client
+    /// timeout. Returns the requests taken out and how many were kept.
+    pub fn drain_keeping(
+        &mut self,
+        now: u32,
+        replicas: u32,
+        tick_s: f64,
+        live: impl Fn(&Req) -> bool,
+    ) -> (Vec<Req>, usize) {
+        let replicas = replicas.max(1) as usize;
+        let queue = self.take_queue();
+        let mut keep = vec![false; queue.len()];
+        for r in 0..replicas {
+            // A balancer that keeps the replicas level (least outstanding, round robin)
+            // sends consecutive requests to different replicas: the pool's i-th queued
+            // request and i-th taken one are on replica i mod replicas.
+            let mine: Vec<usize> = (r..queue.len())
+                .step_by(replicas)
+                .filter(|&i| live(&queue[i]))
+                .collect();
+            let deadlines: Vec<f64> = mine
+                .iter()
+                .map(|&i| {
+                    let deadline = queue[i].sent.saturating_add(self.cfg.timeout_ticks);
+                    f64::from(deadline.saturating_sub(now)) * tick_s
+                })
+                .collect();
+            let (cost_s, free_in_s) = self.replica_servers(now, r, replicas, tick_s);
+            let n = crate::platform::admin::answerable(&deadlines, cost_s, &free_in_s);
+            for &i in &mine[mine.len() - n..] {
+                keep[i] = true;
+            }
+        }
+        let mut out = Vec::with_capacity(queue.len());
+        for (req, kept) in queue.into_iter().zip(keep) {
+            if kept {
+                self.queue.push_back(req);
+            } else {
+                out.push(req);
+            }
+        }
+        let kept = self.queue.len();
+        (out, kept)
+    }
+
+    /// Replica `r`'s servers as a drain sees them: each one's cost now, not overloaded
+    /// (seconds), and when each is free (seconds from now). With slots, the replica's
+    /// share of them, busy until its share of the work in service ends (the pool prices
+    /// by rate, so it may briefly hold more jobs than slots: the slots free as the latest
+    /// of them end); without, one server working at the replica's share of the rate.
+    fn replica_servers(&self, now: u32, r: usize, replicas: usize, tick_s: f64) -> (f64, Vec<f64>) {
+        let warm = self.warm_fraction(now).max(1e-9);
+        let Some(job) = self.cfg.job_ticks else {
+            let per_request = replicas as f64 / (self.cfg.per_tick * warm).max(1e-9);
+            return (per_request * tick_s, vec![0.0]);
+        };
+        let slots = ((job * self.cfg.per_tick / replicas as f64).round() as usize).max(1);
+        let mut busy: Vec<(u64, u32)> = self
+            .in_service
+            .iter()
+            .map(|Reverse(j)| (j.order, j.done))
+            .collect();
+        busy.sort_unstable();
+        let mut free: Vec<f64> = busy
+            .iter()
+            .skip(r)
+            .step_by(replicas)
+            .map(|&(_, done)| f64::from(done.saturating_sub(now)) * tick_s)
+            .collect();
+        free.sort_unstable_by(f64::total_cmp);
+        let free = free.split_off(free.len().saturating_sub(slots));
+        let idle = slots - free.len();
+        let free = std::iter::repeat_n(0.0, idle).chain(free).collect();
+        (job / warm * tick_s, free)
+    }
+
     // Inlined into the engine (as is `step`): called per attempt, from another module.
     #[inline]
     pub fn arrive(&mut self, req: Req, now: u32) -> Arrival {
@@ -286,6 +367,11 @@ impl Server {
         served
     }
 
+    /// The queued requests, oldest first.
+    pub fn queued(&self) -> impl Iterator<Item = &Req> {
+        self.queue.iter()
+    }
+
     pub fn queue_len(&self) -> usize {
         self.queue.len()
     }
@@ -309,119 +395,5 @@ impl Server {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cfg(shedding: bool) -> ServerConfig {
-        ServerConfig {
-            per_tick: 2.0,
-            cold_factor: 0.5,
-            warmup_ticks: 100,
-            warm_after_requests: 0,
-            overload_factor: 4.0,
-            shedding,
-            honour_deadline: false,
-            timeout_ticks: 10,
-            job_ticks: None,
-        }
-    }
-
-    /// Requests served over the ticks `ticks`.
-    fn served(s: &mut Server, ticks: std::ops::Range<u32>) -> u32 {
-        let mut n = 0;
-        for t in ticks {
-            s.step(t, |_| n += 1);
-        }
-        n
-    }
-
-    fn req(i: u32) -> Req {
-        Req {
-            client: i,
-            seq: 0,
-            sent: 0,
-        }
-    }
-
-    #[test]
-    fn overloaded_queue_costs_k_times_the_work() {
-        let mut s = Server::new(cfg(false));
-        for i in 0..100 {
-            s.arrive(req(i), 0);
-        }
-        // 100 queued > 2 * 10 servable in time: each costs 4, so 2 per tick serves one per 2 ticks.
-        assert_eq!(served(&mut s, 0..10), 5);
-        assert!(s.overloaded());
-    }
-
-    #[test]
-    fn shedding_keeps_the_queue_within_what_is_served_in_time() {
-        let mut s = Server::new(cfg(true));
-        let shed = (0..100)
-            .filter(|i| s.arrive(req(*i), 0) == Arrival::Shed)
-            .count();
-        assert_eq!(s.queue_len(), 20);
-        assert_eq!(shed, 80);
-    }
-
-    #[test]
-    fn restart_loses_the_queue_and_comes_back_cold() {
-        let mut s = Server::new(cfg(false));
-        s.arrive(req(1), 0);
-        assert_eq!(s.go_down(10), 1);
-        assert_eq!(s.arrive(req(2), 5), Arrival::Refused);
-        assert_eq!(s.warm_fraction(10), 0.5);
-        assert_eq!(s.warm_fraction(60), 0.75);
-        assert_eq!(s.warm_fraction(500), 1.0);
-    }
-
-    /// As the demo service: warmth comes with the work done since the restart (the cost
-    /// multiplier falls linearly from 2 to 1), not with time; a warm step makes it whole.
-    #[test]
-    fn warms_with_its_work_and_at_once_when_warmed() {
-        let mut s = Server::new(ServerConfig {
-            warm_after_requests: 10,
-            ..cfg(false)
-        });
-        for i in 0..3 {
-            s.arrive(req(i), 0);
-        }
-        assert_eq!(s.restart(0).len(), 3);
-        assert_eq!(s.warm_fraction(1_000), 0.5, "time alone does not warm it");
-        for i in 0..5 {
-            s.arrive(req(i), 1_000);
-        }
-        assert_eq!(served(&mut s, 1_000..1_010), 5);
-        assert!((s.warm_fraction(1_010) - 1.0 / 1.5).abs() < 1e-9);
-        s.warm();
-        assert_eq!(s.warm_fraction(1_010), 1.0);
-    }
-
-    /// As the demo service's pool: a request is answered at the end of its work, whose
-    /// cost is fixed when a slot takes it (cold and overloaded here: 4 x 2 = 8 times 5
-    /// ticks), and it warms the service when it is done, not when it starts.
-    #[test]
-    fn answers_at_the_end_of_its_work_priced_when_taken() {
-        let mut s = Server::new(ServerConfig {
-            warm_after_requests: 10,
-            job_ticks: Some(5.0),
-            ..cfg(false)
-        });
-        s.restart(0);
-        for i in 0..30 {
-            s.arrive(req(i), 0);
-        }
-        let mut done = Vec::new();
-        for t in 0..44 {
-            s.step(t, |r| done.push((t, r.client)));
-            if t == 42 {
-                assert!(done.is_empty(), "{done:?}");
-                assert_eq!(s.warm_fraction(t), 0.5, "nothing done yet: still cold");
-            }
-        }
-        // 30 queued > 1 x 10 servable in time: overloaded, each costs 4 of the 1 a tick
-        // a cold server has; the first is taken at tick 3 and answered 40 ticks later.
-        assert_eq!(done, vec![(43, 0)]);
-        assert_eq!(s.queue_len(), 30 - 11);
-    }
-}
+#[path = "server_tests.rs"]
+mod tests;
