@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// One request at a time, each this long: whatever is queued waits whole multiples of it.
-const T: Duration = Duration::from_millis(1500);
+const T: Duration = Duration::from_millis(2000);
 
 fn service(addr: SocketAddr, service_time: Duration) -> ChildGuard {
     let service_time = format!("{}ms", service_time.as_millis());
