@@ -113,9 +113,18 @@ pub fn describe(a: &ActionRecord) -> String {
         }
     }
     match a {
-        ActionRecord::Drain { replica, drained } => {
-            format!("drained {replica}: {} requests dropped", known(drained))
-        }
+        ActionRecord::Drain {
+            replica,
+            drained,
+            kept,
+        } => match kept {
+            None => format!("drained {replica}: {} requests dropped", known(drained)),
+            Some(_) => format!(
+                "drained {replica}: {} requests dropped, {} kept (answered before their deadlines)",
+                known(drained),
+                known(kept)
+            ),
+        },
         ActionRecord::Restart { replica, seconds } => match seconds {
             Some(s) => format!("restarted {replica} in {s:.1} s"),
             None => format!("restarted {replica}"),

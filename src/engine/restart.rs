@@ -150,8 +150,9 @@ pub struct Drained {
 impl Drained {
     /// What the service answers now: `capacity / m(w)` with the cold multiplier
     /// `m(w) = 1 + (f - 1)(1 - w)`, `f = capacity / capacity_cold`; no overload factor,
-    /// since nothing is queued. Warmth or warm capacity unknown: the cold capacity, which
-    /// it answers at least.
+    /// since nothing is queued beyond what the service answers within the timeout (what
+    /// a drain keeps). Warmth or warm capacity unknown: the cold capacity, which it
+    /// answers at least.
     pub fn capacity_now(&self) -> f64 {
         let cold = self.capacity_cold.max(0.0);
         match (self.capacity, self.warm_fraction) {
@@ -172,6 +173,29 @@ impl Drained {
             .filter(|t| t.is_finite() && *t > 0.0)?;
         Some((headroom.clamp(0.0, 1.0) * self.capacity_now() * timeout).floor())
     }
+
+    /// Why the readmission's first bucket starts empty although the run drained alone: the
+    /// drain kept requests, or did not say how many ([`fill_reason`] fills only into a queue
+    /// known empty). None when every replica kept a known 0. Pure.
+    pub fn kept_reason(&self) -> Option<String> {
+        match self.kept {
+            Some(0) => None,
+            Some(n) => Some(format!(
+                "the drain kept {n} requests answered within their deadlines; the queue is not empty, so the bucket starts empty"
+            )),
+            None => Some(
+                "a replica's drain did not say how many requests it kept (a service that ignores ?keep= does not say, and may have kept any number); the queue is not known empty, so the bucket starts empty".into(),
+            ),
+        }
+    }
+
+    /// What is queued after the drain, in words for the run log.
+    pub fn queued_words(&self) -> &'static str {
+        match self.kept {
+            Some(0) => "nothing is queued",
+            _ => "nothing is queued but what the replicas answer before their clients' deadlines",
+        }
+    }
 }
 
 /// Where the readmission starts. The plan's admit rate (`from`) is sized for a service that
@@ -180,6 +204,13 @@ impl Drained {
 /// they had; admitting `headroom` of what the service answers now keeps the queue from
 /// building again, so the ramp starts there: never below the plan's rate, never above the
 /// ceiling. A relapse still steps back to the plan's rate ([`super::ramp::next_move`]). Pure.
+///
+/// It stands after a drain that kept requests (`keep: answerable`, [`Drained::kept`] not
+/// 0, or not known): a replica keeps only what it answers before its clients' deadlines
+/// at its cost now, not overloaded (`platform::admin::answerable`), so what is kept is
+/// answered within the timeout and costs no k; and arrivals admitted below what the
+/// service answers never wait longer than the kept ones did (the queue drains faster than
+/// it fills). What changes is the first bucket: it starts empty ([`fill_reason`]).
 pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
     match drained {
         Some(d) => (p.headroom.clamp(0.0, 1.0) * d.capacity_now())
@@ -204,6 +235,11 @@ pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
 /// the drained clients come back one retry delay later, and a bucket refilling from
 /// empty while the early ones and the demand spend it turns most of that wave away for
 /// another retry delay.
+///
+/// After a drain that kept requests the burst stays, but the bucket starts empty: it
+/// holds `r x t` tokens `t` seconds on at rate `r`, while what was kept (at most what the
+/// service answers within the timeout, `capacity_now x timeout`) has shrunk by
+/// `capacity_now x t`; so the queue stays under `capacity_now x timeout` throughout.
 ///
 /// Only the measured client timeout counts: a declared one may be stale, and a longer
 /// timeout than the clients' would let in a wave that overloads. Never below the gate's

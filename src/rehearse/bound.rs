@@ -469,3 +469,7 @@ mod tests;
 #[cfg(test)]
 #[path = "bound_retry_tests.rs"]
 mod retry_tests;
+
+#[cfg(test)]
+#[path = "bound_retry_model.rs"]
+mod retry_model;

@@ -1,6 +1,7 @@
 //! Calls to pods through the API server's pod proxy, which the API server never times out:
 //! each has its own deadline, a scrape of a hung pod is missing data for that pod only
-//! (the others are read at the same time), and a drain is never sent twice.
+//! (the others are read at the same time), and a drain is never sent twice; a drain's query
+//! (`?keep=answerable`) reaches the pod unchanged, through the proxy and to the pod's IP.
 
 use crate::kube_platform::options;
 use crate::support::kube::*;
@@ -179,4 +180,67 @@ async fn in_the_cluster_pods_are_reached_by_ip_without_the_pod_proxy() {
         "no pod proxy call: the Role's pods/proxy rule is not needed in the cluster"
     );
     stop.cancel();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_that_keeps_reaches_the_pod_with_its_query_through_the_proxy_and_direct() {
+    use kube::api::{Api, PostParams};
+    use recover::platform::admin::{DrainCounts, Known};
+    use recover::platform::{AdminReply, DrainKeep};
+    let c = FakeCluster::start(1, Duration::from_millis(100)).await;
+    // The real demo service behind the pod: only a drain that arrives with its query
+    // answers what it kept (a service that saw a bare /admin/drain says nothing of it).
+    let addr = crate::support::ports::loopback_addr();
+    let args = ["demo", "config-service", "--listen", &addr.to_string()];
+    let _svc = crate::support::demo::spawn("config-service", &args.map(String::from));
+    crate::support::demo::wait_http_ok(&format!("http://{addr}/readyz"), Duration::from_secs(20))
+        .await;
+    let mut pod = c.target_pods().await.remove(0);
+    let name = pod.metadata.name.clone().unwrap();
+    c.set_backend(&name, addr);
+    let keep = AdminOp::Drain(DrainKeep::Answerable);
+    let answered = AdminReply::Drained(DrainCounts {
+        dropped: Known::Value(0),
+        kept: Known::Value(0),
+    });
+    let mut o = options("operator");
+    o.clients_selector = None;
+    o.service_port = addr.port();
+
+    let proxied = KubePlatform::new(c.client.clone(), o.clone());
+    assert_eq!(proxied.admin(&name, keep).await.unwrap(), answered);
+    let posts: Vec<_> = c
+        .recorded()
+        .into_iter()
+        .filter(|r| r.method == "POST" && r.path.contains("/proxy"))
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    let port = addr.port();
+    assert_eq!(
+        (posts[0].path.as_str(), posts[0].query.as_str()),
+        (
+            format!("/api/v1/namespaces/{NS}/pods/{name}:{port}/proxy/admin/drain").as_str(),
+            "keep=answerable"
+        )
+    );
+    // The same permission as any admin call: pods/proxy create.
+    assert!(!posts[0].denied && !posts[0].rules.is_empty(), "{posts:?}");
+
+    // In the cluster, straight to the pod's IP (this host's loopback).
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(c.fake.clone(), NS);
+    pod.status.as_mut().unwrap().pod_ip = Some("127.0.0.1".into());
+    pods.replace_status(&name, &PostParams::default(), &pod)
+        .await
+        .unwrap();
+    o.reach = recover::platform::kube::Reach::PodIp;
+    let direct = KubePlatform::new(c.client.clone(), o);
+    assert_eq!(direct.admin(&name, keep).await.unwrap(), answered);
+    assert_eq!(
+        c.recorded()
+            .iter()
+            .filter(|r| r.path.contains("/proxy"))
+            .count(),
+        1,
+        "the second drain went to the pod's IP"
+    );
 }

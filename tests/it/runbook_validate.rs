@@ -91,6 +91,12 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "unexpected end of stream",
     ),
     (
+        "bad-drain-keep.yaml",
+        "14:9",
+        "spec.steps[0].with.keep",
+        "unknown variant `everything`, expected `none` or `answerable`",
+    ),
+    (
         "bad-scrape-expr.yaml",
         "9:7",
         "spec.signals.queue_depth.scrape",

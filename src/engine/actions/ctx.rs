@@ -49,8 +49,9 @@ pub struct Ctx {
     pub(crate) restart: BTreeMap<String, RestartProgress>,
     /// What the run saw of the gate, for the hand-back.
     gate_memory: Mutex<GateMemory>,
-    /// Replicas this run drained (their drain answered with a count or without one).
-    drained: Mutex<Vec<String>>,
+    /// Replicas this run drained (their drain answered, with counts or without), each with
+    /// what its drain kept queued.
+    drained: Mutex<Vec<(String, Known<u64>)>>,
     /// Replicas this run restarted.
     restarted: Mutex<Vec<String>>,
     observed: Mutex<Recorder>,
@@ -161,18 +162,30 @@ impl Ctx {
         self.gate_memory().before_run
     }
 
-    /// `replica`'s queue was dropped by this run.
-    pub(crate) fn note_drained(&self, replica: &str) {
+    /// `replica`'s queue was dropped by this run, all but `kept` (its latest drain counts).
+    pub(crate) fn note_drained(&self, replica: &str, kept: Known<u64>) {
         if let Ok(mut d) = self.drained.lock() {
-            if !d.iter().any(|r| r == replica) {
-                d.push(replica.to_string());
-            }
+            d.retain(|(r, _)| r != replica);
+            d.push((replica.to_string(), kept));
         }
     }
 
     /// Replicas this run drained (a resumed run knows none: it drains again or restarts).
     pub(crate) fn drained(&self) -> Vec<String> {
-        self.drained.lock().map(|d| d.clone()).unwrap_or_default()
+        self.drained
+            .lock()
+            .map(|d| d.iter().map(|(r, _)| r.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// What this run's drains kept queued on `replicas`, summed: None when one of them did
+    /// not say (or was not drained), so an unknown is never read as nothing queued.
+    pub(crate) fn kept(&self, replicas: &[String]) -> Option<u64> {
+        let d = self.drained.lock().ok()?;
+        replicas.iter().try_fold(0u64, |sum, r| {
+            let (_, kept) = d.iter().find(|(id, _)| id == r)?;
+            Some(sum + kept.value()?)
+        })
     }
 
     /// `replica` was restarted by this run.

@@ -14,7 +14,7 @@ use crate::engine::vars::Fixed;
 use crate::gate::limit::{Limit, LimitChange};
 use crate::metrics::signal::{names, Snapshot};
 use crate::platform::Known;
-use crate::runbook::action::{GateLimit, GateRamp, RateSetting};
+use crate::runbook::action::{Action, DrainKeep, GateLimit, GateRamp, RateSetting};
 use crate::util::duration::format as dur;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -116,14 +116,24 @@ impl Act for GateRamp {
         let mut st = RampState::start(&p);
         let drained = drained_alone(ctx).await;
         st.rate = start_rate(&p, drained);
-        if st.rate > p.from {
+        if let Some(d) = drained.filter(|_| st.rate > p.from) {
             ctx.info(
                 step,
                 format!(
-                    "starting at {:.1} req/s, not the plan's {from:.1}: the run drained every replica and restarted none, so nothing is queued and the caches kept their warmth",
-                    st.rate
+                    "starting at {:.1} req/s, not the plan's {from:.1}: the run drained every replica and restarted none, so {} and the caches kept their warmth",
+                    st.rate,
+                    d.queued_words()
                 ),
             );
+        }
+        // Said once: only the first limit could have been filled.
+        if let Some(why) = drained.and_then(|d| d.kept_reason()) {
+            if self.burst.is_none() {
+                ctx.info(
+                    step,
+                    format!("the first limit's bucket is not filled: {why}"),
+                );
+            }
         }
         let mut applied: Option<f64> = None;
         let figures = |st: &RampState, lifted: bool| {
@@ -287,6 +297,9 @@ impl Act for GateRamp {
             lines.push(format!(
                 "if this run drained every replica and restarted none (nothing queued): start at {h} x what the service answers now, with a burst of {h} x that x the clients' measured timeout (what the queue answers within it), and ask the gate to start that first limit's bucket full (fill: the drained clients' returning wave passes whole); later limits open no burst"
             ));
+            if drains_keep(p.rb) {
+                lines.push("the drain keeps the requests each replica answers before their deadlines: the first limit's bucket starts full only if every replica says it kept none; kept requests (or a count not given) leave a queue, so the bucket starts empty".into());
+            }
         }
         lines
     }
@@ -436,6 +449,13 @@ pub fn describe_limit(l: &Limit) -> String {
     }
 }
 
+/// Whether a drain in the runbook keeps the answerable requests.
+fn drains_keep(rb: &crate::runbook::Runbook) -> bool {
+    rb.steps
+        .iter()
+        .any(|s| matches!(&s.action, Action::BacklogDrain(d) if d.keep != DrainKeep::None))
+}
+
 /// The service as this run's drain left it, when the run drained every replica and
 /// restarted none (else None: the plan's rate stands).
 async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
@@ -453,7 +473,7 @@ async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
     let snap = ctx.snapshot().await.ok();
     let get = |name| snap.as_ref().and_then(|s| s.get(name));
     Some(Drained {
-        kept: Some(0),
+        kept: ctx.kept(&ids),
         capacity: ctx.fixed.inputs.capacity,
         capacity_cold: ctx.fixed.inputs.capacity_cold,
         warm_fraction: get(names::WARM_FRACTION),

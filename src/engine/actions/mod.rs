@@ -3,13 +3,16 @@
 //! observed after. Decisions come from the pure modules ([`super::check`],
 //! [`super::ramp`], [`super::batches`]).
 //!
-//! One file per family (`gate`: limit and ramp; `replicas`: drain, batched restart, warm;
+//! One file per family (`gate`: limit and ramp; `drain`; `replicas`: batched restart, warm;
 //! `checks`: wait until a check passes; `notify`; `handback`: the gate after the last
 //! step), each action holding both what it does (`Act::perform`) and how it says what it
 //! would do (`Act::describe`), so the dry run cannot drift from the run.
 
 mod checks;
 mod ctx;
+mod drain;
+#[cfg(test)]
+mod drain_keep_tests;
 mod gate;
 mod handback;
 #[cfg(test)]
@@ -17,6 +20,8 @@ mod journal_tests;
 mod notify;
 mod outcome;
 mod replicas;
+#[cfg(test)]
+mod test_target;
 
 pub use ctx::Ctx;
 pub use gate::{describe_limit, DEFAULT_LIMIT_DEADLINE};

@@ -1,71 +1,16 @@
-//! Actions on the service's replicas: `backlog.drain`, `restart.batched` (resuming a
-//! half-done restart where the journal says it stopped) and `cache.warm`.
+//! Actions on the service's replicas besides the drain ([`super::drain`]): `restart.batched`
+//! (resuming a half-done restart where the journal says it stopped) and `cache.warm`.
 
 use super::super::batches::{remaining, RestartProgress};
 use super::super::journal::{unknown, ActionRecord, Event};
 use super::super::restart::{decide, RestartDecision, RestartEvidence};
 use super::ctx::append;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::platform::{AdminOp, AdminReply, DrainKeep, Known};
-use crate::runbook::action::{BacklogDrain, CacheWarm, ReplicaSelect, RestartBatched, RestartWhen};
+use crate::platform::{AdminOp, AdminReply};
+use crate::runbook::action::{CacheWarm, ReplicaSelect, RestartBatched, RestartWhen};
 use crate::util::duration::format as dur;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[async_trait::async_trait]
-impl Act for BacklogDrain {
-    async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
-        let mut drains = Drains::default();
-        drains.tally(tally);
-        for r in ctx.platform.replicas().await? {
-            let replica = r.id;
-            ctx.started(
-                step,
-                ActionRecord::Drain {
-                    replica: replica.clone(),
-                    drained: None,
-                },
-            )?;
-            let reply = ctx
-                .platform
-                .admin(&replica, AdminOp::Drain(DrainKeep::None))
-                .await;
-            let drained = match &reply {
-                Ok(AdminReply::Drained(d)) => d.dropped.clone(),
-                Ok(other) => unknown(format!("{replica} answered a drain with {other:?}")),
-                Err(e) => unknown(format!("the call failed: {e}")),
-            };
-            drains.add(&replica, &drained);
-            drains.tally(tally);
-            if matches!(reply, Ok(AdminReply::Drained(_))) {
-                ctx.note_drained(&replica);
-            }
-            ctx.finished(
-                step,
-                ActionRecord::Drain {
-                    replica: replica.clone(),
-                    drained: Some(drained.clone()),
-                },
-            )?;
-            reply?;
-            ctx.info(step, match drained {
-                Known::Value(n) => format!("{replica}: dropped {n} queued requests"),
-                Known::Unknown { unknown } => {
-                    format!("{replica}: dropped its queued requests, how many is unknown: {unknown}")
-                }
-            });
-        }
-        tally.say(drains.said());
-        Ok(())
-    }
-
-    fn describe(&self, p: &Preview) -> Vec<String> {
-        vec![format!(
-            "POST /admin/drain on {} (drops their queued requests)",
-            p.replicas.join(", ")
-        )]
-    }
-}
 
 #[async_trait::async_trait]
 impl Act for RestartBatched {
@@ -256,44 +201,6 @@ impl Act for CacheWarm {
             self.signal,
             self.threshold
         )]
-    }
-}
-
-/// What a drain step dropped: the counts the replicas gave, and which gave none. The
-/// step's `drained` figure is the total only while every replica said; otherwise it is
-/// absent and `drain_counts_unknown` counts the replicas that did not. Pure.
-#[derive(Debug, Default)]
-struct Drains {
-    counted: u64,
-    unknown: Vec<String>,
-}
-
-impl Drains {
-    fn add(&mut self, replica: &str, drained: &Known<u64>) {
-        match drained {
-            Known::Value(n) => self.counted += n,
-            Known::Unknown { .. } => self.unknown.push(replica.to_string()),
-        }
-    }
-
-    fn tally(&self, tally: &Tally) {
-        if self.unknown.is_empty() {
-            tally.set("drained", self.counted as f64);
-        } else {
-            tally.forget("drained");
-            tally.set("drain_counts_unknown", self.unknown.len() as f64);
-        }
-    }
-
-    fn said(&self) -> String {
-        match self.unknown.as_slice() {
-            [] => format!("dropped {} queued requests on purpose", self.counted),
-            unknown => format!(
-                "dropped {} queued requests on purpose, and an unknown number on {} (no count in the reply)",
-                self.counted,
-                unknown.join(", ")
-            ),
-        }
     }
 }
 

@@ -15,13 +15,18 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "action")]
 pub enum ActionRecord {
-    /// `POST /admin/drain` on one replica: drops its queued requests.
+    /// `POST /admin/drain` on one replica: drops its queued requests, or all but those it
+    /// answers before their clients' deadlines (`?keep=answerable`).
     #[serde(rename = "replica.drain")]
     Drain {
         replica: String,
         /// How many it dropped, as the replica said (after).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         drained: Option<Known<u64>>,
+        /// How many it kept, as the replica said (after; only for a drain asked to keep:
+        /// one that keeps nothing has none to report).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kept: Option<Known<u64>>,
     },
     /// One replica taken down and its replacement started.
     #[serde(rename = "replica.restart")]
@@ -88,6 +93,7 @@ mod tests {
         let drained = ActionRecord::Drain {
             replica: "replica-0".into(),
             drained: Some(Known::Value(12)),
+            kept: None,
         };
         let json = serde_json::to_value(&drained).unwrap();
         assert_eq!(
@@ -97,12 +103,30 @@ mod tests {
         let not_counted = ActionRecord::Drain {
             replica: "replica-1".into(),
             drained: Some(unknown("the reply carries no drained count")),
+            kept: None,
         };
         let json = serde_json::to_value(&not_counted).unwrap();
         assert_eq!(
             json["drained"]["unknown"],
             "the reply carries no drained count"
         );
+        let kept = ActionRecord::Drain {
+            replica: "replica-0".into(),
+            drained: Some(Known::Value(4550)),
+            kept: Some(Known::Value(200)),
+        };
+        let json = serde_json::to_value(&kept).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"action": "replica.drain", "replica": "replica-0", "drained": 4550, "kept": 200})
+        );
+        let kept_unsaid = ActionRecord::Drain {
+            replica: "replica-1".into(),
+            drained: Some(Known::Value(40)),
+            kept: Some(unknown("the reply carries no kept count")),
+        };
+        let json = serde_json::to_value(&kept_unsaid).unwrap();
+        assert_eq!(json["kept"]["unknown"], "the reply carries no kept count");
         let set = ActionRecord::SetLimit {
             before: unknown("gate unreachable"),
             new: LimitChange::carried(Limit::unlimited()),
@@ -128,7 +152,7 @@ mod tests {
         let json = serde_json::to_value(&filled).unwrap();
         assert_eq!(json["new"]["fill"], true, "{json}");
         assert_eq!(json["new"]["burst"], 90, "{json}");
-        for r in [drained, not_counted, set, filled] {
+        for r in [drained, not_counted, kept, kept_unsaid, set, filled] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<ActionRecord>(&text).unwrap(), r);
         }

@@ -324,4 +324,24 @@ mod tests {
             "http://[fd00::1]:80/metrics"
         );
     }
+
+    #[test]
+    fn a_query_travels_whole_both_ways() {
+        let path = crate::platform::AdminOp::Drain(crate::platform::DrainKeep::Answerable).path();
+        let proxied = proxy_path("ns", "web-1", 8080, path);
+        assert_eq!(
+            proxied,
+            "/api/v1/namespaces/ns/pods/web-1:8080/proxy/admin/drain?keep=answerable"
+        );
+        assert_eq!(parse_address(&proxied).unwrap().path, path);
+        let direct = Direct::url(&Locator {
+            pod: "web-1".into(),
+            ip: Some("10.1.2.3".into()),
+            port: 8080,
+            path: path.into(),
+        })
+        .unwrap();
+        assert_eq!(direct, "http://10.1.2.3:8080/admin/drain?keep=answerable");
+        assert_eq!(parse_address(&direct).unwrap().path, path);
+    }
 }
