@@ -6,7 +6,7 @@
 use super::{CliResult, Failure, Output};
 use anyhow::anyhow;
 use recover::exit::Exit;
-use recover::gate::limit::{default_burst, Limit, LimitChange};
+use recover::gate::limit::{default_burst, Fill, Limit, LimitChange};
 use recover::platform::gate_address::{self, GateAddress};
 use std::path::PathBuf;
 
@@ -86,8 +86,23 @@ pub struct SetArgs {
     /// a one-off.
     #[arg(long)]
     pub fill: bool,
+    /// Start the new limit's bucket with N tokens, once (the admin API's "fill": N; never
+    /// above the burst). Local gates only, as --fill.
+    #[arg(long, value_name = "N", conflicts_with = "fill")]
+    pub fill_tokens: Option<u32>,
     #[command(flatten)]
     pub at: WhereArgs,
+}
+
+impl SetArgs {
+    /// How the new bucket starts, as the flags say, and the flag that said it.
+    fn fill(&self) -> (Fill, &'static str) {
+        match (self.fill, self.fill_tokens) {
+            (true, _) => (Fill::Full, "--fill"),
+            (false, Some(n)) => (Fill::Tokens(n), "--fill-tokens"),
+            (false, None) => (Fill::Carried, ""),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -151,21 +166,19 @@ pub fn by_hand(verb: &str, note: Option<&str>) -> String {
 
 fn set_change(args: &SetArgs) -> Result<LimitChange, Failure> {
     let limit = set_limit(args)?;
-    if args.fill && args.rate <= 0.0 {
+    let (fill, flag) = args.fill();
+    if !fill.is_carried() && args.rate <= 0.0 {
         return Err(Failure::usage(anyhow!(
-            "--fill: fills the bucket of a rate above 0 (--rate {})",
+            "{flag}: fills the bucket of a rate above 0 (--rate {})",
             args.rate
         )));
     }
-    if args.fill && args.at.gate.target == Where::Kube {
+    if !fill.is_carried() && args.at.gate.target == Where::Kube {
         return Err(Failure::usage(anyhow!(
-            "--fill: only a local gate's admin API takes it; the gates on Kubernetes follow a ConfigMap, which cannot carry a one-off"
+            "{flag}: only a local gate's admin API takes it; the gates on Kubernetes follow a ConfigMap, which cannot carry a one-off"
         )));
     }
-    Ok(LimitChange {
-        limit,
-        fill: args.fill,
-    })
+    Ok(LimitChange { limit, fill })
 }
 
 fn set_limit(args: &SetArgs) -> Result<Limit, Failure> {

@@ -145,7 +145,11 @@ pub fn describe(a: &ActionRecord) -> String {
             format!(
                 "set the gate limit to {}{}; the gate then said {after}",
                 super::actions::describe_limit(&new.limit),
-                if new.fill { ", its bucket full" } else { "" }
+                match new.fill.tokens(new.limit.burst) {
+                    None => String::new(),
+                    Some(n) if n == new.limit.burst => ", its bucket full".into(),
+                    Some(n) => format!(", its bucket starting with {n} tokens"),
+                }
             )
         }
         ActionRecord::Notify { message } => format!("notified: {message}"),

@@ -26,6 +26,7 @@
 //! for a cold, overloaded one.
 
 use super::ramp::RampParams;
+use crate::gate::limit::Fill;
 
 /// What the run knows when the step starts.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -174,18 +175,19 @@ impl Drained {
         Some((headroom.clamp(0.0, 1.0) * self.capacity_now() * timeout).floor())
     }
 
-    /// Why the readmission's first bucket starts empty although the run drained alone: the
-    /// drain kept requests, or did not say how many ([`fill_reason`] fills only into a queue
-    /// known empty). None when every replica kept a known 0. Pure.
-    pub fn kept_reason(&self) -> Option<String> {
-        match self.kept {
-            Some(0) => None,
-            Some(n) => Some(format!(
-                "the drain kept {n} requests answered within their deadlines; the queue is not empty, so the bucket starts empty"
-            )),
-            None => Some(
+    /// Why the readmission's first bucket starts empty although the run drained alone: a
+    /// replica did not say how many requests it kept, or the drain kept at least what the
+    /// queue answers within the clients' timeout at `headroom` ([`fill_reason`] fills only
+    /// what the queue has room for). None otherwise. Pure.
+    pub fn kept_reason(&self, headroom: f64) -> Option<String> {
+        match (self.kept, self.queue_room(headroom)) {
+            (None, _) => Some(
                 "a replica's drain did not say how many requests it kept (a service that ignores ?keep= does not say, and may have kept any number); the queue is not known empty, so the bucket starts empty".into(),
             ),
+            (Some(n), Some(room)) if n > 0 && room - (n as f64) < 1.0 => Some(format!(
+                "the drain kept {n} requests, no fewer than the {room:.0} the queue answers within the clients' timeout; the bucket starts empty"
+            )),
+            _ => None,
         }
     }
 
@@ -210,7 +212,8 @@ impl Drained {
 /// at its cost now, not overloaded (`platform::admin::answerable`), so what is kept is
 /// answered within the timeout and costs no k; and arrivals admitted below what the
 /// service answers never wait longer than the kept ones did (the queue drains faster than
-/// it fills). What changes is the first bucket: it starts empty ([`fill_reason`]).
+/// it fills). What changes is the first bucket: it starts with the room the kept requests
+/// leave ([`fill_reason`]).
 pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
     match drained {
         Some(d) => (p.headroom.clamp(0.0, 1.0) * d.capacity_now())
@@ -236,10 +239,12 @@ pub fn start_rate(p: &RampParams, drained: Option<Drained>) -> f64 {
 /// empty while the early ones and the demand spend it turns most of that wave away for
 /// another retry delay.
 ///
-/// After a drain that kept requests the burst stays, but the bucket starts empty: it
-/// holds `r x t` tokens `t` seconds on at rate `r`, while what was kept (at most what the
-/// service answers within the timeout, `capacity_now x timeout`) has shrunk by
-/// `capacity_now x t`; so the queue stays under `capacity_now x timeout` throughout.
+/// After a drain that kept `kept` requests the burst stays, and the bucket starts with the
+/// room they leave, `room - kept` (`room` = this burst): `t` seconds on at rate `r` the
+/// gate has let in at most `room - kept + r x t`, while the kept ones have shrunk by
+/// `capacity_now x t`, so the queue holds at most `room + (r - capacity_now) t <= room`,
+/// what it answers within the timeout: the same bound as a full bucket into an empty
+/// queue.
 ///
 /// Only the measured client timeout counts: a declared one may be stale, and a longer
 /// timeout than the clients' would let in a wave that overloads. Never below the gate's
@@ -251,32 +256,49 @@ pub fn wave_burst(p: &RampParams, drained: Option<Drained>, rate: f64) -> Option
     Some(default.max(room.clamp(1.0, f64::from(u32::MAX)) as u32))
 }
 
-/// Why the readmission's first limit (`rate`, `burst`) may start with its bucket full, or
-/// None. Only where the bound of [`wave_burst`] holds from the first instant: the run
-/// drained every replica and restarted none (nothing queued), the clients' timeout is
-/// measured, the rate is at most `headroom` of what the service answers now, and the
-/// burst is the wave-sized one, `headroom x capacity_now x timeout`, not the gate's
-/// default (which may be larger than what the queue answers within a short timeout).
-/// A full bucket then queues at most that burst. Pure.
+/// How the readmission's first limit (`rate`, `burst`) starts its bucket, and why; None
+/// when it carries over what the old limit had left (a new limit's usual start). Only
+/// where the bound of [`wave_burst`] holds from the first instant: the run drained every
+/// replica and restarted none, each replica said how many requests it kept, the clients'
+/// timeout is measured, the rate is at most `headroom` of what the service answers now,
+/// and the burst is the wave-sized one, `room = headroom x capacity_now x timeout`, not
+/// the gate's default (which may be larger than what the queue answers within a short
+/// timeout). The bucket then starts with the room the kept requests leave, `room - kept`:
+/// full when nothing was kept, none when that is under one token. The queue then holds
+/// at most `room`, what it answers within the timeout. Pure.
 pub fn fill_reason(
     p: &RampParams,
     drained: Option<Drained>,
     rate: f64,
     burst: u32,
-) -> Option<String> {
+) -> Option<(Fill, String)> {
     let d = drained?;
-    // A full bucket lets a wave of the queue's room in at once: only into an empty queue.
-    if d.kept != Some(0) {
-        return None;
-    }
+    // What was kept is in the queue: a count not given leaves no known room.
+    let kept = d.kept?;
     let room = d.queue_room(p.headroom)?;
     let (headroom, now) = (p.headroom.clamp(0.0, 1.0), d.capacity_now());
     let timeout = d.client_timeout_s.unwrap_or_default();
     if !(rate > 0.0 && rate <= headroom * now) || room < 1.0 || f64::from(burst) != room {
         return None;
     }
-    Some(format!(
-        "its bucket starts full at burst {burst}: this run drained every replica and restarted none, so nothing is queued, and {burst} is headroom {headroom} x the {now:.1} req/s the service answers now x the clients' measured {timeout:.2} s timeout, what the queue answers within that timeout; the drained clients' returning wave passes whole instead of waiting another retry delay"
+    let sized = format!(
+        "headroom {headroom} x the {now:.1} req/s the service answers now x the clients' measured {timeout:.2} s timeout"
+    );
+    if kept == 0 {
+        return Some((
+            Fill::Full,
+            format!(
+                "its bucket starts full at burst {burst}: this run drained every replica and restarted none, so nothing is queued, and {burst} is {sized}, what the queue answers within that timeout; the drained clients' returning wave passes whole instead of waiting another retry delay"
+            ),
+        ));
+    }
+    let tokens = u64::from(burst).checked_sub(kept).filter(|t| *t >= 1)?;
+    let tokens = u32::try_from(tokens).ok()?;
+    Some((
+        Fill::Tokens(tokens),
+        format!(
+            "its bucket starts with {tokens} of burst {burst}: the drain kept {kept} requests the replicas answer within their deadlines, and {burst} is what the queue answers within the clients' {timeout:.2} s timeout ({sized}), so the queue holds at most {burst}; the drained clients' returning wave passes as far as that room allows instead of waiting another retry delay"
+        ),
     ))
 }
 
@@ -476,7 +498,8 @@ mod tests {
         let p = ramp_params();
         let warm = warm_drained();
         let burst = wave_burst(&p, Some(warm), 90.0).unwrap();
-        let why = fill_reason(&p, Some(warm), 90.0, burst).expect("fills");
+        let (fill, why) = fill_reason(&p, Some(warm), 90.0, burst).expect("fills");
+        assert_eq!(fill, Fill::Full);
         assert!(
             why.contains("burst 90") && why.contains("nothing is queued"),
             "{why}"
@@ -501,16 +524,58 @@ mod tests {
         assert_eq!(fill_reason(&p, Some(warm), 95.0, burst), None);
     }
 
-    /// A drain that kept requests (answered within their deadlines) left a queue: a full
-    /// bucket on top of it would let in more than the queue answers within the timeout.
+    /// A drain that kept requests (answered within their deadlines) left a queue of them:
+    /// the bucket starts with the room they leave, `room - kept`, so the queue holds at most
+    /// what it answers within the timeout; a count not given leaves no known room, and a
+    /// drain that kept the whole room leaves none.
     #[test]
-    fn a_drain_that_kept_requests_or_did_not_say_gets_no_full_bucket() {
+    fn after_a_drain_that_kept_requests_the_bucket_starts_with_the_room_they_leave() {
         let p = ramp_params();
         let warm = warm_drained();
         let burst = wave_burst(&p, Some(warm), 90.0).unwrap();
-        for kept in [Some(5), None] {
-            let d = Drained { kept, ..warm };
-            assert_eq!(fill_reason(&p, Some(d), 90.0, burst), None, "{kept:?}");
-        }
+        let kept = |kept| fill_reason(&p, Some(Drained { kept, ..warm }), 90.0, burst);
+        let (fill, why) = kept(Some(5)).expect("fills");
+        assert_eq!(fill, Fill::Tokens(85));
+        assert!(
+            why.contains("its bucket starts with 85 of burst 90: the drain kept 5 requests the replicas answer within their deadlines, and 90 is what the queue answers within the clients' 1.00 s timeout"),
+            "{why}"
+        );
+        assert_eq!(kept(Some(89)).map(|f| f.0), Some(Fill::Tokens(1)));
+        assert_eq!(kept(Some(90)), None);
+        assert_eq!(kept(Some(500)), None);
+        assert_eq!(kept(None), None);
+        // Not the wave-sized burst, or the timeout not measured: carried, as without keep.
+        assert_eq!(
+            fill_reason(
+                &p,
+                Some(Drained {
+                    kept: Some(5),
+                    ..warm
+                }),
+                90.0,
+                60
+            ),
+            None
+        );
+        let unknown = Drained {
+            kept: Some(5),
+            client_timeout_s: None,
+            ..warm
+        };
+        assert_eq!(fill_reason(&p, Some(unknown), 90.0, 90), None);
+    }
+
+    /// The run log says why the first bucket starts empty only where no room is known: a
+    /// count not given, or a drain that kept the whole room.
+    #[test]
+    fn the_first_bucket_is_said_not_filled_only_when_no_room_is_known() {
+        let warm = warm_drained();
+        let said = |kept| Drained { kept, ..warm }.kept_reason(0.9);
+        assert_eq!(said(Some(0)), None);
+        assert_eq!(said(Some(5)), None);
+        assert!(said(None).unwrap().contains("did not say how many"));
+        assert!(said(Some(90))
+            .unwrap()
+            .contains("kept 90 requests, no fewer than the 90"));
     }
 }

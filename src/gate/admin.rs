@@ -96,6 +96,7 @@ async fn put_limit(State(s): State<Arc<AdminState>>, headers: HeaderMap, body: B
             tracing::info!(
                 version = %applied.version,
                 filled = applied.filled,
+                tokens = ?applied.tokens,
                 limit = %serde_json::to_string(&applied.limit).unwrap_or_default(),
                 "limit changed through the admin API"
             );

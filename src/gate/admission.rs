@@ -6,10 +6,10 @@
 //! starts with a full bucket, so [`Admission::apply`] measures how many cells the old
 //! limiter still had (by draining it: it is being discarded anyway) and drains the new
 //! limiter down to that number. Raising the rate under load therefore admits the new rate
-//! from the next request on, not the new burst all at once. It opens a full bucket only
-//! when asked ([`Admission::apply_full`], the admin API's `"fill": true`): by a
-//! readmission that knows nothing is queued and sized the burst to what the queue may
-//! hold; even then never above the new burst.
+//! from the next request on, not the new burst all at once. It starts the bucket with more
+//! only when asked ([`Admission::apply_filled`], the admin API's `fill`): by a readmission
+//! that knows what is queued and sized the burst to what the queue may hold; even then
+//! never above the new burst.
 //!
 //! A limit in shadow goes through the same decision ([`decide`]) against its own count of
 //! requests held, the ones it would have admitted, and then admits the request anyway,
@@ -188,10 +188,11 @@ impl Admission {
         });
     }
 
-    /// Put `limit` in force for the very next request with its bucket full at its burst,
-    /// whatever the old limiter had left.
-    pub fn apply_full(&self, limit: &Limit) {
-        self.policy.replace(|_| build_policy(limit, limit.burst));
+    /// Put `limit` in force for the very next request with `tokens` in its bucket (at
+    /// most its burst), whatever the old limiter had left.
+    pub fn apply_filled(&self, limit: &Limit, tokens: u32) {
+        self.policy
+            .replace(|_| build_policy(limit, tokens.min(limit.burst)));
     }
 }
 
@@ -381,8 +382,25 @@ mod tests {
     fn a_full_bucket_opens_only_when_asked_and_never_above_the_burst() {
         let a = Admission::new(&limit(Some(1.0), 500, None), Gauge::default());
         assert_eq!(admitted_now(&a, 1000), 500);
-        a.apply_full(&limit(Some(1.0), 50, None));
+        a.apply_filled(&limit(Some(1.0), 50, None), 50);
         assert_eq!(admitted_now(&a, 1000), 50);
+        a.apply_filled(&limit(Some(1.0), 50, None), 5000);
+        assert_eq!(admitted_now(&a, 1000), 50);
+    }
+
+    /// A fill of N tokens admits exactly N at once, whatever the old bucket held, then
+    /// the rate: from empty (a carried change after the bucket was spent) and from full.
+    #[test]
+    fn a_fill_of_n_tokens_admits_exactly_n_at_once() {
+        let a = Admission::new(&limit(Some(1.0), 500, None), Gauge::default());
+        assert_eq!(admitted_now(&a, 1000), 500);
+        a.apply_filled(&limit(Some(1.0), 180, None), 97);
+        assert_eq!(admitted_now(&a, 1000), 97);
+        let b = Admission::new(&limit(Some(1.0), 180, None), Gauge::default());
+        b.apply_filled(&limit(Some(1.0), 180, None), 3);
+        assert_eq!(admitted_now(&b, 1000), 3);
+        b.apply_filled(&limit(Some(1.0), 180, None), 0);
+        assert_eq!(admitted_now(&b, 1000), 0);
     }
 
     #[test]

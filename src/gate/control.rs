@@ -19,9 +19,9 @@
 
 use super::admission::Admission;
 use super::durable::Flusher;
-use super::limit::{Limit, LimitChange};
+use super::limit::{Fill, Limit, LimitChange};
 use super::limit_source::VersionedLimit;
-use super::share::{share, Peers};
+use super::share::{share, share_fill, Peers};
 use super::state::{self, Stored};
 use super::telemetry::GateMetrics;
 use super::validate::{self, InvalidLimit};
@@ -44,10 +44,14 @@ pub struct AppliedLimit {
     /// What this replica enforces: its share of `limit`.
     #[serde(default)]
     pub share: Option<Limit>,
-    /// In the answer to a change that asked for it: the bucket started full at the
-    /// share's burst. Never in a GET: it is a one-off at the change.
+    /// In the answer to a change that asked for a fill: the bucket started as asked.
+    /// Never in a GET: it is a one-off at the change.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub filled: bool,
+    /// With `filled`: the tokens this replica's bucket started with (the fill's part at
+    /// this replica, at most the share's burst).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u32>,
 }
 
 fn one() -> usize {
@@ -140,6 +144,7 @@ impl LimitControl {
             version: "0".to_string(),
             peers: 1,
             filled: false,
+            tokens: None,
         };
         metrics.limit_applied(&applied.limit, &applied.version, Peers::ALONE);
         LimitControl {
@@ -234,8 +239,9 @@ impl LimitControl {
         self.lock().applied.clone()
     }
 
-    /// An admin API change: its version is the next sequence number. With `fill` the
-    /// bucket starts full at the new burst; the state file keeps only the limit.
+    /// An admin API change: its version is the next sequence number. With a `fill` the
+    /// bucket starts with its tokens (never above the new burst); the state file keeps
+    /// only the limit.
     pub fn apply(&self, change: LimitChange) -> Result<AppliedLimit, ApplyError> {
         self.apply_with(change, None)
     }
@@ -262,10 +268,12 @@ impl LimitControl {
             })?;
         }
         cur.seq += 1;
-        cur.applied = self.enforce_opening(limit, version, peers, fill);
+        let (applied, tokens) = self.enforce_opening(limit, version, peers, fill);
+        cur.applied = applied;
         cur.limit_at = Some(Instant::now());
         Ok(AppliedLimit {
-            filled: fill,
+            filled: tokens.is_some(),
+            tokens,
             ..cur.applied.clone()
         })
     }
@@ -288,31 +296,34 @@ impl LimitControl {
 
     /// Put this replica's share of `total` in force and show it.
     fn enforce(&self, total: Limit, version: String, peers: Peers) -> AppliedLimit {
-        self.enforce_opening(total, version, peers, false)
+        self.enforce_opening(total, version, peers, Fill::Carried).0
     }
 
-    /// [`Self::enforce`], the bucket full at the share's burst when `fill`.
+    /// [`Self::enforce`], the bucket starting with this replica's part of `fill` (the
+    /// tokens, None when carried).
     fn enforce_opening(
         &self,
         total: Limit,
         version: String,
         peers: Peers,
-        fill: bool,
-    ) -> AppliedLimit {
+        fill: Fill,
+    ) -> (AppliedLimit, Option<u32>) {
         let mine = share(&total, peers);
-        if fill {
-            self.admission.apply_full(&mine);
-        } else {
-            self.admission.apply(&mine);
+        let tokens = share_fill(fill, peers).tokens(mine.burst);
+        match tokens {
+            Some(n) => self.admission.apply_filled(&mine, n),
+            None => self.admission.apply(&mine),
         }
         self.metrics.limit_applied(&mine, &version, peers);
-        AppliedLimit {
+        let applied = AppliedLimit {
             limit: total,
             version,
             peers: peers.count,
             share: Some(mine),
             filled: false,
-        }
+            tokens: None,
+        };
+        (applied, tokens)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Current> {

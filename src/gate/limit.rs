@@ -3,7 +3,8 @@
 //! Its JSON form is the admin API's wire format and the state file's content:
 //! `{"rate_per_s": number|null, "burst": integer, "max_in_flight": integer|null, "note": string|null, "shadow": bool}`
 //! (read by [`super::validate::parse_json`], where `burst` and `shadow` may be left out).
-//! A change through the admin API may add `"fill": true` ([`LimitChange`]).
+//! A change through the admin API may add `"fill": true` or `"fill": N` ([`LimitChange`],
+//! [`Fill`]).
 //!
 //! A limit in shadow is decided exactly as it would be enforced and refuses nothing: the
 //! gate counts what it would have refused, so a team can see what a limit would do to
@@ -29,25 +30,96 @@ pub struct Limit {
     pub shadow: bool,
 }
 
-/// A change of limit as the admin API takes it: the limit, and whether its bucket starts
-/// full at the limit's burst. A new limit opens no burst by default (it carries over at most
-/// what the old one had left, [`super::admission`]); `fill` is for a readmission that knows
-/// nothing is queued and sized its burst to what the queue may hold. It is a one-off at
-/// the change, never stored: the state file and a ConfigMap hold a [`Limit`], so a gate
-/// restarted or re-reading its source does not open a burst again.
+/// A change of limit as the admin API takes it: the limit, and how its bucket starts
+/// ([`Fill`]). A new limit opens no burst by default (it carries over at most what the old
+/// one had left, [`super::admission`]); a fill is for a readmission that knows what is
+/// queued and sized its burst to what the queue may hold. It is a one-off at the change,
+/// never stored: the state file and a ConfigMap hold a [`Limit`], so a gate restarted or
+/// re-reading its source does not open a burst again.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LimitChange {
     #[serde(flatten)]
     pub limit: Limit,
-    /// Start the bucket full at `limit.burst` (never above it).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub fill: bool,
+    /// How many tokens the new bucket starts with.
+    #[serde(default, skip_serializing_if = "Fill::is_carried")]
+    pub fill: Fill,
 }
 
 impl LimitChange {
     /// The usual change: the bucket keeps what the old limit had left.
     pub fn carried(limit: Limit) -> Self {
-        LimitChange { limit, fill: false }
+        LimitChange {
+            limit,
+            fill: Fill::Carried,
+        }
+    }
+}
+
+/// How many tokens a new limit's bucket starts with. On the wire: absent or `false`
+/// carried, `true` full, a whole number `N` that many (never above the burst).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Fill {
+    /// At most what the old limit had left (none after an unlimited or blocked one).
+    #[default]
+    Carried,
+    /// Full at the new limit's burst.
+    Full,
+    /// This many tokens, at most the new limit's burst.
+    Tokens(u32),
+}
+
+impl Fill {
+    /// The tokens the bucket starts with under a burst of `burst`; None when carried
+    /// (what the old limiter had left decides). The one place a fill becomes a count.
+    pub fn tokens(self, burst: u32) -> Option<u32> {
+        match self {
+            Fill::Carried => None,
+            Fill::Full => Some(burst),
+            Fill::Tokens(n) => Some(n.min(burst)),
+        }
+    }
+
+    pub fn is_carried(&self) -> bool {
+        *self == Fill::Carried
+    }
+}
+
+impl Serialize for Fill {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Fill::Carried => s.serialize_bool(false),
+            Fill::Full => s.serialize_bool(true),
+            Fill::Tokens(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Fill {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(FillVisitor)
+    }
+}
+
+struct FillVisitor;
+
+impl serde::de::Visitor<'_> for FillVisitor {
+    type Value = Fill;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("true (the bucket full), false (carried) or a whole number of tokens from 0")
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Fill, E> {
+        Ok(if v { Fill::Full } else { Fill::Carried })
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Fill, E> {
+        u32::try_from(v).map(Fill::Tokens).map_err(|_| {
+            E::invalid_value(
+                serde::de::Unexpected::Unsigned(v),
+                &"at most 4294967295 tokens",
+            )
+        })
     }
 }
 

@@ -8,7 +8,7 @@
 //! the shares add up to the total. The only overshoot is a burst smaller than the number
 //! of replicas: a replica with a rate needs a burst of at least 1.
 
-use super::limit::Limit;
+use super::limit::{Fill, Limit};
 
 /// The gate replicas sharing one limit, as this replica sees them: how many (itself
 /// included) and where it stands among them (its place in the sorted list of names), which
@@ -69,6 +69,15 @@ pub fn share(total: &Limit, peers: Peers) -> Limit {
     }
 }
 
+/// This replica's part of a change's `fill`: a count of tokens splits as the burst does
+/// (so the parts add back up to it); full stays full at each share's burst.
+pub fn share_fill(fill: Fill, peers: Peers) -> Fill {
+    match fill {
+        Fill::Tokens(n) => Fill::Tokens(split(n, peers)),
+        other => other,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,6 +90,16 @@ mod tests {
             note: None,
             shadow: false,
         }
+    }
+
+    #[test]
+    fn a_fill_of_tokens_splits_as_the_burst_does() {
+        let parts: Vec<Fill> = (0..3)
+            .map(|r| share_fill(Fill::Tokens(10), Peers::new(3, r)))
+            .collect();
+        assert_eq!(parts, [Fill::Tokens(4), Fill::Tokens(3), Fill::Tokens(3)]);
+        assert_eq!(share_fill(Fill::Full, Peers::new(3, 1)), Fill::Full);
+        assert_eq!(share_fill(Fill::Carried, Peers::ALONE), Fill::Carried);
     }
 
     #[test]

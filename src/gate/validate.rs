@@ -11,7 +11,7 @@
 //! burst within [`MAX_REFILL_S`] (one year): at burst 1 the smallest rate is about
 //! 3.2e-8 per second. Anything below is refused, not rounded: `0` blocks everything.
 
-use super::limit::{default_burst, Limit, LimitChange};
+use super::limit::{default_burst, Fill, Limit, LimitChange};
 use serde::Deserialize;
 
 /// The largest rate the gate accepts: one request per nanosecond, governor's resolution.
@@ -115,13 +115,14 @@ struct Written {
     note: Option<String>,
     #[serde(default)]
     shadow: bool,
-    #[serde(default, deserialize_with = "some_bool")]
-    fill: Option<bool>,
+    #[serde(default, deserialize_with = "some_fill")]
+    fill: Option<Fill>,
 }
 
-/// An optional boolean that, when present, is a boolean (`null` is not).
-fn some_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    bool::deserialize(d).map(Some)
+/// An optional fill that, when present, is one ([`Fill`]: a boolean or a whole number;
+/// `null` is neither).
+fn some_fill<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Fill>, D::Error> {
+    Fill::deserialize(d).map(Some)
 }
 
 /// A required field that may be `null`.
@@ -161,13 +162,14 @@ pub fn parse_json(body: &[u8]) -> Result<Limit, InvalidLimit> {
 }
 
 /// Parse and check a change through the admin API: a limit ([`parse_json`]) and an
-/// optional `"fill": true`, which needs a rate above 0 (a bucket to fill).
+/// optional `fill` (`true`, `false` or a whole number of tokens), which needs a rate above
+/// 0 (a bucket to fill).
 pub fn parse_change(body: &[u8]) -> Result<LimitChange, InvalidLimit> {
     let written = parse_written(body)?;
-    let fill = written.fill.unwrap_or(false);
+    let fill = written.fill.unwrap_or_default();
     let limit = written.limit();
     check(&limit)?;
-    if fill && !matches!(limit.rate_per_s, Some(r) if r > 0.0) {
+    if !fill.is_carried() && !matches!(limit.rate_per_s, Some(r) if r > 0.0) {
         return Err(InvalidLimit::new(
             "fill",
             "fills the bucket of a rate above 0: with rate_per_s null or 0 there is no bucket (leave fill out)",
@@ -258,30 +260,50 @@ mod tests {
     }
 
     #[test]
-    fn fill_is_a_boolean_of_a_change_with_a_rate_and_never_of_a_stored_limit() {
+    fn fill_is_a_boolean_or_a_whole_count_of_a_change_with_a_rate_and_never_of_a_stored_limit() {
+        let fill = |body: &str| parse_change(body.as_bytes()).map(|c| c.fill);
         let c = parse_change(br#"{"rate_per_s": 90, "burst": 90, "fill": true}"#).unwrap();
-        assert!(c.fill && c.limit.burst == 90);
-        assert!(!parse_change(br#"{"rate_per_s": 90}"#).unwrap().fill);
-        assert!(
-            !parse_change(br#"{"rate_per_s": 90, "fill": false}"#)
-                .unwrap()
-                .fill
+        assert!(c.fill == Fill::Full && c.limit.burst == 90);
+        assert_eq!(fill(r#"{"rate_per_s": 90}"#).unwrap(), Fill::Carried);
+        assert_eq!(
+            fill(r#"{"rate_per_s": 90, "fill": false}"#).unwrap(),
+            Fill::Carried
         );
+        assert_eq!(
+            fill(r#"{"rate_per_s": 90, "fill": 1}"#).unwrap(),
+            Fill::Tokens(1)
+        );
+        assert_eq!(
+            fill(r#"{"rate_per_s": 90, "fill": 0}"#).unwrap(),
+            Fill::Tokens(0)
+        );
+        // Above the burst is taken and bounded where it becomes a count.
+        let c = parse_change(br#"{"rate_per_s": 90, "burst": 90, "fill": 500}"#).unwrap();
+        assert_eq!(c.fill.tokens(c.limit.burst), Some(90));
         for bad in [
             r#"{"rate_per_s": 90, "fill": "yes"}"#,
-            r#"{"rate_per_s": 90, "fill": 1}"#,
+            r#"{"rate_per_s": 90, "fill": "12"}"#,
+            r#"{"rate_per_s": 90, "fill": -3}"#,
+            r#"{"rate_per_s": 90, "fill": 2.5}"#,
+            r#"{"rate_per_s": 90, "fill": 4294967296}"#,
             r#"{"rate_per_s": 90, "fill": null}"#,
             r#"{"rate_per_s": null, "fill": true}"#,
             r#"{"rate_per_s": 0, "fill": true}"#,
+            r#"{"rate_per_s": 0, "fill": 5}"#,
         ] {
             let e = parse_change(bad.as_bytes()).unwrap_err();
             assert_eq!(e.field, "fill", "{bad}: {e}");
         }
         let e = parse_change(br#"{"rate_per_s": 90, "fil": true}"#).unwrap_err();
         assert_eq!(e.field, "fil", "{e}");
-        let e = parse_json(br#"{"rate_per_s": 90, "fill": true}"#).unwrap_err();
-        assert_eq!(e.field, "fill", "{e}");
-        assert!(e.message.contains("one-off"), "{e}");
+        for stored in [
+            r#"{"rate_per_s": 90, "fill": true}"#,
+            r#"{"rate_per_s": 90, "fill": 5}"#,
+        ] {
+            let e = parse_json(stored.as_bytes()).unwrap_err();
+            assert_eq!(e.field, "fill", "{e}");
+            assert!(e.message.contains("one-off"), "{e}");
+        }
     }
 
     #[test]

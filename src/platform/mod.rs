@@ -108,12 +108,12 @@ pub trait GateControl: Send + Sync {
     fn fills(&self) -> bool {
         false
     }
-    /// Set `change.limit`, its bucket full at its burst when `change.fill` (the admin
-    /// API's `"fill": true`); returns once the new limit is in force.
+    /// Set `change.limit`, its bucket starting with `change.fill`'s tokens when it names
+    /// some (the admin API's `fill`); returns once the new limit is in force.
     async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
-        if change.fill {
+        if !change.fill.is_carried() {
             return Err(PlatformError::Other(
-                "this gate takes its limit from stored state and cannot start a limit with a full bucket".into(),
+                "this gate takes its limit from stored state and cannot start a limit with a filled bucket".into(),
             ));
         }
         self.set_limit(&change.limit).await

@@ -2,7 +2,8 @@
 //! admin API as sent and is enforced exactly, with governor's semantics as
 //! [`recover::gate::admission`] applies them: a new limit carries over no more than the old
 //! limiter had left, up to the new burst, and then admits at the rate; a change asking
-//! `"fill": true` starts with the bucket full at the new burst, once.
+//! `"fill": true` starts with the bucket full at the new burst, once; `"fill": N` with N
+//! tokens, never above the burst.
 
 use crate::support::gate::*;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -77,6 +78,38 @@ async fn a_change_asking_fill_admits_exactly_its_burst_at_once_and_is_not_stored
     assert!(!stored.contains("fill"), "{stored}");
 }
 
+/// `"fill": N` starts the bucket with exactly N tokens (the answer says so), then the
+/// rate; N above the burst gives the burst.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_asking_fill_n_admits_exactly_n_at_once_and_never_above_the_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let (up, gate) = drained_gate(dir.path()).await;
+    let r = put_limit(
+        &gate,
+        &format!(r#"{{"rate_per_s": {SLOW}, "burst": 50, "fill": 17}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        (r.json()["filled"].clone(), r.json()["tokens"].clone()),
+        (true.into(), 17.into()),
+        "{}",
+        r.body
+    );
+    assert_eq!(send(&gate.url("/"), 51, 8).await, (17, 34));
+    let r = put_limit(
+        &gate,
+        &format!(r#"{{"rate_per_s": {SLOW}, "burst": 50, "fill": 500}}"#),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["tokens"], 50, "{}", r.body);
+    assert_eq!(send(&gate.url("/"), 51, 8).await, (50, 1));
+    assert_eq!(up.count(), 1 + 17 + 50);
+    let stored = std::fs::read_to_string(dir.path().join("gate-state.json")).unwrap();
+    assert!(!stored.contains("fill"), "{stored}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_without_fill_opens_no_burst() {
     let dir = tempfile::tempdir().unwrap();
@@ -95,7 +128,11 @@ async fn a_bad_fill_is_a_400_naming_it_and_changes_nothing() {
     for body in [
         r#"{"rate_per_s": 5, "burst": 50, "fill": "yes"}"#,
         r#"{"rate_per_s": 5, "burst": 50, "fill": null}"#,
+        r#"{"rate_per_s": 5, "burst": 50, "fill": -3}"#,
+        r#"{"rate_per_s": 5, "burst": 50, "fill": 2.5}"#,
+        r#"{"rate_per_s": 5, "burst": 50, "fill": "12"}"#,
         r#"{"rate_per_s": null, "fill": true}"#,
+        r#"{"rate_per_s": 0, "fill": 3}"#,
     ] {
         let r = put_limit(&gate, body).await;
         assert_eq!(r.status, 400, "{body}: {}", r.body);
@@ -104,10 +141,11 @@ async fn a_bad_fill_is_a_400_naming_it_and_changes_nothing() {
     assert_eq!(admin_limit(gate.admin).await["version"], "0");
 }
 
-/// The engine's client asks the real gate for a full bucket and checks it was filled.
+/// The engine's client asks the real gate for a full bucket, then for a count of tokens,
+/// and checks the gate says it filled them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_gate_client_fills_through_the_admin_api() {
-    use recover::gate::limit::LimitChange;
+    use recover::gate::limit::{Fill, LimitChange};
     use recover::platform::local::gate::HttpGate;
     use recover::platform::GateControl;
     let dir = tempfile::tempdir().unwrap();
@@ -118,14 +156,21 @@ async fn the_local_gate_client_fills_through_the_admin_api() {
     assert!(client.fills());
     let change = LimitChange {
         limit: limit(Some(SLOW), 20, None),
-        fill: true,
+        fill: Fill::Full,
     };
     client.change_limit(&change).await.unwrap();
     assert_eq!(send(&gate.url("/"), 21, 4).await, (20, 1));
+    let change = LimitChange {
+        fill: Fill::Tokens(7),
+        ..change
+    };
+    client.change_limit(&change).await.unwrap();
+    assert_eq!(send(&gate.url("/"), 21, 4).await, (7, 14));
 }
 
-/// `recover gate limit set --fill` from a shell: the burst at once on a local gate; a
-/// usage error (exit 2) naming `--fill` where it cannot apply.
+/// `recover gate limit set --fill` from a shell: the burst at once on a local gate;
+/// `--fill-tokens N` that many; a usage error (exit 2) naming the flag where it cannot
+/// apply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gate_limit_set_fill_from_the_command_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -152,6 +197,35 @@ async fn gate_limit_set_fill_from_the_command_line() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     assert_eq!(send(&gate.url("/"), 31, 4).await, (30, 1));
+    let tokens = |extra: &[&str]| {
+        let mut a = local(extra);
+        a.retain(|s| s != "--fill");
+        a
+    };
+    let out = run(tokens(&[
+        "--rate",
+        &SLOW.to_string(),
+        "--burst",
+        "30",
+        "--fill-tokens",
+        "12",
+    ]))
+    .await
+    .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(send(&gate.url("/"), 31, 4).await, (12, 19));
+    let out = run(tokens(&["--rate", "0", "--fill-tokens", "3"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--fill-tokens"),
+        "{out:?}"
+    );
+    let out = run(local(&["--rate", "5", "--fill-tokens", "3"]))
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     let out = run(local(&["--rate", "0"])).await.unwrap();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(

@@ -1,7 +1,8 @@
 //! A drain that keeps the answerable requests (`backlog.drain` with `keep: answerable`, as
 //! the shipped runbook asks): it sends `?keep=answerable`, journals and says what each
-//! replica kept, and what it kept, or not knowing it, keeps the readmission's first
-//! bucket from starting full, said once in the run log; the dry run says what it keeps.
+//! replica kept; what it kept leaves the readmission's first bucket only the room they
+//! leave, and not knowing it leaves the bucket empty, said once in the run log; the dry
+//! run says what it keeps.
 
 use super::test_target::{ctx_with, first_readmission, fixed, Heard, NoMetrics, Readmission};
 use super::test_target::{Recording, DRAIN_REPLY};
@@ -45,7 +46,8 @@ fn the_shipped_runbook_keeps_the_answerable_and_the_dry_run_says_so() {
     let readmit = rb.steps.iter().find(|s| s.name == "readmit").unwrap();
     let said = super::describe(readmit, &fixed(&rb), &replicas, &rb).join(" ");
     assert!(
-        said.contains("starts full only if every replica says it kept none"),
+        said.contains("starts full only if every replica says it kept none")
+            && said.contains("it starts with the room they leave"),
         "{said}"
     );
     // A drain that keeps nothing is described as before.
@@ -119,7 +121,7 @@ async fn a_drain_that_keeps_the_answerable_records_and_says_what_each_replica_ke
 }
 
 #[tokio::test]
-async fn after_a_drain_that_kept_requests_or_did_not_say_the_first_bucket_starts_empty_and_the_log_says_why(
+async fn after_a_drain_that_kept_requests_the_first_bucket_starts_with_the_room_they_leave_and_empty_if_not_said(
 ) {
     // Kept a known 0 on every replica: the queue is empty, the first limit is filled.
     let Readmission { changes, heard, .. } = first_readmission(Recording {
@@ -130,8 +132,9 @@ async fn after_a_drain_that_kept_requests_or_did_not_say_the_first_bucket_starts
     .await;
     assert_eq!(changes.last().unwrap(), "set_limit Some(90.0) filled");
     assert!(!heard.iter().any(|l| l.contains("not filled")), "{heard:?}");
-    // Kept 5 on each: 10 queued, answered within their deadlines; no fill, said once with
-    // the number and why, and the start rate stands.
+    // Kept 5 on each: 10 queued, answered within their deadlines; the bucket starts with
+    // the 80 of the 90 the queue answers within the clients' 1 s timeout, the journal and
+    // the run log say so, and the start rate stands.
     let Readmission {
         changes,
         heard,
@@ -145,16 +148,24 @@ async fn after_a_drain_that_kept_requests_or_did_not_say_the_first_bucket_starts
     .await;
     assert_eq!(
         changes.last().unwrap(),
-        "set_limit Some(90.0)",
+        "set_limit Some(90.0) filled with 80",
         "{changes:?}"
     );
-    assert!(new[0].get("fill").is_none(), "{new:?}");
-    let said: Vec<_> = heard.iter().filter(|l| l.contains("not filled")).collect();
     assert_eq!(
-        said,
-        ["readmit: the first limit's bucket is not filled: the drain kept 10 requests answered within their deadlines; the queue is not empty, so the bucket starts empty"],
+        (new[0]["fill"].clone(), new[0]["burst"].clone()),
+        (80.into(), 90.into()),
+        "{new:?}"
+    );
+    let why = "its bucket starts with 80 of burst 90: the drain kept 10 requests the replicas answer within their deadlines, and 90 is what the queue answers within the clients' 1.00 s timeout";
+    let note = new[0]["note"].as_str().unwrap_or_default();
+    assert!(note.contains(why), "{note}");
+    assert!(
+        heard
+            .iter()
+            .any(|l| l.starts_with("readmit: admitting 90.0 req/s: ") && l.contains(why)),
         "{heard:?}"
     );
+    assert!(!heard.iter().any(|l| l.contains("not filled")), "{heard:?}");
     assert!(
         drains_finished(&journal).iter().all(|f| f["kept"] == 5),
         "{journal:?}"

@@ -11,7 +11,7 @@ use crate::engine::ramp::{
 };
 use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};
 use crate::engine::vars::Fixed;
-use crate::gate::limit::{Limit, LimitChange};
+use crate::gate::limit::{Fill, Limit, LimitChange};
 use crate::metrics::signal::{names, Snapshot};
 use crate::platform::Known;
 use crate::runbook::action::{Action, DrainKeep, GateLimit, GateRamp, RateSetting};
@@ -127,7 +127,7 @@ impl Act for GateRamp {
             );
         }
         // Said once: only the first limit could have been filled.
-        if let Some(why) = drained.and_then(|d| d.kept_reason()) {
+        if let Some(why) = drained.and_then(|d| d.kept_reason(p.headroom)) {
             if self.burst.is_none() {
                 ctx.info(
                     step,
@@ -154,7 +154,7 @@ impl Act for GateRamp {
                     .then(|| fill_reason(&p, drained, st.rate, burst))
                     .flatten()
                     .filter(|_| fillable(ctx, step));
-                let why = [self.note.as_deref(), fill.as_deref()];
+                let why = [self.note.as_deref(), fill.as_ref().map(|f| f.1.as_str())];
                 let why = why.into_iter().flatten().collect::<Vec<_>>().join("; ");
                 let note = (!why.is_empty()).then_some(why.as_str());
                 let limit = Limit {
@@ -164,12 +164,12 @@ impl Act for GateRamp {
                     note: Some(limit_note(ctx, step, note, DEFAULT_LIMIT_DEADLINE)),
                     shadow: false,
                 };
-                if let Some(why) = &fill {
+                if let Some((_, why)) = &fill {
                     ctx.info(step, format!("admitting {:.1} req/s: {why}", st.rate));
                 }
                 let change = LimitChange {
                     limit,
-                    fill: fill.is_some(),
+                    fill: fill.map_or(Fill::Carried, |f| f.0),
                 };
                 set_change(ctx, step, change).await?;
                 applied = Some(st.rate);
@@ -298,7 +298,7 @@ impl Act for GateRamp {
                 "if this run drained every replica and restarted none (nothing queued): start at {h} x what the service answers now, with a burst of {h} x that x the clients' measured timeout (what the queue answers within it), and ask the gate to start that first limit's bucket full (fill: the drained clients' returning wave passes whole); later limits open no burst"
             ));
             if drains_keep(p.rb) {
-                lines.push("the drain keeps the requests each replica answers before their deadlines: the first limit's bucket starts full only if every replica says it kept none; kept requests (or a count not given) leave a queue, so the bucket starts empty".into());
+                lines.push("the drain keeps the requests each replica answers before their deadlines: the first limit's bucket starts full only if every replica says it kept none; after a drain that kept requests it starts with the room they leave (that burst less the requests kept, so the queue holds at most what it answers within the timeout), and empty if a replica does not say how many it kept".into());
             }
         }
         lines

@@ -7,7 +7,7 @@ use crate::engine::journal::Journal;
 use crate::engine::progress::{Observer, ProgressEvent};
 use crate::engine::vars::Fixed;
 use crate::engine::RunOptions;
-use crate::gate::limit::{Limit, LimitChange};
+use crate::gate::limit::{Fill, Limit, LimitChange};
 use crate::metrics::signal::{names, SignalSpec, Snapshot};
 use crate::metrics::source::{MetricError, MetricSource};
 use crate::plan::{make_plan, PlanInputs};
@@ -62,7 +62,11 @@ impl GateControl for Recording {
     async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
         let limit = &change.limit;
         let shadow = if limit.shadow { " in shadow" } else { "" };
-        let fill = if change.fill { " filled" } else { "" };
+        let fill = match change.fill {
+            Fill::Carried => String::new(),
+            Fill::Full => " filled".into(),
+            Fill::Tokens(n) => format!(" filled with {n}"),
+        };
         self.changed(format!("set_limit {:?}{shadow}{fill}", limit.rate_per_s));
         let readmit = limit.note.as_deref().unwrap_or("").contains("step readmit");
         if self.refuse_readmit && readmit {

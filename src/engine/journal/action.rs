@@ -87,6 +87,7 @@ pub fn unknown<T>(why: impl Into<String>) -> Known<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::gate::limit::Fill;
 
     #[test]
     fn records_read_back_as_written_and_name_their_action() {
@@ -145,14 +146,27 @@ mod tests {
                     burst: 90,
                     ..Limit::unlimited()
                 },
-                fill: true,
+                fill: Fill::Full,
             },
             after: None,
         };
         let json = serde_json::to_value(&filled).unwrap();
         assert_eq!(json["new"]["fill"], true, "{json}");
         assert_eq!(json["new"]["burst"], 90, "{json}");
-        for r in [drained, not_counted, kept, kept_unsaid, set, filled] {
+        let partly = ActionRecord::SetLimit {
+            before: unknown("gate unreachable"),
+            new: LimitChange {
+                fill: Fill::Tokens(85),
+                ..match &filled {
+                    ActionRecord::SetLimit { new, .. } => new.clone(),
+                    _ => unreachable!(),
+                }
+            },
+            after: None,
+        };
+        let json = serde_json::to_value(&partly).unwrap();
+        assert_eq!(json["new"]["fill"], 85, "{json}");
+        for r in [drained, not_counted, kept, kept_unsaid, set, filled, partly] {
             let text = serde_json::to_string(&r).unwrap();
             assert_eq!(serde_json::from_str::<ActionRecord>(&text).unwrap(), r);
         }

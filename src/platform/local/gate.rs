@@ -137,6 +137,7 @@ impl GateControl for HttpGate {
         let answer: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| call(&what, format!("not JSON: {e}")))?;
         let filled = answer.get("filled").and_then(|f| f.as_bool()) == Some(true);
+        let tokens = answer.get("tokens").and_then(|t| t.as_u64());
         let now = parse_limit(answer).map_err(|e| call(&what, format!("unexpected reply: {e}")))?;
         if !same(&now, limit) {
             return Err(call(
@@ -147,11 +148,23 @@ impl GateControl for HttpGate {
                 ),
             ));
         }
-        if change.fill && !filled {
-            return Err(call(
-                &what,
-                "the gate put the limit in force without saying it filled the bucket (a gate too old for \"fill\"?)",
-            ));
+        if let Some(asked) = change.fill.tokens(limit.burst) {
+            if !filled {
+                return Err(call(
+                    &what,
+                    "the gate put the limit in force without saying it filled the bucket (a gate too old for \"fill\"?)",
+                ));
+            }
+            // A gate that says how many tokens its bucket started with must say these.
+            if tokens.is_some_and(|t| t != u64::from(asked)) {
+                return Err(call(
+                    &what,
+                    format!(
+                        "the gate started the bucket with {} tokens, not the {asked} asked",
+                        tokens.unwrap_or_default()
+                    ),
+                ));
+            }
         }
         Ok(())
     }

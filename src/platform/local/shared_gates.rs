@@ -9,7 +9,7 @@
 
 use super::gate::HttpGate;
 use crate::gate::limit::{Limit, LimitChange};
-use crate::gate::share::{share, Peers};
+use crate::gate::share::{share, share_fill, Peers};
 use crate::platform::{GateControl, PlatformError};
 use std::time::Duration;
 
@@ -86,7 +86,8 @@ impl GateControl for SharedGates {
         self.gates.iter().all(|g| g.fills())
     }
 
-    /// Each gate that answers gets its share, filled at its share's burst when asked.
+    /// Each gate that answers gets its share, and its part of the fill when asked (full at
+    /// its share's burst, or its split of a count of tokens).
     async fn change_limit(&self, change: &LimitChange) -> Result<(), PlatformError> {
         let limit = &change.limit;
         if let [one] = self.gates.as_slice() {
@@ -110,7 +111,7 @@ impl GateControl for SharedGates {
         for (rank, g) in live.into_iter().enumerate() {
             g.change_limit(&LimitChange {
                 limit: share(limit, Peers::new(n, rank)),
-                fill: change.fill,
+                fill: share_fill(change.fill, Peers::new(n, rank)),
             })
             .await?;
         }

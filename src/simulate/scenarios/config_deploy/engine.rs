@@ -11,6 +11,7 @@ use super::report::{DrainSeen, Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
 use super::settled::in_steps;
 use crate::engine::restart::Drained;
+use crate::gate::limit::Fill;
 use crate::retry::{RetryBudget, RetryUnits};
 use crate::runbook::action::DrainKeep;
 use crate::simulate::kernel::clock::{Clock, Stepped};
@@ -268,7 +269,7 @@ impl<'a> Engine<'a> {
             clients_queued,
             dropped,
             kept: kept as u64,
-            filled: false,
+            fill: Fill::Carried,
         }
     }
 
@@ -426,7 +427,7 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
                 let (timeouts, _) = so_far(&series, &e.cur);
                 let first = proc_.begin_ramp(now, drained, timeouts);
                 if let Some(d) = drain.as_mut() {
-                    d.filled = first.fill;
+                    d.fill = first.fill;
                 }
                 e.gate.set_limit(first);
             }

@@ -1,6 +1,9 @@
 //! The admission gate as the model sees it: a token bucket (rate, burst) and an in-flight
 //! cap, rejecting fast. Same knobs as `recover::gate::limit::Limit`, so a plan's admit rate
-//! means the same here as on the real gate.
+//! means the same here as on the real gate; a change's fill is the gate's own
+//! [`Fill`], turned into tokens where the real gate turns it ([`Fill::tokens`]).
+
+use crate::gate::limit::Fill;
 
 /// Why the gate turned an attempt away (or that it let it through).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,8 +20,8 @@ pub struct LimitChange {
     pub rate_per_s: Option<f64>,
     /// None: the gate's default for the rate.
     pub burst: Option<u32>,
-    /// The bucket starts full at the new burst (`"fill": true`).
-    pub fill: bool,
+    /// How many tokens the new bucket starts with (the admin API's `fill`).
+    pub fill: Fill,
 }
 
 impl LimitChange {
@@ -27,7 +30,7 @@ impl LimitChange {
         LimitChange {
             rate_per_s,
             burst: None,
-            fill: false,
+            fill: Fill::Carried,
         }
     }
 }
@@ -70,20 +73,24 @@ impl Gate {
     /// A limit as the engine sets one (`gate.limit`, `gate.ramp`): the rate with the burst
     /// the engine gives it (the gate's default, half a second of the rate, where it names
     /// none), so a wave of retries meets the same bucket as in the real gate. A new limit
-    /// opens no burst above what the old one had left, unless the engine asks for a full
-    /// bucket (`fill`: the first readmission after a drain alone); `None` opens the gate.
+    /// opens no burst above what the old one had left, unless the engine asks for a fill
+    /// (the first readmission after a drain alone: full, or the room the kept requests
+    /// leave), never above the burst; `None` opens the gate.
     pub fn set_limit(&mut self, change: LimitChange) {
+        let mut burst = None;
         if let Some(r) = change.rate_per_s {
-            self.burst = f64::from(
-                change
-                    .burst
-                    .unwrap_or_else(|| crate::gate::limit::default_burst(r))
-                    .max(1),
-            );
+            let b = change
+                .burst
+                .unwrap_or_else(|| crate::gate::limit::default_burst(r))
+                .max(1);
+            self.burst = f64::from(b);
+            burst = Some(b);
         }
         self.set_rate(change.rate_per_s);
-        if change.fill && self.per_tick.is_some() {
-            self.tokens = self.burst;
+        if self.per_tick.is_some() {
+            if let Some(t) = burst.and_then(|b| change.fill.tokens(b)) {
+                self.tokens = f64::from(t);
+            }
         }
     }
 
@@ -154,9 +161,11 @@ mod tests {
 
     /// After a drain alone the engine's first readmission asks for a full bucket of the
     /// wave-sized burst: a returning wave of 90 goes through in the same tick, where a new
-    /// limit without fill (the bucket emptied by the limit before) lets one token's worth.
+    /// limit without fill (the bucket emptied by the limit before) lets one token's worth;
+    /// after a drain that kept requests, the room they leave, as the real gate (never
+    /// above the burst).
     #[test]
-    fn a_filled_limit_admits_a_wave_of_its_burst_at_once() {
+    fn a_filled_limit_admits_a_wave_of_its_fill_at_once() {
         let wave = |fill| {
             let mut g = Gate::new(Some(10.0), 1, None, 0.01);
             g.admit();
@@ -170,8 +179,10 @@ mod tests {
                 .filter(|_| g.admit() == Admission::Admitted)
                 .count()
         };
-        assert_eq!(wave(true), 90);
-        assert_eq!(wave(false), 0);
+        assert_eq!(wave(Fill::Full), 90);
+        assert_eq!(wave(Fill::Carried), 0);
+        assert_eq!(wave(Fill::Tokens(37)), 37);
+        assert_eq!(wave(Fill::Tokens(500)), 90);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use super::readmission::Readmission;
 use crate::engine::check::{record, record_settling, CheckState, CheckStatus, Measurement};
 use crate::engine::ramp::{next_move, RampMove, RampParams, RampState, Seen};
 use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};
+use crate::gate::limit::Fill;
 use crate::plan::Plan;
 use std::time::Duration;
 
@@ -108,8 +109,13 @@ impl Procedure {
             .burst
             .unwrap_or_else(|| crate::gate::limit::default_burst(self.state.rate));
         // Only the wave-sized burst the step did not fix, as the engine asks.
-        let fill = self.r.burst.is_none()
-            && fill_reason(&self.params, drained, self.state.rate, burst).is_some();
+        let fill = self
+            .r
+            .burst
+            .is_none()
+            .then(|| fill_reason(&self.params, drained, self.state.rate, burst))
+            .flatten()
+            .map_or(Fill::Carried, |(fill, _)| fill);
         LimitChange { fill, ..first }
     }
 
@@ -124,7 +130,7 @@ impl Procedure {
                 .r
                 .burst
                 .or_else(|| wave_burst(&self.params, self.drained, self.state.rate)),
-            fill: false,
+            fill: Fill::Carried,
         }
     }
 
@@ -299,7 +305,7 @@ mod tests {
             LimitChange {
                 rate_per_s: Some(90.0),
                 burst: Some(90),
-                fill: true
+                fill: Fill::Full
             }
         );
         let mut p = Procedure::new(&plan(), shipped(), TICK);
@@ -307,10 +313,10 @@ mod tests {
     }
 
     /// A drain that kept requests left a queue: the first limit is the same rate and
-    /// wave-sized burst, but its bucket does not start full (the engine's `fill_reason`),
-    /// so a full bucket cannot pile a wave on top of what was kept.
+    /// wave-sized burst, its bucket starting with the room the kept requests leave (the
+    /// engine's `fill_reason`), none when a replica did not say how many it kept.
     #[test]
-    fn after_a_drain_that_kept_requests_the_first_limit_has_no_fill() {
+    fn after_a_drain_that_kept_requests_the_first_limit_fills_the_room_they_leave() {
         let drained = Drained {
             kept: Some(0),
             capacity: Some(100.0),
@@ -319,15 +325,19 @@ mod tests {
             client_timeout_s: Some(1.0),
         };
         let first = |d: Drained| Procedure::new(&plan(), shipped(), TICK).begin_ramp(0, Some(d), 0);
-        assert!(first(drained).fill);
-        for kept in [Some(40), None] {
+        assert_eq!(first(drained).fill, Fill::Full);
+        for (kept, fill) in [
+            (Some(40), Fill::Tokens(50)),
+            (Some(90), Fill::Carried),
+            (None, Fill::Carried),
+        ] {
             let got = first(Drained { kept, ..drained });
             assert_eq!(
                 got,
                 LimitChange {
                     rate_per_s: Some(90.0),
                     burst: Some(90),
-                    fill: false
+                    fill
                 },
                 "{kept:?}"
             );

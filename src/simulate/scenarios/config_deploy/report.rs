@@ -2,6 +2,7 @@
 //! asks about (did it recover, how fast, how bad was the peak), read off the series by the
 //! kernel's one recovery rule ([`Recovery`]).
 
+use crate::gate::limit::Fill;
 use crate::simulate::kernel::record::Recovery;
 use serde::Serialize;
 
@@ -84,7 +85,8 @@ pub struct DrainSeen {
     pub dropped: u64,
     /// Queued requests kept (`keep: answerable`).
     pub kept: u64,
-    /// The readmission's first limit started its bucket full (only into a queue the
-    /// drain left empty, `engine::restart::fill_reason`).
-    pub filled: bool,
+    /// How the readmission's first limit started its bucket (`engine::restart::fill_reason`:
+    /// full into a queue the drain left empty, the room the kept requests leave after one
+    /// that kept some).
+    pub fill: Fill,
 }
