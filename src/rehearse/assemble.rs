@@ -11,7 +11,7 @@ use super::recorder::Recording;
 use super::recovery::RunbookOutcome;
 use super::report::*;
 use super::scenario::Scenario;
-use super::series::{total_increase, Role, Sample};
+use super::series::{total_increase, RawScrape, Role, Sample};
 use super::trigger::TriggerTimes;
 use super::verify::{over_timeout_s, relapses, unsteady_at, SteadyCriteria};
 use crate::plan::Plan;
@@ -124,25 +124,25 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
     }
 
     let (dropped, lb, relapse_count, over_s) = if f.detection.is_some() && ran {
+        let before = scrapes_before(rec, rb_start);
         // The clients in the loop at the last scrape before the runbook that read them,
         // and how long before it that scrape was (unread: every worker, at the start).
-        let (backlog, scraped_before) = rec
-            .samples
+        let (backlog, scraped_before) = before
             .iter()
-            .filter(|s| s.t_s <= rb_start)
-            .filter_map(|s| s.workers_retrying.map(|r| (r, rb_start - s.t_s)))
+            .filter_map(|r| {
+                r.sum(Role::Clients, "recover_demo_workers_in_retry_loop", &[])
+                    .map(|n| (n, rb_start - r.t_s))
+            })
             .next_back()
             .unwrap_or((workers as f64, 0.0));
         // Each replica's warmth at the last scrape before the runbook that has any.
-        let warmth = rec
-            .raws
+        let warmth = before
             .iter()
-            .filter(|r| r.t_s <= rb_start)
             .map(|r| r.each(Role::Service, "recover_demo_service_warm_fraction"))
             .rfind(|w| !w.is_empty())
             .unwrap_or_default();
         // The retry loop's split at the same last scrape before the runbook.
-        let retry_loop = rec.raws.iter().rfind(|r| r.t_s <= rb_start).and_then(|r| {
+        let retry_loop = before.last().and_then(|r| {
             retry_loop_of(
                 sc,
                 rb_start - r.t_s,
@@ -397,4 +397,51 @@ pub fn series_csv(samples: &[Sample]) -> String {
         ));
     }
     out
+}
+
+/// The scrapes the runbook's state is read from: the grid's and the probes (the one taken at
+/// the engine's decision) ticked at or before the runbook's first step `rb_start`, oldest
+/// first. A probe that started after it (its task late on a loaded machine) is left out:
+/// it may have read the procedure's first effects.
+fn scrapes_before(rec: &Recording, rb_start: f64) -> Vec<&RawScrape> {
+    let mut before: Vec<&RawScrape> = rec
+        .raws
+        .iter()
+        .chain(&rec.probes)
+        .filter(|r| r.t_s <= rb_start)
+        .collect();
+    before.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(t_s: f64) -> RawScrape {
+        RawScrape {
+            t_s,
+            read_s: t_s + 0.01,
+            targets: vec![],
+        }
+    }
+
+    /// The grid's last scrape came 0.4 s before the runbook; the probe at the decision,
+    /// 5 ms before it, is the state the runbook found. One after it is not.
+    #[test]
+    fn the_runbooks_state_is_the_probe_at_its_decision_not_the_grids_last_scrape() {
+        let rec = Recording {
+            raws: vec![at(9.0), at(9.5), at(10.0), at(10.5)],
+            samples: vec![],
+            probes: vec![at(9.895), at(10.2)],
+        };
+        let ticks: Vec<f64> = scrapes_before(&rec, 9.9).iter().map(|r| r.t_s).collect();
+        assert_eq!(ticks, [9.0, 9.5, 9.895]);
+        let without = Recording {
+            probes: vec![],
+            ..rec
+        };
+        let last = scrapes_before(&without, 9.9).last().map(|r| r.t_s);
+        assert_eq!(last, Some(9.5));
+    }
 }

@@ -3,6 +3,11 @@
 //!
 //! Why it exists: the report and the timeline must show what really happened, measured
 //! from outside the way an operator would, independent of what the engine believes.
+//!
+//! A [`Prober`] takes one more scrape at an instant the rehearsal marks (the engine's
+//! decision, just before its first action), kept apart from the series so the fixed grid
+//! and its rates stay as they are: the lower bound counts from the state the runbook
+//! found, not from the grid's last scrape up to an interval before it.
 
 use super::expo;
 use super::series::{derive, RawScrape, Role, Sample, TargetScrape};
@@ -56,6 +61,7 @@ pub struct Target {
 struct State {
     raws: Vec<RawScrape>,
     samples: Vec<Sample>,
+    probes: Vec<RawScrape>,
 }
 
 /// A running recorder. Stop it with [`Recorder::stop`] to get the series.
@@ -63,12 +69,41 @@ pub struct Recorder {
     state: Arc<Mutex<State>>,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    prober: Option<Prober>,
 }
 
 /// What a stopped recorder hands back.
 pub struct Recording {
     pub raws: Vec<RawScrape>,
     pub samples: Vec<Sample>,
+    /// The scrapes a [`Prober`] took, off the grid (oldest first).
+    pub probes: Vec<RawScrape>,
+}
+
+/// Takes one scrape of the recorder's targets now, off its grid, into its probes.
+#[derive(Clone)]
+pub struct Prober {
+    targets: Arc<Vec<Target>>,
+    clock: Clock,
+    client: reqwest::Client,
+    timeout: Duration,
+    state: Arc<Mutex<State>>,
+}
+
+impl Prober {
+    /// Scrape every target once, in a task of its own (the caller may not wait: an
+    /// engine's progress event). Its tick is when it starts.
+    pub fn probe_now(&self) {
+        let p = self.clone();
+        tokio::spawn(async move {
+            let raw = scrape(&p.client, &p.targets, p.clock, p.timeout).await;
+            p.state
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .probes
+                .push(raw);
+        });
+    }
 }
 
 impl Recorder {
@@ -76,19 +111,32 @@ impl Recorder {
     pub fn start(targets: Vec<Target>, clock: Clock, interval: Duration, window: Duration) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let cancel = CancellationToken::new();
-        let task = tokio::spawn(run(
+        let timeout = interval.mul_f64(0.8).max(Duration::from_millis(200));
+        let client = reqwest::Client::builder().timeout(timeout).build();
+        if let Err(e) = &client {
+            tracing::error!("recorder: cannot build HTTP client: {e}");
+        }
+        let targets = Arc::new(targets);
+        let prober = client.ok().map(|client| Prober {
             targets,
             clock,
-            interval,
-            window,
-            state.clone(),
-            cancel.clone(),
-        ));
+            client,
+            timeout,
+            state: state.clone(),
+        });
+        let task = tokio::spawn(run(prober.clone(), interval, window, cancel.clone()));
         Recorder {
             state,
             cancel,
             task,
+            prober,
         }
+    }
+
+    /// A handle for scrapes off the grid (None: the recorder could not build its client,
+    /// and records nothing).
+    pub fn prober(&self) -> Option<Prober> {
+        self.prober.clone()
     }
 
     /// The samples so far (oldest first).
@@ -127,6 +175,7 @@ impl Recorder {
         Recording {
             raws: std::mem::take(&mut st.raws),
             samples: std::mem::take(&mut st.samples),
+            probes: std::mem::take(&mut st.probes),
         }
     }
 
@@ -144,20 +193,13 @@ impl Drop for Recorder {
 }
 
 async fn run(
-    targets: Vec<Target>,
-    clock: Clock,
+    prober: Option<Prober>,
     interval: Duration,
     window: Duration,
-    state: Arc<Mutex<State>>,
     cancel: CancellationToken,
 ) {
-    let timeout = interval.mul_f64(0.8).max(Duration::from_millis(200));
-    let client = match reqwest::Client::builder().timeout(timeout).build() {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!("recorder: cannot build HTTP client: {e}");
-            return;
-        }
+    let Some(p) = prober else {
+        return;
     };
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -166,23 +208,9 @@ async fn run(
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
         }
-        let t_s = clock.now_s();
-        let pages =
-            futures::future::join_all(targets.iter().map(|t| fetch(&client, t, timeout))).await;
-        let raw = RawScrape {
-            t_s,
-            read_s: clock.now_s(),
-            targets: targets
-                .iter()
-                .zip(pages)
-                .map(|(t, points)| TargetScrape {
-                    role: t.role,
-                    instance: t.instance.clone(),
-                    points,
-                })
-                .collect(),
-        };
-        let mut st = state.lock().unwrap_or_else(|e| e.into_inner());
+        let raw = scrape(&p.client, &p.targets, p.clock, p.timeout).await;
+        let t_s = raw.t_s;
+        let mut st = p.state.lock().unwrap_or_else(|e| e.into_inner());
         let want = t_s - window.as_secs_f64();
         let base = st
             .raws
@@ -196,6 +224,30 @@ async fn run(
             st.samples.push(sample);
         }
         st.raws.push(raw);
+    }
+}
+
+/// Every target's page once, read concurrently; the tick is when the reads start.
+async fn scrape(
+    client: &reqwest::Client,
+    targets: &[Target],
+    clock: Clock,
+    timeout: Duration,
+) -> RawScrape {
+    let t_s = clock.now_s();
+    let pages = futures::future::join_all(targets.iter().map(|t| fetch(client, t, timeout))).await;
+    RawScrape {
+        t_s,
+        read_s: clock.now_s(),
+        targets: targets
+            .iter()
+            .zip(pages)
+            .map(|(t, points)| TargetScrape {
+                role: t.role,
+                instance: t.instance.clone(),
+                points,
+            })
+            .collect(),
     }
 }
 

@@ -14,7 +14,7 @@ use super::series::Sample;
 use super::stage::{Stage, StageError};
 use super::verify::{steady_from, SteadyCriteria};
 use crate::detect::DetectorConfig;
-use crate::engine::Observer;
+use crate::engine::{Observer, ProgressEvent};
 use crate::plan::{MissingInputs, Overrides, PlanInputs, Source, SourcedInputs};
 use crate::runbook::LoadedRunbook;
 use crate::simulate::Readmission;
@@ -98,7 +98,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
             inputs = planned.as_ref().ok().cloned();
             runbook = match planned {
                 Ok(inputs) => {
-                    let observer = opts.observer.clone();
+                    let observer = probing_at_decision(&stage, opts.observer.clone());
                     run_runbook(
                         &mut stage.sys,
                         clock,
@@ -290,4 +290,32 @@ async fn wait_recovered(stage: &Stage, from_s: f64) -> Option<f64> {
         }
     }
     None
+}
+
+/// The runbook's observer, scraping the system once more when the engine has decided and
+/// is about to act: the lower bound counts from that state, milliseconds before the first
+/// step, not from the grid's last scrape up to an interval earlier (during which no
+/// procedure has acted yet, but the bound would credit one that had).
+fn probing_at_decision(
+    stage: &Stage,
+    inner: Option<Arc<dyn Observer>>,
+) -> Option<Arc<dyn Observer>> {
+    let Some(prober) = stage.recorder.prober() else {
+        return inner;
+    };
+    struct ProbeAtDecision {
+        prober: super::recorder::Prober,
+        inner: Option<Arc<dyn Observer>>,
+    }
+    impl Observer for ProbeAtDecision {
+        fn event(&self, run_id: &str, e: &ProgressEvent) {
+            if matches!(e, ProgressEvent::Decided { .. }) {
+                self.prober.probe_now();
+            }
+            if let Some(o) = &self.inner {
+                o.event(run_id, e);
+            }
+        }
+    }
+    Some(Arc::new(ProbeAtDecision { prober, inner }))
 }
