@@ -235,4 +235,59 @@ mod tests {
         let e = g.set_limit(&hold()).await.unwrap_err().to_string();
         assert!(e.contains("not the limit sent"), "{e}");
     }
+
+    /// An admin API answering every PUT with the limit sent and `said` besides (what it
+    /// says of the fill).
+    async fn admin_saying(said: serde_json::Value) -> String {
+        let app = axum::Router::new().route(
+            "/admin/limit",
+            put(move |axum::Json(mut sent): axum::Json<serde_json::Value>| {
+                sent.as_object_mut().unwrap().remove("fill");
+                let mut answer = serde_json::json!({"limit": sent, "version": "1"});
+                for (k, v) in said.as_object().unwrap() {
+                    answer[k] = v.clone();
+                }
+                async move { axum::Json(answer) }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    /// A change asking a fill holds the gate to it: it must say it filled, and, where it
+    /// says how many tokens, the ones asked (never above the burst).
+    #[tokio::test]
+    async fn a_fill_is_checked_against_what_the_gate_says_it_filled() {
+        use crate::gate::limit::Fill;
+        crate::util::http::ensure_tls_provider();
+        let change = |fill| LimitChange {
+            limit: hold(),
+            fill,
+        };
+        let try_with = |said: serde_json::Value, fill| async move {
+            let url = admin_saying(said).await;
+            let (g, _dir) = gate(&url);
+            g.change_limit(&change(fill))
+                .await
+                .map_err(|e| e.to_string())
+        };
+        let filled = |n: u32| serde_json::json!({"filled": true, "tokens": n});
+        try_with(filled(7), Fill::Tokens(7)).await.unwrap();
+        try_with(filled(2000), Fill::Full).await.unwrap();
+        try_with(filled(2000), Fill::Tokens(9000)).await.unwrap();
+        try_with(serde_json::json!({"filled": true}), Fill::Full)
+            .await
+            .unwrap();
+        let e = try_with(filled(5), Fill::Tokens(7)).await.unwrap_err();
+        assert!(e.contains("with 5 tokens, not the 7 asked"), "{e}");
+        let e = try_with(serde_json::json!({}), Fill::Tokens(7))
+            .await
+            .unwrap_err();
+        assert!(e.contains("without saying it filled"), "{e}");
+        try_with(serde_json::json!({}), Fill::Carried)
+            .await
+            .unwrap();
+    }
 }
