@@ -49,7 +49,7 @@ pub enum ActionRecord {
         warm_fraction: Option<Known<f64>>,
     },
     /// The gate's limit set to `new` (with `"fill": true` when its bucket was asked to
-    /// start full; the limit's note says why).
+    /// start full, `"fill": N` to start with N tokens; the limit's note says why).
     #[serde(rename = "gate.set_limit")]
     SetLimit {
         /// The limit in force before, as the gate said.
