@@ -123,6 +123,34 @@ fn judge(recovers: bool, time_s: Option<f64>, plan_after: Duration) -> Result<f6
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The shipped runbook, the scenario's true inputs with `arrival_rate` arriving, and
+    /// the plan the runbook makes from them.
+    fn shipped_plan(
+        sc: &Scenario,
+        arrival_rate: f64,
+    ) -> (
+        crate::runbook::Runbook,
+        crate::plan::PlanInputs,
+        crate::plan::Plan,
+    ) {
+        let rb = crate::runbook::load_file(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/runbooks/stuck-overload.yaml"
+        )))
+        .unwrap()
+        .runbook;
+        let capacity = sc.capacity_per_s();
+        let inputs = crate::plan::PlanInputs {
+            arrival_rate,
+            capacity_cold: capacity / sc.service.cold_factor,
+            k: sc.service.overload_factor,
+            capacity: Some(capacity),
+            demand: None,
+        };
+        let plan = crate::plan::make_plan(&inputs, &rb.plan);
+        (rb, inputs, plan)
+    }
     use crate::plan::RampStep;
 
     #[test]
@@ -198,21 +226,7 @@ mod tests {
             "grid-4",
         )
         .unwrap();
-        let rb = crate::runbook::load_file(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/runbooks/stuck-overload.yaml"
-        )))
-        .unwrap()
-        .runbook;
-        let capacity = sc.capacity_per_s();
-        let inputs = crate::plan::PlanInputs {
-            arrival_rate: 300.0,
-            capacity_cold: capacity / sc.service.cold_factor,
-            k: sc.service.overload_factor,
-            capacity: Some(capacity),
-            demand: None,
-        };
-        let plan = crate::plan::make_plan(&inputs, &rb.plan);
+        let (rb, inputs, plan) = shipped_plan(&sc, 300.0);
         let after = Duration::from_secs(7);
         let p = SystemParams {
             plan_readmission: Readmission::of(&rb, &inputs),
@@ -259,21 +273,7 @@ attach_after: 60s
             "grid-8",
         )
         .unwrap();
-        let rb = crate::runbook::load_file(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/runbooks/stuck-overload.yaml"
-        )))
-        .unwrap()
-        .runbook;
-        let capacity = sc.capacity_per_s();
-        let inputs = crate::plan::PlanInputs {
-            arrival_rate: 200.0,
-            capacity_cold: capacity / sc.service.cold_factor,
-            k: sc.service.overload_factor,
-            capacity: Some(capacity),
-            demand: None,
-        };
-        let plan = crate::plan::make_plan(&inputs, &rb.plan);
+        let (rb, inputs, plan) = shipped_plan(&sc, 200.0);
         let with_at = |keep, after| {
             let r = Readmission {
                 drain_keep: keep,

@@ -110,24 +110,34 @@ impl Readmission {
     }
 }
 
-/// The shipped runbook's readmission on a plan of 300 req/s arriving, cold capacity 50,
-/// warm 100, k 3: the model's tests run the procedure the engine would.
+/// The shipped runbook (`runbooks/stuck-overload.yaml`), for the model's tests.
 #[cfg(test)]
-pub(crate) fn shipped_for_tests() -> Readmission {
-    let rb = crate::runbook::load_file(std::path::Path::new(concat!(
+pub(crate) fn shipped_runbook_for_tests() -> crate::runbook::Runbook {
+    crate::runbook::load_file(std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/runbooks/stuck-overload.yaml"
     )))
     .unwrap()
-    .runbook;
-    let inputs = PlanInputs {
+    .runbook
+}
+
+/// A plan of 300 req/s arriving, cold capacity 50, warm 100, k 3.
+#[cfg(test)]
+fn inputs_for_tests() -> PlanInputs {
+    PlanInputs {
         arrival_rate: 300.0,
         capacity_cold: 50.0,
         k: 3.0,
         capacity: Some(100.0),
         demand: None,
-    };
-    Readmission::of(&rb, &inputs).unwrap()
+    }
+}
+
+/// The shipped runbook's readmission on [`inputs_for_tests`]: the model's tests run the
+/// procedure the engine would.
+#[cfg(test)]
+pub(crate) fn shipped_for_tests() -> Readmission {
+    Readmission::of(&shipped_runbook_for_tests(), &inputs_for_tests()).unwrap()
 }
 
 #[cfg(test)]
@@ -148,19 +158,8 @@ mod tests {
     /// the engine will.
     #[test]
     fn the_drain_keeps_what_the_runbooks_step_says() {
-        let mut rb = crate::runbook::load_file(std::path::Path::new(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/runbooks/stuck-overload.yaml"
-        )))
-        .unwrap()
-        .runbook;
-        let inputs = PlanInputs {
-            arrival_rate: 300.0,
-            capacity_cold: 50.0,
-            k: 3.0,
-            capacity: Some(100.0),
-            demand: None,
-        };
+        let mut rb = shipped_runbook_for_tests();
+        let inputs = inputs_for_tests();
         for keep in [DrainKeep::None, DrainKeep::Answerable] {
             for s in &mut rb.steps {
                 if let Action::BacklogDrain(d) = &mut s.action {
