@@ -55,6 +55,28 @@ pub struct DrainCounts {
     pub kept: Known<u64>,
 }
 
+impl DrainCounts {
+    /// A drain whose call got no reply to read (it failed, or answered something else),
+    /// for `why`: how many it dropped is unknown, and so is how many it kept, unless it
+    /// was asked to keep nothing.
+    pub fn unread(keep: DrainKeep, why: String) -> DrainCounts {
+        DrainCounts {
+            kept: DrainCounts::kept(keep, None, || why.clone()),
+            dropped: Known::Unknown { unknown: why },
+        }
+    }
+
+    /// What a drain asked to `keep` kept, from the count its reply `said`: 0 when asked to
+    /// keep nothing, whatever the reply says; else the count, or unknown for `why`.
+    fn kept(keep: DrainKeep, said: Option<u64>, why: impl FnOnce() -> String) -> Known<u64> {
+        match (keep, said) {
+            (DrainKeep::None, _) => Known::Value(0),
+            (DrainKeep::Answerable, Some(n)) => Known::Value(n),
+            (DrainKeep::Answerable, None) => Known::Unknown { unknown: why() },
+        }
+    }
+}
+
 /// How many of the youngest queued requests a replica answers before their deadlines:
 /// the drain keeps that many at the back of its FIFO queue and drops every one ahead.
 ///
@@ -146,13 +168,8 @@ impl AdminReply {
                         unknown: unknown("drained count"),
                     },
                 };
-                let kept = match (keep, reply.and_then(|r| r.kept)) {
-                    (DrainKeep::None, _) => Known::Value(0),
-                    (DrainKeep::Answerable, Some(n)) => Known::Value(n),
-                    (DrainKeep::Answerable, None) => Known::Unknown {
-                        unknown: unknown("kept count"),
-                    },
-                };
+                let kept =
+                    DrainCounts::kept(keep, reply.and_then(|r| r.kept), || unknown("kept count"));
                 AdminReply::Drained(DrainCounts { dropped, kept })
             }
             AdminOp::Warm => AdminReply::Warmed(match serde_json::from_str::<WarmReply>(body) {

@@ -3,7 +3,7 @@
 //! is journaled and said; what each kept is remembered for the readmission, which fills
 //! the gate's first bucket only into a queue known empty.
 
-use super::super::journal::{unknown, ActionRecord};
+use super::super::journal::ActionRecord;
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::platform::admin::DrainCounts;
 use crate::platform::{AdminOp, AdminReply, DrainKeep, Known};
@@ -34,13 +34,16 @@ impl Act for BacklogDrain {
                 .await;
             let counts = match &reply {
                 Ok(AdminReply::Drained(d)) => d.clone(),
-                Ok(other) => not_counted(format!("{replica} answered a drain with {other:?}")),
-                Err(e) => not_counted(format!("the call failed: {e}")),
+                Ok(other) => DrainCounts::unread(
+                    self.keep,
+                    format!("{replica} answered a drain with {other:?}"),
+                ),
+                Err(e) => DrainCounts::unread(self.keep, format!("the call failed: {e}")),
             };
             drains.add(&replica, &counts);
             drains.tally(tally);
             if matches!(reply, Ok(AdminReply::Drained(_))) {
-                ctx.note_drained(&replica, kept_by(self.keep, &counts));
+                ctx.note_drained(&replica, counts.kept.clone());
             }
             ctx.finished(
                 step,
@@ -66,23 +69,6 @@ impl Act for BacklogDrain {
                 AdminOp::Drain(self.keep).path()
             ),
         }]
-    }
-}
-
-/// A drain whose reply gave no figures: neither how many it dropped nor how many it kept.
-fn not_counted(why: String) -> DrainCounts {
-    DrainCounts {
-        dropped: unknown(why.clone()),
-        kept: unknown(why),
-    }
-}
-
-/// What a drain that answered kept: nothing when it was asked to keep nothing (whatever
-/// its reply said), else what it said, or unknown.
-fn kept_by(keep: DrainKeep, counts: &DrainCounts) -> Known<u64> {
-    match keep {
-        DrainKeep::None => Known::Value(0),
-        DrainKeep::Answerable => counts.kept.clone(),
     }
 }
 
@@ -124,7 +110,7 @@ impl Drains {
             Known::Value(n) => self.counted += n,
             Known::Unknown { .. } => self.unknown.push(replica.to_string()),
         }
-        match kept_by(self.keep, counts) {
+        match counts.kept {
             Known::Value(n) => self.kept += n,
             Known::Unknown { .. } => self.kept_unknown.push(replica.to_string()),
         }
@@ -176,6 +162,7 @@ impl Drains {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::journal::unknown;
     use super::*;
 
     fn counts(dropped: u64, kept: Option<u64>) -> DrainCounts {
