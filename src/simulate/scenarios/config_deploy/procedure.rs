@@ -285,19 +285,25 @@ mod tests {
         assert_eq!(at, [0, 150, 251]);
     }
 
+    /// A drain alone that kept nothing, warm, at 100 req/s warm and 50 cold, clients timing
+    /// out after 1 s.
+    fn warm_drained() -> Drained {
+        Drained {
+            kept: Some(0),
+            capacity: Some(100.0),
+            capacity_cold: 50.0,
+            warm_fraction: Some(1.0),
+            client_timeout_s: Some(1.0),
+        }
+    }
+
     /// After a drain alone the readmission starts at what the drained service answers
     /// (0.9 x 100 req/s warm) with a bucket the size of what it answers within the clients'
     /// 1 s timeout, full at once; after a restart, at the plan's rate with the gate's
     /// default burst and no fill.
     #[test]
     fn after_a_drain_alone_the_first_limit_is_a_full_wave_sized_bucket() {
-        let drained = Drained {
-            kept: Some(0),
-            capacity: Some(100.0),
-            capacity_cold: 50.0,
-            warm_fraction: Some(1.0),
-            client_timeout_s: Some(1.0),
-        };
+        let drained = warm_drained();
         let mut p = Procedure::new(&plan(), shipped(), TICK);
         assert_eq!(p.start(), LimitChange::rate(Some(20.0)));
         assert_eq!(
@@ -317,13 +323,7 @@ mod tests {
     /// engine's `fill_reason`), none when a replica did not say how many it kept.
     #[test]
     fn after_a_drain_that_kept_requests_the_first_limit_fills_the_room_they_leave() {
-        let drained = Drained {
-            kept: Some(0),
-            capacity: Some(100.0),
-            capacity_cold: 50.0,
-            warm_fraction: Some(1.0),
-            client_timeout_s: Some(1.0),
-        };
+        let drained = warm_drained();
         let first = |d: Drained| Procedure::new(&plan(), shipped(), TICK).begin_ramp(0, Some(d), 0);
         assert_eq!(first(drained).fill, Fill::Full);
         for (kept, fill) in [

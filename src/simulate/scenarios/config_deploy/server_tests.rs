@@ -96,22 +96,27 @@ fn warms_with_its_work_and_at_once_when_warmed() {
 /// order; the older ones and the one whose client left are taken out to be errored.
 #[test]
 fn a_keep_answerable_drain_keeps_the_youngest_answerable_and_errors_the_rest() {
-    let mut s = Server::new(ServerConfig {
-        per_tick: 1.0,
-        job_ticks: Some(4.0),
-        ..cfg(false)
-    });
     let sent = [0, 3, 5, 6, 7, 8, 9, 10];
-    for (i, &t) in sent.iter().enumerate() {
-        s.arrive(
-            Req {
-                client: i as u32,
-                seq: 0,
-                sent: t,
-            },
-            t,
-        );
-    }
+    // One slot, 4 ticks a request, the requests sent at `sent` queued.
+    let queued = || {
+        let mut s = Server::new(ServerConfig {
+            per_tick: 1.0,
+            job_ticks: Some(4.0),
+            ..cfg(false)
+        });
+        for (i, &t) in sent.iter().enumerate() {
+            s.arrive(
+                Req {
+                    client: i as u32,
+                    seq: 0,
+                    sent: t,
+                },
+                t,
+            );
+        }
+        s
+    };
+    let mut s = queued();
     let gone = 4; // the one sent at 7: its client gave up
     let (out, kept) = s.drain_keeping(10, 1, 1.0, |r| r.client != gone);
     let clients = |v: Vec<Req>| v.iter().map(|r| r.client).collect::<Vec<_>>();
@@ -127,21 +132,7 @@ fn a_keep_answerable_drain_keeps_the_youngest_answerable_and_errors_the_rest() {
     assert!(done.iter().all(|(t, r)| *t < r.sent + 10), "{done:?}");
     // Spread over two replicas (every other request on each, two slots each), the
     // same requests are answerable: each replica keeps its own youngest.
-    let mut s = Server::new(ServerConfig {
-        per_tick: 1.0,
-        job_ticks: Some(4.0),
-        ..cfg(false)
-    });
-    for (i, &t) in sent.iter().enumerate() {
-        s.arrive(
-            Req {
-                client: i as u32,
-                seq: 0,
-                sent: t,
-            },
-            t,
-        );
-    }
+    let mut s = queued();
     let (out, kept) = s.drain_keeping(10, 2, 1.0, |r| r.client != gone);
     assert_eq!((clients(out), kept), (vec![0, 1, 4], 5));
 }
