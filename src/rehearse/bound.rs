@@ -50,7 +50,7 @@
 //!   scrape. The rest of the loop (clients waiting out their delay, whose phases are not
 //!   measured) may come back at once.
 
-pub use super::bound_retry::{retry_loop_of, RetryLoop};
+pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
 use super::verify::SteadyCriteria;

@@ -26,6 +26,28 @@ pub struct RetryLoop {
     /// A request's healthy (warm, not overloaded) service time, seconds: the least any
     /// request costs.
     pub service_time_s: f64,
+    /// Where each client of the loop stood at the scrape, where the workers export it.
+    pub phases: Option<ClientPhases>,
+}
+
+/// Where each client in the retry loop stood at a scrape, as the demo workers export it:
+/// enough to tell when each can first be answered.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClientPhases {
+    /// Clients waiting out a retry delay, by the time from the scrape to their next attempt.
+    pub waiting_next: Ladder,
+    /// Clients with an attempt out, by the time left from the scrape until they give up on it.
+    pub in_flight_left: Ladder,
+}
+
+/// A cumulative count over a ladder of durations, as a Prometheus histogram's buckets read:
+/// for each edge `le_s` (increasing), how many items last at most `le_s`; `total` counts
+/// every item, those past the last edge too.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ladder {
+    /// `(le_s, count)` pairs, `le_s` increasing, counts not falling.
+    pub edges: Vec<(f64, f64)>,
+    pub total: f64,
 }
 
 impl RetryLoop {
@@ -88,5 +110,6 @@ pub fn retry_loop_of(
         replicas: sc.replicas,
         concurrency: sc.service.concurrency,
         service_time_s: sc.service.service_time.as_secs_f64(),
+        phases: None,
     })
 }

@@ -374,6 +374,7 @@ pub(super) fn bound_of(c: &Case) -> (f64, f64, f64) {
         replicas: c.replicas as u32,
         concurrency: c.concurrency,
         service_time_s: c.service_time_s,
+        phases: None,
     };
     let held = lp.held_back();
     let paths = sys.paths(BoundStart {

@@ -87,6 +87,7 @@ proptest! {
             replicas,
             concurrency,
             service_time_s: s,
+            phases: None,
         };
         let start = |retry_loop| BoundStart {
             retrying,
@@ -156,6 +157,7 @@ fn clients_in_flight_beyond_what_the_servers_answer_in_time_wait_a_retry_delay()
         replicas: 1,
         concurrency: 4,
         service_time_s: 0.04,
+        phases: None,
     };
     assert_eq!(lp.answerable_in_time(), 100.0);
     assert_eq!(lp.held_back(), 0.0);
