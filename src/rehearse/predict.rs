@@ -381,7 +381,7 @@ attach_after: 60s
                 &plan,
                 Duration::from_millis(73_040),
                 false,
-                true,
+                false,
                 r,
                 phase,
             )
