@@ -4,7 +4,7 @@
 //! server saw each client's attempts. Each worker sends an `Idempotency-Key` its retries
 //! repeat, and its polls never succeed here, so a key is one worker for the whole test.
 
-use crate::support::demo::{free_addr, scrape, spawn, wait_http_ok, Scrape};
+use crate::support::demo::{free_addr, http, scrape, spawn, wait_http_ok, Scrape};
 use recover::util::child::ChildGuard;
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -184,6 +184,29 @@ fn secs(a: Instant, b: Instant) -> f64 {
     a.saturating_duration_since(b).as_secs_f64() - b.saturating_duration_since(a).as_secs_f64()
 }
 
+/// The rehearsal's reading of the workers' real page: both ladders, every edge, and the
+/// clients in the loop all placed (a client between phases is in one of them).
+async fn rehearsal_reads_the_page(metrics: SocketAddr, count: usize) {
+    use recover::rehearse::series::{RawScrape, Role, TargetScrape};
+    let (status, text) = http("GET", &format!("http://{metrics}/metrics"), None, "")
+        .await
+        .expect("scrape");
+    assert_eq!(status, 200);
+    let r = RawScrape {
+        t_s: 0.0,
+        read_s: 0.0,
+        targets: vec![TargetScrape {
+            role: Role::Clients,
+            instance: metrics.to_string(),
+            points: Some(recover::rehearse::expo::parse(&text)),
+        }],
+    };
+    let p = recover::rehearse::client_phases::client_phases(&r).expect("phases read");
+    assert_eq!(p.waiting_next.edges.len(), 130);
+    assert_eq!(p.in_flight_left.edges.len(), 130);
+    assert_eq!(p.waiting_next.total + p.in_flight_left.total, count as f64);
+}
+
 /// A service that refuses at once: every client in the loop is waiting out its 2 s delay,
 /// due within it, each as long after the scrape as its last refusal plus the delay says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,6 +216,7 @@ async fn workers_waiting_out_a_fixed_delay_are_due_as_their_last_refusal_says() 
     let (target, log) = server(Answer::Refuse).await;
     let (metrics, _workers) = workers(target, COUNT, "1s", "2s").await;
     all_in_loop(metrics, COUNT).await;
+    rehearsal_reads_the_page(metrics, COUNT).await;
     for _ in 0..3 {
         let (t0, page, t1) = scrape_between(metrics).await;
         let (mut known, mut unknown) = (Vec::new(), 0);
