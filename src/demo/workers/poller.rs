@@ -258,7 +258,8 @@ async fn attempt(
     key: Option<&str>,
     gives_up_at: Instant,
 ) -> Attempt {
-    let deadline = SystemTime::now() + fleet.timeout;
+    // The deadline the service is told is the one the client gives up at.
+    let deadline = SystemTime::now() + gives_up_at.saturating_duration_since(Instant::now());
     let deadline_ms = deadline
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
