@@ -42,14 +42,15 @@
 //! - A restart costs the replica's own start-to-ready time, measured when the rehearsal
 //!   started the system (the readiness poll's interval taken off, since it sees "ready" up
 //!   to one interval late); unknown, it costs 0. An unknown warmth is taken as warm.
-//! - The clients' retry delay counts only for clients no procedure can answer before they
-//!   send again ([`RetryLoop`]): those whose attempt was in flight when the state was
-//!   scraped, beyond the most the servers answer before those clients give up, each
-//!   server at its healthy cost whatever the procedure drops or keeps. The others fail
-//!   (dropped, turned away, timed out) and send again at least a retry delay after the
-//!   scrape. The rest of the loop (clients waiting out their delay, whose phases are not
-//!   measured) may come back at once.
+//! - The clients' retry loop releases its clients no sooner than they can be answered
+//!   ([`RetryLoop`], `bound_retry`): those whose attempt was in flight when the state was
+//!   scraped, beyond the most the servers answer before those clients give up (each
+//!   server at its healthy cost whatever the procedure drops or keeps), fail and send
+//!   again at least a retry delay after the scrape; where the workers export where each
+//!   client stood, a client waiting out its delay sends no sooner than its bucket's lower
+//!   edge. Clients whose phases are not measured may come back at once.
 
+use super::bound_retry::Release;
 pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
@@ -89,14 +90,6 @@ pub struct BoundStart {
     /// The clients' retry loop, where the scenario declares its clients' retry delay and
     /// timeout and the split of the loop was measured (else the delay counts for nothing).
     pub retry_loop: Option<RetryLoop>,
-}
-
-/// A floor a path's schedule must respect: until `at_s`, at most `answerable` clients can
-/// be answered (the rest are held back), however much the service serves.
-#[derive(Debug, Clone, Copy, PartialEq)]
-struct Floor {
-    at_s: f64,
-    answerable: f64,
 }
 
 /// How the warmth is spread over the replicas when serving starts.
@@ -159,14 +152,14 @@ impl BoundSystem {
     /// Earliest time the backlog can have been answered under `s`, the service serving at
     /// its best from `serve_from_s`.
     pub fn earliest(&self, retrying: f64, s: Schedule) -> Option<f64> {
-        self.earliest_floored(retrying, s, None)
+        self.earliest_floored(retrying, s, &[])
     }
 
-    fn earliest_floored(&self, retrying: f64, s: Schedule, floor: Option<Floor>) -> Option<f64> {
+    fn earliest_floored(&self, retrying: f64, s: Schedule, steps: &[Release]) -> Option<f64> {
         let replicas = self.replicas.max(1) as f64;
         let warm_after = self.warm_after as f64;
         let start = s.start_warmth.clamp(0.0, 1.0) * replicas;
-        self.serve(retrying, s.serve_from_s, s.warm_done_s, floor, |n| {
+        self.serve(retrying, s.serve_from_s, s.warm_done_s, steps, |n| {
             // Warmth summed over the replicas.
             let sum = (start + n / warm_after).min(replicas);
             (sum < replicas).then(|| self.rate(sum, s.spread) * DT)
@@ -184,7 +177,7 @@ impl BoundSystem {
         serve_from_s: f64,
         warm_done_s: Option<f64>,
     ) -> Option<f64> {
-        self.earliest_known_floored(retrying, warmth, serve_from_s, warm_done_s, None)
+        self.earliest_known_floored(retrying, warmth, serve_from_s, warm_done_s, &[])
     }
 
     fn earliest_known_floored(
@@ -193,7 +186,7 @@ impl BoundSystem {
         warmth: &[f64],
         serve_from_s: f64,
         warm_done_s: Option<f64>,
-        floor: Option<Floor>,
+        steps: &[Release],
     ) -> Option<f64> {
         if warmth.is_empty() && self.backlog(retrying) > 0.0 {
             return None;
@@ -203,7 +196,7 @@ impl BoundSystem {
         // A replica's warmth now, from its warmth at the start and what it has served.
         let now = |w0: f64, served: f64| (w0.clamp(0.0, 1.0) + served / warm_after).min(1.0);
         let mut served = vec![0.0; warmth.len()];
-        self.serve(retrying, serve_from_s, warm_done_s, floor, |_| {
+        self.serve(retrying, serve_from_s, warm_done_s, steps, |_| {
             if warmth
                 .iter()
                 .zip(&served)
@@ -229,18 +222,21 @@ impl BoundSystem {
     /// and a warm call lands up to a step late: each costs at most `cold_factor` steps,
     /// taken off the result so that stepping can only make the bound lower.
     ///
-    /// With a `floor`, at most `answerable` clients are answered before `at_s`: what the
-    /// curve serves before then beyond them answers nobody in the backlog, and the backlog
-    /// still owed at `at_s` is served after it. The curve's rate never falls as it serves,
-    /// so no procedure serves more between `at_s` and any later time than it does: the
-    /// target becomes `backlog + max(0, served by at_s - answerable)`. The served count is
-    /// read at the last step not past `at_s` (a lower count, a lower bound).
+    /// With release `steps` (the clients of the loop that can have been answered by `t`,
+    /// `A(t)`, rises only at them): before a step's `at_s`, at most its `before` clients
+    /// can have been answered, and no work for the others has started, so a procedure done
+    /// at `t` serves at least `backlog - before` between `at_s` and `t`. The curve's rate
+    /// never falls as it serves, so no procedure serves more between `at_s` and any later
+    /// time than it does: the target becomes `backlog + max_k max(0, served by at_k -
+    /// before_k)`, and no path is done before the last step that binds (`before <
+    /// backlog`), nor before that step's `done_from_s`. The served count is read at the
+    /// last step of `DT` not past `at_s` (a lower count, a lower bound).
     fn serve(
         &self,
         retrying: f64,
         serve_from_s: f64,
         warm_done_s: Option<f64>,
-        floor: Option<Floor>,
+        steps: &[Release],
         mut step: impl FnMut(f64) -> Option<f64>,
     ) -> Option<f64> {
         let backlog = self.backlog(retrying);
@@ -252,28 +248,38 @@ impl BoundSystem {
             return None;
         }
         let slack = 2.0 * self.cold_factor.max(1.0) * DT;
-        let raised = |n: f64, f: Floor| backlog + (n - f.answerable).max(0.0);
+        let raised = |n: f64, r: &Release| backlog + (n - r.before).max(0.0);
+        let binds = |r: &&Release| r.before < backlog;
+        let done_from = steps
+            .iter()
+            .filter(binds)
+            .fold(0.0, |a, r| r.done_from_s.max(a));
+        let done = |end: f64| Some((end - slack).max(serve_from_s).max(done_from));
         let (mut t, mut n) = (serve_from_s, 0.0);
-        let mut pending = floor.filter(|f| f.at_s > serve_from_s);
+        // Steps before serving starts bind nothing: the curve has served 0 by them.
+        let mut pending = steps
+            .iter()
+            .filter(|r| r.at_s > serve_from_s)
+            .filter(binds)
+            .peekable();
         let mut target = backlog;
         loop {
-            if let Some(f) = pending.filter(|f| t + DT > f.at_s) {
-                target = raised(n, f);
-                pending = None;
+            while let Some(r) = pending.next_if(|r| t + DT > r.at_s) {
+                target = target.max(raised(n, r));
             }
             let warm = warm_done_s.is_some_and(|w| t >= w) || self.warm_after == 0;
             let Some(d) = (if warm { None } else { step(n) }) else {
-                // Warm capacity from here: the served count at the floor is known exactly.
-                if let Some(f) = pending {
-                    target = raised(n + c * (f.at_s - t).max(0.0), f);
+                // Warm capacity from here: the served count at each step is known exactly,
+                // and the target, above it, is reached after the last.
+                for r in pending {
+                    target = target.max(raised(n + c * (r.at_s - t).max(0.0), r));
                 }
-                let end = t + ((target - n) / c).max(0.0);
-                return Some((end - slack).max(serve_from_s));
+                return done(t + ((target - n) / c).max(0.0));
             };
             n += d;
             t += DT;
-            if pending.is_none() && n >= target {
-                return Some((t - slack).max(serve_from_s));
+            if pending.peek().is_none() && n >= target {
+                return done(t);
             }
             if t > HORIZON_S {
                 return None;
@@ -286,14 +292,12 @@ impl BoundSystem {
         let r = start.restart_s.unwrap_or(0.0).max(0.0);
         let w = self.warm_s.max(0.0);
         let warm_now = start.warm_fraction.unwrap_or(1.0).clamp(0.0, 1.0);
-        let floor = start.retry_loop.as_ref().and_then(|l| {
-            let held = l.held_back().min(start.retrying);
-            (held > 0.0).then(|| Floor {
-                at_s: l.back_at_s(),
-                answerable: start.retrying - held,
-            })
-        });
-        let time = |s: Schedule| self.earliest_floored(start.retrying, s, floor);
+        let steps = start
+            .retry_loop
+            .as_ref()
+            .map(|l| l.releases(start.retrying, self.backlog(start.retrying)))
+            .unwrap_or_default();
+        let time = |s: Schedule| self.earliest_floored(start.retrying, s, &steps);
         let mut out = vec![
             BoundPath {
                 name: "readmit_cold".into(),
@@ -342,7 +346,7 @@ impl BoundSystem {
                     "drain (the overload lives in the queue), readmit at once at each replica's warmth ({}) while the caches warm ({w:.2} s)",
                     each.join(", ")
                 ),
-                time_s: self.earliest_known_floored(start.retrying, ws, 0.0, Some(w), floor),
+                time_s: self.earliest_known_floored(start.retrying, ws, 0.0, Some(w), &steps),
             });
         } else if self.drain_clears_overload {
             out.push(BoundPath {

@@ -1,8 +1,9 @@
-//! The clients' retry loop in the lower bound: which clients no procedure can answer
-//! before they send again, and when they send. Its own module beside
-//! [`super::bound`], whose paths take the floor it gives, so that the bound's fluid model
-//! and this count of clients read apart (the derivation is in docs/design/arithmetic.md,
-//! "The clients' retry delay").
+//! The clients' retry loop in the lower bound: when each client of the loop can first be
+//! answered (the attempts out no procedure answers in time send again a retry delay after
+//! the scrape; a client waiting out its delay sends no sooner than the workers' ladder
+//! says), as release steps. Its own module beside [`super::bound`], whose paths take the
+//! steps it gives, so that the bound's fluid model and this count of clients read apart
+//! (the derivation is in docs/design/arithmetic.md, "The clients' retry delay").
 
 use super::scenario::Scenario;
 
@@ -50,10 +51,21 @@ pub struct Ladder {
     pub total: f64,
 }
 
+/// A step of the loop's release: no work for its clients can start before `at_s` (from the
+/// paths' origin), before which at most `before` clients of the loop can have been
+/// answered, however much the service serves; and a path that needs a client released
+/// here or later is done no sooner than `done_from_s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Release {
+    pub(super) at_s: f64,
+    pub(super) before: f64,
+    pub(super) done_from_s: f64,
+}
+
 impl RetryLoop {
     /// Clients in the loop no procedure can answer before `retry_delay - scraped_before`
-    /// after the runbook's start (0 when that cannot be shown): the clients in flight at
-    /// the scrape beyond the most any procedure answers before they give up
+    /// after the paths' origin (0 when that cannot be shown): the clients with an attempt
+    /// out at the scrape beyond the most any procedure answers before they give up
     /// ([`RetryLoop::answerable_in_time`]). Each of the others fails after the scrape
     /// (dropped, turned away, or timed out) and sends again at least a retry delay after
     /// the scrape.
@@ -61,30 +73,119 @@ impl RetryLoop {
         if self.replicas == 0 || self.service_time_s <= 0.0 || self.retry_delay_s <= 0.0 {
             return 0.0;
         }
-        (self.in_flight - self.answerable_in_time()).max(0.0)
+        (self.attempts_out() - self.answerable_in_time()).max(0.0)
     }
 
-    /// The most clients in flight at the scrape that any procedure (serve the queues FIFO,
-    /// drop any part of them at any instant, restart, turn clients away) answers before
-    /// their clients give up, wherever their requests sit. A live request was sent before
-    /// the scrape, so its client gives up within the timeout `T` of it, and it is answered
+    /// Clients in the loop with an attempt out at the scrape: the phases' count where
+    /// measured.
+    fn attempts_out(&self) -> f64 {
+        match &self.phases {
+            Some(p) => p.in_flight_left.total,
+            None => self.in_flight,
+        }
+    }
+
+    /// The most clients with an attempt out at the scrape that any procedure (serve the
+    /// queues FIFO, drop any part of them at any instant, restart, turn clients away)
+    /// answers before their clients give up, wherever their requests sit. A live request
+    /// was sent before the scrape, so its client gives up within the timeout `T` of it
+    /// (sooner where the phases say so: within its bucket's upper edge), and it is answered
     /// after the scrape (it was still out). One server answers one request at a time, each
     /// started no sooner than the previous one's answer and costing at least the healthy
-    /// service time `s` (cold caches and overload only add): its answers in `(0, T]` are
-    /// `s` apart at least, so there are at most `ceil(T / s)` of them (the first may be a
-    /// request already in service at the scrape). `replicas x concurrency` servers answer
-    /// at most that many each, however the live requests are split between the replicas.
-    /// (`T / s` is a ratio of two durations in nanoseconds: unless it is a whole number it
-    /// is a nanosecond's share of `s` away from one, far beyond the division's rounding,
-    /// so `ceil` never undercounts.)
+    /// service time `s` (cold caches and overload only add): its answers are `s` apart at
+    /// least, the first possibly right after the scrape (a request already in service), so
+    /// it gives at most `ceil(D / s)` answers before `D`. Over `replicas x concurrency`
+    /// servers pooled (the live requests' split between the replicas is not measured),
+    /// answers before `D` number at most `servers x ceil(D / s)`, and the most deadlines
+    /// met is found earliest deadline first: unit jobs on identical servers whose answer
+    /// slots before `D` form a prefix, so taking each deadline in turn into the earliest
+    /// free slot before it misses none a better order would meet. Without phases every
+    /// deadline is `T`: `servers x ceil(T / s)`. (`D / s` is a ratio of a ladder edge or a
+    /// timeout to a whole number of nanoseconds: unless it is a whole number it is a
+    /// nanosecond's share of `s` away from one, far beyond the division's rounding, so
+    /// `ceil` never undercounts.)
     pub fn answerable_in_time(&self) -> f64 {
         let servers = f64::from(self.replicas) * f64::from(self.concurrency.max(1));
-        servers * (self.client_timeout_s.max(0.0) / self.service_time_s).ceil()
+        let timeout = self.client_timeout_s.max(0.0);
+        let slots = |d: f64| servers * (d.min(timeout) / self.service_time_s).ceil();
+        let Some(p) = &self.phases else {
+            return slots(timeout);
+        };
+        let mut used = 0.0;
+        for (le, n) in p.in_flight_left.buckets() {
+            used += n.min((slots(le) - used).max(0.0));
+        }
+        used
     }
 
-    /// From the runbook's start, when the held-back clients can first be answered.
+    /// From the paths' origin, when the held-back clients can first be answered.
     pub(super) fn back_at_s(&self) -> f64 {
         self.retry_delay_s - self.scraped_before_s.max(0.0)
+    }
+
+    /// The steps of the release that bind a path owing `backlog` of the `retrying`
+    /// clients of the loop: those before which fewer than `backlog` can have been answered
+    /// (a step after which the backlog can be answered constrains nothing), in time order.
+    /// Released at the start: the attempts out that can be answered in time, and the
+    /// clients the phases do not place. A client waiting out its delay with its next
+    /// attempt in the bucket `(lo, le]` is released at `lo` after the scrape (it sends no
+    /// sooner), and answered no sooner than `lo + s` (its answer takes a server at least
+    /// `s` after it arrives). The held-back attempts out are released at
+    /// [`RetryLoop::back_at_s`]. Where the gauges count more clients than `retrying`, the
+    /// earliest released are taken to be the loop's.
+    pub(super) fn releases(&self, retrying: f64, backlog: f64) -> Vec<Release> {
+        let held = self.held_back();
+        let back = self.back_at_s();
+        // (released at, clients, answered no sooner than), from the paths' origin.
+        let mut later = vec![(back, held, back)];
+        let mut placed = self.attempts_out();
+        if let Some(p) = &self.phases {
+            let mut lo = 0.0;
+            for (le, n) in p.waiting_next.buckets() {
+                let at = lo - self.scraped_before_s;
+                later.push((at, n, at + self.service_time_s.max(0.0)));
+                lo = le;
+            }
+            placed += p.waiting_next.total;
+        }
+        later.retain(|&(_, n, _)| n > 0.0);
+        later.sort_by(|a, b| a.0.total_cmp(&b.0));
+        // A client released at a step or later is answered no sooner than this.
+        let mut done_from = vec![f64::INFINITY; later.len() + 1];
+        for (i, &(_, _, from)) in later.iter().enumerate().rev() {
+            done_from[i] = done_from[i + 1].min(from);
+        }
+        let now = (retrying - placed).max(0.0) + self.attempts_out() - held;
+        let mut answerable = now.min(retrying);
+        let mut out = vec![];
+        for (&(at_s, n, _), &done_from_s) in later.iter().zip(&done_from) {
+            if answerable < backlog {
+                out.push(Release {
+                    at_s,
+                    before: answerable,
+                    done_from_s,
+                });
+            }
+            answerable = (answerable + n).min(retrying);
+        }
+        out
+    }
+}
+
+impl Ladder {
+    /// Each bucket's upper edge and count, the last past every edge (`+Inf`); counts that
+    /// fall (gauges read apart) count as 0.
+    fn buckets(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        let mut below = 0.0_f64;
+        self.edges
+            .iter()
+            .copied()
+            .chain(std::iter::once((f64::INFINITY, self.total)))
+            .map(move |(le, cum)| {
+                let n = (cum - below).max(0.0);
+                below = below.max(cum);
+                (le, n)
+            })
     }
 }
 

@@ -5,8 +5,10 @@
 //! within the client timeout), and procedures that drain the queues at any time, drop any
 //! part of them at any instant (the abandoned requests and those out of reach, keeping the
 //! live ones the replica answers in time, as `platform::admin::answerable` decides; or any
-//! subset), or turn clients away at the gate for a while. Apart from the tests so that each
-//! reads in one sitting.
+//! subset), or turn clients away at the gate for a while. The clients' phases at the scrape
+//! (next attempts spread over the delay or bunched, attempts out with various time left)
+//! can be read on the workers' ladder and given to the bound. Apart from the tests so that
+//! each reads in one sitting.
 
 use super::*;
 use proptest::prelude::*;
@@ -30,6 +32,14 @@ pub(super) struct Case {
     pub(super) live: Vec<u32>,
     /// Clients waiting out their delay at the scrape.
     pub(super) sleepers: u32,
+    /// Their next attempts, spread evenly over `(from, from + width]` retry delays after
+    /// the scrape (`(0, 1]`: spread over the whole delay; a narrow width: bunched).
+    pub(super) sleep_from: f64,
+    pub(super) sleep_width: f64,
+    /// The live attempts' time left at the scrape, spread over `(lo, hi]` timeouts.
+    pub(super) left: (f64, f64),
+    /// The bound reads the clients' phases on the ladder (else it knows only the split).
+    pub(super) phases: bool,
     pub(super) warmth: Vec<f64>,
     /// The procedure: drain every queue at this time (from the runbook's start), drop
     /// part of every queue at `keep_at` and every `keep_every` after (`keep` says which
@@ -86,18 +96,57 @@ impl Ord for At {
 
 const HORIZON_S: f64 = 30.0;
 
+/// The clients' state at the scrape, from the case's seed: each replica's live requests'
+/// deadlines (rising, FIFO) and each sleeper's next attempt, both from the scrape.
+pub(super) fn at_scrape(c: &Case) -> (Vec<Vec<f64>>, Vec<f64>) {
+    let mut rand = xorshift(c.seed);
+    let (lo, hi) = c.left;
+    let live = c.live[..c.replicas]
+        .iter()
+        .map(|&n| {
+            let mut ds: Vec<f64> = (0..n)
+                .map(|_| c.timeout_s * (hi - (hi - lo) * rand()).max(1e-6))
+                .collect();
+            ds.sort_by(f64::total_cmp);
+            ds
+        })
+        .collect();
+    let sleepers = (0..c.sleepers)
+        .map(|_| c.delay_s * (c.sleep_from + c.sleep_width * (1.0 - rand())).max(1e-6))
+        .collect();
+    (live, sleepers)
+}
+
+fn xorshift(seed: u64) -> impl FnMut() -> f64 {
+    let mut rng = seed | 1;
+    move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The workers' ladder (every 25 ms to 2.5 s, every 250 ms to 10 s), counting `values`.
+pub(super) fn ladder(values: &[f64]) -> Ladder {
+    let edges = (1..=100)
+        .map(|i| f64::from(i) * 0.025)
+        .chain((11..=40).map(|i| f64::from(i) * 0.25))
+        .map(|le| (le, values.iter().filter(|&&v| v <= le).count() as f64))
+        .collect();
+    Ladder {
+        edges,
+        total: values.len() as f64,
+    }
+}
+
 /// From the runbook's start, when `backlog` clients of the loop have been answered
 /// (None: not within the horizon). Time 0 is the runbook's start, the scrape `-lag_s`.
 #[allow(clippy::needless_range_loop)] // replicas index several arrays at once
 pub(super) fn simulate(c: &Case, backlog: f64) -> Option<f64> {
     let r = c.replicas;
-    let mut rng = c.seed | 1;
-    let mut rand = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng >> 11) as f64 / (1u64 << 53) as f64
-    };
+    let mut rand = xorshift(c.seed.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15);
+    let (live, sleepers) = at_scrape(c);
     let t0 = -c.lag_s;
     let mut seq = 0u64;
     let mut heap = BinaryHeap::new();
@@ -118,11 +167,7 @@ pub(super) fn simulate(c: &Case, backlog: f64) -> Option<f64> {
             queues[i].push_back(None);
         }
         // Live ones were sent within the timeout, later ones later: deadlines rise.
-        let mut ds: Vec<f64> = (0..c.live[i])
-            .map(|_| t0 + c.timeout_s * (1.0 - rand()).max(1e-6))
-            .collect();
-        ds.sort_by(f64::total_cmp);
-        for d in ds {
+        for d in live[i].iter().map(|d| t0 + d) {
             let id = attempt.len();
             attempt.push(1);
             waiting.push(true);
@@ -132,17 +177,13 @@ pub(super) fn simulate(c: &Case, backlog: f64) -> Option<f64> {
             push(&mut heap, d, Ev::Deadline(id, 1));
         }
     }
-    for _ in 0..c.sleepers {
+    for next in sleepers {
         let id = attempt.len();
         attempt.push(0);
         waiting.push(false);
         answered.push(false);
         deadline.push(f64::INFINITY);
-        push(
-            &mut heap,
-            t0 + c.delay_s * (1.0 - rand()).max(1e-6),
-            Ev::Send(id),
-        );
+        push(&mut heap, t0 + next, Ev::Send(id));
     }
     // Every server busy with abandoned work until the runbook's start.
     let mut free = vec![0u32; r];
@@ -322,6 +363,7 @@ pub(super) fn case() -> impl Strategy<Value = Case> {
             prop_oneof![Just(0.0), 0.0f64..2.0],
             any::<u64>(),
         ),
+        phases(),
     )
         .prop_map(
             |(
@@ -329,6 +371,7 @@ pub(super) fn case() -> impl Strategy<Value = Case> {
                 (timeout_s, delay_s, lag_s),
                 (dead, live, sleepers, warmth),
                 (drain_at, keep_at, keep_every, keep, closed_until, seed),
+                (sleep_from, sleep_width, left, phases),
             )| Case {
                 replicas,
                 concurrency,
@@ -342,6 +385,10 @@ pub(super) fn case() -> impl Strategy<Value = Case> {
                 dead: dead[..replicas].to_vec(),
                 live: live[..replicas].to_vec(),
                 sleepers,
+                sleep_from,
+                sleep_width,
+                left,
+                phases,
                 warmth: warmth[..replicas].to_vec(),
                 drain_at,
                 keep_at,
@@ -353,7 +400,39 @@ pub(super) fn case() -> impl Strategy<Value = Case> {
         )
 }
 
+/// Where the clients stand at the scrape: next attempts spread over the whole delay or
+/// bunched in a narrow window anywhere in it, attempts out with their time left spread
+/// over the whole timeout or over part of it; and whether the bound reads it.
+pub(super) fn phases() -> impl Strategy<Value = (f64, f64, (f64, f64), bool)> {
+    let sleep = prop_oneof![
+        Just((0.0, 1.0)),
+        (0.0f64..1.0, 0.001f64..=1.0).prop_map(|(from, w)| (from, (1.0 - from) * w)),
+        (0.0f64..0.98, 0.001f64..0.02).prop_map(|(from, w)| (from, w)),
+    ];
+    let left = prop_oneof![
+        Just((0.0, 1.0)),
+        (0.0f64..1.0, 0.01f64..=1.0).prop_map(|(lo, w)| (lo, lo + (1.0 - lo) * w)),
+    ];
+    (sleep, left, any::<bool>()).prop_map(|((from, width), left, read)| (from, width, left, read))
+}
+
+/// The model's own phases at the scrape, read on the workers' ladder.
+pub(super) fn phases_of(c: &Case) -> ClientPhases {
+    let (live, sleepers) = at_scrape(c);
+    ClientPhases {
+        waiting_next: ladder(&sleepers),
+        in_flight_left: ladder(&live.concat()),
+    }
+}
+
+/// The bound for the case (reading its phases where it says so): the least path, the
+/// backlog, and the clients held back.
 pub(super) fn bound_of(c: &Case) -> (f64, f64, f64) {
+    bound_with(c, c.phases.then(|| phases_of(c)))
+}
+
+/// The bound for the case, given the clients' `phases`.
+pub(super) fn bound_with(c: &Case, phases: Option<ClientPhases>) -> (f64, f64, f64) {
     let in_flight: f64 = c.live.iter().map(|&l| f64::from(l)).sum();
     let retrying = in_flight + f64::from(c.sleepers);
     let sys = BoundSystem {
@@ -374,7 +453,7 @@ pub(super) fn bound_of(c: &Case) -> (f64, f64, f64) {
         replicas: c.replicas as u32,
         concurrency: c.concurrency,
         service_time_s: c.service_time_s,
-        phases: None,
+        phases,
     };
     let held = lp.held_back();
     let paths = sys.paths(BoundStart {

@@ -78,6 +78,21 @@ pub fn system_params(
     }
 }
 
+/// Where the run's scrape ticks fall after the runbook's first action (`first_action_s`),
+/// within one scrape `step`: the first of `ticks` (the recorder's grid scrapes, those
+/// the steady check reads) at or after it, less it. The measured time to recover is read
+/// on these ticks (times like 1.32 s, 1.82 s), so the prediction is read on ticks of the
+/// same phase. None when no scrape was ticked at or after the first action.
+pub fn scrape_phase(
+    ticks: impl IntoIterator<Item = f64>,
+    first_action_s: f64,
+    step: Duration,
+) -> Option<Duration> {
+    let step_s = step.as_secs_f64();
+    let first = ticks.into_iter().find(|&t| t >= first_action_s)?;
+    (step_s > 0.0).then(|| Duration::from_secs_f64((first - first_action_s).rem_euclid(step_s)))
+}
+
 /// Predicted seconds from the runbook's first action to recovery, or why there is no
 /// prediction: the model does not recover with this plan, or its system was not failing
 /// when the procedure started (it recovered on its own or never got stuck, so a time of 0
@@ -86,6 +101,8 @@ pub fn system_params(
 /// readmitting (it takes the scenario's `service.warm_duration`). `readmission`: the
 /// runbook's `gate.ramp` step and check with the plan's inputs, which the model's
 /// procedure follows as the engine does (none: a ramp holding the plan's step hold).
+/// `phase`: where the scrape ticks the time is read on fall after the first action
+/// ([`scrape_phase`]; zero: on the action itself), to the model's tick.
 pub fn predicted_time_to_recover(
     sc: &Scenario,
     plan: &Plan,
@@ -93,19 +110,29 @@ pub fn predicted_time_to_recover(
     restarts: bool,
     warms: bool,
     readmission: Option<Readmission>,
+    phase: Duration,
 ) -> Result<f64, String> {
     let warm = warms.then_some(sc.service.warm_duration);
+    let base = system_params(sc, plan_after, restarts, warm);
     let p = SystemParams {
+        recovery_phase: on_ticks(phase, base.tick, base.recovery_step),
         plan_admit_hold: Some(admit_hold(plan, warm)),
         // The rehearsal's feed scrapes the engine's source every scrape interval.
         plan_readmission: readmission.map(|r| Readmission {
             scrape: Some(sc.scrape_interval),
             ..r
         }),
-        ..system_params(sc, plan_after, restarts, warm)
+        ..base
     };
     let check = check_plan(&p, plan, 1);
     judge(check.recovers, check.time_to_recover_s, plan_after)
+}
+
+/// `phase` to the nearest whole `tick`, within one `step`.
+fn on_ticks(phase: Duration, tick: Duration, step: Duration) -> Duration {
+    let (tick_ns, step_ns) = (tick.as_nanos().max(1), step.as_nanos().max(1));
+    let ticks = (phase.as_nanos() + tick_ns / 2) / tick_ns;
+    Duration::from_nanos(((ticks * tick_ns) % step_ns) as u64)
 }
 
 /// The model's answer as a prediction, or why it is none.
@@ -188,7 +215,15 @@ mod tests {
                 .collect(),
             ..Plan::default()
         };
-        let got = predicted_time_to_recover(&sc, &plan, Duration::from_secs(5), false, true, None);
+        let got = predicted_time_to_recover(
+            &sc,
+            &plan,
+            Duration::from_secs(5),
+            false,
+            true,
+            None,
+            Duration::ZERO,
+        );
         assert!(got.is_ok(), "{got:?}");
     }
 
@@ -279,7 +314,15 @@ attach_after: 60s
                 drain_keep: keep,
                 ..Readmission::of(&rb, &inputs).unwrap()
             };
-            let time = predicted_time_to_recover(&sc, &plan, after, false, false, Some(r.clone()));
+            let time = predicted_time_to_recover(
+                &sc,
+                &plan,
+                after,
+                false,
+                false,
+                Some(r.clone()),
+                Duration::ZERO,
+            );
             let p = SystemParams {
                 plan_admit_hold: Some(admit_hold(&plan, None)),
                 plan_readmission: Some(Readmission {
@@ -311,6 +354,50 @@ attach_after: 60s
         assert!(
             kept <= none - sc.retry_delay().as_secs_f64(),
             "keep answerable {kept} s against drop everything {none} s"
+        );
+    }
+
+    /// The seed-7 grid's point 2 as rehearsed (1 replica x 9 slots, 282 workers, the
+    /// runbook's first action 73.04 s after the trigger ended, a drain alone keeping the
+    /// answerable requests): the run's scrapes were ticked 0.322 s after each half second
+    /// from that action, and its time to recover was read on them (2.322 s). The
+    /// prediction is read on the same ticks, not on half seconds from the action.
+    #[test]
+    fn the_prediction_is_read_on_the_runs_scrape_ticks() {
+        let sc = Scenario::parse(
+            "name: grid-2\nreplicas: 1\nservice:\n  concurrency: 9\n  cold_factor: 2.67\n  overload_factor: 2.65\nworkers:\n  count: 282\n  interval: 11084ms\n  attempt_header: x-attempt\noutage: 12042ms\nsteady: 17292ms\nattach_after: 60s\n",
+            "grid-2",
+        )
+        .unwrap();
+        let first_action_s = 85.150;
+        let ticks = (0..400).map(|n| 50.472 + 0.5 * f64::from(n));
+        let phase = scrape_phase(ticks, first_action_s, sc.scrape_interval).unwrap();
+        assert!((phase.as_secs_f64() - 0.322).abs() < 1e-9, "{phase:?}");
+        let (rb, inputs, plan) = shipped_plan(&sc, 156.2);
+        let at = |phase| {
+            let r = Readmission::of(&rb, &inputs);
+            predicted_time_to_recover(
+                &sc,
+                &plan,
+                Duration::from_millis(73_040),
+                false,
+                false,
+                r,
+                phase,
+            )
+            .unwrap()
+        };
+        let (on_action, on_scrapes) = (at(Duration::ZERO), at(phase));
+        let steps = (on_scrapes - 0.32) / sc.scrape_interval.as_secs_f64();
+        assert!((steps - steps.round()).abs() < 1e-6, "{on_scrapes} s");
+        assert!(
+            (on_scrapes - on_action).abs() < 0.5,
+            "{on_scrapes} against {on_action}"
+        );
+        // No scrape after the action: no phase to read on.
+        assert_eq!(
+            scrape_phase([80.0], first_action_s, sc.scrape_interval),
+            None
         );
     }
 

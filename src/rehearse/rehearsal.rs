@@ -165,6 +165,16 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 .first()
                 .map_or(runbook.started_s, |s| s.start_s);
             let after = Duration::from_secs_f64((first_action_s - trig.ended_s).max(0.0));
+            // Read on the run's own scrape ticks: those the steady check reads.
+            let phase = super::predict::scrape_phase(
+                rec.raws
+                    .iter()
+                    .map(|r| r.t_s)
+                    .filter(|&t| t >= runbook.started_s),
+                first_action_s,
+                sc.scrape_interval,
+            )
+            .unwrap_or_default();
             // The model follows what the run did: a restart or a drain alone, a warm
             // call or none.
             super::predict::predicted_time_to_recover(
@@ -176,6 +186,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 inputs
                     .as_ref()
                     .and_then(|i| Readmission::of(rb, &i.values())),
+                phase,
             )
         }
         _ => Err("unknown: the runbook made no plan".into()),

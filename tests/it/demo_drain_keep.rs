@@ -210,6 +210,37 @@ async fn a_drain_keeps_the_youngest_requests_it_answers_in_time_and_drops_the_re
         );
         last = at;
     }
+    assert_eq!(metric(addr, "drain_kept_late_total").await, 0.0);
+}
+
+/// A kept request whose client hangs up before its turn is counted late when the service
+/// gets to it: the drain promised an answer its client no longer waits for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_request_whose_client_left_is_counted_late_when_served() {
+    let addr = crate::support::ports::loopback_addr();
+    let _svc = service(addr, Duration::from_millis(500));
+    wait_http_ok(&format!("http://{addr}/readyz"), Duration::from_secs(20)).await;
+    let first = ask(addr, None).await;
+    until(addr, "in_flight", 1.0).await;
+    let kept = ask(addr, Some(SystemTime::now() + Duration::from_secs(30))).await;
+    until(addr, "queue_depth", 1.0).await;
+    let (status, body) = http(
+        "POST",
+        &format!("http://{addr}/admin/drain?keep=answerable"),
+        None,
+        "{}",
+    )
+    .await
+    .expect("an answer");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        serde_json::json!({ "drained": 0, "kept": 1 })
+    );
+    assert_eq!(metric(addr, "drain_kept_late_total").await, 0.0);
+    drop(kept);
+    assert_eq!(answer(first).await.0, 200);
+    until(addr, "drain_kept_late_total", 1.0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,9 +27,33 @@ pub struct Job {
     /// Absolute deadline from `x-deadline-ms` (Unix epoch milliseconds), if sent.
     pub deadline: Option<SystemTime>,
     pub reply: oneshot::Sender<Reply>,
+    /// Kept by a drain that keeps the answerable requests ([`FifoQueue::drain_keeping`]):
+    /// promised an answer before its client's deadline.
+    pub kept: bool,
 }
 
 impl Job {
+    /// A request queued now (`enqueued`), not kept by any drain yet.
+    pub fn new(
+        enqueued: Instant,
+        deadline: Option<SystemTime>,
+        reply: oneshot::Sender<Reply>,
+    ) -> Job {
+        Job {
+            enqueued,
+            deadline,
+            reply,
+            kept: false,
+        }
+    }
+
+    /// A request a drain kept that is answered only now, when its client no longer waits
+    /// (it left, or its deadline passed): the drain's promise broken, and its client
+    /// back a retry delay later.
+    pub fn kept_late(&self, now: Moment, client_timeout: Duration) -> bool {
+        self.kept && self.waits_for(now, client_timeout).is_none()
+    }
+
     /// Has the request's deadline passed at `now`?
     pub fn expired(&self, now: SystemTime) -> bool {
         self.deadline.is_some_and(|d| d <= now)
@@ -126,7 +150,7 @@ impl FifoQueue {
         let mut kept = VecDeque::new();
         for (job, waits) in self.jobs.drain(..).zip(waits) {
             match waits {
-                Some(_) if ahead == 0 => kept.push_back(job),
+                Some(_) if ahead == 0 => kept.push_back(Job { kept: true, ..job }),
                 Some(_) => {
                     ahead -= 1;
                     dropped.push(job);
@@ -253,11 +277,11 @@ mod tests {
         for i in 0..3u64 {
             let (tx, rx) = oneshot::channel();
             receivers.push(rx);
-            q.push(Job {
-                enqueued: Instant::now(),
-                deadline: Some(SystemTime::UNIX_EPOCH + Duration::from_millis(i)),
-                reply: tx,
-            });
+            q.push(Job::new(
+                Instant::now(),
+                Some(SystemTime::UNIX_EPOCH + Duration::from_millis(i)),
+                tx,
+            ));
         }
         let first = q.pop().expect("a job");
         assert_eq!(first.deadline, Some(SystemTime::UNIX_EPOCH));
@@ -269,18 +293,10 @@ mod tests {
     fn deadline_expiry() {
         let (tx, _rx) = oneshot::channel();
         let now = SystemTime::now();
-        let job = Job {
-            enqueued: Instant::now(),
-            deadline: Some(now - Duration::from_millis(1)),
-            reply: tx,
-        };
+        let job = Job::new(Instant::now(), Some(now - Duration::from_millis(1)), tx);
         assert!(job.expired(now));
         let (tx, _rx) = oneshot::channel();
-        let job = Job {
-            enqueued: Instant::now(),
-            deadline: None,
-            reply: tx,
-        };
+        let job = Job::new(Instant::now(), None, tx);
         assert!(!job.expired(now));
     }
 
@@ -297,11 +313,11 @@ mod tests {
             if there {
                 waiting.push(rx);
             }
-            q.push(Job {
-                enqueued: now.instant - Duration::from_millis(500),
-                deadline: deadline.map(|s| now.wall + Duration::from_secs_f64(s)),
-                reply: tx,
-            });
+            q.push(Job::new(
+                now.instant - Duration::from_millis(500),
+                deadline.map(|s| now.wall + Duration::from_secs_f64(s)),
+                tx,
+            ));
         }
         (q, waiting)
     }
@@ -381,15 +397,40 @@ mod tests {
         assert!(q.is_empty());
     }
 
+    /// A request a drain kept is late once its client stops waiting before it is
+    /// answered (deadline passed or hung up); one no drain kept is never counted.
+    #[test]
+    fn a_kept_request_answered_after_its_client_stopped_waiting_is_late() {
+        let now = Moment::now();
+        let (mut q, mut waiting) = queue_at(now, &[(Some(2.0), true), (Some(2.0), true)]);
+        let at = Answerable {
+            now,
+            client_timeout: Duration::from_secs(1),
+            cost: Duration::from_millis(500),
+            free_in: vec![Duration::ZERO],
+        };
+        assert!(q.drain_keeping(&at).is_empty());
+        let timeout = at.client_timeout;
+        let (first, second) = (q.pop().unwrap(), q.pop().unwrap());
+        assert!(first.kept && second.kept);
+        let later = Moment {
+            instant: now.instant + Duration::from_secs(2),
+            wall: now.wall + Duration::from_secs(2),
+        };
+        assert!(!first.kept_late(now, timeout));
+        assert!(first.kept_late(later, timeout), "deadline passed");
+        drop(waiting.remove(1));
+        assert!(second.kept_late(now, timeout), "client gone");
+        let (tx, _rx) = oneshot::channel();
+        let never_kept = Job::new(now.instant, Some(now.wall), tx);
+        assert!(!never_kept.kept_late(later, timeout));
+    }
+
     #[test]
     fn a_client_waits_until_its_deadline_and_while_connected() {
         let now = Moment::now();
         let (tx, rx) = oneshot::channel();
-        let job = Job {
-            enqueued: now.instant,
-            deadline: Some(now.wall + Duration::from_secs(3)),
-            reply: tx,
-        };
+        let job = Job::new(now.instant, Some(now.wall + Duration::from_secs(3)), tx);
         let timeout = Duration::from_secs(1);
         assert_eq!(job.waits_for(now, timeout), Some(Duration::from_secs(3)));
         let later = Moment {
@@ -400,11 +441,7 @@ mod tests {
         drop(rx);
         assert_eq!(job.waits_for(now, timeout), None, "client gone");
         let (tx, _rx) = oneshot::channel();
-        let job = Job {
-            enqueued: now.instant,
-            deadline: None,
-            reply: tx,
-        };
+        let job = Job::new(now.instant, None, tx);
         assert_eq!(job.waits_for(now, timeout), Some(timeout));
         assert_eq!(job.waits_for(later, timeout), None);
     }

@@ -68,6 +68,26 @@ impl Shared {
         }
     }
 
+    /// Count `job` if a drain kept it and it is answered (or skipped) only now that its
+    /// client no longer waits.
+    fn kept_late(&self, job: &Job) {
+        let now = Moment::now();
+        if job.kept_late(now, self.cfg.client_timeout) {
+            self.metrics.drain_kept_late.inc();
+            let past = job
+                .deadline
+                .and_then(|d| now.wall.duration_since(d).ok())
+                .map(|d| d.as_secs_f64());
+            // At most one line per request a drain kept, themselves at most what the
+            // replica answers within the clients' timeout.
+            tracing::info!(
+                past_deadline_s = past,
+                client_gone = job.reply.is_closed(),
+                "a request the drain kept was answered after its client stopped waiting"
+            );
+        }
+    }
+
     fn set_slow(&self, factor: f64) {
         self.lock().slow = factor;
         self.metrics.slow_factor.set(factor);
@@ -205,6 +225,7 @@ async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationT
             }
         };
         let Some(cost) = cost else {
+            shared.kept_late(&job);
             shared.metrics.skipped.inc();
             let _ = job.reply.send(Reply::Skipped);
             continue;
@@ -225,6 +246,7 @@ async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationT
                 .warm_fraction
                 .set(shared.warm_fraction(&inner));
         }
+        shared.kept_late(&job);
         // The client's connection dropped its receiver if it left: the work was wasted.
         let kind = if job.reply.is_closed() || job.reply.send(Reply::Served).is_err() {
             "abandoned"
@@ -259,11 +281,9 @@ async fn config(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Respon
     let (tx, rx) = oneshot::channel();
     {
         let mut inner = shared.lock();
-        inner.queue.push(Job {
-            enqueued: Instant::now(),
-            deadline: deadline(&headers),
-            reply: tx,
-        });
+        inner
+            .queue
+            .push(Job::new(Instant::now(), deadline(&headers), tx));
         let depth = inner.queue.len();
         shared.metrics.queue_depth.set(depth as i64);
         let warm = shared.warm_fraction(&inner);

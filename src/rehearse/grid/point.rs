@@ -226,13 +226,24 @@ pub fn measure(p: &Point, rb: &Runbook, seed: u64) -> Measured {
     // The model's procedure follows the runbook's readmission with the plan's inputs, as
     // the engine's does.
     let readmission = || Readmission::of(rb, &planned.inputs);
-    let simulated = predicted_time_to_recover(&sc, plan, after, m.restarts, m.warms, readmission());
+    // The prediction and the simulated time it is compared with are read on the same
+    // ticks: every scrape interval from the procedure's start.
+    let phase = Duration::ZERO;
+    let simulated =
+        predicted_time_to_recover(&sc, plan, after, m.restarts, m.warms, readmission(), phase);
     (m.simulated_s, m.simulated_unknown) = split(simulated);
     match v.k {
         Some(k) => {
             let est = estimated(&sc, &inputs, k);
-            let predicted =
-                predicted_time_to_recover(&est, plan, after, m.restarts, m.warms, readmission());
+            let predicted = predicted_time_to_recover(
+                &est,
+                plan,
+                after,
+                m.restarts,
+                m.warms,
+                readmission(),
+                phase,
+            );
             (m.predicted_s, m.predicted_unknown) = split(predicted);
             if m.simulated_s.is_some() {
                 if let Some(why) = m.predicted_unknown.as_mut() {

@@ -9,7 +9,7 @@ use super::procedure::Procedure;
 use super::readmission::Readmission;
 use super::report::{DrainSeen, Second, SystemReport, Totals};
 use super::server::{Arrival, Req, Server, ServerConfig};
-use super::settled::in_steps;
+use super::settled::{in_steps, Steps};
 use crate::engine::restart::Drained;
 use crate::gate::limit::Fill;
 use crate::retry::{RetryBudget, RetryUnits};
@@ -515,9 +515,13 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
         settle as usize,
     );
     let end = series.len() as u32 * per_s;
+    let step = ticks(p.recovery_step, tick).max(1);
     (recovery.recovered, recovery.time_to_recover_s) = in_steps(
         e.last_failed.max(e.last_retrying),
-        ticks(p.recovery_step, tick).max(1),
+        Steps {
+            every: step,
+            phase: ticks(p.recovery_phase, tick) % step,
+        },
         reference_t * per_s,
         end,
         settle.max(1) * per_s,

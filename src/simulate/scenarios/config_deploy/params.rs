@@ -137,6 +137,12 @@ pub struct SystemParams {
     /// in whole seconds, a 3 s recovery one second off is already 33% off.
     #[serde(with = "serde_human")]
     pub recovery_step: Duration,
+    /// Where the steps fall: `recovery_phase + k * recovery_step` after the procedure's
+    /// start (less than the step). A rehearsal's scrape ticks fall where its recorder's
+    /// clock put them, not on the runbook's first action; its prediction is read on ticks
+    /// of the same phase.
+    #[serde(with = "serde_human")]
+    pub recovery_phase: Duration,
 
     /// A recovery plan whose procedure starts at `plan_at` (a scenario file's `plan:`).
     #[serde(skip)]
@@ -186,6 +192,7 @@ impl Default for SystemParams {
             settled_retrying_max: None,
             settle_window: Duration::from_secs(30),
             recovery_step: Duration::from_secs(1),
+            recovery_phase: Duration::ZERO,
             plan: None,
             plan_readmission: None,
         }
@@ -268,6 +275,13 @@ impl Params for SystemParams {
             return Err(SimError::invalid(
                 "recovery_step",
                 "must be a whole number of ticks, at most 1h",
+            ));
+        }
+        let phase = self.recovery_phase;
+        if phase >= step || !phase.as_nanos().is_multiple_of(tick.as_nanos()) {
+            return Err(SimError::invalid(
+                "recovery_phase",
+                "must be a whole number of ticks, less than recovery_step",
             ));
         }
         if self.clients == 0 || self.clients > 10_000_000 {
