@@ -100,7 +100,10 @@ impl RetryLoop {
     /// met is found earliest deadline first: unit jobs on identical servers whose answer
     /// slots before `D` form a prefix, so taking each deadline in turn into the earliest
     /// free slot before it misses none a better order would meet. Without phases every
-    /// deadline is `T`: `servers x ceil(T / s)`. (`D / s` is a ratio of a ladder edge or a
+    /// deadline is `T`: `servers x ceil(T / s)`. Not `platform::admin::answerable`: that
+    /// decides which youngest FIFO suffix one replica keeps from its servers' free times,
+    /// none free before the drain; the bound needs the most any procedure answers over
+    /// every server, the first answer right after the scrape. (`D / s` is a ratio of a ladder edge or a
     /// timeout to a whole number of nanoseconds: unless it is a whole number it is a
     /// nanosecond's share of `s` away from one, far beyond the division's rounding, so
     /// `ceil` never undercounts.)
