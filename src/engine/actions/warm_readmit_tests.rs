@@ -5,7 +5,7 @@
 
 use super::test_target::{ctx_with, fixed, Heard, Recording};
 use super::{perform, Tally};
-use crate::engine::journal::Journal;
+use crate::engine::journal::{ActionRecord, Journal};
 use crate::metrics::signal::{names, Reading, SignalSpec, Snapshot};
 use crate::metrics::source::{MetricError, MetricSource};
 use std::collections::BTreeMap;
@@ -78,7 +78,11 @@ async fn run_until_readmit() -> (Vec<String>, Vec<serde_json::Value>, Vec<String
     let warm_limits = text
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|e| e["step"] == "warm-caches" && e["action"] == "gate.set_limit")
+        .filter(|e| e["step"] == "warm-caches")
+        .filter(|e| {
+            let action = serde_json::from_value::<ActionRecord>(e.clone());
+            matches!(action, Ok(ActionRecord::SetLimit { .. }))
+        })
         .collect();
     let c = changes.lock().unwrap().clone();
     let heard = heard.0.lock().unwrap().clone();
