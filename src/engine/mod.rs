@@ -29,6 +29,7 @@ pub mod restart;
 pub mod status;
 mod steps;
 pub mod vars;
+pub mod warm_readmit;
 
 pub use executor::{resume, run};
 pub use progress::{Observer, ProgressEvent};

@@ -54,6 +54,9 @@ pub struct Ctx {
     drained: Mutex<Vec<(String, Known<u64>)>>,
     /// Replicas this run restarted.
     restarted: Mutex<Vec<String>>,
+    /// The rate a warm step opened the readmission at before its warm call (its first
+    /// limit, bucket and all, already set), if one did.
+    opened: Mutex<Option<f64>>,
     observed: Mutex<Recorder>,
 }
 
@@ -94,6 +97,7 @@ impl Ctx {
             gate_memory: Mutex::new(GateMemory::default()),
             drained: Mutex::new(Vec::new()),
             restarted: Mutex::new(Vec::new()),
+            opened: Mutex::new(None),
         }
     }
 
@@ -193,6 +197,19 @@ impl Ctx {
         if let Ok(mut r) = self.restarted.lock() {
             r.push(replica.to_string());
         }
+    }
+
+    /// A warm step opened the readmission at `rate` (`engine::warm_readmit`).
+    pub(crate) fn note_opened(&self, rate: f64) {
+        if let Ok(mut o) = self.opened.lock() {
+            *o = Some(rate);
+        }
+    }
+
+    /// The rate a warm step opened the readmission at, if one did (a resumed run knows
+    /// none: it drained nothing yet, so nothing was opened early).
+    pub(crate) fn opened(&self) -> Option<f64> {
+        self.opened.lock().ok().and_then(|o| *o)
     }
 
     /// This run drained every one of `replicas` and restarted none: the service has no

@@ -3,15 +3,13 @@
 //! note saying which run set it, until when, and who must act if that run is gone.
 
 use super::checks::{run_check, AfterChange};
+use super::readmit::{drained_alone, ramp_ceiling, ramp_params, readmission_change};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::journal::{unknown, ActionRecord, Event};
 use crate::engine::progress::{ProgressEvent, Readings};
-use crate::engine::ramp::{
-    next_move, settle_advice, RampDecision, RampMove, RampParams, RampState, Seen,
-};
-use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};
-use crate::engine::vars::Fixed;
-use crate::gate::limit::{Fill, Limit, LimitChange};
+use crate::engine::ramp::{next_move, settle_advice, RampDecision, RampMove, RampState, Seen};
+use crate::engine::restart::start_rate;
+use crate::gate::limit::{Limit, LimitChange};
 use crate::metrics::signal::{names, Snapshot};
 use crate::platform::Known;
 use crate::runbook::action::{Action, DrainKeep, GateLimit, GateRamp, RateSetting};
@@ -92,19 +90,8 @@ impl Act for GateLimit {
 #[async_trait::async_trait]
 impl Act for GateRamp {
     async fn perform(&self, ctx: &Arc<Ctx>, step: &str, tally: &Tally) -> Result<(), StepFailure> {
-        let from = ctx.fixed.quantity(&self.from)?;
-        let factor = ctx.fixed.quantity(&self.factor)?;
-        if !(from > 0.0 && factor > 1.0) {
-            return Err(StepFailure::BadRamp { from, factor });
-        }
-        let p = RampParams {
-            from,
-            factor,
-            ceiling: ramp_ceiling(&ctx.fixed, from),
-            max_relapses: self.max_relapses,
-            ceiling_holds: self.ceiling_holds,
-            headroom: ctx.rb.plan.headroom,
-        };
+        let p = ramp_params(self, &ctx.rb, &ctx.fixed)?;
+        let from = p.from;
         // The check is the hold: each rate stands until the check has its consecutive
         // successes. A fixed wait before it only when the step asks for one.
         let hold = self.hold.unwrap_or(Duration::ZERO);
@@ -115,19 +102,30 @@ impl Act for GateRamp {
         };
         let mut st = RampState::start(&p);
         let drained = drained_alone(ctx).await;
-        st.rate = start_rate(&p, drained);
+        // A warm step may have opened the readmission already (its first limit set,
+        // bucket and all): go on from there, never below it, the bucket carried over.
+        let opened = ctx.opened();
+        st.rate = start_rate(&p, drained).max(opened.unwrap_or(p.from));
         if let Some(d) = drained.filter(|_| st.rate > p.from) {
+            let since = match opened {
+                Some(r) => format!(" (readmitting at {r:.1} req/s since the caches began to warm; the bucket carries over)"),
+                None => String::new(),
+            };
             ctx.info(
                 step,
                 format!(
-                    "starting at {:.1} req/s, not the plan's {from:.1}: the run drained every replica and restarted none, so {} and the caches kept their warmth",
+                    "starting at {:.1} req/s, not the plan's {from:.1}: the run drained every replica and restarted none, so {} and the caches kept their warmth{since}",
                     st.rate,
                     d.queued_words()
                 ),
             );
         }
-        // Said once: only the first limit could have been filled.
-        if let Some(why) = drained.and_then(|d| d.kept_reason(p.headroom)) {
+        // Said once: only the first limit could have been filled (said by the warm step
+        // when it opened the readmission).
+        if let Some(why) = drained
+            .filter(|_| opened.is_none())
+            .and_then(|d| d.kept_reason(p.headroom))
+        {
             if self.burst.is_none() {
                 ctx.info(
                     step,
@@ -145,32 +143,13 @@ impl Act for GateRamp {
         loop {
             figures(&st, false);
             if applied != Some(st.rate) {
-                let burst = self
-                    .burst
-                    .or_else(|| wave_burst(&p, drained, st.rate))
-                    .unwrap_or_else(|| burst_for(st.rate, None));
-                // Only the first limit, and only the wave-sized burst the step did not fix.
-                let fill = (applied.is_none() && self.burst.is_none())
-                    .then(|| fill_reason(&p, drained, st.rate, burst))
-                    .flatten()
-                    .filter(|_| fillable(ctx, step));
-                let why = [self.note.as_deref(), fill.as_ref().map(|f| f.1.as_str())];
-                let why = why.into_iter().flatten().collect::<Vec<_>>().join("; ");
-                let note = (!why.is_empty()).then_some(why.as_str());
-                let limit = Limit {
-                    rate_per_s: Some(st.rate),
-                    burst,
-                    max_in_flight: None,
-                    note: Some(limit_note(ctx, step, note, DEFAULT_LIMIT_DEADLINE)),
-                    shadow: false,
-                };
-                if let Some((_, why)) = &fill {
+                // Only the readmission's first limit may fill its bucket.
+                let first = applied.is_none() && opened.is_none();
+                let (change, fill) =
+                    readmission_change(ctx, step, self, &p, drained, st.rate, first);
+                if let Some(why) = &fill {
                     ctx.info(step, format!("admitting {:.1} req/s: {why}", st.rate));
                 }
-                let change = LimitChange {
-                    limit,
-                    fill: fill.map_or(Fill::Carried, |f| f.0),
-                };
                 set_change(ctx, step, change).await?;
                 applied = Some(st.rate);
                 tally.did(format!("admit {:.1} req/s", st.rate));
@@ -295,7 +274,7 @@ impl Act for GateRamp {
         if self.burst.is_none() {
             let h = p.rb.plan.headroom;
             lines.push(format!(
-                "if this run drained every replica and restarted none (nothing queued): start at {h} x what the service answers now, with a burst of {h} x that x the clients' measured timeout (what the queue answers within it), and ask the gate to start that first limit's bucket full (fill: the drained clients' returning wave passes whole); later limits open no burst"
+                "if this run drained every replica and restarted none (nothing queued): start at {h} x what the service answers now, with a burst of {h} x that x the clients' measured timeout (what the queue answers within it), and ask the gate to start that first limit's bucket full (fill: the drained clients' returning wave passes whole); later limits open no burst. If a warm step before this one opened the readmission while the caches warmed, its limit was the first: start at this step's start rate at the warmth measured then, never below the opened one, the bucket carried over"
             ));
             if drains_keep(p.rb) {
                 lines.push("the drain keeps the requests each replica answers before their deadlines: the first limit's bucket starts full only if every replica says it kept none; after a drain that kept requests it starts with the room they leave (that burst less the requests kept, so the queue holds at most what it answers within the timeout), and empty if a replica does not say how many it kept".into());
@@ -347,7 +326,7 @@ async fn hold_watching(ctx: &Ctx, step: &str, hold: Duration) {
 }
 
 /// The note every limit the engine sets carries: who set it, until when, who must act.
-fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> String {
+pub(super) fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> String {
     let until = humantime::format_rfc3339_seconds(SystemTime::now() + deadline);
     let owner = ctx
         .rb
@@ -362,19 +341,6 @@ fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> 
     )
 }
 
-/// Whether this run's gate can start a limit's bucket full; if not, say so in the run's
-/// log (the readmission then opens with what the old limit had left, as any change).
-fn fillable(ctx: &Ctx, step: &str) -> bool {
-    let can = ctx.platform.gate().fills();
-    if !can {
-        ctx.info(
-            step,
-            "the first limit's bucket is not filled: this gate takes its limit from stored state (a ConfigMap), which cannot carry a one-off".to_string(),
-        );
-    }
-    can
-}
-
 /// Set the gate's limit, journalling the limit before and after. A limit the gate would
 /// refuse is not sent: the step fails naming the field.
 pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
@@ -382,7 +348,11 @@ pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(),
 }
 
 /// [`set_limit`] for a change that may ask the gate to fill the new limit's bucket.
-async fn set_change(ctx: &Ctx, step: &str, change: LimitChange) -> Result<(), StepFailure> {
+pub(super) async fn set_change(
+    ctx: &Ctx,
+    step: &str,
+    change: LimitChange,
+) -> Result<(), StepFailure> {
     let limit = &change.limit;
     crate::gate::validate::check(limit).map_err(|e| StepFailure::PlatformAt {
         what: "setting the gate limit".into(),
@@ -454,46 +424,4 @@ fn drains_keep(rb: &crate::runbook::Runbook) -> bool {
     rb.steps
         .iter()
         .any(|s| matches!(&s.action, Action::BacklogDrain(d) if d.keep != DrainKeep::None))
-}
-
-/// The service as this run's drain left it, when the run drained every replica and
-/// restarted none (else None: the plan's rate stands).
-async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
-    let ids: Vec<String> = ctx
-        .platform
-        .replicas()
-        .await
-        .ok()?
-        .into_iter()
-        .map(|r| r.id)
-        .collect();
-    if !ctx.drained_alone(&ids) {
-        return None;
-    }
-    let snap = ctx.snapshot().await.ok();
-    let get = |name| snap.as_ref().and_then(|s| s.get(name));
-    Some(Drained {
-        kept: ctx.kept(&ids),
-        capacity: ctx.fixed.inputs.capacity,
-        capacity_cold: ctx.fixed.inputs.capacity_cold,
-        warm_fraction: get(names::WARM_FRACTION),
-        client_timeout_s: get(names::CLIENT_TIMEOUT),
-    })
-}
-
-/// How high the ramp may raise the limit: the plan's ramp end rate (headroom x healthy
-/// capacity when known), else the larger of the stuck-state arrival rate and healthy
-/// capacity.
-fn ramp_ceiling(fixed: &Fixed, from: f64) -> f64 {
-    let end = fixed.plan.ramp_end_rate;
-    let fallback = fixed
-        .inputs
-        .arrival_rate
-        .max(fixed.inputs.capacity.unwrap_or(0.0));
-    (if end.is_finite() && end > 0.0 {
-        end
-    } else {
-        fallback
-    })
-    .max(from)
 }

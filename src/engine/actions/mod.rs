@@ -19,9 +19,12 @@ mod handback;
 mod journal_tests;
 mod notify;
 mod outcome;
+mod readmit;
 mod replicas;
 #[cfg(test)]
 mod test_target;
+#[cfg(test)]
+mod warm_readmit_tests;
 
 pub use ctx::Ctx;
 pub use gate::{describe_limit, DEFAULT_LIMIT_DEADLINE};

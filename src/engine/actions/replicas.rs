@@ -132,6 +132,9 @@ impl Act for CacheWarm {
                 return Ok(());
             }
         }
+        // After a drain alone the service answers at the warmth it kept: readmit while
+        // the caches warm instead of turning those clients away for the warm call.
+        super::readmit::open_while_warming(ctx, step, tally).await?;
         // Every replica at once: each warms its own cache, and the readmission waits on
         // the slowest, so one after the other would only add their times up.
         let replicas = ctx.platform.replicas().await?;
@@ -195,12 +198,25 @@ impl Act for CacheWarm {
     }
 
     fn describe(&self, p: &Preview) -> Vec<String> {
-        vec![format!(
+        let mut lines = vec![format!(
             "unless {1} >= {2} already: POST /admin/warm on {0} at once, then wait until {1} >= {2}",
             p.replicas.join(", "),
             self.signal,
             self.threshold
-        )]
+        )];
+        // Which step this is: the runbook's own (its position decides what follows).
+        let me = p.rb.steps.iter().find(|s| {
+            matches!(&s.action, crate::runbook::action::Action::CacheWarm(w) if std::ptr::eq(w, self))
+        });
+        let me = me.or_else(|| {
+            p.rb.steps.iter().find(
+                |s| matches!(&s.action, crate::runbook::action::Action::CacheWarm(w) if w == self),
+            )
+        });
+        if let Some(line) = me.and_then(|s| super::readmit::describe_while_warming(p.rb, &s.name)) {
+            lines.push(line);
+        }
+        lines
     }
 }
 

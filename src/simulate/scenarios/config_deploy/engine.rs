@@ -312,6 +312,23 @@ fn ramp_delay(p: &SystemParams, plan: &crate::plan::Plan) -> Duration {
     }
 }
 
+/// The service as a drain alone left it, as the engine reads it: warm and cold capacity
+/// as planned, the caches' `warmth` and the clients' timeout as exported.
+fn drained_alone(
+    p: &SystemParams,
+    r: &Readmission,
+    drain: Option<DrainSeen>,
+    warmth: f64,
+) -> Drained {
+    Drained {
+        kept: Some(drain.map_or(0, |d| d.kept)),
+        capacity: r.capacity.or(Some(p.capacity)),
+        capacity_cold: r.capacity_cold.unwrap_or(p.capacity * p.cold_factor),
+        warm_fraction: Some(warmth),
+        client_timeout_s: Some(p.timeout.as_secs_f64()),
+    }
+}
+
 /// Run the model; with a plan (`p.plan`), its procedure starts at `plan_at`.
 pub fn run(p: &SystemParams, seed: u64) -> SystemReport {
     run_with(p, None, seed)
@@ -406,6 +423,18 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
             if now == plan_at {
                 e.gate.set_limit(proc_.start());
                 drain = Some(e.drain(now, keep, tick_s));
+                // A warm step after a drain alone readmits before its warm call.
+                let warms_first = plan_warmed_at.is_some() && ramp_at > now;
+                let opens = readmission
+                    .as_ref()
+                    .filter(|r| r.while_warming && warms_first && !p.plan_restart);
+                let drained = opens.map(|r| drained_alone(p, r, drain, e.server.cache_warmth(now)));
+                if let Some(first) = proc_.open_while_warming(drained) {
+                    if let Some(d) = drain.as_mut() {
+                        d.fill = first.fill;
+                    }
+                    e.gate.set_limit(first);
+                }
             }
             if plan_warmed_at == Some(now) {
                 e.server.warm();
@@ -417,16 +446,10 @@ pub fn run_with(p: &SystemParams, change: Option<&SystemParams>, seed: u64) -> S
                 let drained = readmission
                     .as_ref()
                     .filter(|_| !p.plan_restart)
-                    .map(|r| Drained {
-                        kept: Some(drain.map_or(0, |d| d.kept)),
-                        capacity: r.capacity.or(Some(p.capacity)),
-                        capacity_cold: r.capacity_cold.unwrap_or(p.capacity * p.cold_factor),
-                        warm_fraction: Some(e.server.cache_warmth(now)),
-                        client_timeout_s: Some(p.timeout.as_secs_f64()),
-                    });
+                    .map(|r| drained_alone(p, r, drain, e.server.cache_warmth(now)));
                 let (timeouts, _) = so_far(&series, &e.cur);
                 let first = proc_.begin_ramp(now, drained, timeouts);
-                if let Some(d) = drain.as_mut() {
+                if let Some(d) = drain.as_mut().filter(|_| !first.fill.is_carried()) {
                     d.fill = first.fill;
                 }
                 e.gate.set_limit(first);

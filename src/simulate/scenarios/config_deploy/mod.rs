@@ -19,6 +19,8 @@ pub mod readmission;
 pub mod report;
 pub mod server;
 mod settled;
+#[cfg(test)]
+mod warm_tests;
 
 use crate::plan::Plan;
 use crate::retry::RetryKind;

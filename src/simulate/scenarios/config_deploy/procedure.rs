@@ -45,6 +45,8 @@ pub struct Procedure {
     samples: Vec<(u32, u64)>,
     finished: bool,
     opened: bool,
+    /// The rate a warm step opened the readmission at after a drain alone, if it did.
+    opened_early: Option<f64>,
 }
 
 fn ticks(d: Duration, tick: Duration) -> u32 {
@@ -84,6 +86,7 @@ impl Procedure {
             samples: Vec::new(),
             finished: false,
             opened: false,
+            opened_early: None,
         }
     }
 
@@ -91,6 +94,45 @@ impl Procedure {
     /// default burst, no fill).
     pub fn start(&mut self) -> LimitChange {
         LimitChange::rate(Some(self.params.from))
+    }
+
+    /// A warm step after a drain alone (`drained`, the service as it left it, warmth and
+    /// all) opens the readmission before its warm call, as the engine's `cache.warm` does
+    /// ([`crate::engine::warm_readmit`]): the first limit the ramp would set at that
+    /// warmth, bucket and all; none when the ramp would start no higher than the plan's
+    /// rate (or nothing was drained alone).
+    pub fn open_while_warming(&mut self, drained: Option<Drained>) -> Option<LimitChange> {
+        let d = drained?;
+        let rate = start_rate(&self.params, Some(d));
+        if rate <= self.params.from {
+            return None;
+        }
+        self.opened_early = Some(rate);
+        Some(self.first_limit(rate, Some(d)))
+    }
+
+    /// The readmission's first limit at `rate`: the wave-sized burst, the bucket filled as
+    /// [`fill_reason`] says when that burst is the wave-sized one the step did not fix.
+    fn first_limit(&self, rate: f64, drained: Option<Drained>) -> LimitChange {
+        let burst = self
+            .r
+            .burst
+            .or_else(|| wave_burst(&self.params, drained, rate));
+        let fill = self
+            .r
+            .burst
+            .is_none()
+            .then(|| {
+                let b = burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate));
+                fill_reason(&self.params, drained, rate, b)
+            })
+            .flatten()
+            .map_or(Fill::Carried, |(fill, _)| fill);
+        LimitChange {
+            rate_per_s: Some(rate),
+            burst,
+            fill,
+        }
     }
 
     /// The readmission starts at tick `now` (after the drain, the restart and any warming),
@@ -102,21 +144,17 @@ impl Procedure {
         self.drained = drained;
         self.ramp_from = Some(now);
         self.settle_until = now + ticks(self.r.settle, self.tick);
-        self.state.rate = start_rate(&self.params, drained);
+        // Opened by a warm step: on from there, its bucket carried over.
+        self.state.rate = start_rate(&self.params, drained).max(self.opened_early.unwrap_or(0.0));
         self.timeouts_seen = timeouts;
         let first = self.set_rate(now);
-        let burst = first
-            .burst
-            .unwrap_or_else(|| crate::gate::limit::default_burst(self.state.rate));
-        // Only the wave-sized burst the step did not fix, as the engine asks.
-        let fill = self
-            .r
-            .burst
-            .is_none()
-            .then(|| fill_reason(&self.params, drained, self.state.rate, burst))
-            .flatten()
-            .map_or(Fill::Carried, |(fill, _)| fill);
-        LimitChange { fill, ..first }
+        if self.opened_early.is_some() {
+            return first;
+        }
+        LimitChange {
+            fill: self.first_limit(self.state.rate, drained).fill,
+            ..first
+        }
     }
 
     /// The limit for the ramp's rate now, as `gate.ramp` sets each one; its check starts

@@ -42,6 +42,9 @@ pub struct Readmission {
     /// What the runbook's `backlog.drain` keeps of each replica's queue (none: a runbook
     /// without the step, or one that keeps nothing).
     pub drain_keep: DrainKeep,
+    /// A `cache.warm` step opens this readmission before its warm call after a drain
+    /// alone ([`crate::engine::warm_readmit::ramp_after`]).
+    pub while_warming: bool,
 }
 
 impl Readmission {
@@ -60,6 +63,8 @@ impl Readmission {
                 _ => None,
             })
             .unwrap_or_default();
+        let while_warming = (0..rb.steps.len())
+            .any(|i| crate::engine::warm_readmit::ramp_after(&rb.steps, i).is_some());
         Some(Readmission {
             hold: ramp.hold,
             settle: ramp.settle(),
@@ -72,6 +77,7 @@ impl Readmission {
             capacity: inputs.capacity,
             capacity_cold: Some(inputs.capacity_cold),
             drain_keep,
+            while_warming,
         })
     }
 
@@ -106,6 +112,7 @@ impl Readmission {
             capacity: None,
             capacity_cold: None,
             drain_keep: DrainKeep::None,
+            while_warming: false,
         }
     }
 }
@@ -152,6 +159,7 @@ mod tests {
         assert_eq!(r.check.interval, Duration::from_millis(500));
         assert_eq!(r.check.consecutive_successes, 3);
         assert_eq!((r.capacity, r.capacity_cold), (Some(100.0), Some(50.0)));
+        assert!(r.while_warming, "its warm step opens the readmission");
     }
 
     /// The drain keeps what the runbook's `backlog.drain` says, so the model drains as
