@@ -4,8 +4,9 @@
 //! Why it exists: the arithmetic of the report is pure and deserves tests of its own,
 //! apart from the processes that produced the numbers.
 
-use super::bound::{retry_loop_of, true_lower_bound, under_bound};
+use super::bound::{retry_loop_of, true_lower_bound, under_bound, RetryLoop};
 use super::bound_grid::on_scrape_grid;
+use super::client_phases::client_phases;
 use super::detection::Detection;
 use super::recorder::Recording;
 use super::recovery::RunbookOutcome;
@@ -141,18 +142,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             .map(|r| r.each(Role::Service, "recover_demo_service_warm_fraction"))
             .rfind(|w| !w.is_empty())
             .unwrap_or_default();
-        // The retry loop's split at the same last scrape before the runbook.
-        let retry_loop = before.last().and_then(|r| {
-            retry_loop_of(
-                sc,
-                rb_start - r.t_s,
-                r.sum(
-                    Role::Clients,
-                    "recover_demo_workers_retrying_in_flight",
-                    &[],
-                ),
-            )
-        });
+        let retry_loop = before.last().and_then(|r| retry_loop_at(sc, r, rb_start));
         let crit = SteadyCriteria::default();
         let mut lb = true_lower_bound(
             sc,
@@ -399,6 +389,22 @@ pub fn series_csv(samples: &[Sample]) -> String {
     out
 }
 
+/// The clients' retry loop as scrape `r` saw it, `rb_start - r.t_s` before the runbook's
+/// first step: the split of the loop, and where each client stood where the workers
+/// export it ([`client_phases`]).
+fn retry_loop_at(sc: &Scenario, r: &RawScrape, rb_start: f64) -> Option<RetryLoop> {
+    let in_flight = r.sum(
+        Role::Clients,
+        "recover_demo_workers_retrying_in_flight",
+        &[],
+    );
+    let l = retry_loop_of(sc, rb_start - r.t_s, in_flight)?;
+    Some(RetryLoop {
+        phases: client_phases(r),
+        ..l
+    })
+}
+
 /// The scrapes the runbook's state is read from: the grid's and the probes (the one taken at
 /// the engine's decision) ticked at or before the runbook's first step `rb_start`, oldest
 /// first. A probe that started after it (its task late on a loaded machine) is left out:
@@ -443,5 +449,48 @@ mod tests {
         };
         let last = scrapes_before(&without, 9.9).last().map(|r| r.t_s);
         assert_eq!(last, Some(9.5));
+    }
+
+    fn clients_at(t_s: f64, page: &str) -> RawScrape {
+        RawScrape {
+            targets: vec![crate::rehearse::series::TargetScrape {
+                role: Role::Clients,
+                instance: "workers".into(),
+                points: Some(crate::rehearse::expo::parse(page)),
+            }],
+            ..at(t_s)
+        }
+    }
+
+    /// The retry loop the bound reads is the probe's: its split, and where each client
+    /// stood on the workers' ladders (cumulative, edges in seconds, `+Inf` the total); a
+    /// page from clients that do not export the ladders leaves the phases unknown.
+    #[test]
+    fn the_retry_loop_at_the_decision_carries_the_clients_phases() {
+        let page = "recover_demo_workers_retrying_in_flight 2\n\
+            recover_demo_workers_next_attempt_within{le_s=\"0.025\"} 1\n\
+            recover_demo_workers_next_attempt_within{le_s=\"0.5\"} 3\n\
+            recover_demo_workers_next_attempt_within{le_s=\"+Inf\"} 3\n\
+            recover_demo_workers_attempt_left_within{le_s=\"0.025\"} 0\n\
+            recover_demo_workers_attempt_left_within{le_s=\"0.5\"} 1\n\
+            recover_demo_workers_attempt_left_within{le_s=\"+Inf\"} 2\n";
+        let older = "recover_demo_workers_retrying_in_flight 5\n";
+        let rec = Recording {
+            raws: vec![clients_at(9.5, older)],
+            samples: vec![],
+            probes: vec![clients_at(9.895, page)],
+        };
+        let sc = Scenario::default();
+        let before = scrapes_before(&rec, 9.9);
+        let l = retry_loop_at(&sc, before.last().unwrap(), 9.9).expect("a fixed delay");
+        assert!((l.scraped_before_s - 0.005).abs() < 1e-9);
+        assert_eq!(l.in_flight, 2.0);
+        let p = l.phases.expect("the workers export the ladders");
+        assert_eq!(p.waiting_next.edges, [(0.025, 1.0), (0.5, 3.0)]);
+        assert_eq!(p.waiting_next.total, 3.0);
+        assert_eq!(p.in_flight_left.edges, [(0.025, 0.0), (0.5, 1.0)]);
+        assert_eq!(p.in_flight_left.total, 2.0);
+        let grid = retry_loop_at(&sc, before[0], 9.9).expect("a fixed delay");
+        assert_eq!((grid.in_flight, grid.phases), (5.0, None));
     }
 }

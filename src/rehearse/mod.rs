@@ -15,6 +15,7 @@ pub mod baselines;
 pub mod bound;
 pub mod bound_grid;
 mod bound_retry;
+pub mod client_phases;
 pub mod detection;
 pub mod expo;
 pub mod grid;

@@ -94,6 +94,20 @@ impl RawScrape {
             .collect()
     }
 
+    /// At each answering target of `role`, the points named `name` as `(value of their
+    /// label `label`, value)` (points without the label left out); an empty list for a
+    /// page without any, so a caller can tell a page that lacks the series.
+    pub fn by_label(&self, role: Role, name: &str, label: &str) -> Vec<Vec<(&str, f64)>> {
+        self.pages(role)
+            .map(|(_, pts)| {
+                pts.iter()
+                    .filter(|p| p.name == name)
+                    .filter_map(|p| p.labels.get(label).map(|v| (v.as_str(), p.value)))
+                    .collect()
+            })
+            .collect()
+    }
+
     fn instance_sum(
         &self,
         role: Role,

@@ -16,6 +16,7 @@ mod demo_cli;
 mod demo_drain_keep;
 mod demo_e2e;
 mod demo_slow_replica;
+mod demo_workers_phases;
 mod detect_cli;
 mod detect_demo;
 mod detect_exposition;

@@ -1,6 +1,6 @@
 //! The fleet's `/metrics`, named as docs/reference/metrics.md says: polls (demand and
 //! goodput as the clients see it), attempts, retries and how many workers are stuck
-//! retrying.
+//! retrying, and where each of those stands ([`super::phases`]).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -9,7 +9,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+use super::phases::{Board, PhasesCollector};
 use crate::util::exposition::{encode_text, register, register_family};
+use std::sync::Arc;
 
 /// Label of the polls and attempts counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -33,12 +35,15 @@ pub struct WorkerMetrics {
     /// The timeout per attempt, exported so the live view compares latency with the
     /// clients' real timeout rather than a runbook's guess of it.
     pub client_timeout_seconds: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// Each worker's phase in its poll, read into the `_next_attempt_within` and
+    /// `_attempt_left_within` ladders at each scrape.
+    pub phases: Arc<Board>,
     timeout_s: f64,
 }
 
 impl WorkerMetrics {
-    /// The metrics of workers whose attempts time out after `timeout`.
-    pub fn new(timeout: std::time::Duration) -> Self {
+    /// The metrics of `workers` workers whose attempts time out after `timeout`.
+    pub fn new(timeout: std::time::Duration, workers: usize) -> Self {
         let timeout_s = timeout.as_secs_f64();
         // A bucket ends at the timeout, so a quantile of attempts that timed out reads
         // the timeout, not a point inside a wider bucket above it.
@@ -97,6 +102,11 @@ impl WorkerMetrics {
                     g,
                 )
             },
+            phases: {
+                let board = Arc::new(Board::new(workers));
+                r.register_collector(Box::new(PhasesCollector(board.clone())));
+                board
+            },
             timeout_s,
             registry: r,
         }
@@ -114,9 +124,12 @@ impl WorkerMetrics {
 }
 
 impl Default for WorkerMetrics {
-    /// The metrics of workers with the demo's default timeout.
+    /// The metrics of the demo's default fleet.
     fn default() -> Self {
-        Self::new(crate::demo::defaults::CLIENT_TIMEOUT)
+        Self::new(
+            crate::demo::defaults::CLIENT_TIMEOUT,
+            crate::demo::defaults::WORKERS,
+        )
     }
 }
 
@@ -129,7 +142,7 @@ mod tests {
     /// at the timeout, so no quantile reads above it; the timeout itself is exported.
     #[test]
     fn timed_out_attempts_end_at_the_timeout_which_is_exported() {
-        let m = WorkerMetrics::new(Duration::from_millis(1500));
+        let m = WorkerMetrics::new(Duration::from_millis(1500), 1);
         m.observe_latency(1.503);
         m.observe_latency(0.2);
         let text = m.encode();
@@ -139,6 +152,33 @@ mod tests {
         );
         assert!(
             text.contains("recover_demo_workers_client_timeout_seconds 1.5"),
+            "{text}"
+        );
+    }
+
+    /// The ladders are on the page at each scrape, read from the board then: the gauge
+    /// type, an `le_s` label per edge and `+Inf` counting every worker of the phase.
+    #[test]
+    fn the_phase_ladders_are_computed_at_the_scrape() {
+        use super::super::phases::Phase;
+        let m = WorkerMetrics::new(Duration::from_secs(1), 3);
+        let soon = std::time::Instant::now() + Duration::from_secs(60);
+        m.phases.set(0, Phase::Waiting { next_at: soon });
+        m.phases.set(2, Phase::Out { gives_up_at: soon });
+        let text = m.encode();
+        for line in [
+            "# TYPE recover_demo_workers_next_attempt_within gauge",
+            "recover_demo_workers_next_attempt_within{le_s=\"0.025\"} 0",
+            "recover_demo_workers_next_attempt_within{le_s=\"10\"} 0",
+            "recover_demo_workers_next_attempt_within{le_s=\"+Inf\"} 1",
+            "recover_demo_workers_attempt_left_within{le_s=\"+Inf\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+        }
+        m.phases.set(0, Phase::Idle);
+        let text = m.encode();
+        assert!(
+            text.contains("recover_demo_workers_next_attempt_within{le_s=\"+Inf\"} 0\n"),
             "{text}"
         );
     }

@@ -4,6 +4,7 @@
 //! the whole fleet into a retry loop that keeps the service overloaded.
 
 mod metrics;
+mod phases;
 pub mod poller;
 
 pub use crate::retry::{RetryBudget, RetryPolicy};
@@ -140,7 +141,7 @@ pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), 
         policy: cfg.retry,
         max_attempts: cfg.max_attempts,
         budget,
-        metrics: WorkerMetrics::new(cfg.timeout),
+        metrics: WorkerMetrics::new(cfg.timeout, cfg.count),
         attempt_header: cfg.attempt_header,
         idempotency_key: cfg.idempotency_key,
     });
@@ -172,7 +173,12 @@ pub async fn run(cfg: WorkersConfig, shutdown: CancellationToken) -> Result<(), 
     let mut tasks = Vec::with_capacity(cfg.count);
     for i in 0..cfg.count {
         let first = start + phase(i, cfg.count, cfg.interval);
-        tasks.push(tokio::spawn(run_poller(fleet.clone(), first, stop.clone())));
+        tasks.push(tokio::spawn(run_poller(
+            fleet.clone(),
+            i,
+            first,
+            stop.clone(),
+        )));
     }
     fleet.metrics.count.set(cfg.count as i64);
     tracing::info!(count = cfg.count, target = %fleet.url, policy = %cfg.retry, "workers polling");

@@ -3,6 +3,7 @@
 //! retry budget.
 
 use super::metrics::{OutcomeLabel, WorkerMetrics};
+use super::phases::Phase;
 use crate::retry::{RetryBudget, RetryPolicy};
 use crate::util::http_body::{read_body, BodyCaps};
 use bytes::Bytes;
@@ -127,15 +128,20 @@ impl Attempt {
     }
 }
 
-/// Run one worker until `shutdown`.
-pub async fn run_poller(fleet: Arc<Fleet>, first: Instant, shutdown: CancellationToken) {
+/// Run worker `index` until `shutdown`.
+pub async fn run_poller(
+    fleet: Arc<Fleet>,
+    index: usize,
+    first: Instant,
+    shutdown: CancellationToken,
+) {
     let mut slot = first;
     loop {
         tokio::select! {
             _ = tokio::time::sleep_until(slot.into()) => {}
             _ = shutdown.cancelled() => return,
         }
-        let Some(ok) = poll(&fleet, &shutdown).await else {
+        let Some(ok) = poll(&fleet, index, &shutdown).await else {
             return;
         };
         let outcome = if ok { "ok" } else { "given_up" };
@@ -148,18 +154,32 @@ pub async fn run_poller(fleet: Arc<Fleet>, first: Instant, shutdown: Cancellatio
     }
 }
 
-/// Counts the worker in `in_retry_loop` for as long as it lives (also on shutdown).
-struct InRetryLoop<'a>(&'a WorkerMetrics);
+/// Counts worker `.1` in `in_retry_loop` for as long as it lives, and takes its phase back
+/// to idle when it ends (also on shutdown).
+struct InRetryLoop<'a>(&'a WorkerMetrics, usize);
+
+impl<'a> InRetryLoop<'a> {
+    fn new(m: &'a WorkerMetrics, index: usize) -> Self {
+        m.in_retry_loop.inc();
+        InRetryLoop(m, index)
+    }
+
+    /// The worker sleeps out a retry delay until `next_at`.
+    fn waiting(&self, next_at: Instant) {
+        self.0.phases.set(self.1, Phase::Waiting { next_at });
+    }
+}
 
 impl Drop for InRetryLoop<'_> {
     fn drop(&mut self) {
+        self.0.phases.set(self.1, Phase::Idle);
         self.0.in_retry_loop.dec();
     }
 }
 
-/// One demanded poll with its retries. `Some(true)` ok, `Some(false)` given up, `None`
-/// shut down.
-async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
+/// One demanded poll with its retries, by worker `index`. `Some(true)` ok, `Some(false)`
+/// given up, `None` shut down.
+async fn poll(fleet: &Fleet, index: usize, shutdown: &CancellationToken) -> Option<bool> {
     let mut attempt_no: u32 = 1;
     let mut in_loop: Option<InRetryLoop<'_>> = None;
     // One key per demanded poll, repeated by its retries, as an idempotent client does.
@@ -167,9 +187,12 @@ async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
         .idempotency_key
         .then(|| format!("{:016x}", rand::random::<u64>()));
     loop {
-        let sending = in_loop.as_ref().map(|_| RetryInFlight::new(&fleet.metrics));
+        let gives_up_at = Instant::now() + fleet.timeout;
+        let sending = in_loop
+            .as_ref()
+            .map(|_| RetryInFlight::new(&fleet.metrics, index, gives_up_at));
         let outcome = tokio::select! {
-            o = attempt(fleet, attempt_no, key.as_deref()) => o,
+            o = attempt(fleet, attempt_no, key.as_deref(), gives_up_at) => o,
             _ = shutdown.cancelled() => return None,
         };
         drop(sending);
@@ -194,25 +217,25 @@ async fn poll(fleet: &Fleet, shutdown: &CancellationToken) -> Option<bool> {
                 return Some(false);
             }
         }
-        if in_loop.is_none() {
-            fleet.metrics.in_retry_loop.inc();
-            in_loop = Some(InRetryLoop(&fleet.metrics));
-        }
+        let in_loop = in_loop.get_or_insert_with(|| InRetryLoop::new(&fleet.metrics, index));
         fleet.metrics.retries.inc();
-        let delay = fleet.policy.delay(attempt_no, rand::random::<f64>);
+        let next_at = Instant::now() + fleet.policy.delay(attempt_no, rand::random::<f64>);
+        in_loop.waiting(next_at);
         tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
+            _ = tokio::time::sleep_until(next_at.into()) => {}
             _ = shutdown.cancelled() => return None,
         }
         attempt_no += 1;
     }
 }
 
-/// Counts a retry in `retrying_in_flight` while its attempt is out (also on shutdown).
+/// Counts a retry in `retrying_in_flight` while its attempt is out (also on shutdown),
+/// its worker's phase out until `gives_up_at` (the poll sets the next phase as it ends).
 struct RetryInFlight<'a>(&'a WorkerMetrics);
 
 impl<'a> RetryInFlight<'a> {
-    fn new(m: &'a WorkerMetrics) -> Self {
+    fn new(m: &'a WorkerMetrics, index: usize, gives_up_at: Instant) -> Self {
+        m.phases.set(index, Phase::Out { gives_up_at });
         m.retrying_in_flight.inc();
         RetryInFlight(m)
     }
@@ -228,9 +251,15 @@ fn lock(b: &Mutex<RetryBudget>) -> std::sync::MutexGuard<'_, RetryBudget> {
     b.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// One HTTP attempt, bounded by the client timeout.
-async fn attempt(fleet: &Fleet, attempt_no: u32, key: Option<&str>) -> Attempt {
-    let deadline = SystemTime::now() + fleet.timeout;
+/// One HTTP attempt, given up on at `gives_up_at` (the client timeout from its start).
+async fn attempt(
+    fleet: &Fleet,
+    attempt_no: u32,
+    key: Option<&str>,
+    gives_up_at: Instant,
+) -> Attempt {
+    // The deadline the service is told is the one the client gives up at.
+    let deadline = SystemTime::now() + gives_up_at.saturating_duration_since(Instant::now());
     let deadline_ms = deadline
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis())
@@ -258,7 +287,7 @@ async fn attempt(fleet: &Fleet, attempt_no: u32, key: Option<&str>) -> Attempt {
         read_body(resp.into_body(), caps).await.map_err(|_| ())?;
         Ok::<bool, ()>(ok)
     };
-    let outcome = match tokio::time::timeout(fleet.timeout, exchange).await {
+    let outcome = match tokio::time::timeout_at(gives_up_at.into(), exchange).await {
         Ok(Ok(true)) => Attempt::Ok,
         Ok(Ok(false)) | Ok(Err(())) => Attempt::Error,
         Err(_) => Attempt::Timeout,
@@ -297,5 +326,87 @@ mod tests {
         assert_eq!(phase(0, 4, i), Duration::ZERO);
         assert_eq!(phase(1, 4, i), Duration::from_secs(3));
         assert_eq!(phase(3, 4, i), Duration::from_secs(9));
+    }
+
+    /// A fleet of one worker polling `url` with `timeout` per attempt and a fixed `delay`.
+    fn one_worker(url: &str, timeout: Duration, delay: Duration) -> Arc<Fleet> {
+        let client = Client::builder(hyper_util::rt::TokioExecutor::new()).build_http();
+        Arc::new(Fleet {
+            client,
+            url: url.parse().unwrap(),
+            interval: Duration::from_secs(60),
+            timeout,
+            policy: RetryPolicy::fixed(delay),
+            max_attempts: 0,
+            budget: None,
+            metrics: WorkerMetrics::new(timeout, 1),
+            attempt_header: AttemptHeader::XAttempt,
+            idempotency_key: false,
+        })
+    }
+
+    /// A server on loopback that drops the first connection at once (the first attempt
+    /// fails, its worker enters the loop) and holds every later one unanswered.
+    async fn refuse_then_hold() -> String {
+        let addr = crate::util::ports::reserved_loopback_addr().unwrap();
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            let mut first = true;
+            while let Ok((conn, _)) = listener.accept().await {
+                if !std::mem::take(&mut first) {
+                    held.push(conn);
+                }
+            }
+        });
+        format!("http://{addr}/config")
+    }
+
+    /// The worker's phase and counts while it stands somewhere, then after a shutdown.
+    async fn stands_then_cancelled(fleet: Arc<Fleet>, stands: impl Fn(Phase) -> bool) {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(run_poller(fleet.clone(), 0, Instant::now(), stop.clone()));
+        let m = &fleet.metrics;
+        let until = Instant::now() + Duration::from_secs(10);
+        loop {
+            let p = m.phases.phase(0);
+            if stands(p) {
+                break;
+            }
+            assert!(Instant::now() < until, "never stood as expected: {p:?}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(m.in_retry_loop.get(), 1);
+        stop.cancel();
+        task.await.unwrap();
+        assert_eq!(m.phases.phase(0), Phase::Idle, "idle after the shutdown");
+        assert_eq!((m.in_retry_loop.get(), m.retrying_in_flight.get()), (0, 0));
+    }
+
+    /// A worker shut down while it waits out a retry delay leaves no trace in the ladders.
+    #[tokio::test]
+    async fn a_worker_waiting_then_shut_down_stands_nowhere() {
+        let url = refuse_then_hold().await;
+        let fleet = one_worker(&url, Duration::from_secs(5), Duration::from_secs(30));
+        stands_then_cancelled(fleet, |p| matches!(p, Phase::Waiting { .. })).await;
+    }
+
+    /// A worker shut down with a retry attempt out leaves no trace in the ladders; while it
+    /// was out, its deadline was the timeout from the attempt's start.
+    #[tokio::test]
+    async fn a_worker_out_then_shut_down_stands_nowhere() {
+        let url = refuse_then_hold().await;
+        let fleet = one_worker(&url, Duration::from_secs(30), Duration::from_millis(10));
+        let f = fleet.clone();
+        stands_then_cancelled(fleet, move |p| match p {
+            Phase::Out { gives_up_at } => {
+                assert!(gives_up_at <= Instant::now() + Duration::from_secs(30));
+                assert!(gives_up_at > Instant::now() + Duration::from_secs(20));
+                assert_eq!(f.metrics.retrying_in_flight.get(), 1);
+                true
+            }
+            _ => false,
+        })
+        .await;
     }
 }

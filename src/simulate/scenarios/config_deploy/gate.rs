@@ -73,11 +73,16 @@ impl Gate {
     /// A limit as the engine sets one (`gate.limit`, `gate.ramp`): the rate with the burst
     /// the engine gives it (the gate's default, half a second of the rate, where it names
     /// none), so a wave of retries meets the same bucket as in the real gate. A new limit
-    /// opens no burst above what the old one had left, unless the engine asks for a fill
+    /// opens no burst above what the old one had left (none after an open gate), unless the engine asks for a fill
     /// (the first readmission after a drain alone: full, or the room the kept requests
     /// leave), never above the burst; `None` opens the gate.
     pub fn set_limit(&mut self, change: LimitChange) {
         let mut burst = None;
+        // The real gate cannot know how much just went through an open gate: a limit set
+        // on it starts with an empty bucket (`gate::admission::Admission::apply`).
+        if self.per_tick.is_none() {
+            self.tokens = 0.0;
+        }
         if let Some(r) = change.rate_per_s {
             let b = change
                 .burst
@@ -157,6 +162,21 @@ mod tests {
             }
         }
         assert!((10..=11).contains(&admitted), "{admitted}");
+    }
+
+    /// A limit set on an open gate starts with an empty bucket, as the real gate's
+    /// (`gate::admission::Admission::apply`: it cannot know how much just went through):
+    /// the requests arriving in the same tick are turned away, not let through by a
+    /// bucket the open gate left full.
+    #[test]
+    fn a_limit_on_an_open_gate_starts_empty() {
+        let mut g = Gate::new(None, 50, None, 0.01);
+        assert_eq!(g.admit(), Admission::Admitted);
+        g.set_limit(LimitChange::rate(Some(100.0)));
+        assert_eq!(g.admit(), Admission::RejectedRate);
+        g.refill();
+        assert_eq!(g.admit(), Admission::Admitted);
+        assert_eq!(g.admit(), Admission::RejectedRate);
     }
 
     /// After a drain alone the engine's first readmission asks for a full bucket of the
