@@ -165,16 +165,21 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 .first()
                 .map_or(runbook.started_s, |s| s.start_s);
             let after = Duration::from_secs_f64((first_action_s - trig.ended_s).max(0.0));
-            // Read on the run's own scrape ticks: those the steady check reads.
-            let phase = super::predict::scrape_phase(
-                rec.raws
-                    .iter()
-                    .map(|r| r.t_s)
-                    .filter(|&t| t >= runbook.started_s),
-                first_action_s,
-                sc.scrape_interval,
-            )
-            .unwrap_or_default();
+            // Read on the run's own scrape ticks (those the steady check reads; none
+            // after the first action: no measured time either), the gate standing at the
+            // admit rate as long as the run's did.
+            let timing = super::predict::RunTiming {
+                scrape_phase: super::predict::scrape_phase(
+                    rec.raws
+                        .iter()
+                        .map(|r| r.t_s)
+                        .filter(|&t| t >= runbook.started_s),
+                    first_action_s,
+                    sc.scrape_interval,
+                )
+                .unwrap_or_default(),
+                readmit_after: super::predict::readmit_after(rb, &runbook.steps),
+            };
             // The model follows what the run did: a restart or a drain alone, a warm
             // call or none.
             super::predict::predicted_time_to_recover(
@@ -186,7 +191,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                 inputs
                     .as_ref()
                     .and_then(|i| Readmission::of(rb, &i.values())),
-                phase,
+                timing,
             )
         }
         _ => Err("unknown: the runbook made no plan".into()),

@@ -226,9 +226,10 @@ pub fn measure(p: &Point, rb: &Runbook, seed: u64) -> Measured {
     // The model's procedure follows the runbook's readmission with the plan's inputs, as
     // the engine's does.
     let readmission = || Readmission::of(rb, &planned.inputs);
-    // The prediction and the simulated time it is compared with are read on the same
-    // ticks: every scrape interval from the procedure's start.
-    let phase = Duration::ZERO;
+    // The prediction and the simulated time it is compared with are the model's alike:
+    // read on the same ticks (every scrape interval from the procedure's start), the
+    // readmission as soon as the procedure allows.
+    let phase = super::super::predict::RunTiming::default();
     let simulated =
         predicted_time_to_recover(&sc, plan, after, m.restarts, m.warms, readmission(), phase);
     (m.simulated_s, m.simulated_unknown) = split(simulated);
