@@ -1,15 +1,21 @@
 //! `recover demo workers` as a real process against a server this test controls: where each
 //! client of the retry loop stands, read from the workers' own `/metrics`
-//! (`_next_attempt_within{le_s}`, `_attempt_left_within{le_s}`), checked against when the
-//! server saw each client's attempts. Each worker sends an `Idempotency-Key` its retries
+//! (`_next_attempt_within{le_s}`, `_attempt_left_within{le_s}`), checked against what the
+//! server saw of each client's attempts. Each worker sends an `Idempotency-Key` its retries
 //! repeat, and its polls never succeed here, so a key is one worker for the whole test.
+//!
+//! No tolerance on timing: each client's time left at the scrape is bounded by instants on
+//! the wire. A waiting client's next attempt is due no sooner than a retry delay after the
+//! server saw its last one (it hears the answer later) and no later than the server sees
+//! the next (it sends when due); an attempt out is given up on at the deadline it carries
+//! (`x-deadline-ms`, the instant the worker gives up at, to the millisecond below).
 
 use crate::support::demo::{free_addr, http, scrape, spawn, wait_http_ok, Scrape};
 use recover::util::child::ChildGuard;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -18,10 +24,9 @@ const LEFT: &str = "recover_demo_workers_attempt_left_within";
 const IN_LOOP: &str = "recover_demo_workers_in_retry_loop";
 const OUT: &str = "recover_demo_workers_retrying_in_flight";
 
-/// The most a worker takes to act on what happened on the wire: the answer's way back on
-/// loopback and its task's turn on a shared 2-core machine; a client whose last attempt
-/// is nearer the scrape than this is counted as unknown rather than guessed.
-const SLACK_S: f64 = 0.25;
+/// `x-deadline-ms` is whole milliseconds below the worker's deadline, and the server reads
+/// the wall clock and the monotonic one apart: the deadline is within this above it.
+const DEADLINE_MS_S: f64 = 0.002;
 
 /// What the test server does with each request.
 #[derive(Clone, Copy)]
@@ -32,8 +37,28 @@ enum Answer {
     Hang,
 }
 
-/// Each request the server saw: the worker's key, its attempt number, when it arrived.
-type Log = Arc<Mutex<Vec<(String, u32, Instant)>>>;
+/// One request the server saw.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    /// Its `x-attempt` (1: a poll's first attempt).
+    n: u32,
+    at: Instant,
+    /// Its `x-deadline-ms`, on the monotonic clock.
+    deadline: Instant,
+}
+
+/// Each request the server saw, with the worker's key.
+type Log = Arc<Mutex<Vec<(String, Seen)>>>;
+
+/// The instant `ms` (milliseconds since the epoch) names, read against `(at, wall)`, the
+/// same instant on both clocks.
+fn on_monotonic(ms: u64, at: Instant, wall: SystemTime) -> Instant {
+    let then = UNIX_EPOCH + Duration::from_millis(ms);
+    match then.duration_since(wall) {
+        Ok(ahead) => at + ahead,
+        Err(e) => at - e.duration(),
+    }
+}
 
 async fn server(answer: Answer) -> (SocketAddr, Log) {
     let addr = free_addr();
@@ -55,6 +80,7 @@ async fn server(answer: Answer) -> (SocketAddr, Log) {
                     }
                     buf.extend_from_slice(&chunk[..n]);
                     while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                        let (at, wall) = (Instant::now(), SystemTime::now());
                         let head = String::from_utf8_lossy(&buf[..end]).to_string();
                         buf.drain(..end + 4);
                         let header = |name: &str| {
@@ -67,7 +93,11 @@ async fn server(answer: Answer) -> (SocketAddr, Log) {
                         let n = header("x-attempt")
                             .and_then(|v| v.parse().ok())
                             .unwrap_or(0);
-                        log.lock().unwrap().push((key, n, Instant::now()));
+                        let ms = header("x-deadline-ms")
+                            .and_then(|v| v.parse().ok())
+                            .expect("every attempt carries x-deadline-ms");
+                        let deadline = on_monotonic(ms, at, wall);
+                        log.lock().unwrap().push((key, Seen { n, at, deadline }));
                         if let Answer::Refuse = answer {
                             let reply =
                                 b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\n\r\n";
@@ -158,15 +188,6 @@ fn check_rungs(name: &str, rungs: &[(f64, f64)], known: &[(f64, f64)], unknown: 
     }
 }
 
-/// Each worker's attempts as the server saw them, oldest first.
-fn by_worker(log: &Log) -> HashMap<String, Vec<(u32, Instant)>> {
-    let mut map: HashMap<String, Vec<(u32, Instant)>> = HashMap::new();
-    for (key, n, at) in log.lock().unwrap().iter() {
-        map.entry(key.clone()).or_default().push((*n, *at));
-    }
-    map
-}
-
 /// Wait until every one of `count` workers is in the retry loop.
 async fn all_in_loop(metrics: SocketAddr, count: usize) {
     let until = Instant::now() + Duration::from_secs(30);
@@ -179,9 +200,44 @@ async fn all_in_loop(metrics: SocketAddr, count: usize) {
     }
 }
 
+/// Each worker's attempts as the server saw them, oldest first.
+fn by_worker(log: &Log) -> HashMap<String, Vec<Seen>> {
+    let mut map: HashMap<String, Vec<Seen>> = HashMap::new();
+    for (key, seen) in log.lock().unwrap().iter() {
+        map.entry(key.clone()).or_default().push(*seen);
+    }
+    map
+}
+
 /// `a - b`, seconds, negative when `a` is earlier.
 fn secs(a: Instant, b: Instant) -> f64 {
     a.saturating_duration_since(b).as_secs_f64() - b.saturating_duration_since(a).as_secs_f64()
+}
+
+/// Of one worker's attempts, the last the server saw by `t1` and the first after it.
+fn around(attempts: &[Seen], t1: Instant) -> (Seen, Option<Seen>) {
+    let last = *attempts
+        .iter()
+        .rfind(|a| a.at <= t1)
+        .expect("every worker has tried");
+    (last, attempts.iter().find(|a| a.at > t1).copied())
+}
+
+/// A waiting client's least and most time left at a scrape taken between `t0` and `t1`,
+/// if the wire shows it was waiting then. It was free to wait no sooner than `free` (the
+/// server saw its last attempt, or the deadline it gave up at) and due a `delay` later,
+/// so it had not sent again by `t1` if that is later; it sends `next` once due, so it was
+/// waiting by `t0` if `next` came at most a delay after `t0`.
+fn waiting_left(
+    free: Instant,
+    next: Option<Seen>,
+    delay: f64,
+    t0: Instant,
+    t1: Instant,
+) -> Option<(f64, f64)> {
+    let next = next?;
+    let soonest = secs(free, t1) + delay;
+    (soonest > 0.0 && secs(next.at, t0) <= delay).then(|| (soonest, secs(next.at, t0)))
 }
 
 /// The rehearsal's reading of the workers' real page: both ladders, every edge, and the
@@ -208,7 +264,7 @@ async fn rehearsal_reads_the_page(metrics: SocketAddr, count: usize) {
 }
 
 /// A service that refuses at once: every client in the loop is waiting out its 2 s delay,
-/// due within it, each as long after the scrape as its last refusal plus the delay says.
+/// due within it, each when its last refusal and its next attempt say.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_waiting_out_a_fixed_delay_are_due_as_their_last_refusal_says() {
     const COUNT: usize = 30;
@@ -217,31 +273,24 @@ async fn workers_waiting_out_a_fixed_delay_are_due_as_their_last_refusal_says() 
     let (metrics, _workers) = workers(target, COUNT, "1s", "2s").await;
     all_in_loop(metrics, COUNT).await;
     rehearsal_reads_the_page(metrics, COUNT).await;
+    let mut known = 0;
     for _ in 0..3 {
         let (t0, page, t1) = scrape_between(metrics).await;
-        let (mut known, mut unknown) = (Vec::new(), 0);
+        // Every client waiting at the scrape sends again within a delay.
+        tokio::time::sleep(Duration::from_secs_f64(DELAY_S + 0.5)).await;
         let workers = by_worker(&log);
         assert_eq!(workers.len(), COUNT, "one key per worker");
+        let (mut waiting, mut unknown) = (Vec::new(), 0);
         for attempts in workers.values() {
-            let seen: Vec<Instant> = attempts
-                .iter()
-                .map(|(_, at)| *at)
-                .filter(|at| *at <= t1)
-                .collect();
-            let last = *seen.last().expect("every worker has tried");
-            // Refused at `last`, told within the slack, due a delay after that; unknown
-            // while it may still be hearing the refusal or may have sent again.
-            if secs(t0, last) < SLACK_S || secs(t1, last) >= DELAY_S {
-                unknown += 1;
-                continue;
+            let (last, next) = around(attempts, t1);
+            match waiting_left(last.at, next, DELAY_S, t0, t1) {
+                Some(left) => waiting.push(left),
+                None => unknown += 1,
             }
-            let lo = (secs(last, t1) + DELAY_S).max(0.0);
-            let hi = (secs(last, t0) + SLACK_S + DELAY_S).max(0.0);
-            known.push((lo, hi));
         }
         let (next, next_total) = ladder(&page, NEXT);
         let (_, left_total) = ladder(&page, LEFT);
-        check_rungs(NEXT, &next, &known, unknown);
+        check_rungs(NEXT, &next, &waiting, unknown);
         assert_eq!(
             next_total + left_total,
             page.get(IN_LOOP),
@@ -262,34 +311,36 @@ async fn workers_waiting_out_a_fixed_delay_are_due_as_their_last_refusal_says() 
             at_delay, next_total,
             "no client waits longer than the delay"
         );
-        assert!(known.len() >= COUNT / 2, "too few workers known: {known:?}");
-        tokio::time::sleep(Duration::from_millis(350)).await;
+        known += waiting.len();
     }
+    assert!(
+        known >= COUNT,
+        "too few clients known waiting: {known} in 3 scrapes"
+    );
 }
 
-/// A service that never answers: every retry attempt is out with its client's timeout
-/// (1.5 s) from when it was sent left at most, each waiting one due a delay (1 s) after
-/// its attempt was given up on, and a first attempt out counts in neither
-/// ladder (its client is not in the loop yet).
+/// A service that never answers: every retry attempt out has at most its client's
+/// timeout (1.5 s) left and is given up on at the deadline it carries; each waiting
+/// client is due a delay (1 s) after that deadline; a poll's first attempt out counts in
+/// neither ladder (its client is not in the loop yet).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_with_attempts_out_give_up_as_their_timeout_says() {
     const COUNT: usize = 20;
     const TIMEOUT_S: f64 = 1.5;
     const DELAY_S: f64 = 1.0;
     let (target, log) = server(Answer::Hang).await;
+    let spawned = Instant::now();
     let (metrics, _workers) = workers(target, COUNT, "1500ms", "1s").await;
 
-    // First attempts out, nobody in the loop: both ladders empty.
+    // First attempts out and none sent after the spawn has timed out yet: nobody in the
+    // loop, both ladders empty.
     let until = Instant::now() + Duration::from_secs(20);
-    let first = loop {
-        if let Some((_, _, at)) = log.lock().unwrap().first() {
-            break *at;
-        }
+    while log.lock().unwrap().is_empty() {
         assert!(Instant::now() < until, "no attempt reached the server");
         tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    }
     let (_, page, t1) = scrape_between(metrics).await;
-    if secs(t1, first) < TIMEOUT_S - SLACK_S {
+    if secs(t1, spawned) < TIMEOUT_S {
         assert_eq!(page.get(IN_LOOP), 0.0);
         assert_eq!(
             ladder(&page, LEFT).1,
@@ -301,24 +352,21 @@ async fn workers_with_attempts_out_give_up_as_their_timeout_says() {
 
     all_in_loop(metrics, COUNT).await;
     let (mut known_out, mut known_waiting) = (0, 0);
-    for _ in 0..5 {
+    for _ in 0..4 {
         let (t0, page, t1) = scrape_between(metrics).await;
+        tokio::time::sleep(Duration::from_secs_f64(DELAY_S + 0.5)).await;
         let (mut out, mut waiting, mut unknown) = (Vec::new(), Vec::new(), 0);
         for attempts in by_worker(&log).values() {
-            let &(n, last) = attempts.iter().rfind(|(_, at)| *at <= t1).expect("tried");
-            let since = secs(t0, last);
-            if n >= 2 && (0.0..TIMEOUT_S - SLACK_S).contains(&since) {
-                // Sent within the slack before it arrived, given up on a timeout after.
-                out.push((
-                    (secs(last, t1) - SLACK_S + TIMEOUT_S).max(0.0),
-                    secs(last, t0) + TIMEOUT_S,
-                ));
-            } else if since > TIMEOUT_S + SLACK_S && secs(t1, last) < TIMEOUT_S + DELAY_S - SLACK_S
-            {
-                // Given up on (within the slack of its deadline), waiting out the delay.
-                let lo = (secs(last, t1) - SLACK_S + TIMEOUT_S + DELAY_S).max(0.0);
-                let hi = (secs(last, t0) + TIMEOUT_S + SLACK_S + DELAY_S).max(0.0);
-                waiting.push((lo, hi));
+            let (last, next) = around(attempts, t1);
+            if last.n >= 2 && last.at <= t0 && last.deadline > t1 {
+                // A retry sent before the scrape, not given up on before its deadline.
+                let left = (
+                    secs(last.deadline, t1),
+                    secs(last.deadline, t0) + DEADLINE_MS_S,
+                );
+                out.push(left);
+            } else if let Some(left) = waiting_left(last.deadline, next, DELAY_S, t0, t1) {
+                waiting.push(left);
             } else {
                 unknown += 1;
             }
@@ -344,9 +392,8 @@ async fn workers_with_attempts_out_give_up_as_their_timeout_says() {
             "no attempt has more than the timeout left"
         );
         (known_out, known_waiting) = (known_out + out.len(), known_waiting + waiting.len());
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    // Over 2.5 s of 2.5 s cycles (1.5 s out, 1 s waiting) most clients were told apart.
+    // Four scrapes of 2.5 s cycles (1.5 s out, 1 s waiting): most clients told apart.
     assert!(
         known_out >= COUNT,
         "too few attempts known out: {known_out}"

@@ -3,23 +3,19 @@
 //! note saying which run set it, until when, and who must act if that run is gone.
 
 use super::checks::{run_check, AfterChange};
+use super::limit::{describe_limit, limit_note, set_change, set_limit, DEFAULT_LIMIT_DEADLINE};
 use super::readmit::{drained_alone, ramp_ceiling, ramp_params, readmission_change};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
-use crate::engine::journal::{unknown, ActionRecord, Event};
+use crate::engine::journal::Event;
 use crate::engine::progress::{ProgressEvent, Readings};
 use crate::engine::ramp::{next_move, settle_advice, RampDecision, RampMove, RampState, Seen};
 use crate::engine::restart::start_rate;
-use crate::gate::limit::{Limit, LimitChange};
+use crate::gate::limit::Limit;
 use crate::metrics::signal::{names, Snapshot};
-use crate::platform::Known;
 use crate::runbook::action::{Action, DrainKeep, GateLimit, GateRamp, RateSetting};
 use crate::util::duration::format as dur;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-
-/// How long a limit the engine sets may stand unattended when its step names no deadline:
-/// the note on the limit asks for a review by then.
-pub const DEFAULT_LIMIT_DEADLINE: Duration = Duration::from_secs(30 * 60);
 
 /// A dry run lists at most this many ramp rates before the last.
 const DESCRIBED_RAMP_RATES: usize = 20;
@@ -325,98 +321,8 @@ async fn hold_watching(ctx: &Ctx, step: &str, hold: Duration) {
     }
 }
 
-/// The note every limit the engine sets carries: who set it, until when, who must act.
-pub(super) fn limit_note(ctx: &Ctx, step: &str, note: Option<&str>, deadline: Duration) -> String {
-    let until = humantime::format_rfc3339_seconds(SystemTime::now() + deadline);
-    let owner = ctx
-        .rb
-        .owner
-        .as_deref()
-        .unwrap_or("the owner of the target service");
-    format!(
-        "set by recover run {} (runbook {}, step {step}){}; review by {until}: if that run is no longer active (recover history), {owner} must check the service and lift or adjust this limit (recover gate limit)",
-        ctx.run_id,
-        ctx.rb.name,
-        note.map(|n| format!(": {n}")).unwrap_or_default()
-    )
-}
-
-/// Set the gate's limit, journalling the limit before and after. A limit the gate would
-/// refuse is not sent: the step fails naming the field.
-pub(super) async fn set_limit(ctx: &Ctx, step: &str, limit: Limit) -> Result<(), StepFailure> {
-    set_change(ctx, step, LimitChange::carried(limit)).await
-}
-
-/// [`set_limit`] for a change that may ask the gate to fill the new limit's bucket.
-pub(super) async fn set_change(
-    ctx: &Ctx,
-    step: &str,
-    change: LimitChange,
-) -> Result<(), StepFailure> {
-    let limit = &change.limit;
-    crate::gate::validate::check(limit).map_err(|e| StepFailure::PlatformAt {
-        what: "setting the gate limit".into(),
-        source: crate::platform::PlatformError::Other(format!(
-            "the gate cannot enforce this limit, so it was not sent: {e}"
-        )),
-    })?;
-    let gate = ctx.platform.gate();
-    let read = |l: Result<Limit, crate::platform::PlatformError>| match l {
-        Ok(l) => Known::Value(l),
-        Err(e) => unknown(format!("the gate did not say: {e}")),
-    };
-    let before = read(gate.get_limit().await);
-    ctx.saw_limit_before(&before);
-    ctx.started(
-        step,
-        ActionRecord::SetLimit {
-            before: before.clone(),
-            new: change.clone(),
-            after: None,
-        },
-    )?;
-    gate.change_limit(&change)
-        .await
-        .map_err(|source| StepFailure::PlatformAt {
-            what: "setting the gate limit".into(),
-            source,
-        })?;
-    ctx.emit(ProgressEvent::LimitSet {
-        step: step.to_string(),
-        rate_per_s: limit.rate_per_s,
-        shadow: limit.shadow,
-    });
-    let after = read(gate.get_limit().await);
-    ctx.finished(
-        step,
-        ActionRecord::SetLimit {
-            before,
-            new: change,
-            after: Some(after),
-        },
-    )
-}
-
 fn burst_for(rate: f64, burst: Option<u32>) -> u32 {
     burst.unwrap_or_else(|| crate::gate::limit::default_burst(rate))
-}
-
-pub fn describe_limit(l: &Limit) -> String {
-    match l.rate_per_s {
-        None => "unlimited".into(),
-        Some(r) => format!(
-            "{r:.1} req/s (burst {}{}){}",
-            l.burst,
-            l.max_in_flight
-                .map(|m| format!(", max in flight {m}"))
-                .unwrap_or_default(),
-            if l.shadow {
-                " in shadow: counted, nothing refused"
-            } else {
-                ""
-            }
-        ),
-    }
 }
 
 /// Whether a drain in the runbook keeps the answerable requests.

@@ -5,7 +5,7 @@
 //! stands. Either way [`gate_left`] says what the gate is left at and the exact command
 //! that changes it.
 
-use super::gate::{describe_limit, set_limit};
+use super::limit::{describe_limit, set_limit};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::report::{GateLeft, Outcome};
 use crate::gate::limit::Limit;

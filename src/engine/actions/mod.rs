@@ -17,6 +17,7 @@ mod gate;
 mod handback;
 #[cfg(test)]
 mod journal_tests;
+mod limit;
 mod notify;
 mod outcome;
 mod readmit;
@@ -27,8 +28,8 @@ mod test_target;
 mod warm_readmit_tests;
 
 pub use ctx::Ctx;
-pub use gate::{describe_limit, DEFAULT_LIMIT_DEADLINE};
 pub use handback::{decide_left, gate_left, GateMemory};
+pub use limit::{describe_limit, DEFAULT_LIMIT_DEADLINE};
 pub use outcome::{StepDone, StepError, StepFailure, Tally};
 
 use super::vars::Fixed;

@@ -2,7 +2,7 @@
 //! earlier after a drain alone (`engine::warm_readmit`): one construction for both, so the
 //! limit opened while the caches warm is the one the ramp would have set at that warmth.
 
-use super::gate::{limit_note, set_change, DEFAULT_LIMIT_DEADLINE};
+use super::limit::{limit_note, set_change, DEFAULT_LIMIT_DEADLINE};
 use super::{Ctx, StepFailure, Tally};
 use crate::engine::ramp::RampParams;
 use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};

@@ -5,7 +5,7 @@
 
 use super::test_target::{ctx_with, fixed, Heard, Recording};
 use super::{perform, Tally};
-use crate::engine::journal::Journal;
+use crate::engine::journal::{ActionRecord, Entry, Event, Journal};
 use crate::metrics::signal::{names, Reading, SignalSpec, Snapshot};
 use crate::metrics::source::{MetricError, MetricSource};
 use std::collections::BTreeMap;
@@ -77,8 +77,16 @@ async fn run_until_readmit() -> (Vec<String>, Vec<serde_json::Value>, Vec<String
     let text = std::fs::read_to_string(dir.path().join("run-warm.jsonl")).unwrap();
     let warm_limits = text
         .lines()
+        .filter(|l| {
+            let entry: Entry = serde_json::from_str(l).unwrap();
+            matches!(
+                entry.event,
+                Event::ActionStarted { step, action: ActionRecord::SetLimit { .. } }
+                | Event::ActionFinished { step, action: ActionRecord::SetLimit { .. } }
+                    if step == "warm-caches"
+            )
+        })
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|e| e["step"] == "warm-caches" && e["action"] == "gate.set_limit")
         .collect();
     let c = changes.lock().unwrap().clone();
     let heard = heard.0.lock().unwrap().clone();

@@ -3,7 +3,9 @@
 //! `gate.ramp` does: start where [`crate::engine::restart::start_rate`] says (what a
 //! drained service answers, after a drain alone), with the burst
 //! [`crate::engine::restart::wave_burst`] gives and a full bucket at that first limit where
-//! [`crate::engine::restart::fill_reason`] allows one; hold each rate for the step's hold, then measure on the check's interval
+//! [`crate::engine::restart::fill_reason`] allows one (set while the caches warm, after a
+//! drain alone, where the runbook's warm step opens it: [`Procedure::open_while_warming`]);
+//! hold each rate for the step's hold, then measure on the check's interval
 //! until its consecutive passes ([`crate::engine::check::record`], only passes counting
 //! while the readmission settles), and decide with the engine's own
 //! [`crate::engine::ramp::next_move`] from the rejected rate over the signal's window cut at
