@@ -286,7 +286,7 @@ fn the_gate_stands_at_the_admit_rate_as_long_as_the_runs_did() {
         demand: None,
     };
     let plan = crate::plan::make_plan(&inputs, &rb.plan);
-    let step = |name: &str, start_s, end_s| super::super::report::StepRecord {
+    let step = |name: &str, start_s, end_s| crate::rehearse::report::StepRecord {
         name: name.into(),
         start_s,
         end_s,

@@ -99,6 +99,18 @@ async fn until(addr: SocketAddr, name: &str, want: f64) {
     }
 }
 
+/// The service's drain asked directly, with `query` (`""`, `"?keep=..."`): status and body.
+async fn drain(addr: SocketAddr, query: &str) -> (u16, String) {
+    http(
+        "POST",
+        &format!("http://{addr}/admin/drain{query}"),
+        None,
+        "{}",
+    )
+    .await
+    .expect("an answer")
+}
+
 fn platform(dir: &std::path::Path, service: SocketAddr) -> LocalPlatform {
     let text = format!(
         "name: keep\nreplicas:\n  - name: replica-0\n    command: [\"true\"]\n    admin_url: http://{service}\n    metrics_url: http://{service}/metrics\n    readiness_url: http://{service}/readyz\ngate:\n  admin_url: http://127.0.0.1:1\n  token_file: gate.token\n"
@@ -146,14 +158,7 @@ async fn a_drain_keeps_the_youngest_requests_it_answers_in_time_and_drops_the_re
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // A keep it does not know drops nothing.
-    let (status, body) = http(
-        "POST",
-        &format!("http://{addr}/admin/drain?keep=bogus"),
-        None,
-        "{}",
-    )
-    .await
-    .expect("an answer");
+    let (status, body) = drain(addr, "?keep=bogus").await;
     assert_eq!(status, 400, "{body}");
     assert!(
         body.contains("keep") && body.contains("answerable") && body.contains("none"),
@@ -224,14 +229,7 @@ async fn a_kept_request_whose_client_left_is_counted_late_when_served() {
     until(addr, "in_flight", 1.0).await;
     let kept = ask(addr, Some(SystemTime::now() + Duration::from_secs(30))).await;
     until(addr, "queue_depth", 1.0).await;
-    let (status, body) = http(
-        "POST",
-        &format!("http://{addr}/admin/drain?keep=answerable"),
-        None,
-        "{}",
-    )
-    .await
-    .expect("an answer");
+    let (status, body) = drain(addr, "?keep=answerable").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         serde_json::from_str::<serde_json::Value>(&body).unwrap(),
@@ -258,14 +256,7 @@ async fn a_drain_without_keep_or_with_keep_none_drops_everything_as_before() {
             waiting.push(ask(addr, Some(far)).await);
             until(addr, "queue_depth", depth as f64).await;
         }
-        let (status, body) = http(
-            "POST",
-            &format!("http://{addr}/admin/drain{query}"),
-            None,
-            "{}",
-        )
-        .await
-        .expect("an answer");
+        let (status, body) = drain(addr, query).await;
         assert_eq!(status, 200, "{body}");
         // Every one of them, answerable or not; the reply as it always was, no `kept`.
         assert_eq!(

@@ -3,7 +3,7 @@
 
 use super::drain::{self, DrainQuery};
 use super::metrics::{KindLabel, ServiceMetrics};
-use super::queue::{Answerable, CostModel, FifoQueue, Job, Moment, Reply};
+use super::queue::{Answerable, CostModel, FifoQueue, Job, Moment, Overrun, Reply};
 use super::{ServiceConfig, ServiceError};
 use crate::platform::admin::{DrainKeep, DrainReply, WarmReply};
 use axum::extract::rejection::QueryRejection;
@@ -28,6 +28,8 @@ struct Inner {
     /// Per member of the worker pool, when the job it works on is done (its start plus
     /// its cost); `None` while it waits for work.
     busy_until: Vec<Option<Instant>>,
+    /// How much longer than their costs the jobs held their servers.
+    overrun: Overrun,
 }
 
 struct Shared {
@@ -52,20 +54,13 @@ impl Shared {
     /// What a drain keeping the answerable requests needs, at `now`.
     fn answerable(&self, inner: &Inner, now: Moment) -> Answerable {
         let warm = self.warm_fraction(inner);
-        Answerable {
+        Answerable::at(
             now,
-            client_timeout: self.cfg.client_timeout,
-            cost: self.model.cost(warm, false, inner.slow),
-            free_in: inner
-                .busy_until
-                .iter()
-                .map(|b| {
-                    b.map_or(Duration::ZERO, |end| {
-                        end.saturating_duration_since(now.instant)
-                    })
-                })
-                .collect(),
-        }
+            self.cfg.client_timeout,
+            self.model.cost(warm, false, inner.slow),
+            inner.overrun,
+            &inner.busy_until,
+        )
     }
 
     /// Count `job` if a drain kept it and it is answered (or skipped) only now that its
@@ -122,6 +117,7 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
             warmed: false,
             slow: 1.0,
             busy_until: vec![None; cfg.concurrency],
+            overrun: Overrun::default(),
         }),
         work: Notify::new(),
         ready: AtomicBool::new(false),
@@ -231,6 +227,7 @@ async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationT
             continue;
         };
         shared.metrics.in_flight.inc();
+        let started = Instant::now();
         tokio::select! {
             _ = tokio::time::sleep(cost) => {}
             _ = shutdown.cancelled() => return,
@@ -241,6 +238,7 @@ async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationT
             let mut inner = shared.lock();
             inner.served += 1;
             inner.busy_until[member] = None;
+            inner.overrun.record(started.elapsed(), cost);
             shared
                 .metrics
                 .warm_fraction
