@@ -3,8 +3,8 @@
 //! note saying which run set it, until when, and who must act if that run is gone.
 
 use super::checks::{run_check, AfterChange};
-use super::limit::{describe_limit, limit_note, set_change, set_limit, DEFAULT_LIMIT_DEADLINE};
-use super::readmit::{drained_alone, ramp_ceiling, ramp_params, readmission_change};
+use super::limit::{describe_limit, limit_note, set_limit, DEFAULT_LIMIT_DEADLINE};
+use super::readmit::{drained_alone, ramp_ceiling, ramp_params, say_unfilled, set_readmission};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::journal::Event;
 use crate::engine::progress::{ProgressEvent, Readings};
@@ -118,16 +118,8 @@ impl Act for GateRamp {
         }
         // Said once: only the first limit could have been filled (said by the warm step
         // when it opened the readmission).
-        if let Some(why) = drained
-            .filter(|_| opened.is_none())
-            .and_then(|d| d.kept_reason(p.headroom))
-        {
-            if self.burst.is_none() {
-                ctx.info(
-                    step,
-                    format!("the first limit's bucket is not filled: {why}"),
-                );
-            }
+        if let Some(d) = drained.filter(|_| opened.is_none()) {
+            say_unfilled(ctx, step, self, &p, d);
         }
         let mut applied: Option<f64> = None;
         let figures = |st: &RampState, lifted: bool| {
@@ -141,12 +133,7 @@ impl Act for GateRamp {
             if applied != Some(st.rate) {
                 // Only the readmission's first limit may fill its bucket.
                 let first = applied.is_none() && opened.is_none();
-                let (change, fill) =
-                    readmission_change(ctx, step, self, &p, drained, st.rate, first);
-                if let Some(why) = &fill {
-                    ctx.info(step, format!("admitting {:.1} req/s: {why}", st.rate));
-                }
-                set_change(ctx, step, change).await?;
+                set_readmission(ctx, step, self, &p, drained, st.rate, first).await?;
                 applied = Some(st.rate);
                 tally.did(format!("admit {:.1} req/s", st.rate));
             }

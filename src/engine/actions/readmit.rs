@@ -38,7 +38,7 @@ pub(super) fn ramp_params(
 /// wave-sized one after a drain alone, else the gate's default; its bucket started as
 /// [`fill_reason`] says only at the readmission's first limit (`first`) and only when the
 /// step fixes no burst. With why it fills, when it does.
-pub(super) fn readmission_change(
+fn readmission_change(
     ctx: &Ctx,
     step: &str,
     ramp: &GateRamp,
@@ -67,6 +67,35 @@ pub(super) fn readmission_change(
     };
     let (fill, why) = fill.map_or((Fill::Carried, None), |(f, w)| (f, Some(w)));
     (LimitChange { limit, fill }, why)
+}
+
+/// Set the readmission's limit at `rate` ([`readmission_change`]), saying why its bucket
+/// fills when it does.
+pub(super) async fn set_readmission(
+    ctx: &Ctx,
+    step: &str,
+    ramp: &GateRamp,
+    p: &RampParams,
+    drained: Option<Drained>,
+    rate: f64,
+    first: bool,
+) -> Result<(), StepFailure> {
+    let (change, fill) = readmission_change(ctx, step, ramp, p, drained, rate, first);
+    if let Some(why) = fill {
+        ctx.info(step, format!("admitting {rate:.1} req/s: {why}"));
+    }
+    set_change(ctx, step, change).await
+}
+
+/// Say once, at the readmission's first limit, why its bucket is not filled after a drain
+/// that kept requests (a step that fixes its burst fills nothing anyway).
+pub(super) fn say_unfilled(ctx: &Ctx, step: &str, ramp: &GateRamp, p: &RampParams, d: Drained) {
+    if let Some(why) = d.kept_reason(p.headroom).filter(|_| ramp.burst.is_none()) {
+        ctx.info(
+            step,
+            format!("the first limit's bucket is not filled: {why}"),
+        );
+    }
 }
 
 /// Before the warm call of the `cache.warm` step `step`: after a drain alone, set the gate
@@ -103,17 +132,8 @@ pub(super) async fn open_while_warming(
             d.capacity_now()
         ),
     );
-    if let Some(why) = d.kept_reason(p.headroom).filter(|_| ramp.burst.is_none()) {
-        ctx.info(
-            step,
-            format!("the first limit's bucket is not filled: {why}"),
-        );
-    }
-    let (change, fill) = readmission_change(ctx, step, ramp, &p, Some(d), rate, true);
-    if let Some(why) = fill {
-        ctx.info(step, format!("admitting {rate:.1} req/s: {why}"));
-    }
-    set_change(ctx, step, change).await?;
+    say_unfilled(ctx, step, ramp, &p, d);
+    set_readmission(ctx, step, ramp, &p, Some(d), rate, true).await?;
     ctx.note_opened(rate);
     tally.set("readmitted_at", rate);
     tally.did(format!("admit {rate:.1} req/s while warming"));
