@@ -10,13 +10,12 @@
 
 use super::bound::{ClientPhases, Ladder};
 use super::series::{RawScrape, Role};
+use crate::demo::workers::EDGE_LABEL;
 
 /// Clients waiting out a retry delay, by the time to their next attempt.
 pub const NEXT_ATTEMPT: &str = "recover_demo_workers_next_attempt_within";
 /// Clients with an attempt out, by the time left before they give up on it.
 pub const ATTEMPT_LEFT: &str = "recover_demo_workers_attempt_left_within";
-/// The label naming a rung's edge, seconds (`+Inf`: every client of the phase).
-const EDGE: &str = "le_s";
 
 /// The clients' phases at scrape `r`, summed over every clients' page by edge; `None`
 /// unless every clients' page that answered exports both ladders with their `+Inf` rung.
@@ -31,7 +30,7 @@ pub fn client_phases(r: &RawScrape) -> Option<ClientPhases> {
 /// so an edge missing from any page is left out (the bound reads the coarser ladder).
 fn ladder(r: &RawScrape, name: &str) -> Option<Ladder> {
     let pages: Vec<(Vec<(f64, f64)>, f64)> = r
-        .by_label(Role::Clients, name, EDGE)
+        .by_label(Role::Clients, name, EDGE_LABEL)
         .iter()
         .map(|page| rungs(page))
         .collect::<Option<_>>()?;

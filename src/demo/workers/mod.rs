@@ -8,6 +8,7 @@ mod phases;
 pub mod poller;
 
 pub use crate::retry::{RetryBudget, RetryPolicy};
+pub use phases::EDGE_LABEL;
 pub use poller::AttemptHeader;
 
 use super::defaults;
