@@ -152,6 +152,7 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             &warmth,
             &crit,
             retry_loop,
+            None,
         );
         // On the grid the time to recover is read on: from the scrapes the steady check
         // reads (those from the runbook's launch on).

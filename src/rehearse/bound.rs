@@ -50,6 +50,7 @@
 //!   client stood, a client waiting out its delay sends no sooner than its bucket's lower
 //!   edge. Clients whose phases are not measured may come back at once.
 
+pub use super::bound_busy::ServersBusy;
 use super::bound_retry::Release;
 pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
 use super::report::{BoundPath, LowerBound};
@@ -159,11 +160,18 @@ impl BoundSystem {
         let replicas = self.replicas.max(1) as f64;
         let warm_after = self.warm_after as f64;
         let start = s.start_warmth.clamp(0.0, 1.0) * replicas;
-        self.serve(retrying, s.serve_from_s, s.warm_done_s, steps, |n| {
-            // Warmth summed over the replicas.
-            let sum = (start + n / warm_after).min(replicas);
-            (sum < replicas).then(|| self.rate(sum, s.spread) * DT)
-        })
+        self.serve(
+            retrying,
+            s.serve_from_s,
+            s.warm_done_s,
+            steps,
+            0.0,
+            |n, _, warm| {
+                // Warmth summed over the replicas.
+                let sum = (start + n / warm_after).min(replicas);
+                (!warm && sum < replicas).then(|| self.rate(sum, s.spread) * DT)
+            },
+        )
     }
 
     /// Earliest time the backlog can have been answered with each replica's warmth known
@@ -177,9 +185,14 @@ impl BoundSystem {
         serve_from_s: f64,
         warm_done_s: Option<f64>,
     ) -> Option<f64> {
-        self.earliest_known_floored(retrying, warmth, serve_from_s, warm_done_s, &[])
+        self.earliest_known_floored(retrying, warmth, serve_from_s, warm_done_s, &[], None)
     }
 
+    /// With `busy` (no restart: the servers holding a request at the scrape), each
+    /// replica serves with the share of its servers free at each step
+    /// ([`ServersBusy::free_share`]), and each request in service counts as served when it
+    /// ends (it may be a live client's). The free times are taken a step early, so what
+    /// stepping counts late is counted early instead.
     fn earliest_known_floored(
         &self,
         retrying: f64,
@@ -187,32 +200,49 @@ impl BoundSystem {
         serve_from_s: f64,
         warm_done_s: Option<f64>,
         steps: &[Release],
+        busy: Option<&ServersBusy>,
     ) -> Option<f64> {
         if warmth.is_empty() && self.backlog(retrying) > 0.0 {
             return None;
         }
         let per = self.capacity_warm_per_s / warmth.len() as f64;
         let warm_after = self.warm_after as f64;
+        let busy = busy.map(|b| b.earlier(DT)).unwrap_or_default();
         // A replica's warmth now, from its warmth at the start and what it has served.
         let now = |w0: f64, served: f64| (w0.clamp(0.0, 1.0) + served / warm_after).min(1.0);
         let mut served = vec![0.0; warmth.len()];
-        self.serve(retrying, serve_from_s, warm_done_s, steps, |_| {
-            if warmth
-                .iter()
-                .zip(&served)
-                .all(|(&w0, &s)| now(w0, s) >= 1.0)
-            {
-                return None;
-            }
-            // Each replica's step depends on its own warmth only.
-            let mut step = 0.0;
-            for (&w0, s) in warmth.iter().zip(served.iter_mut()) {
-                let d = per / self.cold_multiplier(now(w0, *s)) * DT;
-                *s += d;
-                step += d;
-            }
-            Some(step)
-        })
+        let busy_until = busy.last_free_s();
+        // The first step also counts the requests that end at or before it starts.
+        let mut ended_to = f64::NEG_INFINITY;
+        self.serve(
+            retrying,
+            serve_from_s,
+            warm_done_s,
+            steps,
+            busy_until,
+            |_, t, warm| {
+                if !warm
+                    && warmth
+                        .iter()
+                        .zip(&served)
+                        .all(|(&w0, &s)| now(w0, s) >= 1.0)
+                    && t >= busy_until
+                {
+                    return None;
+                }
+                // Each replica's step depends on its own warmth and free servers only.
+                let mut step = 0.0;
+                for (i, (&w0, s)) in warmth.iter().zip(served.iter_mut()).enumerate() {
+                    let w = if warm { 1.0 } else { now(w0, *s) };
+                    let d = per / self.cold_multiplier(w) * busy.free_share(i, t) * DT
+                        + busy.ending(i, ended_to, t + DT);
+                    *s += d;
+                    step += d;
+                }
+                ended_to = t + DT;
+                Some(step)
+            },
+        )
     }
 
     /// The fluid loop both schedules share: from `serve_from_s`, each step of `DT` serves
@@ -231,13 +261,18 @@ impl BoundSystem {
     /// before_k)`, and no path is done before the last step that binds (`before <
     /// backlog`), nor before that step's `done_from_s`. The served count is read at the
     /// last step of `DT` not past `at_s` (a lower count, a lower bound).
+    ///
+    /// `step(served, t, warm)` gets the step's start `t` and whether the caches are warm
+    /// by then; the loop goes at warm capacity only once they are and `t` has reached
+    /// `busy_until_s` (every server free), or `step` says `None`.
     fn serve(
         &self,
         retrying: f64,
         serve_from_s: f64,
         warm_done_s: Option<f64>,
         steps: &[Release],
-        mut step: impl FnMut(f64) -> Option<f64>,
+        busy_until_s: f64,
+        mut step: impl FnMut(f64, f64, bool) -> Option<f64>,
     ) -> Option<f64> {
         let backlog = self.backlog(retrying);
         let c = self.capacity_warm_per_s;
@@ -268,7 +303,11 @@ impl BoundSystem {
                 target = target.max(raised(n, r));
             }
             let warm = warm_done_s.is_some_and(|w| t >= w) || self.warm_after == 0;
-            let Some(d) = (if warm { None } else { step(n) }) else {
+            let Some(d) = (if warm && t >= busy_until_s {
+                None
+            } else {
+                step(n, t, warm)
+            }) else {
                 // Warm capacity from here: the served count at each step is known exactly,
                 // and the target, above it, is reached after the last.
                 for r in pending {
@@ -289,6 +328,12 @@ impl BoundSystem {
 
     /// Every path with its best time; the lower bound is the least of them.
     pub fn paths(&self, start: BoundStart) -> Vec<BoundPath> {
+        self.paths_busy(start, None)
+    }
+
+    /// [`BoundSystem::paths`], the path without a restart serving with the servers
+    /// `busy` held at the scrape only once their requests end (a restart frees them).
+    pub fn paths_busy(&self, start: BoundStart, busy: Option<&ServersBusy>) -> Vec<BoundPath> {
         let r = start.restart_s.unwrap_or(0.0).max(0.0);
         let w = self.warm_s.max(0.0);
         let warm_now = start.warm_fraction.unwrap_or(1.0).clamp(0.0, 1.0);
@@ -346,7 +391,14 @@ impl BoundSystem {
                     "drain (the overload lives in the queue), readmit at once at each replica's warmth ({}) while the caches warm ({w:.2} s)",
                     each.join(", ")
                 ),
-                time_s: self.earliest_known_floored(start.retrying, ws, 0.0, Some(w), &steps),
+                time_s: self.earliest_known_floored(
+                    start.retrying,
+                    ws,
+                    0.0,
+                    Some(w),
+                    &steps,
+                    busy,
+                ),
             });
         } else if self.drain_clears_overload {
             out.push(BoundPath {
@@ -384,7 +436,8 @@ pub fn least(paths: &[BoundPath]) -> Option<(&BoundPath, f64)> {
 /// counts from that scrape, as if the procedure could act from it, and its time is then
 /// read from the runbook's start (less `scraped_before_s`, never under 0). Counting from
 /// the runbook's start with the scraped count would owe clients already answered, and
-/// could come out above a measured time.
+/// could come out above a measured time. `busy`: the replicas' servers holding a request
+/// at that scrape, their free times from it ([`ServersBusy`]); None where not measured.
 pub fn true_lower_bound(
     sc: &Scenario,
     retrying: f64,
@@ -393,6 +446,7 @@ pub fn true_lower_bound(
     warmth: &[f64],
     crit: &SteadyCriteria,
     retry_loop: Option<RetryLoop>,
+    busy: Option<&ServersBusy>,
 ) -> Option<LowerBound> {
     let lag = scraped_before_s.max(0.0);
     // The loop's split counts from the same scrape (its delay from its own scrape).
@@ -416,13 +470,16 @@ pub fn true_lower_bound(
         retrying_allowed: crit.retrying_fraction_max,
         drain_clears_overload: true,
     };
-    let mut paths = sys.paths(BoundStart {
-        retrying,
-        restart_s: start_to_ready_s,
-        warm_fraction,
-        warm_per_replica: Some(warmth.to_vec()),
-        retry_loop,
-    });
+    let mut paths = sys.paths_busy(
+        BoundStart {
+            retrying,
+            restart_s: start_to_ready_s,
+            warm_fraction,
+            warm_per_replica: Some(warmth.to_vec()),
+            retry_loop,
+        },
+        busy,
+    );
     for p in &mut paths {
         p.time_s = p.time_s.map(|t| (t - lag).max(0.0));
     }

@@ -20,6 +20,7 @@ fn default_bound() -> LowerBound {
         &[1.0],
         &SteadyCriteria::default(),
         None,
+        None,
     )
     .unwrap()
 }

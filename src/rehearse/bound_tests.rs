@@ -34,7 +34,9 @@ impl Service {
 /// One procedure: restart (taking `restart_s`) or not (replicas at `warmth`), start serving
 /// `serve_delay_s` after ready, call warm `warm_call_after_s` after ready (or never), send
 /// each request to a replica by `pick` (free servers chosen at random when `spread`, else
-/// all to replica 0 while it has a free server).
+/// all to replica 0 while it has a free server). `busy`: server `i` of replica `r`
+/// (`busy[r x concurrency + i]`, wrapping) holds a request at the start until then (0 or
+/// less: idle), answered to a live client when it ends; a restart drops them.
 #[derive(Debug, Clone)]
 struct Procedure {
     restart_s: Option<f64>,
@@ -43,6 +45,33 @@ struct Procedure {
     warm_call_after_s: Option<f64>,
     spread: bool,
     seed: u64,
+    busy: Vec<f64>,
+}
+
+impl Procedure {
+    /// The servers busy at the start, as the bound reads them: per replica, each busy
+    /// server's free time.
+    fn busy_servers(&self, svc: &Service) -> ServersBusy {
+        let c = svc.concurrency as usize;
+        ServersBusy {
+            servers: svc.concurrency,
+            free_at: (0..svc.replicas as usize)
+                .map(|r| {
+                    (0..c)
+                        .map(|i| self.busy_at(r * c + i))
+                        .filter(|&b| b > 0.0)
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    fn busy_at(&self, server: usize) -> f64 {
+        if self.busy.is_empty() {
+            return 0.0;
+        }
+        self.busy[server % self.busy.len()]
+    }
 }
 
 /// When the last of `backlog` requests completes under `p`.
@@ -60,11 +89,17 @@ fn simulate(svc: &Service, backlog: usize, p: &Procedure) -> f64 {
             }
         })
         .collect();
-    // Each server: (replica, free from); completions pending: (time, replica).
-    let mut servers: Vec<(usize, f64)> = (0..r)
-        .flat_map(|i| (0..svc.concurrency).map(move |_| (i, start)))
+    // Each server: (replica, free from); completions pending: (time, replica). Without a
+    // restart a server holding a request is free only once it ends, and its answer counts.
+    let c = svc.concurrency as usize;
+    let held = |k: usize| Some(p.busy_at(k)).filter(|&b| b > 0.0 && p.restart_s.is_none());
+    let mut servers: Vec<(usize, f64)> = (0..r * c)
+        .map(|k| (k / c, held(k).map_or(start, |b| b.max(start))))
         .collect();
-    let mut pending: Vec<(f64, usize)> = Vec::new();
+    let mut pending: Vec<(f64, usize)> = (0..r * c)
+        .filter_map(|k| held(k).map(|b| (b, k / c)))
+        .collect();
+    let mut ends: Vec<f64> = pending.iter().map(|e| e.0).collect();
     let mut done = vec![0u64; r];
     let mut rng = p.seed | 1;
     let mut next = || {
@@ -103,9 +138,14 @@ fn simulate(svc: &Service, backlog: usize, p: &Procedure) -> f64 {
         let end = t + cost;
         servers[pick].1 = end;
         pending.push((end, rep));
+        ends.push(end);
         last = last.max(end);
     }
-    last
+    // The backlog is answered at its last answer: in-service ones may come first.
+    ends.sort_by(f64::total_cmp);
+    ends.get(backlog.saturating_sub(1))
+        .copied()
+        .map_or(last, |e| e.max(start.min(e)))
 }
 
 fn service() -> impl Strategy<Value = Service> {
@@ -137,15 +177,17 @@ fn procedure() -> impl Strategy<Value = Procedure> {
         proptest::option::of(0.0f64..2.0),
         any::<bool>(),
         any::<u64>(),
+        proptest::collection::vec(-0.5f64..1.0, 0..24),
     )
         .prop_map(
-            |(restart_s, warmth, serve_delay_s, warm_call_after_s, spread, seed)| Procedure {
+            |(restart_s, warmth, serve_delay_s, warm_call_after_s, spread, seed, busy)| Procedure {
                 restart_s,
                 warmth,
                 serve_delay_s,
                 warm_call_after_s,
                 spread,
                 seed,
+                busy,
             },
         )
 }
@@ -179,7 +221,9 @@ proptest! {
                 warm_per_replica,
                 retry_loop: None,
             };
-            let paths = sys.paths(start);
+            // Where the servers it held are measured, the path without a restart serves
+            // with them only once their requests end.
+            let paths = sys.paths_busy(start, Some(&p.busy_servers(&svc)));
             let (best, bound) = least(&paths).expect("a bound");
             prop_assert!(
                 bound <= measured + 1e-9,
@@ -252,6 +296,7 @@ fn warming_first_beats_the_cold_only_formula_but_not_the_bound() {
         warm_call_after_s: Some(0.0),
         spread: true,
         seed: 7,
+        busy: vec![],
     };
     let measured = simulate(&svc, 160, &p);
     let old = 0.1 + 160.0 / (100.0 / 4.0 - 0.0);
@@ -293,6 +338,7 @@ fn a_warm_and_a_cold_replica_do_not_beat_the_bound_from_their_mean() {
         warm_call_after_s: None,
         spread: false,
         seed: 1,
+        busy: vec![],
     };
     let measured = simulate(&svc, 200, &p);
     assert!((measured - 1.6).abs() < 0.05, "{measured}");
@@ -377,7 +423,7 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
 fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let lb = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[0.6], &crit, None).unwrap();
+    let lb = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[0.6], &crit, None, None).unwrap();
     let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
@@ -400,7 +446,7 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
     assert!(msg.contains("bug in the bound or the clock"), "{msg}");
     // Unmeasured restart and warmth: the favourable values (0 s, warm).
-    let open = true_lower_bound(&sc, 160.0, 0.0, None, &[], &crit, None).unwrap();
+    let open = true_lower_bound(&sc, 160.0, 0.0, None, &[], &crit, None, None).unwrap();
     assert!(open.lower_bound_s <= lb.lower_bound_s);
     assert!(open.restart_from.starts_with("unknown"));
 }
@@ -413,8 +459,9 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
 fn clients_answered_between_the_scrape_and_the_runbook_do_not_raise_the_bound() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let at_start = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[1.0], &crit, None).unwrap();
-    let lagged = true_lower_bound(&sc, 160.0, 0.3, Some(0.08), &[1.0], &crit, None).unwrap();
+    let at_start =
+        true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[1.0], &crit, None, None).unwrap();
+    let lagged = true_lower_bound(&sc, 160.0, 0.3, Some(0.08), &[1.0], &crit, None, None).unwrap();
     assert_eq!(lagged.scraped_before_s, 0.3);
     assert!(
         (lagged.fluid_s - (at_start.fluid_s - 0.3)).abs() < 1e-9,
@@ -430,4 +477,52 @@ fn clients_answered_between_the_scrape_and_the_runbook_do_not_raise_the_bound() 
         let (a, b) = (a.time_s.unwrap(), b.time_s.unwrap());
         assert!((b - (a - 0.3).max(0.0)).abs() < 1e-9, "{a} {b}");
     }
+}
+
+/// Seed 7's grid-5 as measured: one replica, 9 servers at 40 ms, every server busy for
+/// 0.1-0.25 s with a request that started at the overloaded cost, 160 clients to answer,
+/// warm. Taking every server free at the scrape put the no-restart path at 0.64 s; it
+/// cannot answer before the servers are free, and a procedure that restarts nothing
+/// (the model, its in-service requests live) comes in at or above the new bound.
+#[test]
+fn servers_busy_at_the_scrape_delay_the_path_without_a_restart() {
+    let svc = Service {
+        replicas: 1,
+        concurrency: 9,
+        service_time_s: 0.04,
+        cold_factor: 3.76,
+        warm_after: 300,
+        warm_s: 0.5,
+    };
+    let busy: Vec<f64> = (0..9).map(|i| 0.1 + 0.15 * f64::from(i) / 8.0).collect();
+    let p = Procedure {
+        restart_s: None,
+        warmth: vec![1.0],
+        serve_delay_s: 0.0,
+        warm_call_after_s: None,
+        spread: false,
+        seed: 3,
+        busy: busy.clone(),
+    };
+    let sys = svc.bound_system(160, 0.0, true);
+    let start = || BoundStart {
+        retrying: 160.0,
+        restart_s: Some(0.004),
+        warm_fraction: Some(1.0),
+        warm_per_replica: Some(vec![1.0]),
+        retry_loop: None,
+    };
+    let no_restart = |paths: Vec<BoundPath>| {
+        paths
+            .into_iter()
+            .find(|p| p.name == "drain_no_restart")
+            .and_then(|p| p.time_s)
+            .unwrap()
+    };
+    let free = no_restart(sys.paths(start()));
+    let held = no_restart(sys.paths_busy(start(), Some(&p.busy_servers(&svc))));
+    let measured = simulate(&svc, 160, &p);
+    assert!((free - 0.711).abs() < 0.01, "{free}");
+    assert!(held > free + 0.1, "{held} vs {free}");
+    assert!(held <= measured + 1e-9, "{held} vs {measured}");
 }

@@ -13,6 +13,7 @@
 pub mod assemble;
 pub mod baselines;
 pub mod bound;
+mod bound_busy;
 pub mod bound_grid;
 mod bound_retry;
 pub mod client_phases;

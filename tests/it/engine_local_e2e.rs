@@ -91,7 +91,7 @@ fn e2e_dry_run_changes_nothing() {
         assert!(stdout.contains("would: batch 1: restart svc-0"), "{stdout}");
         assert!(stdout.contains("would: batch 2: restart svc-1"), "{stdout}");
         assert!(
-            stdout.contains("would: POST /admin/drain on svc-0, svc-1"),
+            stdout.contains("would: POST /admin/drain on svc-0, svc-1 at once"),
             "{stdout}"
         );
         // Nothing changed: same gate limit and version, same processes, nothing drained,

@@ -18,20 +18,29 @@ impl Act for BacklogDrain {
             ..Drains::default()
         };
         drains.tally(tally);
-        for r in ctx.platform.replicas().await? {
-            let replica = r.id;
+        // Every replica at once: the gate is blocked until the readmission, and each
+        // replica the drain reaches later has turned more of its live requests into
+        // clients that come back a retry delay later, while the block turns away more.
+        let replicas = ctx.platform.replicas().await?;
+        for r in &replicas {
             ctx.started(
                 step,
                 ActionRecord::Drain {
-                    replica: replica.clone(),
+                    replica: r.id.clone(),
                     drained: None,
                     kept: None,
                 },
             )?;
-            let reply = ctx
-                .platform
-                .admin(&replica, AdminOp::Drain(self.keep))
-                .await;
+        }
+        let replies = futures::future::join_all(
+            replicas
+                .iter()
+                .map(|r| ctx.platform.admin(&r.id, AdminOp::Drain(self.keep))),
+        )
+        .await;
+        let mut failed = None;
+        for (r, reply) in replicas.iter().zip(replies) {
+            let replica = &r.id;
             let counts = match &reply {
                 Ok(AdminReply::Drained(d)) => d.clone(),
                 Ok(other) => DrainCounts::unread(
@@ -40,10 +49,10 @@ impl Act for BacklogDrain {
                 ),
                 Err(e) => DrainCounts::unread(self.keep, format!("the call failed: {e}")),
             };
-            drains.add(&replica, &counts);
+            drains.add(replica, &counts);
             drains.tally(tally);
             if matches!(reply, Ok(AdminReply::Drained(_))) {
-                ctx.note_drained(&replica, counts.kept.clone());
+                ctx.note_drained(replica, counts.kept.clone());
             }
             ctx.finished(
                 step,
@@ -53,8 +62,15 @@ impl Act for BacklogDrain {
                     kept: (self.keep != DrainKeep::None).then(|| counts.kept.clone()),
                 },
             )?;
-            reply?;
-            ctx.info(step, drained_line(&replica, self.keep, &counts));
+            match reply {
+                Ok(_) => ctx.info(step, drained_line(replica, self.keep, &counts)),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e.into());
         }
         tally.say(drains.said());
         Ok(())
@@ -63,9 +79,9 @@ impl Act for BacklogDrain {
     fn describe(&self, p: &Preview) -> Vec<String> {
         let on = p.replicas.join(", ");
         vec![match self.keep {
-            DrainKeep::None => format!("POST /admin/drain on {on} (drops their queued requests)"),
+            DrainKeep::None => format!("POST /admin/drain on {on} at once (drops their queued requests)"),
             DrainKeep::Answerable => format!(
-                "POST {} on {on} (drops their queued requests but the youngest each answers before its clients' deadlines; a service that does not say how many it kept leaves the readmission's first bucket empty)",
+                "POST {} on {on} at once (drops their queued requests but the youngest each answers before its clients' deadlines; a service that does not say how many it kept leaves the readmission's first bucket empty)",
                 AdminOp::Drain(self.keep).path()
             ),
         }]

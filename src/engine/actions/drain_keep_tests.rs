@@ -39,7 +39,7 @@ fn the_shipped_runbook_keeps_the_answerable_and_the_dry_run_says_so() {
     let replicas = ["replica-0".to_string(), "replica-1".to_string()];
     let said = super::describe(drain, &fixed(&rb), &replicas, &rb).join(" ");
     assert!(
-        said.contains("POST /admin/drain?keep=answerable on replica-0, replica-1")
+        said.contains("POST /admin/drain?keep=answerable on replica-0, replica-1 at once")
             && said.contains("but the youngest each answers before its clients' deadlines"),
         "{said}"
     );
@@ -58,7 +58,7 @@ fn the_shipped_runbook_keeps_the_answerable_and_the_dry_run_says_so() {
     let said = super::describe(&none, &fixed(&rb), &replicas, &rb).join(" ");
     assert_eq!(
         said,
-        "POST /admin/drain on replica-0, replica-1 (drops their queued requests)"
+        "POST /admin/drain on replica-0, replica-1 at once (drops their queued requests)"
     );
 }
 
