@@ -301,6 +301,11 @@ pub struct Dropped {
     pub drained: u64,
     /// Requests the gate answered 429 between the first runbook action and the end.
     pub rejected_at_gate: u64,
+    /// Field (`drained`, `rejected_at_gate`) -> why it was not measured: its number is
+    /// then 0 and counts for nothing, and `dropped_requests` holds only the known parts.
+    /// Empty when both were measured (and in reports written before this field).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown: BTreeMap<String, String>,
 }
 
 /// One runbook step.

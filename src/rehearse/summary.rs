@@ -97,11 +97,7 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "    {line}");
         }
     }
-    let _ = writeln!(
-        out,
-        "  dropped on purpose: {} requests ({} drained from queues, {} rejected at the gate)",
-        r.dropped_requests, r.dropped.drained, r.dropped.rejected_at_gate
-    );
+    dropped(&mut out, r);
     steps(&mut out, r);
     let ratio = match (r.time_to_recover_s, r.lower_bound_s) {
         (Some(t), Some(lb)) if lb > 0.0 => format!(" ({:.1}x)", t / lb),
@@ -194,6 +190,30 @@ fn slow_replica(out: &mut String, r: &Report, s: &SlowReplicaFacts) {
     );
 }
 
+/// Work dropped on purpose; a count that was not measured says so with why, and the
+/// total then holds only the known parts.
+fn dropped(out: &mut String, r: &Report) {
+    let d = &r.dropped;
+    let part = |field: &str, n: u64, what: &str| match d.unknown.get(field) {
+        Some(why) => format!("{what} unknown ({why})"),
+        None => format!("{n} {what}"),
+    };
+    let total = match d.unknown.is_empty() {
+        true => format!("{}", r.dropped_requests),
+        false => format!("at least {}", r.dropped_requests),
+    };
+    let _ = writeln!(
+        out,
+        "  dropped on purpose: {total} requests ({}, {})",
+        part("drained", d.drained, "drained from queues"),
+        part(
+            "rejected_at_gate",
+            d.rejected_at_gate,
+            "rejected at the gate"
+        )
+    );
+}
+
 fn steps(out: &mut String, r: &Report) {
     if r.steps.is_empty() {
         return;
@@ -235,3 +255,7 @@ mod headline_tests {
         assert_eq!(super::headline(true, false), "RECOVERED");
     }
 }
+
+#[cfg(test)]
+#[path = "summary_tests.rs"]
+mod tests;
