@@ -50,7 +50,7 @@
 //!   client stood, a client waiting out its delay sends no sooner than its bucket's lower
 //!   edge. Clients whose phases are not measured may come back at once.
 
-use super::bound_retry::Release;
+use super::bound_retry::{self, Release};
 pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
@@ -416,6 +416,9 @@ pub fn true_lower_bound(
         retrying_allowed: crit.retrying_fraction_max,
         drain_clears_overload: true,
     };
+    // The steps `paths` takes, for the report.
+    let (phases_read, releases) =
+        bound_retry::in_report(retry_loop.as_ref(), retrying, sys.backlog(retrying));
     let mut paths = sys.paths(BoundStart {
         retrying,
         restart_s: start_to_ready_s,
@@ -451,6 +454,9 @@ pub fn true_lower_bound(
         lowest,
         paths,
         capacity_used: what,
+        client_phases_read: phases_read.is_ok(),
+        client_phases_unknown: phases_read.err(),
+        releases,
     })
 }
 

@@ -4,7 +4,7 @@
 //! Why it exists: the person who ran `recover rehearse` reads this first; it must answer
 //! "did it work, how fast, and at what cost" in a dozen lines.
 
-use super::report::{Report, SlowReplicaFacts};
+use super::report::{LowerBound, Report, SlowReplicaFacts};
 use std::fmt::Write;
 
 /// The first word: a trigger that never left the system stuck is not a failed recovery.
@@ -126,6 +126,7 @@ pub fn render(r: &Report) -> String {
             lb.lowest,
             paths.join(", ")
         );
+        let _ = writeln!(out, "    retry loop in the bound: {}", retry_loop(lb));
     }
     if let Some(u) = &r.under_lower_bound {
         let _ = writeln!(out, "  INCONSISTENT: {u}");
@@ -188,6 +189,28 @@ fn slow_replica(out: &mut String, r: &Report, s: &SlowReplicaFacts) {
         "  recovered: {} (runbook done and p99 after within 2x the healthy p99)",
         if r.recovered { "yes" } else { "no" }
     );
+}
+
+/// Whether the bound read where the loop's clients stood, and its release steps (seconds
+/// after the scrape it counts from: clients answerable before, clients released).
+fn retry_loop(lb: &LowerBound) -> String {
+    let phases = match (lb.client_phases_read, &lb.client_phases_unknown) {
+        (true, _) => "clients' phases read".to_string(),
+        (false, Some(why)) => format!("clients' phases not read ({why})"),
+        (false, None) => "clients' phases not recorded".to_string(),
+    };
+    if lb.releases.is_empty() {
+        return format!("{phases}; no release step binds");
+    }
+    let steps: Vec<String> = lb
+        .releases
+        .iter()
+        .map(|r| format!("{:.2} s ({:.0}, +{:.0})", r.at_s, r.answerable, r.released))
+        .collect();
+    format!(
+        "{phases}; released after the scrape at (answerable before, released) {}",
+        steps.join(", ")
+    )
 }
 
 /// Work dropped on purpose; a count that was not measured says so with why, and the

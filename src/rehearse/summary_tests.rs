@@ -1,7 +1,8 @@
-//! The summary's line on work dropped on purpose, from the timeline's synthetic incident.
+//! The summary's lines on work dropped on purpose and on the retry loop in the bound, from
+//! the timeline's synthetic incident.
 
 use super::*;
-use crate::rehearse::report::Dropped;
+use crate::rehearse::report::{Dropped, ReleaseStep};
 use crate::rehearse::timeline::tests::synthetic;
 
 fn line<'a>(text: &'a str, starts: &str) -> &'a str {
@@ -32,5 +33,47 @@ fn a_dropped_count_not_measured_says_unknown_with_why() {
     assert_eq!(
         line(&render(&r), "dropped on purpose"),
         "  dropped on purpose: at least 400 requests (400 drained from queues, rejected at the gate unknown (not measured: no gate page was scraped))"
+    );
+}
+
+/// Under the bound's line: whether it read the clients' phases (else why not) and its
+/// release steps.
+#[test]
+fn the_bound_says_whether_it_read_the_clients_phases() {
+    let (mut r, _) = synthetic();
+    let sc = crate::rehearse::scenario::Scenario::default();
+    let crit = crate::rehearse::verify::SteadyCriteria::default();
+    let mut lb =
+        crate::rehearse::bound::true_lower_bound(&sc, 160.0, 0.0, None, &[1.0], &crit, None)
+            .expect("a bound");
+    r.lower_bound = Some(lb.clone());
+    let text = render(&r);
+    let said = line(&text, "retry loop in the bound");
+    assert!(
+        said.contains("clients' phases not read (no retry loop was read"),
+        "{said}"
+    );
+    assert!(said.ends_with("; no release step binds"), "{said}");
+
+    lb.client_phases_read = true;
+    lb.client_phases_unknown = None;
+    lb.releases = vec![
+        ReleaseStep {
+            at_s: -0.08,
+            answerable: 62.0,
+            released: 25.0,
+            answered_from_s: -0.035,
+        },
+        ReleaseStep {
+            at_s: 0.9,
+            answerable: 87.0,
+            released: 88.0,
+            answered_from_s: 0.9,
+        },
+    ];
+    r.lower_bound = Some(lb);
+    assert_eq!(
+        line(&render(&r), "retry loop in the bound"),
+        "    retry loop in the bound: clients' phases read; released after the scrape at (answerable before, released) -0.08 s (62, +25), 0.90 s (87, +88)"
     );
 }
