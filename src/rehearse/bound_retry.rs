@@ -209,13 +209,19 @@ pub(super) fn in_report(
         .releases(retrying, backlog)
         .iter()
         .map(|r| ReleaseStep {
-            at_s: r.at_s,
+            at_s: to_us(r.at_s),
             answerable: r.before,
             released: r.released,
-            answered_from_s: r.done_from_s,
+            answered_from_s: to_us(r.done_from_s),
         })
         .collect();
     (read, steps)
+}
+
+/// Seconds to the microsecond, for reading: the ladders' edges and the service time are
+/// far coarser, and the sums between them leave float noise (0.11499999999999999).
+fn to_us(s: f64) -> f64 {
+    (s * 1e6).round() / 1e6
 }
 
 impl Ladder {

@@ -4,7 +4,7 @@
 //! Why it exists: the person who ran `recover rehearse` reads this first; it must answer
 //! "did it work, how fast, and at what cost" in a dozen lines.
 
-use super::report::{LowerBound, Report, SlowReplicaFacts};
+use super::report::{LowerBound, ReleaseStep, Report, SlowReplicaFacts};
 use std::fmt::Write;
 
 /// The first word: a trigger that never left the system stuck is not a failed recovery.
@@ -202,14 +202,20 @@ fn retry_loop(lb: &LowerBound) -> String {
     if lb.releases.is_empty() {
         return format!("{phases}; no release step binds");
     }
-    let steps: Vec<String> = lb
-        .releases
-        .iter()
-        .map(|r| format!("{:.2} s ({:.0}, +{:.0})", r.at_s, r.answerable, r.released))
-        .collect();
+    let step =
+        |r: &ReleaseStep| format!("{:.2} s ({:.0}, +{:.0})", r.at_s, r.answerable, r.released);
+    // One line: the first steps and the last, the rest in report.json.
+    let n = lb.releases.len();
+    let mut shown: Vec<String> = lb.releases.iter().take(2).map(step).collect();
+    if n > 3 {
+        shown.push(format!("... {} more", n - 3));
+    }
+    if n > 2 {
+        shown.push(step(&lb.releases[n - 1]));
+    }
     format!(
-        "{phases}; released after the scrape at (answerable before, released) {}",
-        steps.join(", ")
+        "{phases}; {n} release step(s) after the scrape at (answerable before, released) {}",
+        shown.join(", ")
     )
 }
 

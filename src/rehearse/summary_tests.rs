@@ -71,9 +71,23 @@ fn the_bound_says_whether_it_read_the_clients_phases() {
             answered_from_s: 0.9,
         },
     ];
+    r.lower_bound = Some(lb.clone());
+    assert_eq!(
+        line(&render(&r), "retry loop in the bound"),
+        "    retry loop in the bound: clients' phases read; 2 release step(s) after the scrape at (answerable before, released) -0.08 s (62, +25), 0.90 s (87, +88)"
+    );
+    // Many steps (one per rung of the ladder): the first two and the last on the line.
+    lb.releases = (0..10)
+        .map(|i| ReleaseStep {
+            at_s: 0.1 * i as f64,
+            answerable: 100.0 + i as f64,
+            released: 1.0,
+            answered_from_s: 0.1 * i as f64 + 0.04,
+        })
+        .collect();
     r.lower_bound = Some(lb);
     assert_eq!(
         line(&render(&r), "retry loop in the bound"),
-        "    retry loop in the bound: clients' phases read; released after the scrape at (answerable before, released) -0.08 s (62, +25), 0.90 s (87, +88)"
+        "    retry loop in the bound: clients' phases read; 10 release step(s) after the scrape at (answerable before, released) 0.00 s (100, +1), 0.10 s (101, +1), ... 7 more, 0.90 s (109, +1)"
     );
 }
