@@ -249,6 +249,8 @@ pub fn convert(ev: &Evidence, before: Option<&Before>) -> (Report, Vec<Sample>) 
     let dropped = Dropped {
         drained: drained.unwrap_or(0.0).round() as u64,
         rejected_at_gate: rejected.unwrap_or(0.0).round() as u64,
+        // A run's unknowns are in `run.unknown`, with every other field's.
+        ..Dropped::default()
     };
     let report = Report {
         schema_version: SCHEMA_VERSION,

@@ -12,9 +12,10 @@ use super::recorder::Recording;
 use super::recovery::RunbookOutcome;
 use super::report::*;
 use super::scenario::Scenario;
-use super::series::{total_increase, RawScrape, Role, Sample};
+use super::series::{RawScrape, Role, Sample};
 use super::trigger::TriggerTimes;
 use super::verify::{over_timeout_s, relapses, unsteady_at, SteadyCriteria};
+use super::window_increase::{window_increase, Unmeasured};
 use crate::plan::Plan;
 use std::collections::BTreeMap;
 
@@ -226,37 +227,39 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
 
 /// Work dropped on purpose from `from_s` to `to_s` (rehearsal clock): what the runbook's
 /// drain reported, or the service's own count when larger or not reported, and the gate's
-/// rejections.
+/// rejections. Each counter's increase covers the whole window ([`window_increase`]); one
+/// the scrapes cannot cover is listed in `unknown` with why, its number 0.
 pub fn dropped(rec: &Recording, runbook: &RunbookOutcome, from_s: f64, to_s: f64) -> Dropped {
-    let gate_rej: f64 = ["rejected_rate", "rejected_in_flight"]
+    let scrapes: Vec<&RawScrape> = rec.raws.iter().chain(&rec.probes).collect();
+    let count = |role, name, labels: &[(&str, &str)]| {
+        window_increase(&scrapes, role, name, labels, from_s, to_s)
+    };
+    let mut unknown = BTreeMap::new();
+    let gate_rej = ["rejected_rate", "rejected_in_flight"]
         .iter()
-        .map(|o| {
-            total_increase(
-                &rec.raws,
-                Role::Gate,
-                "recover_gate_requests_total",
-                &[("outcome", o)],
-                from_s,
-                to_s,
-            )
-        })
-        .sum();
-    let drained_metric = total_increase(
-        &rec.raws,
-        Role::Service,
-        "recover_demo_service_drained_total",
-        &[],
-        from_s,
-        to_s,
-    );
-    let drained = runbook
-        .drained
-        .map(|d| d as f64)
-        .unwrap_or(0.0)
-        .max(drained_metric);
+        .map(|o| count(Role::Gate, "recover_gate_requests_total", &[("outcome", o)]))
+        .sum::<Result<f64, Unmeasured>>()
+        .unwrap_or_else(|e| {
+            unknown.insert("rejected_at_gate".into(), format!("not measured: {e}"));
+            0.0
+        });
+    let drained_metric = count(Role::Service, "recover_demo_service_drained_total", &[]);
+    let drained = match (runbook.drained, drained_metric) {
+        (Some(d), Ok(m)) => (d as f64).max(m),
+        (Some(d), Err(_)) => d as f64,
+        (None, Ok(m)) => m,
+        (None, Err(e)) => {
+            unknown.insert(
+                "drained".into(),
+                format!("the drain gave no count and the service's was not measured: {e}"),
+            );
+            0.0
+        }
+    };
     Dropped {
         drained: drained.round() as u64,
         rejected_at_gate: gate_rej.round() as u64,
+        unknown,
     }
 }
 
@@ -422,76 +425,5 @@ fn scrapes_before(rec: &Recording, rb_start: f64) -> Vec<&RawScrape> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn at(t_s: f64) -> RawScrape {
-        RawScrape {
-            t_s,
-            read_s: t_s + 0.01,
-            targets: vec![],
-        }
-    }
-
-    /// The grid's last scrape came 0.4 s before the runbook; the probe at the decision,
-    /// 5 ms before it, is the state the runbook found. One after it is not.
-    #[test]
-    fn the_runbooks_state_is_the_probe_at_its_decision_not_the_grids_last_scrape() {
-        let rec = Recording {
-            raws: vec![at(9.0), at(9.5), at(10.0), at(10.5)],
-            samples: vec![],
-            probes: vec![at(9.895), at(10.2)],
-        };
-        let ticks: Vec<f64> = scrapes_before(&rec, 9.9).iter().map(|r| r.t_s).collect();
-        assert_eq!(ticks, [9.0, 9.5, 9.895]);
-        let without = Recording {
-            probes: vec![],
-            ..rec
-        };
-        let last = scrapes_before(&without, 9.9).last().map(|r| r.t_s);
-        assert_eq!(last, Some(9.5));
-    }
-
-    fn clients_at(t_s: f64, page: &str) -> RawScrape {
-        RawScrape {
-            targets: vec![crate::rehearse::series::TargetScrape {
-                role: Role::Clients,
-                instance: "workers".into(),
-                points: Some(crate::rehearse::expo::parse(page)),
-            }],
-            ..at(t_s)
-        }
-    }
-
-    /// The retry loop the bound reads is the probe's: its split, and where each client
-    /// stood on the workers' ladders (cumulative, edges in seconds, `+Inf` the total); a
-    /// page from clients that do not export the ladders leaves the phases unknown.
-    #[test]
-    fn the_retry_loop_at_the_decision_carries_the_clients_phases() {
-        let page = "recover_demo_workers_retrying_in_flight 2\n\
-            recover_demo_workers_next_attempt_within{le_s=\"0.025\"} 1\n\
-            recover_demo_workers_next_attempt_within{le_s=\"0.5\"} 3\n\
-            recover_demo_workers_next_attempt_within{le_s=\"+Inf\"} 3\n\
-            recover_demo_workers_attempt_left_within{le_s=\"0.025\"} 0\n\
-            recover_demo_workers_attempt_left_within{le_s=\"0.5\"} 1\n\
-            recover_demo_workers_attempt_left_within{le_s=\"+Inf\"} 2\n";
-        let older = "recover_demo_workers_retrying_in_flight 5\n";
-        let rec = Recording {
-            raws: vec![clients_at(9.5, older)],
-            samples: vec![],
-            probes: vec![clients_at(9.895, page)],
-        };
-        let sc = Scenario::default();
-        let before = scrapes_before(&rec, 9.9);
-        let l = retry_loop_at(&sc, before.last().unwrap(), 9.9).expect("a fixed delay");
-        assert!((l.scraped_before_s - 0.005).abs() < 1e-9);
-        assert_eq!(l.in_flight, 2.0);
-        let p = l.phases.expect("the workers export the ladders");
-        assert_eq!(p.waiting_next.edges, [(0.025, 1.0), (0.5, 3.0)]);
-        assert_eq!(p.waiting_next.total, 3.0);
-        assert_eq!(p.in_flight_left.edges, [(0.025, 0.0), (0.5, 1.0)]);
-        assert_eq!(p.in_flight_left.total, 2.0);
-        let grid = retry_loop_at(&sc, before[0], 9.9).expect("a fixed delay");
-        assert_eq!((grid.in_flight, grid.phases), (5.0, None));
-    }
-}
+#[path = "assemble_tests.rs"]
+mod tests;

@@ -51,7 +51,7 @@
 //!   edge. Clients whose phases are not measured may come back at once.
 
 pub use super::bound_busy::ServersBusy;
-use super::bound_retry::Release;
+use super::bound_retry::{self, Release};
 pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
@@ -470,6 +470,9 @@ pub fn true_lower_bound(
         retrying_allowed: crit.retrying_fraction_max,
         drain_clears_overload: true,
     };
+    // The steps `paths` takes, for the report.
+    let (phases_read, releases) =
+        bound_retry::in_report(retry_loop.as_ref(), retrying, sys.backlog(retrying));
     let mut paths = sys.paths_busy(
         BoundStart {
             retrying,
@@ -508,6 +511,9 @@ pub fn true_lower_bound(
         lowest,
         paths,
         capacity_used: what,
+        client_phases_read: phases_read.is_ok(),
+        client_phases_unknown: phases_read.err(),
+        releases,
     })
 }
 

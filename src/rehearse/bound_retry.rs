@@ -5,6 +5,7 @@
 //! steps it gives, so that the bound's fluid model and this count of clients read apart
 //! (the derivation is in docs/design/arithmetic.md, "The clients' retry delay").
 
+use super::report::ReleaseStep;
 use super::scenario::Scenario;
 
 /// What the rehearsal knows of its clients' retry loop at the scrape before the runbook's
@@ -51,14 +52,15 @@ pub struct Ladder {
     pub total: f64,
 }
 
-/// A step of the loop's release: no work for its clients can start before `at_s` (from the
-/// paths' origin), before which at most `before` clients of the loop can have been
-/// answered, however much the service serves; and a path that needs a client released
-/// here or later is done no sooner than `done_from_s`.
+/// A step of the loop's release: no work for its `released` clients can start before
+/// `at_s` (from the paths' origin), before which at most `before` clients of the loop can
+/// have been answered, however much the service serves; and a path that needs a client
+/// released here or later is done no sooner than `done_from_s`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Release {
     pub(super) at_s: f64,
     pub(super) before: f64,
+    pub(super) released: f64,
     pub(super) done_from_s: f64,
 }
 
@@ -162,17 +164,64 @@ impl RetryLoop {
         let mut answerable = now.min(retrying);
         let mut out = vec![];
         for (&(at_s, n, _), &done_from_s) in later.iter().zip(&done_from) {
+            let after = (answerable + n).min(retrying);
             if answerable < backlog {
                 out.push(Release {
                     at_s,
                     before: answerable,
+                    released: after - answerable,
                     done_from_s,
                 });
             }
-            answerable = (answerable + n).min(retrying);
+            answerable = after;
         }
         out
     }
+}
+
+/// Why the bound read no clients' phases with a retry loop: `client_phases` reads none
+/// unless every workers' page that answered carries both ladders with their `+Inf` rung.
+const NO_LADDERS: &str = "the workers' page carries no ladders \
+    (recover_demo_workers_next_attempt_within and recover_demo_workers_attempt_left_within, \
+    each with its +Inf rung) at the scrape before the runbook, or no workers' page answered it";
+
+/// Why the bound read no clients' phases without one (`retry_loop_of`).
+const NO_LOOP: &str = "no retry loop was read: the clients' policy sets no least wait \
+    between attempts (full jitter), or no scrape before the runbook read how many of the \
+    loop had an attempt out";
+
+/// What the report says of the retry loop the bound read (`loop_`, at the paths' origin,
+/// owing `backlog` of its `retrying` clients): whether it read where the clients stood
+/// (else why not), and the release steps that bound the paths.
+pub(super) fn in_report(
+    loop_: Option<&RetryLoop>,
+    retrying: f64,
+    backlog: f64,
+) -> (Result<(), String>, Vec<ReleaseStep>) {
+    let Some(l) = loop_ else {
+        return (Err(NO_LOOP.into()), vec![]);
+    };
+    let read = match l.phases {
+        Some(_) => Ok(()),
+        None => Err(NO_LADDERS.into()),
+    };
+    let steps = l
+        .releases(retrying, backlog)
+        .iter()
+        .map(|r| ReleaseStep {
+            at_s: to_us(r.at_s),
+            answerable: r.before,
+            released: r.released,
+            answered_from_s: to_us(r.done_from_s),
+        })
+        .collect();
+    (read, steps)
+}
+
+/// Seconds to the microsecond, for reading: the ladders' edges and the service time are
+/// far coarser, and the sums between them leave float noise (0.11499999999999999).
+fn to_us(s: f64) -> f64 {
+    (s * 1e6).round() / 1e6
 }
 
 impl Ladder {

@@ -526,3 +526,74 @@ fn servers_busy_at_the_scrape_delay_the_path_without_a_restart() {
     assert!(held > free + 0.1, "{held} vs {free}");
     assert!(held <= measured + 1e-9, "{held} vs {measured}");
 }
+
+/// The report says whether the bound read where the loop's clients stood, and the release
+/// steps it used: with the workers' ladders, the waiting clients' buckets and the held-back
+/// attempts out (the steps of `bound_retry_tests`, 198 owed of 200); without them, only
+/// the held-back attempts, and why the phases were not read; with no loop, why not and no
+/// step.
+#[test]
+fn the_report_says_whether_the_bound_read_the_clients_phases_and_its_release_steps() {
+    let mut sc = Scenario::default();
+    sc.workers.count = 200;
+    let crit = SteadyCriteria::default();
+    let ladder = |edges: Vec<(f64, f64)>, total| Ladder { edges, total };
+    let unread = RetryLoop {
+        retry_delay_s: 1.0,
+        client_timeout_s: 1.0,
+        scraped_before_s: 0.1,
+        in_flight: 150.0,
+        replicas: 1,
+        concurrency: 4,
+        service_time_s: 0.04,
+        phases: None,
+    };
+    let read = RetryLoop {
+        phases: Some(ClientPhases {
+            waiting_next: ladder(vec![(0.025, 0.0), (0.5, 25.0), (1.0, 50.0)], 50.0),
+            in_flight_left: ladder(vec![(0.1, 100.0), (1.0, 150.0)], 150.0),
+        }),
+        ..unread.clone()
+    };
+    let bound = |l: Option<RetryLoop>| {
+        true_lower_bound(&sc, 200.0, 0.0, Some(0.08), &[1.0], &crit, l, None).expect("a bound")
+    };
+    let steps = |lb: &LowerBound| -> Vec<(f64, f64, f64)> {
+        let r3 = |x: f64| (x * 1000.0).round() / 1000.0;
+        lb.releases
+            .iter()
+            .map(|r| (r3(r.at_s), r3(r.answerable), r3(r.released)))
+            .collect()
+    };
+    assert_eq!(bound(None).backlog, 198.0, "the steps below owe 198");
+
+    let with = bound(Some(read));
+    assert!(with.client_phases_read);
+    assert_eq!(with.client_phases_unknown, None);
+    assert_eq!(
+        steps(&with),
+        [(-0.075, 62.0, 25.0), (0.4, 87.0, 25.0), (0.9, 112.0, 88.0)]
+    );
+    assert!((with.releases[1].answered_from_s - 0.44).abs() < 1e-9);
+
+    let without = bound(Some(unread));
+    assert!(!without.client_phases_read);
+    let why = without.client_phases_unknown.as_deref().unwrap_or_default();
+    assert!(why.contains("carries no ladders"), "{why}");
+    // 100 answerable in time, 50 held back a retry delay after the scrape; the 50 not in
+    // flight are not placed, so they may come back at once.
+    assert_eq!(steps(&without), [(0.9, 150.0, 50.0)]);
+
+    let none = bound(None);
+    assert!(!none.client_phases_read && none.releases.is_empty());
+    let why = none.client_phases_unknown.as_deref().unwrap_or_default();
+    assert!(why.contains("no retry loop was read"), "{why}");
+
+    // A report written before these fields still reads, the phases not read.
+    let mut old = serde_json::to_value(&with).unwrap();
+    for field in ["client_phases_read", "client_phases_unknown", "releases"] {
+        old.as_object_mut().unwrap().remove(field);
+    }
+    let back: LowerBound = serde_json::from_value(old).unwrap();
+    assert!(!back.client_phases_read && back.releases.is_empty());
+}

@@ -5,10 +5,11 @@
 //! (real processes on loopback, no orphans), [`recorder`] (every `/metrics` page into a
 //! time series: [`series`], parsed by [`expo`]), [`stage`] (system up, steady, then the
 //! [`trigger`]), [`detection`] (until Stuck), [`recovery`] (the runbook through the
-//! engine), [`verify`] (steady state, lower bound), [`baselines`], then [`assemble`] into
-//! the stable [`report`], the human [`summary`], the [`timeline`] SVG, written by
-//! [`output`]. [`rehearsal::rehearse`] runs the sequence; [`slow_replica`] is the
-//! slow-replica rehearsal, on the same stage and the same report.
+//! engine), [`verify`] (steady state, lower bound), [`baselines`], then [`assemble`] (with
+//! counts over the runbook's window from [`window_increase`]) into the stable [`report`],
+//! the human [`summary`], the [`timeline`] SVG, written by [`output`].
+//! [`rehearsal::rehearse`] runs the sequence; [`slow_replica`] is the slow-replica
+//! rehearsal, on the same stage and the same report.
 
 pub mod assemble;
 pub mod baselines;
@@ -36,5 +37,6 @@ pub mod summary;
 pub mod timeline;
 pub mod trigger;
 pub mod verify;
+pub mod window_increase;
 
 pub use rehearsal::{rehearse, Options, Rehearsed};

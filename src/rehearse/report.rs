@@ -267,6 +267,37 @@ pub struct LowerBound {
     /// The lowest path, in words.
     #[serde(default)]
     pub capacity_used: String,
+    /// Whether the bound read where each client of the retry loop stood at the scrape it
+    /// counts from: the workers' ladders `recover_demo_workers_next_attempt_within` and
+    /// `recover_demo_workers_attempt_left_within` (`rehearse::client_phases`). False in
+    /// reports written before this field.
+    #[serde(default)]
+    pub client_phases_read: bool,
+    /// Why the bound did not read them, when it did not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_phases_unknown: Option<String>,
+    /// The retry loop's release steps that bound the paths (`rehearse::bound_retry`), in
+    /// time order: with the phases, clients waiting out their delay sent no sooner than
+    /// their bucket's lower edge; with or without them, the attempts out no procedure
+    /// answers in time sent again a retry delay after the scrape. Empty when none binds or
+    /// no retry loop was read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<ReleaseStep>,
+}
+
+/// One step of the retry loop's release as the bound used it. Times are seconds after the
+/// scrape the bound counts from (`scraped_before_s` before the runbook's start; negative:
+/// before that scrape, where the loop was read earlier).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReleaseStep {
+    /// No work for this step's clients can start before this.
+    pub at_s: f64,
+    /// The most clients of the loop that can have been answered before `at_s`.
+    pub answerable: f64,
+    /// Clients of the loop released at `at_s`.
+    pub released: f64,
+    /// A path that needs a client released here or later is done no sooner than this.
+    pub answered_from_s: f64,
 }
 
 /// The detector's view when it said Stuck. It says Stuck once the failure has lasted
@@ -301,6 +332,11 @@ pub struct Dropped {
     pub drained: u64,
     /// Requests the gate answered 429 between the first runbook action and the end.
     pub rejected_at_gate: u64,
+    /// Field (`drained`, `rejected_at_gate`) -> why it was not measured: its number is
+    /// then 0 and counts for nothing, and `dropped_requests` holds only the known parts.
+    /// Empty when both were measured (and in reports written before this field).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub unknown: BTreeMap<String, String>,
 }
 
 /// One runbook step.

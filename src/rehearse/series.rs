@@ -296,25 +296,6 @@ pub fn derive(base: &RawScrape, prev: &RawScrape, now: &RawScrape) -> Sample {
     }
 }
 
-/// Reset-aware increase of a counter over consecutive scrapes with `from_s <= t <= to_s`.
-pub fn total_increase(
-    raws: &[RawScrape],
-    role: Role,
-    name: &str,
-    labels: &[(&str, &str)],
-    from_s: f64,
-    to_s: f64,
-) -> f64 {
-    let in_range: Vec<&RawScrape> = raws
-        .iter()
-        .filter(|r| r.t_s >= from_s && r.t_s <= to_s)
-        .collect();
-    in_range
-        .windows(2)
-        .filter_map(|w| increase(w[0], w[1], role, name, labels))
-        .sum()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! Why it exists: the person who ran `recover rehearse` reads this first; it must answer
 //! "did it work, how fast, and at what cost" in a dozen lines.
 
-use super::report::{Report, SlowReplicaFacts};
+use super::report::{LowerBound, ReleaseStep, Report, SlowReplicaFacts};
 use std::fmt::Write;
 
 /// The first word: a trigger that never left the system stuck is not a failed recovery.
@@ -97,11 +97,7 @@ pub fn render(r: &Report) -> String {
             let _ = writeln!(out, "    {line}");
         }
     }
-    let _ = writeln!(
-        out,
-        "  dropped on purpose: {} requests ({} drained from queues, {} rejected at the gate)",
-        r.dropped_requests, r.dropped.drained, r.dropped.rejected_at_gate
-    );
+    dropped(&mut out, r);
     steps(&mut out, r);
     let ratio = match (r.time_to_recover_s, r.lower_bound_s) {
         (Some(t), Some(lb)) if lb > 0.0 => format!(" ({:.1}x)", t / lb),
@@ -130,6 +126,7 @@ pub fn render(r: &Report) -> String {
             lb.lowest,
             paths.join(", ")
         );
+        let _ = writeln!(out, "    retry loop in the bound: {}", retry_loop(lb));
     }
     if let Some(u) = &r.under_lower_bound {
         let _ = writeln!(out, "  INCONSISTENT: {u}");
@@ -194,6 +191,58 @@ fn slow_replica(out: &mut String, r: &Report, s: &SlowReplicaFacts) {
     );
 }
 
+/// Whether the bound read where the loop's clients stood, and its release steps (seconds
+/// after the scrape it counts from: clients answerable before, clients released).
+fn retry_loop(lb: &LowerBound) -> String {
+    let phases = match (lb.client_phases_read, &lb.client_phases_unknown) {
+        (true, _) => "clients' phases read".to_string(),
+        (false, Some(why)) => format!("clients' phases not read ({why})"),
+        (false, None) => "clients' phases not recorded".to_string(),
+    };
+    if lb.releases.is_empty() {
+        return format!("{phases}; no release step binds");
+    }
+    let step =
+        |r: &ReleaseStep| format!("{:.2} s ({:.0}, +{:.0})", r.at_s, r.answerable, r.released);
+    // One line: the first steps and the last, the rest in report.json.
+    let n = lb.releases.len();
+    let mut shown: Vec<String> = lb.releases.iter().take(2).map(step).collect();
+    if n > 3 {
+        shown.push(format!("... {} more", n - 3));
+    }
+    if n > 2 {
+        shown.push(step(&lb.releases[n - 1]));
+    }
+    format!(
+        "{phases}; {n} release step(s) after the scrape at (answerable before, released) {}",
+        shown.join(", ")
+    )
+}
+
+/// Work dropped on purpose; a count that was not measured says so with why, and the
+/// total then holds only the known parts.
+fn dropped(out: &mut String, r: &Report) {
+    let d = &r.dropped;
+    let part = |field: &str, n: u64, what: &str| match d.unknown.get(field) {
+        Some(why) => format!("{what} unknown ({why})"),
+        None => format!("{n} {what}"),
+    };
+    let total = match d.unknown.is_empty() {
+        true => format!("{}", r.dropped_requests),
+        false => format!("at least {}", r.dropped_requests),
+    };
+    let _ = writeln!(
+        out,
+        "  dropped on purpose: {total} requests ({}, {})",
+        part("drained", d.drained, "drained from queues"),
+        part(
+            "rejected_at_gate",
+            d.rejected_at_gate,
+            "rejected at the gate"
+        )
+    );
+}
+
 fn steps(out: &mut String, r: &Report) {
     if r.steps.is_empty() {
         return;
@@ -235,3 +284,7 @@ mod headline_tests {
         assert_eq!(super::headline(true, false), "RECOVERED");
     }
 }
+
+#[cfg(test)]
+#[path = "summary_tests.rs"]
+mod tests;

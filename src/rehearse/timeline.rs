@@ -444,4 +444,4 @@ fn draw_clients(
 
 #[cfg(test)]
 #[path = "timeline_tests.rs"]
-mod tests;
+pub(crate) mod tests;

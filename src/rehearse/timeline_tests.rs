@@ -97,6 +97,7 @@ pub(crate) fn synthetic() -> (Report, Vec<Sample>) {
         dropped: Dropped {
             drained: 400,
             rejected_at_gate: 800,
+            ..Dropped::default()
         },
         steps: [
             "block at the edge",
