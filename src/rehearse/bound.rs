@@ -51,7 +51,7 @@
 //!   edge. Clients whose phases are not measured may come back at once.
 
 use super::bound_retry::Release;
-pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
+pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, Restart, RetryLoop, ServersAt};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
 use super::verify::SteadyCriteria;
@@ -398,6 +398,10 @@ pub fn true_lower_bound(
     // The loop's split counts from the same scrape (its delay from its own scrape).
     let retry_loop = retry_loop.map(|l| RetryLoop {
         scraped_before_s: l.scraped_before_s - lag,
+        restart: Restart {
+            start_to_ready_s,
+            ..l.restart
+        },
         ..l
     });
     let held_back = retry_loop
@@ -473,6 +477,10 @@ mod tests;
 #[cfg(test)]
 #[path = "bound_retry_tests.rs"]
 mod retry_tests;
+
+#[cfg(test)]
+#[path = "bound_retry_busy_tests.rs"]
+mod retry_busy_tests;
 
 #[cfg(test)]
 #[path = "bound_retry_model.rs"]
