@@ -13,6 +13,7 @@ use super::recovery::RunbookOutcome;
 use super::report::*;
 use super::scenario::Scenario;
 use super::series::{RawScrape, Role, Sample};
+use super::service_busy::servers_at;
 use super::trigger::TriggerTimes;
 use super::verify::{over_timeout_s, relapses, unsteady_at, SteadyCriteria};
 use super::window_increase::{window_increase, Unmeasured};
@@ -153,7 +154,6 @@ pub fn assemble(f: Facts, rec: &Recording) -> (Report, Vec<Sample>) {
             &warmth,
             &crit,
             retry_loop,
-            None,
         );
         // On the grid the time to recover is read on: from the scrapes the steady check
         // reads (those from the runbook's launch on).
@@ -394,8 +394,9 @@ pub fn series_csv(samples: &[Sample]) -> String {
 }
 
 /// The clients' retry loop as scrape `r` saw it, `rb_start - r.t_s` before the runbook's
-/// first step: the split of the loop, and where each client stood where the workers
-/// export it ([`client_phases`]).
+/// first step: the split of the loop, where each client stood where the workers export it
+/// ([`client_phases`]), and where the servers stood where the service does
+/// ([`servers_at`]).
 fn retry_loop_at(sc: &Scenario, r: &RawScrape, rb_start: f64) -> Option<RetryLoop> {
     let in_flight = r.sum(
         Role::Clients,
@@ -405,6 +406,7 @@ fn retry_loop_at(sc: &Scenario, r: &RawScrape, rb_start: f64) -> Option<RetryLoo
     let l = retry_loop_of(sc, rb_start - r.t_s, in_flight)?;
     Some(RetryLoop {
         phases: client_phases(r),
+        servers: servers_at(r),
         ..l
     })
 }

@@ -52,7 +52,7 @@
 
 pub use super::bound_busy::ServersBusy;
 use super::bound_retry::{self, Release};
-pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, RetryLoop};
+pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, Restart, RetryLoop, ServersAt};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
 use super::verify::SteadyCriteria;
@@ -436,8 +436,9 @@ pub fn least(paths: &[BoundPath]) -> Option<(&BoundPath, f64)> {
 /// counts from that scrape, as if the procedure could act from it, and its time is then
 /// read from the runbook's start (less `scraped_before_s`, never under 0). Counting from
 /// the runbook's start with the scraped count would owe clients already answered, and
-/// could come out above a measured time. `busy`: the replicas' servers holding a request
-/// at that scrape, their free times from it ([`ServersBusy`]); None where not measured.
+/// could come out above a measured time. Where the loop says where the replicas' servers
+/// stood ([`RetryLoop::servers`]), the path without a restart serves with each busy one
+/// only once its request ends ([`ServersBusy`]).
 pub fn true_lower_bound(
     sc: &Scenario,
     retrying: f64,
@@ -446,12 +447,15 @@ pub fn true_lower_bound(
     warmth: &[f64],
     crit: &SteadyCriteria,
     retry_loop: Option<RetryLoop>,
-    busy: Option<&ServersBusy>,
 ) -> Option<LowerBound> {
     let lag = scraped_before_s.max(0.0);
     // The loop's split counts from the same scrape (its delay from its own scrape).
     let retry_loop = retry_loop.map(|l| RetryLoop {
         scraped_before_s: l.scraped_before_s - lag,
+        restart: Restart {
+            start_to_ready_s,
+            ..l.restart
+        },
         ..l
     });
     let held_back = retry_loop
@@ -473,6 +477,11 @@ pub fn true_lower_bound(
     // The steps `paths` takes, for the report.
     let (phases_read, releases) =
         bound_retry::in_report(retry_loop.as_ref(), retrying, sys.backlog(retrying));
+    // The loop was scraped `-scraped_before_s` after the paths' origin (now shifted).
+    let busy = retry_loop.as_ref().and_then(|l| {
+        let at = l.servers.as_ref()?;
+        ServersBusy::read(at, l.concurrency, -l.scraped_before_s)
+    });
     let mut paths = sys.paths_busy(
         BoundStart {
             retrying,
@@ -481,7 +490,7 @@ pub fn true_lower_bound(
             warm_per_replica: Some(warmth.to_vec()),
             retry_loop,
         },
-        busy,
+        busy.as_ref(),
     );
     for p in &mut paths {
         p.time_s = p.time_s.map(|t| (t - lag).max(0.0));
@@ -536,6 +545,10 @@ mod tests;
 #[cfg(test)]
 #[path = "bound_retry_tests.rs"]
 mod retry_tests;
+
+#[cfg(test)]
+#[path = "bound_retry_busy_tests.rs"]
+mod retry_busy_tests;
 
 #[cfg(test)]
 #[path = "bound_retry_model.rs"]

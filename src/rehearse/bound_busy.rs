@@ -11,19 +11,43 @@
 //! bound that took every server free at the scrape read 0.73 s where the service could
 //! not answer anything before 0.2 s (seed 7's grid-5, 9 servers busy for up to 0.25 s).
 
+use super::bound_retry::ServersAt;
+
 /// Each replica's servers busy with a request at the scrape, by when each is free: the
 /// earliest it can be (the lower edge of its bucket on the service's ladder), seconds from
 /// the paths' origin. A replica's other servers are idle. Where not measured there is no
-/// `ServersBusy`, and every server counts as free at the origin.
+/// `ServersBusy`, and every server counts as free at the origin. The service's pages may
+/// be read up to `busy_from_s` after the clients' (one probe): a server read busy may
+/// have been free until then, so it counts busy only from then on.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServersBusy {
     /// Servers per replica.
     pub servers: u32,
     /// Per replica, each busy server's free time, seconds from the paths' origin.
     pub free_at: Vec<Vec<f64>>,
+    /// From when a server read busy counts busy, seconds from the paths' origin.
+    pub busy_from_s: f64,
 }
 
 impl ServersBusy {
+    /// The servers the service's pages gave (`at`, each replica's busy ones read on its
+    /// ladder, `servers` per replica), moved to the paths' origin: `at_s` after it.
+    /// `None` where the pages did not say which replica held which.
+    pub(super) fn read(at: &ServersAt, servers: u32, at_s: f64) -> Option<ServersBusy> {
+        if at.by_replica.is_empty() {
+            return None;
+        }
+        Some(ServersBusy {
+            servers,
+            free_at: at
+                .by_replica
+                .iter()
+                .map(|f| f.iter().map(|b| b + at_s).collect())
+                .collect(),
+            busy_from_s: at_s + at.read_apart_s,
+        })
+    }
+
     /// The share of `replica`'s servers free at `t`: idle ones, and busy ones whose
     /// request has ended by then.
     pub(super) fn free_share(&self, replica: usize, t: f64) -> f64 {
@@ -32,6 +56,7 @@ impl ServersBusy {
             .free_at
             .get(replica)
             .map_or(0, |f| f.iter().filter(|&&at| at > t).count());
+        let still = if t < self.busy_from_s { 0 } else { still };
         ((servers - still as f64) / servers).clamp(0.0, 1.0)
     }
 
@@ -56,6 +81,7 @@ impl ServersBusy {
     pub(super) fn earlier(&self, by: f64) -> ServersBusy {
         ServersBusy {
             servers: self.servers,
+            busy_from_s: self.busy_from_s,
             free_at: self
                 .free_at
                 .iter()
@@ -74,6 +100,7 @@ mod tests {
         let b = ServersBusy {
             servers: 4,
             free_at: vec![vec![0.1, 0.2], vec![]],
+            busy_from_s: 0.0,
         };
         assert_eq!(b.free_share(0, 0.0), 0.5);
         assert_eq!(b.free_share(0, 0.15), 0.75);
@@ -85,5 +112,12 @@ mod tests {
         assert_eq!(b.ending(0, 0.1, 0.2), 1.0);
         assert_eq!(b.last_free_s(), 0.2);
         assert_eq!(b.earlier(0.05).free_at[0], vec![0.05, 0.15000000000000002]);
+        // Read 10 ms after the clients: free until then.
+        let late = ServersBusy {
+            busy_from_s: 0.01,
+            ..b
+        };
+        assert_eq!(late.free_share(0, 0.005), 1.0);
+        assert_eq!(late.free_share(0, 0.01), 0.5);
     }
 }

@@ -20,7 +20,6 @@ fn default_bound() -> LowerBound {
         &[1.0],
         &SteadyCriteria::default(),
         None,
-        None,
     )
     .unwrap()
 }

@@ -30,6 +30,53 @@ pub struct RetryLoop {
     pub service_time_s: f64,
     /// Where each client of the loop stood at the scrape, where the workers export it.
     pub phases: Option<ClientPhases>,
+    /// Where the replicas' servers stood at the scrape, where the service exports it
+    /// (`None`: every server may answer right after the scrape).
+    pub servers: Option<ServersAt>,
+    /// What a restart of a replica gives at the soonest.
+    pub restart: Restart,
+}
+
+/// A replica's restart as the bound counts it: ready no sooner than the runbook's start
+/// plus its measured start-to-ready, then cold. The default is the loosest (ready at the
+/// runbook's start, warm at once).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Restart {
+    /// Start-to-ready, seconds (`None`: not measured, taken as 0).
+    pub start_to_ready_s: Option<f64>,
+    /// A cold request's cost over a warm one's (the demo's `m(0)`).
+    pub cold_factor: f64,
+    /// Completions after which the process is warm (0: warm at once).
+    pub warm_after: u64,
+    /// How long a warm call issued at ready takes to make the process warm, seconds.
+    pub warm_s: f64,
+}
+
+impl Default for Restart {
+    fn default() -> Self {
+        Restart {
+            start_to_ready_s: None,
+            cold_factor: 1.0,
+            warm_after: 0,
+            warm_s: 0.0,
+        }
+    }
+}
+
+/// Where the replicas' servers stood at a scrape, as the demo service exports it
+/// (`recover_demo_service_busy_for_within{le_s}`), over every replica's page.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ServersAt {
+    /// Each busy server's earliest end of its job in service, seconds after the scrape:
+    /// its bucket's lower edge.
+    pub busy_free_s: Vec<f64>,
+    /// The same, replica by replica, in the order the service's pages were read.
+    pub by_replica: Vec<Vec<f64>>,
+    /// Servers read idle.
+    pub idle: u32,
+    /// How far apart within the probe the service's and the clients' pages may have been
+    /// read, seconds.
+    pub read_apart_s: f64,
 }
 
 /// Where each client in the retry loop stood at a scrape, as the demo workers export it:
@@ -91,28 +138,20 @@ impl RetryLoop {
     /// queues FIFO, drop any part of them at any instant, restart, turn clients away)
     /// answers before their clients give up, wherever their requests sit. A live request
     /// was sent before the scrape, so its client gives up within the timeout `T` of it
-    /// (sooner where the phases say so: within its bucket's upper edge), and it is answered
-    /// after the scrape (it was still out). One server answers one request at a time, each
-    /// started no sooner than the previous one's answer and costing at least the healthy
-    /// service time `s` (cold caches and overload only add): its answers are `s` apart at
-    /// least, the first possibly right after the scrape (a request already in service), so
-    /// it gives at most `ceil(D / s)` answers before `D`. Over `replicas x concurrency`
-    /// servers pooled (the live requests' split between the replicas is not measured),
-    /// answers before `D` number at most `servers x ceil(D / s)`, and the most deadlines
-    /// met is found earliest deadline first: unit jobs on identical servers whose answer
-    /// slots before `D` form a prefix, so taking each deadline in turn into the earliest
-    /// free slot before it misses none a better order would meet. Without phases every
-    /// deadline is `T`: `servers x ceil(T / s)`. Not `platform::admin::answerable`: that
-    /// decides which youngest FIFO suffix one replica keeps from its servers' free times,
-    /// none free before the drain; the bound needs the most any procedure answers over
-    /// every server, the first answer right after the scrape. (`D / s` is a ratio of a ladder edge or a
-    /// timeout to a whole number of nanoseconds: unless it is a whole number it is a
-    /// nanosecond's share of `s` away from one, far beyond the division's rounding, so
-    /// `ceil` never undercounts.)
+    /// (sooner where the phases say so: within its bucket's upper edge `D`), and it is
+    /// answered after the scrape (it was still out). The live requests' split between the
+    /// replicas is not measured, so every server is pooled, and the count is the greedy
+    /// earliest deadline first over the bound `C(D)` on all answers before `D`: with the
+    /// constraints "at most `C(D)` answers before `D`" for every `D`, taking each
+    /// deadline in turn while room is left meets the most deadlines (any set met obeys
+    /// them), and any procedure's answers obey them, so the count bounds every procedure.
+    /// `C(D)` sums [`RetryLoop::server_answers`] over the servers. (`D / s` is a ratio of
+    /// a ladder edge or a timeout to a whole number of nanoseconds: unless it is a whole
+    /// number it is a nanosecond's share of `s` away from one, far beyond the division's
+    /// rounding, so `ceil` never undercounts.)
     pub fn answerable_in_time(&self) -> f64 {
-        let servers = f64::from(self.replicas) * f64::from(self.concurrency.max(1));
         let timeout = self.client_timeout_s.max(0.0);
-        let slots = |d: f64| servers * (d.min(timeout) / self.service_time_s).ceil();
+        let slots = |d: f64| self.answers_before(d.min(timeout));
         let Some(p) = &self.phases else {
             return slots(timeout);
         };
@@ -121,6 +160,116 @@ impl RetryLoop {
             used += n.min((slots(le) - used).max(0.0));
         }
         used
+    }
+
+    /// The most answers all servers give in `(0, d]` after the scrape.
+    fn answers_before(&self, d: f64) -> f64 {
+        let servers = f64::from(self.replicas) * f64::from(self.concurrency.max(1));
+        let s = self.service_time_s;
+        let Some(at) = &self.servers else {
+            return servers * self.server_answers(d, 0.0, 0.0);
+        };
+        let mu = at.read_apart_s.max(0.0);
+        let busy: f64 = at
+            .busy_free_s
+            .iter()
+            .map(|&f| self.server_answers(d, f, mu))
+            .sum();
+        // Read idle: its next job starts no sooner than the read, so its next answer
+        // comes a service time after it at least.
+        let idle = f64::from(at.idle) * self.server_answers(d, s, mu);
+        // Servers no page accounts for: free right after the scrape.
+        let known = at.busy_free_s.len() as f64 + f64::from(at.idle);
+        let unknown = (servers - known).max(0.0) * self.server_answers(d, 0.0, 0.0);
+        busy + idle + unknown
+    }
+
+    /// The most answers one server gives in `(0, d]` after the scrape, its job in service
+    /// (if any) done no sooner than `free` after the page's read, that page read up to
+    /// `mu` apart from the clients'. One server answers one request at a time, each
+    /// started no sooner than the previous one's answer and costing at least the healthy
+    /// service time `s` (cold caches and overload only add): its answers are `s` apart at
+    /// least. Without a restart: none before its job in service ends; that job may be
+    /// live, so it counts at `free`, then the others `s` apart: `1 + floor((d - free) /
+    /// s)`. The page may have been read up to `mu` before the clients' (the job ends
+    /// `mu` sooner on their clock) or after (the server may have answered once more in
+    /// between, before the job it was read busy with started, which then ends no sooner
+    /// than `free`): the more of `1 + floor((d - free + mu) / s)` and `2 + floor((d -
+    /// free) / s)` covers both. With a restart: its process comes up no
+    /// sooner than the runbook's start (`scraped_before_s` after the scrape) plus its
+    /// start-to-ready, and a server then answers no sooner than
+    /// [`RetryLoop::restart_answers`] says. Answers before the restart and after it are
+    /// still `s` apart (a restart at `rho >= free` after `a` answers from `free` on leaves
+    /// at most `floor((d - rho) / s)` more, and `a <= 1 + floor((rho - free) / s)`; a
+    /// restart before `free` leaves only the restart's, and a later restart only delays
+    /// them), so the more of the two counts covers any procedure, restart or not.
+    /// Never more than `ceil(d / s)`, the count with the first answer right after the
+    /// scrape that holds whatever the pages say.
+    fn server_answers(&self, d: f64, free: f64, mu: f64) -> f64 {
+        let s = self.service_time_s;
+        let any = (d / s).ceil().max(0.0);
+        if free <= 0.0 && mu <= 0.0 {
+            return any;
+        }
+        // A whole number of service times may come out a hair below on division: round
+        // up there (more answers only loosens the count).
+        let floor = |x: f64| (x / s + 1e-9).floor();
+        // From `free` on, on the clock of a page read `shift` before the clients'.
+        let from = |shift: f64| {
+            if d + shift >= free {
+                1.0 + floor(d - free + shift)
+            } else {
+                0.0
+            }
+        };
+        let stay = if mu > 0.0 {
+            from(mu).max(1.0 + from(0.0))
+        } else {
+            from(0.0)
+        };
+        let restart = self.restart_answers(d + mu);
+        stay.max(restart).min(any)
+    }
+
+    /// The most answers one server of a restarted replica gives by `d` after the scrape.
+    /// Its process is ready no sooner than `ready` (the runbook's start plus the
+    /// start-to-ready); each request then costs `s x m(w)`, fixed at its start, with
+    /// `m(w) = 1 + (cold - 1)(1 - w)`, `w` the replica's completions since the restart
+    /// over `warm_after` (capped at 1), and `s` once a warm call issued at ready has made
+    /// it warm (`warm_s` later; a job started before that ends no later than `s` after
+    /// it here, which only loosens). The count is the lockstep greedy: every server starts
+    /// at `ready`, round `k` costs `s x m(c k / warm_after)`, its end `tau_{k+1}` the
+    /// server's `(k+1)`-th answer. No procedure does better for any server: by induction
+    /// every server's `k`-th job starts no sooner than `tau_k`, so the replica has at
+    /// most `c k` completions before `tau_{k+1}`, and a job started at `x` in
+    /// `[tau_k, tau_{k+1})` costs at least the round's cost (`m` falls with completions
+    /// and warmth only), ending no sooner than `tau_{k+1}`.
+    pub(super) fn restart_answers(&self, d: f64) -> f64 {
+        let s = self.service_time_s;
+        let r = &self.restart;
+        let ready = self.scraped_before_s.max(0.0) + r.start_to_ready_s.unwrap_or(0.0).max(0.0);
+        let warm_at = ready + r.warm_s.max(0.0);
+        let per_round = f64::from(self.concurrency.max(1));
+        let cold = r.cold_factor.max(1.0);
+        let (mut tau, mut rounds) = (ready, 0.0_f64);
+        loop {
+            let w = if r.warm_after == 0 {
+                1.0
+            } else {
+                (per_round * rounds / r.warm_after as f64).min(1.0)
+            };
+            let cost = s * (1.0 + (cold - 1.0) * (1.0 - w));
+            let end = (tau + cost).min(tau.max(warm_at) + s);
+            // Past `d`, or warm (the rest are `s` apart: counted at once).
+            if end > d {
+                return rounds;
+            }
+            if w >= 1.0 || end >= warm_at + s {
+                return rounds + 1.0 + ((d - end) / s + 1e-9).floor();
+            }
+            tau = end;
+            rounds += 1.0;
+        }
     }
 
     /// From the paths' origin, when the held-back clients can first be answered.
@@ -225,6 +374,20 @@ fn to_us(s: f64) -> f64 {
 }
 
 impl Ladder {
+    /// Each item's least possible value: its bucket's lower edge (0 for the first bucket,
+    /// the last edge past every edge), one entry per item counted.
+    pub fn lower_edges(&self) -> Vec<f64> {
+        let mut lo = 0.0;
+        let mut out = vec![];
+        for (le, n) in self.buckets() {
+            // Counts are whole on a page; a sum read apart may not be: round down (an
+            // item left out is a server taken as free at the scrape, which only adds).
+            out.extend(std::iter::repeat_n(lo, n.max(0.0).floor() as usize));
+            lo = le;
+        }
+        out
+    }
+
     /// Each bucket's upper edge and count, the last past every edge (`+Inf`); counts that
     /// fall (gauges read apart) count as 0.
     fn buckets(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
@@ -264,5 +427,12 @@ pub fn retry_loop_of(
         concurrency: sc.service.concurrency,
         service_time_s: sc.service.service_time.as_secs_f64(),
         phases: None,
+        servers: None,
+        restart: Restart {
+            start_to_ready_s: None,
+            cold_factor: sc.service.cold_factor,
+            warm_after: sc.service.warm_after,
+            warm_s: sc.service.warm_duration.as_secs_f64(),
+        },
     })
 }

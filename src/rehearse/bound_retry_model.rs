@@ -192,8 +192,10 @@ pub(super) fn simulate(c: &Case, backlog: f64) -> Option<f64> {
             push(&mut heap, 0.0, Ev::Done(i, None));
         }
     }
+    // No sooner than the scrape, as the keep: a drain before it would have dropped
+    // attempts the scrape reads out (their clients back a delay before the bound says).
     if let Some(d) = c.drain_at {
-        push(&mut heap, d, Ev::Drain);
+        push(&mut heap, d.max(t0), Ev::Drain);
     }
     if let Some(k) = c.keep_at {
         push(&mut heap, k.max(t0), Ev::Keep);
@@ -425,6 +427,19 @@ pub(super) fn phases_of(c: &Case) -> ClientPhases {
     }
 }
 
+/// The model's servers at the scrape, read on the ladder as the service exports them:
+/// every server busy with abandoned work until the runbook's start (`lag_s` after the
+/// scrape), at its bucket's lower edge.
+pub(super) fn servers_of(c: &Case) -> ServersAt {
+    let n = c.replicas * c.concurrency as usize;
+    ServersAt {
+        busy_free_s: ladder(&vec![c.lag_s; n]).lower_edges(),
+        by_replica: vec![],
+        idle: 0,
+        read_apart_s: 0.0,
+    }
+}
+
 /// The bound for the case (reading its phases where it says so): the least path, the
 /// backlog, and the clients held back.
 pub(super) fn bound_of(c: &Case) -> (f64, f64, f64) {
@@ -453,7 +468,14 @@ pub(super) fn bound_with(c: &Case, phases: Option<ClientPhases>) -> (f64, f64, f
         replicas: c.replicas as u32,
         concurrency: c.concurrency,
         service_time_s: c.service_time_s,
+        servers: phases.is_some().then(|| servers_of(c)),
         phases,
+        restart: Restart {
+            start_to_ready_s: Some(0.0),
+            cold_factor: c.cold_factor,
+            warm_after: c.warm_after,
+            warm_s: 0.5,
+        },
     };
     let held = lp.held_back();
     let paths = sys.paths(BoundStart {

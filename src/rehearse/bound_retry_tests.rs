@@ -88,6 +88,8 @@ proptest! {
             concurrency,
             service_time_s: s,
             phases: None,
+            servers: None,
+            restart: Restart::default(),
         };
         let start = |retry_loop| BoundStart {
             retrying,
@@ -162,6 +164,8 @@ fn clients_in_flight_beyond_what_the_servers_answer_in_time_wait_a_retry_delay()
         concurrency: 4,
         service_time_s: 0.04,
         phases: None,
+        servers: None,
+        restart: Restart::default(),
     };
     assert_eq!(lp.answerable_in_time(), 100.0);
     assert_eq!(lp.held_back(), 0.0);
@@ -480,6 +484,8 @@ fn attempts_out_count_by_their_deadlines_and_waiting_clients_by_their_next_attem
         concurrency: 4,
         service_time_s: 0.04,
         phases: None,
+        servers: None,
+        restart: Restart::default(),
     };
     assert_eq!(lp.answerable_in_time(), 100.0);
     let ladder = |edges: Vec<(f64, f64)>, total| Ladder { edges, total };

@@ -55,6 +55,7 @@ impl Procedure {
         let c = svc.concurrency as usize;
         ServersBusy {
             servers: svc.concurrency,
+            busy_from_s: 0.0,
             free_at: (0..svc.replicas as usize)
                 .map(|r| {
                     (0..c)
@@ -423,7 +424,7 @@ fn nothing_to_answer_is_immediate_and_no_capacity_never() {
 fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let lb = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[0.6], &crit, None, None).unwrap();
+    let lb = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[0.6], &crit, None).unwrap();
     let names: Vec<&str> = lb.paths.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(
         names,
@@ -446,7 +447,7 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
     let msg = under_bound(Some(lb.lower_bound_s - 0.1), Some(&lb)).unwrap();
     assert!(msg.contains("bug in the bound or the clock"), "{msg}");
     // Unmeasured restart and warmth: the favourable values (0 s, warm).
-    let open = true_lower_bound(&sc, 160.0, 0.0, None, &[], &crit, None, None).unwrap();
+    let open = true_lower_bound(&sc, 160.0, 0.0, None, &[], &crit, None).unwrap();
     assert!(open.lower_bound_s <= lb.lower_bound_s);
     assert!(open.restart_from.starts_with("unknown"));
 }
@@ -459,9 +460,8 @@ fn the_bound_has_every_path_and_a_run_under_it_is_inconsistent() {
 fn clients_answered_between_the_scrape_and_the_runbook_do_not_raise_the_bound() {
     let sc = Scenario::default();
     let crit = SteadyCriteria::default();
-    let at_start =
-        true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[1.0], &crit, None, None).unwrap();
-    let lagged = true_lower_bound(&sc, 160.0, 0.3, Some(0.08), &[1.0], &crit, None, None).unwrap();
+    let at_start = true_lower_bound(&sc, 160.0, 0.0, Some(0.08), &[1.0], &crit, None).unwrap();
+    let lagged = true_lower_bound(&sc, 160.0, 0.3, Some(0.08), &[1.0], &crit, None).unwrap();
     assert_eq!(lagged.scraped_before_s, 0.3);
     assert!(
         (lagged.fluid_s - (at_start.fluid_s - 0.3)).abs() < 1e-9,
@@ -547,6 +547,8 @@ fn the_report_says_whether_the_bound_read_the_clients_phases_and_its_release_ste
         concurrency: 4,
         service_time_s: 0.04,
         phases: None,
+        servers: None,
+        restart: Restart::default(),
     };
     let read = RetryLoop {
         phases: Some(ClientPhases {
@@ -556,7 +558,7 @@ fn the_report_says_whether_the_bound_read_the_clients_phases_and_its_release_ste
         ..unread.clone()
     };
     let bound = |l: Option<RetryLoop>| {
-        true_lower_bound(&sc, 200.0, 0.0, Some(0.08), &[1.0], &crit, l, None).expect("a bound")
+        true_lower_bound(&sc, 200.0, 0.0, Some(0.08), &[1.0], &crit, l).expect("a bound")
     };
     let steps = |lb: &LowerBound| -> Vec<(f64, f64, f64)> {
         let r3 = |x: f64| (x * 1000.0).round() / 1000.0;

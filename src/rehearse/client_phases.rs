@@ -51,7 +51,7 @@ fn ladder(r: &RawScrape, name: &str) -> Option<Ladder> {
 
 /// One page's finite rungs, edges increasing, and its `+Inf` count; `None` for a page
 /// without the `+Inf` rung (it does not export the ladder, or not all of it).
-fn rungs(page: &[(&str, f64)]) -> Option<(Vec<(f64, f64)>, f64)> {
+pub(super) fn rungs(page: &[(&str, f64)]) -> Option<(Vec<(f64, f64)>, f64)> {
     let total = page.iter().find(|(le, _)| *le == "+Inf")?.1;
     let mut finite: Vec<(f64, f64)> = page
         .iter()

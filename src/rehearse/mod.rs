@@ -31,6 +31,7 @@ pub mod rehearsal;
 pub mod report;
 pub mod scenario;
 pub mod series;
+pub mod service_busy;
 pub mod slow_replica;
 pub mod stage;
 pub mod summary;

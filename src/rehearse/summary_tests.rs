@@ -44,7 +44,7 @@ fn the_bound_says_whether_it_read_the_clients_phases() {
     let sc = crate::rehearse::scenario::Scenario::default();
     let crit = crate::rehearse::verify::SteadyCriteria::default();
     let mut lb =
-        crate::rehearse::bound::true_lower_bound(&sc, 160.0, 0.0, None, &[1.0], &crit, None, None)
+        crate::rehearse::bound::true_lower_bound(&sc, 160.0, 0.0, None, &[1.0], &crit, None)
             .expect("a bound");
     r.lower_bound = Some(lb.clone());
     let text = render(&r);

@@ -8,6 +8,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use super::busy::{BusyBoard, BusyCollector};
 
 use crate::util::exposition::{encode_text, register, register_family};
 
@@ -34,6 +37,8 @@ pub struct ServiceMetrics {
     pub ready: Gauge,
     pub slow_factor: Gauge<f64, AtomicU64>,
     pub concurrency_limit: Gauge,
+    /// The pool's free times, copied at each scrape into `busy_for_within{le_s}`.
+    pub busy: Arc<BusyBoard>,
 }
 
 impl ServiceMetrics {
@@ -62,6 +67,11 @@ impl ServiceMetrics {
             ready: register(&mut r, "ready", "1 once the startup delay has passed", Gauge::default()),
             slow_factor: register(&mut r, "slow_factor", "Cost multiplier of a slowed replica (1: normal speed)", Gauge::default()),
             concurrency_limit: register(&mut r, "concurrency_limit", "Requests worked on at once (the worker pool W); capacity = W / healthy service time", Gauge::default()),
+            busy: {
+                let board = Arc::new(BusyBoard::default());
+                r.register_collector(Box::new(BusyCollector(board.clone())));
+                board
+            },
             registry: r,
         }
     }

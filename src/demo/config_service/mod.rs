@@ -4,6 +4,7 @@
 //! clients this makes an overload that outlives its trigger (see [`super::defaults`]).
 
 mod admin_auth;
+mod busy;
 mod drain;
 mod metrics;
 pub mod queue;

@@ -397,5 +397,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
+    // Where the servers stand is read now, relative to this scrape.
+    shared.metrics.busy.set(&shared.lock().busy_until);
     crate::util::text_format::respond(&headers, &shared.metrics.encode())
 }

@@ -8,7 +8,7 @@ mod phases;
 pub mod poller;
 
 pub use crate::retry::{RetryBudget, RetryPolicy};
-pub use phases::EDGE_LABEL;
+pub use phases::{encode_ladder, EDGE_LABEL};
 pub use poller::AttemptHeader;
 
 use super::defaults;

@@ -127,19 +127,32 @@ impl Collector for PhasesCollector {
             ),
         ];
         for (name, help, remaining) in gauges {
-            let (edges, total) = ladder(&remaining);
-            let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            let rungs = edges
-                .into_iter()
-                .map(|(edge, n)| (le_label(edge), n))
-                .chain([("+Inf".to_string(), total)]);
-            for (le, n) in rungs {
-                let labels = [(EDGE_LABEL, le)];
-                ConstGauge::new(n as i64).encode(metric.encode_family(&labels)?)?;
-            }
+            encode_ladder(&mut encoder, name, help, &remaining)?;
         }
         Ok(())
     }
+}
+
+/// One cumulative gauge `name{le_s}` over the ladder of `remaining`, with its `+Inf` rung
+/// (the count of all): the one way a demo process writes a ladder, so that the workers'
+/// and the service's read alike.
+pub fn encode_ladder(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    remaining: &[Duration],
+) -> Result<(), std::fmt::Error> {
+    let (edges, total) = ladder(remaining);
+    let mut metric = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    let rungs = edges
+        .into_iter()
+        .map(|(edge, n)| (le_label(edge), n))
+        .chain([("+Inf".to_string(), total)]);
+    for (le, n) in rungs {
+        let labels = [(EDGE_LABEL, le)];
+        ConstGauge::new(n as i64).encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

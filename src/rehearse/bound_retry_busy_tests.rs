@@ -1,0 +1,111 @@
+//! The retry loop's count of attempts answerable in time, reading where the servers stood
+//! (`RetryLoop::servers`): on the state of a real rehearsal whose servers were all busy
+//! finishing abandoned work at the scrape, the old count (every server free right after
+//! the scrape) called every attempt out answerable; the servers' own free times hold some
+//! back. Apart from [`super::retry_tests`] so that each reads in one sitting.
+
+use super::retry_model::ladder;
+use super::*;
+
+/// The lead's trace: 1 replica, 9 servers, `s` = 40 ms, `T` = `d` = 1 s, scraped 20 ms
+/// before the runbook; 158 attempts out with their time left spread over 1 s; the demo's
+/// restart (cold factor 3.76, warm after 300, warm call 0.5 s), start-to-ready unknown (0).
+fn trace(servers: Option<ServersAt>) -> RetryLoop {
+    let left: Vec<f64> = (0..158).map(|i| (f64::from(i) + 0.5) / 158.0).collect();
+    RetryLoop {
+        retry_delay_s: 1.0,
+        client_timeout_s: 1.0,
+        scraped_before_s: 0.02,
+        in_flight: 158.0,
+        replicas: 1,
+        concurrency: 9,
+        service_time_s: 0.04,
+        phases: Some(ClientPhases {
+            waiting_next: Ladder::default(),
+            in_flight_left: ladder(&left),
+        }),
+        servers,
+        restart: Restart {
+            start_to_ready_s: None,
+            cold_factor: 3.76,
+            warm_after: 300,
+            warm_s: 0.5,
+        },
+    }
+}
+
+/// The 9 servers busy for 0.1-0.25 s (jobs started at the overloaded cost), read on the
+/// ladder at their buckets' lower edges.
+fn busy(read_apart_s: f64) -> ServersAt {
+    ServersAt {
+        busy_free_s: vec![0.1, 0.125, 0.15, 0.15, 0.175, 0.2, 0.2, 0.225, 0.25],
+        by_replica: vec![],
+        idle: 0,
+        read_apart_s,
+    }
+}
+
+/// Every server free right after the scrape answers 25 each before 1 s and 9 every 40 ms
+/// from the start: more than the 158 deadlines need, none held back. The servers busy
+/// until 0.1-0.25 s answer nothing before 0.1 s (16 deadlines there) and 9 in all by
+/// 0.175 s (28 there): 19 are held back (12 with the pages read 10 ms apart, which may
+/// give each server one more answer), and still more than 100 are answerable.
+#[test]
+fn servers_busy_with_abandoned_work_hold_back_the_attempts_due_before_they_free() {
+    let old = trace(None);
+    assert_eq!(old.held_back(), 0.0);
+    let new = trace(Some(busy(0.0)));
+    let held = new.held_back();
+    assert_eq!(held, 19.0);
+    assert!(new.answerable_in_time() > 100.0);
+    // The pages read apart within the probe only add answers, never remove any.
+    let apart = trace(Some(busy(0.01))).held_back();
+    assert_eq!(apart, 12.0);
+}
+
+/// A server read idle answers a service time after the read at the soonest; a restart
+/// that is ready at once and warm at once puts every server there too, so it changes
+/// nothing; a busy ladder missing leaves the old count exactly.
+#[test]
+fn idle_servers_and_a_warm_restart_count_from_a_service_time_after_the_scrape() {
+    let idle = ServersAt {
+        busy_free_s: vec![],
+        by_replica: vec![],
+        idle: 9,
+        read_apart_s: 0.0,
+    };
+    let lp = trace(Some(idle.clone()));
+    // floor(D / s) per server against ceil(D / s): one fewer before each deadline off the
+    // grid of s.
+    assert!(lp.answerable_in_time() <= trace(None).answerable_in_time());
+    let warm = RetryLoop {
+        restart: Restart::default(),
+        scraped_before_s: 0.0,
+        ..trace(Some(busy(0.0)))
+    };
+    let as_idle = RetryLoop {
+        scraped_before_s: 0.0,
+        ..trace(Some(idle))
+    };
+    assert_eq!(warm.answerable_in_time(), as_idle.answerable_in_time());
+}
+
+/// The restart's count: ready at 0.02 s, round costs `s x m(9 k / 300)` until the warm
+/// call lands at 0.52 s, then `s` apart.
+#[test]
+fn a_cold_restart_answers_as_the_lockstep_greedy_says() {
+    let lp = trace(None);
+    assert_eq!(lp.restart_answers(0.1), 0.0);
+    // 0.02 + 0.1504 = 0.1704: the first round.
+    assert_eq!(lp.restart_answers(0.171), 1.0);
+    let warm = RetryLoop {
+        restart: Restart {
+            warm_after: 0,
+            ..lp.restart.clone()
+        },
+        ..lp.clone()
+    };
+    // Warm at once: s apart from ready.
+    assert_eq!(warm.restart_answers(1.0), 24.0);
+    assert!(lp.restart_answers(1.0) < 24.0);
+}

@@ -1,0 +1,111 @@
+//! Where the replicas' servers stood at a scrape, read from the demo service's ladder
+//! (`recover_demo_service_busy_for_within{le_s}`, docs/reference/metrics.md) into the
+//! bound's [`ServersAt`].
+//!
+//! Why it exists: the one place the rehearsal turns that series into the lower bound's
+//! input, and says "not known" (an older or other service that does not export it, a page
+//! without its `+Inf` rung) instead of a partial count: without it the bound takes every
+//! server as free right after the scrape, as before.
+
+use super::bound::{Ladder, ServersAt};
+use super::client_phases::rungs;
+use super::series::{RawScrape, Role};
+use crate::demo::workers::EDGE_LABEL;
+
+/// Servers busy with a job that ends within `le_s` of the scrape.
+pub const BUSY_FOR: &str = "recover_demo_service_busy_for_within";
+/// Servers per replica, idle ones included.
+const CONCURRENCY: &str = "recover_demo_service_concurrency_limit";
+
+/// The servers at scrape `r` over every service page that answered; `None` unless each
+/// exports the ladder with its `+Inf` rung. Each busy server is placed at its bucket's
+/// lower edge (its job ends no sooner); the idle ones are the pages' pools less the busy
+/// (none where the pool size is not exported: those servers count as free at the
+/// scrape). The pages are read between the probe's tick and its end, so they may stand
+/// that far apart from the clients'.
+pub fn servers_at(r: &RawScrape) -> Option<ServersAt> {
+    let pages = r.by_label(Role::Service, BUSY_FOR, EDGE_LABEL);
+    if pages.is_empty() {
+        return None;
+    }
+    let mut by_replica = vec![];
+    let mut busy = 0.0;
+    for page in &pages {
+        let (edges, total) = rungs(page)?;
+        busy += total;
+        by_replica.push(Ladder { edges, total }.lower_edges());
+    }
+    let pool = r.sum(Role::Service, CONCURRENCY, &[]).unwrap_or(0.0);
+    Some(ServersAt {
+        busy_free_s: by_replica.iter().flatten().copied().collect(),
+        by_replica,
+        idle: (pool - busy).max(0.0).floor() as u32,
+        read_apart_s: (r.read_s - r.t_s).max(0.0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rehearse::expo::parse;
+    use crate::rehearse::series::TargetScrape;
+
+    fn page(rungs: &[(&str, f64)], pool: Option<f64>) -> String {
+        let mut text: String = rungs
+            .iter()
+            .map(|(le, n)| format!("{BUSY_FOR}{{le_s=\"{le}\"}} {n}\n"))
+            .collect();
+        if let Some(p) = pool {
+            text.push_str(&format!("{CONCURRENCY} {p}\n"));
+        }
+        text
+    }
+
+    fn scrape(pages: &[Option<String>]) -> RawScrape {
+        RawScrape {
+            t_s: 1.0,
+            read_s: 1.01,
+            targets: pages
+                .iter()
+                .enumerate()
+                .map(|(i, text)| TargetScrape {
+                    role: Role::Service,
+                    instance: format!("service-{i}"),
+                    points: text.as_deref().map(parse),
+                })
+                .collect(),
+        }
+    }
+
+    /// Two replicas: each busy server at its bucket's lower edge (past the last edge, at
+    /// it), the idle ones the pools less the busy, the pages read up to the probe's span
+    /// apart; a replica that did not answer is not read.
+    #[test]
+    fn each_busy_server_is_placed_at_its_buckets_lower_edge() {
+        let a = page(
+            &[("0.025", 1.0), ("0.1", 1.0), ("0.25", 3.0), ("+Inf", 4.0)],
+            Some(4.0),
+        );
+        let b = page(&[("0.025", 0.0), ("0.25", 1.0), ("+Inf", 1.0)], Some(4.0));
+        let s = servers_at(&scrape(&[Some(a), Some(b), None])).expect("servers");
+        assert_eq!(s.busy_free_s, [0.0, 0.1, 0.1, 0.25, 0.025]);
+        assert_eq!(s.idle, 3);
+        assert!((s.read_apart_s - 0.01).abs() < 1e-9);
+    }
+
+    /// A service page without the ladder (an older or other service), or without its
+    /// `+Inf` rung, leaves the servers unknown rather than counting part of them.
+    #[test]
+    fn a_page_without_the_ladder_leaves_the_servers_unknown() {
+        let full = page(&[("0.1", 1.0), ("+Inf", 1.0)], Some(2.0));
+        let older = page(&[], Some(2.0));
+        let no_inf = page(&[("0.1", 1.0)], Some(2.0));
+        assert!(servers_at(&scrape(&[Some(full.clone())])).is_some());
+        assert_eq!(
+            servers_at(&scrape(&[Some(full.clone()), Some(older)])),
+            None
+        );
+        assert_eq!(servers_at(&scrape(&[Some(full), Some(no_inf)])), None);
+        assert_eq!(servers_at(&scrape(&[None])), None);
+    }
+}
