@@ -67,10 +67,9 @@ impl Default for Restart {
 /// (`recover_demo_service_busy_for_within{le_s}`), over every replica's page.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServersAt {
-    /// Each busy server's earliest end of its job in service, seconds after the scrape:
-    /// its bucket's lower edge.
-    pub busy_free_s: Vec<f64>,
-    /// The same, replica by replica, in the order the service's pages were read.
+    /// Each busy server's earliest end of its job in service, seconds after the scrape
+    /// (its bucket's lower edge), replica by replica in the order the service's pages
+    /// were read.
     pub by_replica: Vec<Vec<f64>>,
     /// Servers read idle.
     pub idle: u32,
@@ -171,15 +170,16 @@ impl RetryLoop {
         };
         let mu = at.read_apart_s.max(0.0);
         let busy: f64 = at
-            .busy_free_s
+            .by_replica
             .iter()
+            .flatten()
             .map(|&f| self.server_answers(d, f, mu))
             .sum();
         // Read idle: its next job starts no sooner than the read, so its next answer
         // comes a service time after it at least.
         let idle = f64::from(at.idle) * self.server_answers(d, s, mu);
         // Servers no page accounts for: free right after the scrape.
-        let known = at.busy_free_s.len() as f64 + f64::from(at.idle);
+        let known = at.by_replica.iter().map(Vec::len).sum::<usize>() as f64 + f64::from(at.idle);
         let unknown = (servers - known).max(0.0) * self.server_answers(d, 0.0, 0.0);
         busy + idle + unknown
     }

@@ -38,8 +38,7 @@ fn trace(servers: Option<ServersAt>) -> RetryLoop {
 /// ladder at their buckets' lower edges.
 fn busy(read_apart_s: f64) -> ServersAt {
     ServersAt {
-        busy_free_s: vec![0.1, 0.125, 0.15, 0.15, 0.175, 0.2, 0.2, 0.225, 0.25],
-        by_replica: vec![],
+        by_replica: vec![vec![0.1, 0.125, 0.15, 0.15, 0.175, 0.2, 0.2, 0.225, 0.25]],
         idle: 0,
         read_apart_s,
     }
@@ -69,7 +68,6 @@ fn servers_busy_with_abandoned_work_hold_back_the_attempts_due_before_they_free(
 #[test]
 fn idle_servers_and_a_warm_restart_count_from_a_service_time_after_the_scrape() {
     let idle = ServersAt {
-        busy_free_s: vec![],
         by_replica: vec![],
         idle: 9,
         read_apart_s: 0.0,

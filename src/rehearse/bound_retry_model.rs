@@ -431,10 +431,9 @@ pub(super) fn phases_of(c: &Case) -> ClientPhases {
 /// every server busy with abandoned work until the runbook's start (`lag_s` after the
 /// scrape), at its bucket's lower edge.
 pub(super) fn servers_of(c: &Case) -> ServersAt {
-    let n = c.replicas * c.concurrency as usize;
+    let each = ladder(&vec![c.lag_s; c.concurrency as usize]).lower_edges();
     ServersAt {
-        busy_free_s: ladder(&vec![c.lag_s; n]).lower_edges(),
-        by_replica: vec![],
+        by_replica: vec![each; c.replicas],
         idle: 0,
         read_apart_s: 0.0,
     }

@@ -37,7 +37,6 @@ pub fn servers_at(r: &RawScrape) -> Option<ServersAt> {
     }
     let pool = r.sum(Role::Service, CONCURRENCY, &[]).unwrap_or(0.0);
     Some(ServersAt {
-        busy_free_s: by_replica.iter().flatten().copied().collect(),
         by_replica,
         idle: (pool - busy).max(0.0).floor() as u32,
         read_apart_s: (r.read_s - r.t_s).max(0.0),
@@ -88,7 +87,7 @@ mod tests {
         );
         let b = page(&[("0.025", 0.0), ("0.25", 1.0), ("+Inf", 1.0)], Some(4.0));
         let s = servers_at(&scrape(&[Some(a), Some(b), None])).expect("servers");
-        assert_eq!(s.busy_free_s, [0.0, 0.1, 0.1, 0.25, 0.025]);
+        assert_eq!(s.by_replica, [vec![0.0, 0.1, 0.1, 0.25], vec![0.025]]);
         assert_eq!(s.idle, 3);
         assert!((s.read_apart_s - 0.01).abs() < 1e-9);
     }
