@@ -135,7 +135,9 @@ pub fn decide(e: &RestartEvidence) -> RestartDecision {
 /// requests it answers within their clients' deadlines), caches as warm as they were.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Drained {
-    /// Requests the drain kept queued, over every replica (None: a replica did not say).
+    /// Requests queued at most, over every replica: what the drain kept, plus what a limit
+    /// whose bucket this run filled (a block's `fill`) may have let in after it (None: a
+    /// replica did not say).
     pub kept: Option<u64>,
     /// Warm capacity, req/s (None: not known).
     pub capacity: Option<f64>,
@@ -185,7 +187,7 @@ impl Drained {
                 "a replica's drain did not say how many requests it kept (a service that ignores ?keep= does not say, and may have kept any number); the queue is not known empty, so the bucket starts empty".into(),
             ),
             (Some(n), Some(room)) if n > 0 && room - (n as f64) < 1.0 => Some(format!(
-                "the drain kept {n} requests, no fewer than the {room:.0} the queue answers within the clients' timeout; the bucket starts empty"
+                "{n} requests are queued at most (those the drain kept and any a filled block let in since), no fewer than the {room:.0} the queue answers within the clients' timeout; the bucket starts empty"
             )),
             _ => None,
         }
@@ -297,7 +299,7 @@ pub fn fill_reason(
     Some((
         Fill::Tokens(tokens),
         format!(
-            "its bucket starts with {tokens} of burst {burst}: the drain kept {kept} requests the replicas answer within their deadlines, and {burst} is what the queue answers within the clients' {timeout:.2} s timeout ({sized}), so the queue holds at most {burst}; the drained clients' returning wave passes as far as that room allows instead of waiting another retry delay"
+            "its bucket starts with {tokens} of burst {burst}: {kept} requests are queued at most (those the drain kept, which the replicas answer within their deadlines, and any a filled block let in since), and {burst} is what the queue answers within the clients' {timeout:.2} s timeout ({sized}), so the queue holds at most {burst}; the drained clients' returning wave passes as far as that room allows instead of waiting another retry delay"
         ),
     ))
 }

@@ -233,7 +233,7 @@ fn after_a_drain_that_kept_requests_the_bucket_starts_with_the_room_they_leave()
     let (fill, why) = kept(Some(5)).expect("fills");
     assert_eq!(fill, Fill::Tokens(85));
     assert!(
-        why.contains("its bucket starts with 85 of burst 90: the drain kept 5 requests the replicas answer within their deadlines, and 90 is what the queue answers within the clients' 1.00 s timeout"),
+        why.contains("its bucket starts with 85 of burst 90: 5 requests are queued at most (those the drain kept, which the replicas answer within their deadlines, and any a filled block let in since), and 90 is what the queue answers within the clients' 1.00 s timeout"),
         "{why}"
     );
     assert_eq!(kept(Some(89)).map(|f| f.0), Some(Fill::Tokens(1)));
@@ -272,5 +272,5 @@ fn the_first_bucket_is_said_not_filled_only_when_no_room_is_known() {
     assert!(said(None).unwrap().contains("did not say how many"));
     assert!(said(Some(90))
         .unwrap()
-        .contains("kept 90 requests, no fewer than the 90"));
+        .contains("90 requests are queued at most (those the drain kept and any a filled block let in since), no fewer than the 90"));
 }

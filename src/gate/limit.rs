@@ -56,7 +56,8 @@ impl LimitChange {
 }
 
 /// How many tokens a new limit's bucket starts with. On the wire: absent or `false`
-/// carried, `true` full, a whole number `N` that many (never above the burst).
+/// carried, `true` full, a whole number `N` that many (never above the burst); a runbook
+/// may also write the words `carried` and `full`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Fill {
     /// At most what the old limit had left (none after an unlimited or blocked one).
@@ -106,7 +107,15 @@ impl serde::de::Visitor<'_> for FillVisitor {
     type Value = Fill;
 
     fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("true (the bucket full), false (carried) or a whole number of tokens from 0")
+        f.write_str("`full` or true (the bucket full), `carried` or false, or a whole number of tokens from 0")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Fill, E> {
+        match v {
+            "full" => Ok(Fill::Full),
+            "carried" => Ok(Fill::Carried),
+            _ => Err(E::invalid_value(serde::de::Unexpected::Str(v), &self)),
+        }
     }
 
     fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Fill, E> {

@@ -7,6 +7,7 @@ fn at(t_s: f64) -> RawScrape {
     RawScrape {
         t_s,
         read_s: t_s + 0.01,
+        service_pages_first: false,
         targets: vec![],
     }
 }

@@ -52,7 +52,9 @@
 
 pub use super::bound_busy::ServersBusy;
 use super::bound_retry::{self, Release};
-pub use super::bound_retry::{retry_loop_of, ClientPhases, Ladder, Restart, RetryLoop, ServersAt};
+pub use super::bound_retry::{
+    retry_loop_of, BusyServer, ClientPhases, Ladder, Restart, RetryLoop, ServersAt,
+};
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
 use super::verify::SteadyCriteria;

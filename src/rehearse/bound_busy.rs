@@ -37,14 +37,22 @@ impl ServersBusy {
         if at.by_replica.is_empty() {
             return None;
         }
+        // Read before the clients' pages (the probe's order), a server's job ends up to
+        // the read span sooner on their clock; read in either order, one may have
+        // answered once more in between, so none counts busy until the span is over.
+        let (early, busy_from_s) = if at.read_first {
+            (at.read_apart_s, at_s)
+        } else {
+            (0.0, at_s + at.read_apart_s)
+        };
         Some(ServersBusy {
             servers,
             free_at: at
                 .by_replica
                 .iter()
-                .map(|f| f.iter().map(|b| b + at_s).collect())
+                .map(|f| f.iter().map(|b| b.free_s + at_s - early).collect())
                 .collect(),
-            busy_from_s: at_s + at.read_apart_s,
+            busy_from_s,
         })
     }
 

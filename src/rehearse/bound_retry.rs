@@ -67,15 +67,33 @@ impl Default for Restart {
 /// (`recover_demo_service_busy_for_within{le_s}`), over every replica's page.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ServersAt {
-    /// Each busy server's earliest end of its job in service, seconds after the scrape
-    /// (its bucket's lower edge), replica by replica in the order the service's pages
-    /// were read.
-    pub by_replica: Vec<Vec<f64>>,
+    /// Each busy server, replica by replica in the order the service's pages were read.
+    pub by_replica: Vec<Vec<BusyServer>>,
     /// Servers read idle.
     pub idle: u32,
     /// How far apart within the probe the service's and the clients' pages may have been
     /// read, seconds.
     pub read_apart_s: f64,
+    /// The service's pages were read before the clients' (the probe reads them first):
+    /// apart by `read_apart_s` at most, and never the other way.
+    pub read_first: bool,
+}
+
+/// A server free right after the scrape, whose first answer may come at once.
+const FREE: BusyServer = BusyServer {
+    free_s: 0.0,
+    live: true,
+};
+
+/// One server read busy at a scrape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BusyServer {
+    /// The earliest end of its job in service, seconds after the scrape (its bucket's
+    /// lower edge).
+    pub free_s: f64,
+    /// Its job ends before its client stops waiting, so its end may answer a client; true
+    /// where the service does not say (`busy_live_for_within` not exported).
+    pub live: bool,
 }
 
 /// Where each client in the retry loop stood at a scrape, as the demo workers export it:
@@ -166,27 +184,36 @@ impl RetryLoop {
         let servers = f64::from(self.replicas) * f64::from(self.concurrency.max(1));
         let s = self.service_time_s;
         let Some(at) = &self.servers else {
-            return servers * self.server_answers(d, 0.0, 0.0);
+            return servers * self.server_answers(d, &FREE, 0.0);
         };
         let mu = at.read_apart_s.max(0.0);
         let busy: f64 = at
             .by_replica
             .iter()
             .flatten()
-            .map(|&f| self.server_answers(d, f, mu))
+            .map(|b| self.server_answers(d, b, mu))
             .sum();
         // Read idle: its next job starts no sooner than the read, so its next answer
         // comes a service time after it at least.
-        let idle = f64::from(at.idle) * self.server_answers(d, s, mu);
+        let idle = f64::from(at.idle)
+            * self.server_answers(
+                d,
+                &BusyServer {
+                    free_s: s,
+                    live: true,
+                },
+                mu,
+            );
         // Servers no page accounts for: free right after the scrape.
         let known = at.by_replica.iter().map(Vec::len).sum::<usize>() as f64 + f64::from(at.idle);
-        let unknown = (servers - known).max(0.0) * self.server_answers(d, 0.0, 0.0);
+        let unknown = (servers - known).max(0.0) * self.server_answers(d, &FREE, 0.0);
         busy + idle + unknown
     }
 
     /// The most answers one server gives in `(0, d]` after the scrape, its job in service
     /// (if any) done no sooner than `free` after the page's read, that page read up to
-    /// `mu` apart from the clients'. One server answers one request at a time, each
+    /// `mu` apart from the clients' (only before them where the probe read the service's
+    /// pages first, [`ServersAt::read_first`]). One server answers one request at a time, each
     /// started no sooner than the previous one's answer and costing at least the healthy
     /// service time `s` (cold caches and overload only add): its answers are `s` apart at
     /// least. Without a restart: none before its job in service ends; that job may be
@@ -195,7 +222,9 @@ impl RetryLoop {
     /// `mu` sooner on their clock) or after (the server may have answered once more in
     /// between, before the job it was read busy with started, which then ends no sooner
     /// than `free`): the more of `1 + floor((d - free + mu) / s)` and `2 + floor((d -
-    /// free) / s)` covers both. With a restart: its process comes up no
+    /// free) / s)` covers both; read first, only the first can be. A job that ends after
+    /// its client stops waiting (not [`BusyServer::live`]) answers nobody: the server's
+    /// count starts with the next job, one fewer. With a restart: its process comes up no
     /// sooner than the runbook's start (`scraped_before_s` after the scrape) plus its
     /// start-to-ready, and a server then answers no sooner than
     /// [`RetryLoop::restart_answers`] says. Answers before the restart and after it are
@@ -205,27 +234,31 @@ impl RetryLoop {
     /// them), so the more of the two counts covers any procedure, restart or not.
     /// Never more than `ceil(d / s)`, the count with the first answer right after the
     /// scrape that holds whatever the pages say.
-    fn server_answers(&self, d: f64, free: f64, mu: f64) -> f64 {
+    fn server_answers(&self, d: f64, server: &BusyServer, mu: f64) -> f64 {
         let s = self.service_time_s;
+        let free = server.free_s;
         let any = (d / s).ceil().max(0.0);
-        if free <= 0.0 && mu <= 0.0 {
+        if free <= 0.0 && mu <= 0.0 && server.live {
             return any;
         }
+        // A job that ends after its client stops waiting answers nobody: the server's
+        // first useful answer is the next job's, a service time after it.
+        let first = if server.live { 1.0 } else { 0.0 };
         // A whole number of service times may come out a hair below on division: round
         // up there (more answers only loosens the count).
         let floor = |x: f64| (x / s + 1e-9).floor();
         // From `free` on, on the clock of a page read `shift` before the clients'.
         let from = |shift: f64| {
             if d + shift >= free {
-                1.0 + floor(d - free + shift)
+                first + floor(d - free + shift)
             } else {
                 0.0
             }
         };
-        let stay = if mu > 0.0 {
+        let stay = if mu > 0.0 && !self.servers.as_ref().is_some_and(|a| a.read_first) {
             from(mu).max(1.0 + from(0.0))
         } else {
-            from(0.0)
+            from(mu)
         };
         let restart = self.restart_answers(d + mu);
         stay.max(restart).min(any)

@@ -38,9 +38,12 @@ fn trace(servers: Option<ServersAt>) -> RetryLoop {
 /// ladder at their buckets' lower edges.
 fn busy(read_apart_s: f64) -> ServersAt {
     ServersAt {
-        by_replica: vec![vec![0.1, 0.125, 0.15, 0.15, 0.175, 0.2, 0.2, 0.225, 0.25]],
+        by_replica: vec![[0.1, 0.125, 0.15, 0.15, 0.175, 0.2, 0.2, 0.225, 0.25]
+            .map(|free_s| BusyServer { free_s, live: true })
+            .to_vec()],
         idle: 0,
         read_apart_s,
+        read_first: false,
     }
 }
 
@@ -60,6 +63,37 @@ fn servers_busy_with_abandoned_work_hold_back_the_attempts_due_before_they_free(
     // The pages read apart within the probe only add answers, never remove any.
     let apart = trace(Some(busy(0.01))).held_back();
     assert_eq!(apart, 12.0);
+    // Read first (the probe's order), a server read busy cannot have answered once more
+    // before the clients were read: only its job's end moves up to 10 ms sooner.
+    let first = ServersAt {
+        read_first: true,
+        ..busy(0.01)
+    };
+    let held_first = trace(Some(first)).held_back();
+    assert!(held_first > apart && held_first <= held, "{held_first}");
+}
+
+/// A server whose job in service ends after its client stops waiting answers nobody at
+/// that end: with every one of the 9 abandoned, each answers one fewer by any deadline,
+/// so more attempts are held back than with the same servers possibly live.
+#[test]
+fn a_server_finishing_abandoned_work_answers_one_fewer() {
+    let live = trace(Some(busy(0.0)));
+    let mut gone = busy(0.0);
+    for b in gone.by_replica.iter_mut().flatten() {
+        b.live = false;
+    }
+    let gone = trace(Some(gone));
+    assert!(
+        gone.held_back() > live.held_back(),
+        "{} vs {}",
+        gone.held_back(),
+        live.held_back()
+    );
+    assert_eq!(
+        live.answerable_in_time() - gone.answerable_in_time(),
+        gone.held_back() - live.held_back()
+    );
 }
 
 /// A server read idle answers a service time after the read at the soonest; a restart
@@ -71,6 +105,7 @@ fn idle_servers_and_a_warm_restart_count_from_a_service_time_after_the_scrape() 
         by_replica: vec![],
         idle: 9,
         read_apart_s: 0.0,
+        read_first: false,
     };
     let lp = trace(Some(idle.clone()));
     // floor(D / s) per server against ceil(D / s): one fewer before each deadline off the

@@ -431,11 +431,16 @@ pub(super) fn phases_of(c: &Case) -> ClientPhases {
 /// every server busy with abandoned work until the runbook's start (`lag_s` after the
 /// scrape), at its bucket's lower edge.
 pub(super) fn servers_of(c: &Case) -> ServersAt {
-    let each = ladder(&vec![c.lag_s; c.concurrency as usize]).lower_edges();
+    let each: Vec<BusyServer> = ladder(&vec![c.lag_s; c.concurrency as usize])
+        .lower_edges()
+        .into_iter()
+        .map(|free_s| BusyServer { free_s, live: true })
+        .collect();
     ServersAt {
         by_replica: vec![each; c.replicas],
         idle: 0,
         read_apart_s: 0.0,
+        read_first: false,
     }
 }
 

@@ -96,6 +96,7 @@ mod tests {
         RawScrape {
             t_s: 1.0,
             read_s: 1.01,
+            service_pages_first: false,
             targets,
         }
     }

@@ -227,7 +227,10 @@ async fn run(
     }
 }
 
-/// Every target's page once, read concurrently; the tick is when the reads start.
+/// Every target's page once: the service's pages first, read concurrently, then the
+/// others, read concurrently; the tick is when the reads start. The order tells the lower
+/// bound which way the service's servers and the clients' attempts were read apart (a
+/// server read busy cannot have answered once more before the clients were read).
 async fn scrape(
     client: &reqwest::Client,
     targets: &[Target],
@@ -235,19 +238,27 @@ async fn scrape(
     timeout: Duration,
 ) -> RawScrape {
     let t_s = clock.now_s();
-    let pages = futures::future::join_all(targets.iter().map(|t| fetch(client, t, timeout))).await;
+    let read = |first: bool| {
+        futures::future::join_all(
+            targets
+                .iter()
+                .filter(move |t| (t.role == Role::Service) == first)
+                .map(|t| async move {
+                    TargetScrape {
+                        role: t.role,
+                        instance: t.instance.clone(),
+                        points: fetch(client, t, timeout).await,
+                    }
+                }),
+        )
+    };
+    let mut pages = read(true).await;
+    pages.extend(read(false).await);
     RawScrape {
         t_s,
         read_s: clock.now_s(),
-        targets: targets
-            .iter()
-            .zip(pages)
-            .map(|(t, points)| TargetScrape {
-                role: t.role,
-                instance: t.instance.clone(),
-                points,
-            })
-            .collect(),
+        service_pages_first: true,
+        targets: pages,
     }
 }
 

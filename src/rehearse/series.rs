@@ -33,6 +33,9 @@ pub struct RawScrape {
     /// When every page had been read (or given up on), same clock: each page's values
     /// are of some instant between `t_s` and this.
     pub read_s: f64,
+    /// The service's pages were all read before any other page was asked for: each
+    /// service page's values are of an instant no later than the clients' page's.
+    pub service_pages_first: bool,
     pub targets: Vec<TargetScrape>,
 }
 
@@ -305,6 +308,7 @@ mod tests {
         RawScrape {
             t_s,
             read_s: t_s,
+            service_pages_first: false,
             targets: vec![
                 TargetScrape {
                     role: Role::Gate,

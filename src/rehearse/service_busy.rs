@@ -7,13 +7,15 @@
 //! without its `+Inf` rung) instead of a partial count: without it the bound takes every
 //! server as free right after the scrape, as before.
 
-use super::bound::{Ladder, ServersAt};
+use super::bound::{BusyServer, Ladder, ServersAt};
 use super::client_phases::rungs;
 use super::series::{RawScrape, Role};
 use crate::demo::workers::EDGE_LABEL;
 
 /// Servers busy with a job that ends within `le_s` of the scrape.
 pub const BUSY_FOR: &str = "recover_demo_service_busy_for_within";
+/// Of those, the servers whose job ends before its client stops waiting.
+const BUSY_LIVE_FOR: &str = "recover_demo_service_busy_live_for_within";
 /// Servers per replica, idle ones included.
 const CONCURRENCY: &str = "recover_demo_service_concurrency_limit";
 
@@ -28,19 +30,44 @@ pub fn servers_at(r: &RawScrape) -> Option<ServersAt> {
     if pages.is_empty() {
         return None;
     }
+    let live_pages = r.by_label(Role::Service, BUSY_LIVE_FOR, EDGE_LABEL);
     let mut by_replica = vec![];
     let mut busy = 0.0;
-    for page in &pages {
+    for (i, page) in pages.iter().enumerate() {
         let (edges, total) = rungs(page)?;
         busy += total;
-        by_replica.push(Ladder { edges, total }.lower_edges());
+        let all = Ladder { edges, total }.lower_edges();
+        // Only where every page exports the live ladder: a page without it (an older
+        // service) leaves every busy server possibly live.
+        let live = (live_pages.len() == pages.len())
+            .then(|| rungs(&live_pages[i]))
+            .flatten()
+            .map(|(edges, total)| Ladder { edges, total }.lower_edges());
+        by_replica.push(mark_live(&all, live.as_deref()));
     }
     let pool = r.sum(Role::Service, CONCURRENCY, &[]).unwrap_or(0.0);
     Some(ServersAt {
         by_replica,
         idle: (pool - busy).max(0.0).floor() as u32,
         read_apart_s: (r.read_s - r.t_s).max(0.0),
+        read_first: r.service_pages_first,
     })
+}
+
+/// Each busy server (`all`, lower edges ascending) marked live where the live ladder
+/// (`live`, ascending, at most `all` at each edge) counts it: at each edge, the first of
+/// the servers there as many as the live ladder has. Every one live where `live` is None.
+fn mark_live(all: &[f64], live: Option<&[f64]>) -> Vec<BusyServer> {
+    let mut next = live.map(|l| l.iter().peekable());
+    all.iter()
+        .map(|&free_s| {
+            let live = match next.as_mut() {
+                None => true,
+                Some(l) => l.next_if(|&&e| e == free_s).is_some(),
+            };
+            BusyServer { free_s, live }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -64,6 +91,7 @@ mod tests {
         RawScrape {
             t_s: 1.0,
             read_s: 1.01,
+            service_pages_first: false,
             targets: pages
                 .iter()
                 .enumerate()
@@ -87,9 +115,30 @@ mod tests {
         );
         let b = page(&[("0.025", 0.0), ("0.25", 1.0), ("+Inf", 1.0)], Some(4.0));
         let s = servers_at(&scrape(&[Some(a), Some(b), None])).expect("servers");
-        assert_eq!(s.by_replica, [vec![0.0, 0.1, 0.1, 0.25], vec![0.025]]);
+        let free: Vec<Vec<f64>> = s
+            .by_replica
+            .iter()
+            .map(|r| r.iter().map(|b| b.free_s).collect())
+            .collect();
+        assert_eq!(free, [vec![0.0, 0.1, 0.1, 0.25], vec![0.025]]);
+        // No live ladder on these pages: every busy server may answer a client.
+        assert!(s.by_replica.iter().flatten().all(|b| b.live));
         assert_eq!(s.idle, 3);
         assert!((s.read_apart_s - 0.01).abs() < 1e-9);
+    }
+
+    /// With the live ladder on every page, each edge's first servers as many as it counts
+    /// are live, the rest finish work nobody waits for.
+    #[test]
+    fn the_live_ladder_marks_the_servers_whose_client_still_waits() {
+        let a = format!(
+            "{}{}",
+            page(&[("0.1", 1.0), ("0.25", 3.0), ("+Inf", 3.0)], Some(4.0)),
+            "recover_demo_service_busy_live_for_within{le_s=\"0.1\"} 0\nrecover_demo_service_busy_live_for_within{le_s=\"0.25\"} 1\nrecover_demo_service_busy_live_for_within{le_s=\"+Inf\"} 1\n"
+        );
+        let s = servers_at(&scrape(&[Some(a)])).expect("servers");
+        let marks: Vec<(f64, bool)> = s.by_replica[0].iter().map(|b| (b.free_s, b.live)).collect();
+        assert_eq!(marks, [(0.0, false), (0.1, true), (0.1, false)]);
     }
 
     /// A service page without the ladder (an older or other service), or without its

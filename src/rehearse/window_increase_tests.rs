@@ -23,6 +23,7 @@ fn with_page(t_s: f64, points: Option<Vec<crate::rehearse::expo::Point>>) -> Raw
     RawScrape {
         t_s,
         read_s: t_s + 0.01,
+        service_pages_first: false,
         targets: vec![TargetScrape {
             role: Role::Gate,
             instance: "gate".into(),
@@ -130,6 +131,7 @@ fn a_window_the_scrapes_do_not_cover_is_unknown() {
     let none = [RawScrape {
         t_s: 9.5,
         read_s: 9.51,
+        service_pages_first: false,
         targets: vec![],
     }];
     assert_eq!(

@@ -3,6 +3,7 @@
 //! states its procedure once and the numbers come from the measured plan at run time.
 
 use super::expr::{Expr, Type};
+use crate::gate::limit::Fill;
 use serde::{Deserialize, Deserializer, Serialize};
 use std::time::Duration;
 
@@ -119,6 +120,10 @@ pub struct GateLimit {
     /// would refuse, refusing nothing (what the shed would do to today's traffic).
     #[serde(default)]
     pub shadow: bool,
+    /// How the new limit's bucket starts (`full`: its burst passes at once, then the rate
+    /// holds). Default: carried, at most what the old limit had left, none after no limit.
+    #[serde(default, skip_serializing_if = "Fill::is_carried")]
+    pub fill: Fill,
 }
 
 /// A rate or no rate limit at all.

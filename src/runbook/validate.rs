@@ -364,6 +364,12 @@ fn parse_action(ctx: &Ctx, rep: &mut Reporter, with: &[Seg], s: &RawStep) -> Opt
                     "a limit in shadow needs a rate to decide by; `unlimited` has nothing to count",
                 );
             }
+            if !a.fill.is_carried() && a.rate == RateSetting::Unlimited {
+                rep.at(
+                    &at("fill"),
+                    "`unlimited` has no bucket to fill; give a rate, or drop `fill`",
+                );
+            }
             if blocks && !a.shadow && (a.deadline.is_none() || a.note.is_none()) {
                 rep.at(&at("rate"), "a limit that blocks everything needs a `deadline` and a `note` saying who must act");
             }

@@ -251,6 +251,7 @@ async fn rehearsal_reads_the_page(metrics: SocketAddr, count: usize) {
     let r = RawScrape {
         t_s: 0.0,
         read_s: 0.0,
+        service_pages_first: false,
         targets: vec![TargetScrape {
             role: Role::Clients,
             instance: metrics.to_string(),

@@ -67,6 +67,18 @@ const CASES: &[(&str, &str, &str, &str)] = &[
         "needs a rate to decide by",
     ),
     (
+        "fill-unlimited.yaml",
+        "15:9",
+        "spec.steps[0].with.fill",
+        "`unlimited` has no bucket to fill",
+    ),
+    (
+        "bad-fill.yaml",
+        "16:9",
+        "spec.steps[0].with.fill",
+        "expected `full` or true",
+    ),
+    (
         "bad-quantity.yaml",
         "14:9",
         "spec.steps[0].with.rate",

@@ -28,6 +28,9 @@ struct Inner {
     /// Per member of the worker pool, when the job it works on is done (its start plus
     /// its cost); `None` while it waits for work.
     busy_until: Vec<Option<Instant>>,
+    /// Per member, whether its job in service ends before its client stops waiting (a
+    /// job started for a client already gone, or too late for it, answers nobody).
+    busy_live: Vec<bool>,
     /// How much longer than their costs the jobs held their servers.
     overrun: Overrun,
 }
@@ -117,6 +120,7 @@ pub async fn serve(cfg: ServiceConfig, shutdown: CancellationToken) -> Result<()
             warmed: false,
             slow: 1.0,
             busy_until: vec![None; cfg.concurrency],
+            busy_live: vec![false; cfg.concurrency],
             overrun: Overrun::default(),
         }),
         work: Notify::new(),
@@ -209,6 +213,9 @@ async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationT
                     let cost = shared.model.cost(warm, overloaded, inner.slow);
                     // Its cost is fixed from here: a drain reads when this member is free.
                     inner.busy_until[member] = Some(Instant::now() + cost);
+                    inner.busy_live[member] = j
+                        .waits_for(Moment::now(), shared.cfg.client_timeout)
+                        .is_some_and(|left| left >= cost);
                     (j, Some(cost))
                 })
             };
@@ -398,6 +405,9 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn metrics(State(shared): State<Arc<Shared>>, headers: axum::http::HeaderMap) -> Response {
     // Where the servers stand is read now, relative to this scrape.
-    shared.metrics.busy.set(&shared.lock().busy_until);
+    {
+        let inner = shared.lock();
+        shared.metrics.busy.set(&inner.busy_until, &inner.busy_live);
+    }
     crate::util::text_format::respond(&headers, &shared.metrics.encode())
 }

@@ -57,6 +57,9 @@ pub struct Ctx {
     /// The rate a warm step opened the readmission at before its warm call (its first
     /// limit, bucket and all, already set), if one did.
     opened: Mutex<Option<f64>>,
+    /// Tokens this run's `gate.limit` steps started their buckets with (`fill`): requests
+    /// they may have let in after a drain, which no drain counted.
+    filled: Mutex<u64>,
     observed: Mutex<Recorder>,
 }
 
@@ -98,6 +101,7 @@ impl Ctx {
             drained: Mutex::new(Vec::new()),
             restarted: Mutex::new(Vec::new()),
             opened: Mutex::new(None),
+            filled: Mutex::new(0),
         }
     }
 
@@ -190,6 +194,21 @@ impl Ctx {
             let (_, kept) = d.iter().find(|(id, _)| id == r)?;
             Some(sum + kept.value()?)
         })
+    }
+
+    /// A `gate.limit` step started its bucket with `tokens` (its `fill`).
+    pub(crate) fn note_filled(&self, tokens: u32) {
+        if let Ok(mut f) = self.filled.lock() {
+            *f += u64::from(tokens);
+        }
+    }
+
+    /// Requests queued at most on `replicas` once this run's drains are done: what the
+    /// drains kept ([`Ctx::kept`]) and what a bucket this run filled may have let in
+    /// since; None where a drain did not say.
+    pub(crate) fn queued_after_drain(&self, replicas: &[String]) -> Option<u64> {
+        let filled = self.filled.lock().map(|f| *f).unwrap_or(0);
+        self.kept(replicas).map(|k| k + filled)
     }
 
     /// `replica` was restarted by this run.

@@ -3,14 +3,16 @@
 //! note saying which run set it, until when, and who must act if that run is gone.
 
 use super::checks::{run_check, AfterChange};
-use super::limit::{describe_limit, limit_note, set_limit, DEFAULT_LIMIT_DEADLINE};
+use super::limit::{
+    describe_limit, fillable, limit_note, set_change, set_limit, DEFAULT_LIMIT_DEADLINE,
+};
 use super::readmit::{drained_alone, ramp_ceiling, ramp_params, say_unfilled, set_readmission};
 use super::{Act, Ctx, Preview, StepFailure, Tally};
 use crate::engine::journal::Event;
 use crate::engine::progress::{ProgressEvent, Readings};
 use crate::engine::ramp::{next_move, settle_advice, RampDecision, RampMove, RampState, Seen};
 use crate::engine::restart::start_rate;
-use crate::gate::limit::Limit;
+use crate::gate::limit::{Fill, Limit, LimitChange};
 use crate::metrics::signal::{names, Snapshot};
 use crate::runbook::action::{Action, DrainKeep, GateLimit, GateRamp, RateSetting};
 use crate::util::duration::format as dur;
@@ -47,9 +49,31 @@ impl Act for GateLimit {
                 }
             }
         };
-        tally.did(format!("gate limit -> {}", describe_limit(&limit)));
-        ctx.info(step, format!("gate limit -> {}", describe_limit(&limit)));
-        set_limit(ctx, step, limit.clone()).await?;
+        let fill = match self.fill {
+            f if f.is_carried() || limit.rate_per_s.is_none() => Fill::Carried,
+            f if fillable(ctx, step, "this limit's bucket") => f,
+            _ => Fill::Carried,
+        };
+        let filled = fill
+            .tokens(limit.burst)
+            .map(|n| format!(", its bucket starting with {n}"))
+            .unwrap_or_default();
+        let said = format!("gate limit -> {}{filled}", describe_limit(&limit));
+        tally.did(said.clone());
+        ctx.info(step, said);
+        let tokens = fill.tokens(limit.burst);
+        set_change(
+            ctx,
+            step,
+            LimitChange {
+                limit: limit.clone(),
+                fill,
+            },
+        )
+        .await?;
+        if let Some(n) = tokens {
+            ctx.note_filled(n);
+        }
         if let Some(r) = limit.rate_per_s {
             tally.set("rate_per_s", r);
         }
@@ -72,6 +96,14 @@ impl Act for GateLimit {
                 )),
                 if self.shadow {
                     "in shadow: the gate counts what it would refuse and refuses nothing".into()
+                } else if let Some(n) = self
+                    .fill
+                    .tokens(burst_for(p.fixed.quantity(r).unwrap_or(0.0), self.burst,))
+                {
+                    format!(
+                        "its bucket starting with {n} (the requests arriving as it is set pass, up to that many, then the rate holds; carried instead where the gate follows a ConfigMap), review deadline {}",
+                        dur(self.deadline.unwrap_or(DEFAULT_LIMIT_DEADLINE))
+                    )
                 } else {
                     format!(
                         "review deadline {}",

@@ -117,8 +117,52 @@ async fn a_gate_limit_step_in_shadow_sets_the_plans_limit_in_shadow_and_says_so(
     assert!(format!("{done:?}").contains("in shadow"), "{done:?}");
 }
 
+/// The shipped block says `fill: full`: on a gate that can fill, its limit starts with
+/// its burst (half a second of the plan's 22.5 req/s) and the journal records the fill;
+/// on one that cannot (a ConfigMap), it is carried and the run log says why. The dry run
+/// says how the bucket starts.
 #[tokio::test]
-async fn the_first_limit_after_a_drain_alone_asks_a_full_bucket_and_says_why() {
+async fn the_shipped_block_starts_its_bucket_full_where_the_gate_can_fill() {
+    let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
+    let step = rb.steps.iter().find(|s| s.name == "block-at-edge").unwrap();
+    let said = super::describe(step, &fixed(&rb), &[], &rb).join(" ");
+    assert!(said.contains("its bucket starting with 12"), "{said}");
+    for fills in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::create(dir.path(), "run-block").unwrap();
+        let platform = Recording {
+            fills,
+            ..Recording::default()
+        };
+        let changes = platform.changes.clone();
+        let ctx = ctx_on(&rb, Arc::new(platform), journal, "run-block");
+        perform(&ctx, step, Tally::default()).await.unwrap();
+        let changes = changes.lock().unwrap().clone();
+        let want = if fills {
+            "set_limit Some(22.5) filled"
+        } else {
+            "set_limit Some(22.5)"
+        };
+        assert_eq!(changes, [want], "{changes:?}");
+        let text = std::fs::read_to_string(dir.path().join("run-block.jsonl")).unwrap();
+        let started = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|e| e["event"] == "action_started")
+            .unwrap();
+        let fill = &started["new"]["fill"];
+        if fills {
+            assert_eq!(fill, &serde_json::json!(true), "{started}");
+        } else {
+            assert!(fill.is_null(), "{started}");
+        }
+    }
+}
+
+/// After a drain alone that kept nothing, the first limit's bucket holds the room the
+/// queue has: all of it but what the shipped block's full bucket (12) may have let in.
+#[tokio::test]
+async fn the_first_limit_after_a_drain_alone_asks_the_queues_room_and_says_why() {
     let rb = crate::runbook::find("stuck-overload", &[]).unwrap().runbook;
     let readmit = rb.steps.iter().find(|s| s.name == "readmit").unwrap();
     let said = super::describe(readmit, &fixed(&rb), &[], &rb).join(" ");
@@ -130,17 +174,17 @@ async fn the_first_limit_after_a_drain_alone_asks_a_full_bucket_and_says_why() {
     .await;
     assert_eq!(
         changes.last().unwrap(),
-        "set_limit Some(90.0) filled",
+        "set_limit Some(90.0) filled with 78",
         "{changes:?}"
     );
     assert_eq!(new.len(), 1, "{new:?}");
     assert_eq!(
         (new[0]["fill"].clone(), new[0]["burst"].clone()),
-        (true.into(), 90.into())
+        (78.into(), 90.into())
     );
     let note = new[0]["note"].as_str().unwrap();
     assert!(
-        note.contains("nothing is queued") && note.contains("1.00 s timeout"),
+        note.contains("12 requests are queued at most") && note.contains("1.00 s timeout"),
         "{note}"
     );
     let Readmission { changes, new, .. } = first_readmission(Recording::default()).await;

@@ -86,6 +86,20 @@ pub(super) async fn set_change(
     )
 }
 
+/// Whether this run's gate can start a limit's bucket full; if not, say so in the run's
+/// log, naming the bucket (`what`): the limit then opens with what the old one had left,
+/// as any change does.
+pub(super) fn fillable(ctx: &Ctx, step: &str, what: &str) -> bool {
+    let can = ctx.platform.gate().fills();
+    if !can {
+        ctx.info(
+            step,
+            format!("{what} is not filled: this gate takes its limit from stored state (a ConfigMap), which cannot carry a one-off"),
+        );
+    }
+    can
+}
+
 pub fn describe_limit(l: &Limit) -> String {
     match l.rate_per_s {
         None => "unlimited".into(),

@@ -2,7 +2,7 @@
 //! earlier after a drain alone (`engine::warm_readmit`): one construction for both, so the
 //! limit opened while the caches warm is the one the ramp would have set at that warmth.
 
-use super::limit::{limit_note, set_change, DEFAULT_LIMIT_DEADLINE};
+use super::limit::{fillable, limit_note, set_change, DEFAULT_LIMIT_DEADLINE};
 use super::{Ctx, StepFailure, Tally};
 use crate::engine::ramp::RampParams;
 use crate::engine::restart::{fill_reason, start_rate, wave_burst, Drained};
@@ -54,7 +54,7 @@ fn readmission_change(
     let fill = (first && ramp.burst.is_none())
         .then(|| fill_reason(p, drained, rate, burst))
         .flatten()
-        .filter(|_| fillable(ctx, step));
+        .filter(|_| fillable(ctx, step, "the first limit's bucket"));
     let why = [ramp.note.as_deref(), fill.as_ref().map(|f| f.1.as_str())];
     let why = why.into_iter().flatten().collect::<Vec<_>>().join("; ");
     let note = (!why.is_empty()).then_some(why.as_str());
@@ -150,19 +150,6 @@ pub(super) fn describe_while_warming(rb: &crate::runbook::Runbook, step: &str) -
     ))
 }
 
-/// Whether this run's gate can start a limit's bucket full; if not, say so in the run's
-/// log (the readmission then opens with what the old limit had left, as any change).
-fn fillable(ctx: &Ctx, step: &str) -> bool {
-    let can = ctx.platform.gate().fills();
-    if !can {
-        ctx.info(
-            step,
-            "the first limit's bucket is not filled: this gate takes its limit from stored state (a ConfigMap), which cannot carry a one-off".to_string(),
-        );
-    }
-    can
-}
-
 /// The service as this run's drain left it, when the run drained every replica and
 /// restarted none (else None: the plan's rate stands).
 pub(super) async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
@@ -180,7 +167,7 @@ pub(super) async fn drained_alone(ctx: &Ctx) -> Option<Drained> {
     let snap = ctx.snapshot().await.ok();
     let get = |name| snap.as_ref().and_then(|s| s.get(name));
     Some(Drained {
-        kept: ctx.kept(&ids),
+        kept: ctx.queued_after_drain(&ids),
         capacity: ctx.fixed.inputs.capacity,
         capacity_cold: ctx.fixed.inputs.capacity_cold,
         warm_fraction: get(names::WARM_FRACTION),

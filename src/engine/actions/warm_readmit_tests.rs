@@ -110,10 +110,14 @@ async fn after_a_drain_alone_the_warm_step_readmits_before_its_warm_call() {
             (format!("{rate:.1}"), rest.contains("filled"))
         })
         .collect();
-    let want = [("22.5", false), ("60.0", true), ("90.0", false)];
+    // The block (22.5) starts full as the shipped runbook says; the warm step's limit
+    // leaves room for what it may have let in.
+    let want = [("22.5", true), ("60.0", true), ("90.0", false)];
     let want: Vec<(String, bool)> = want.iter().map(|(r, f)| (r.to_string(), *f)).collect();
     assert_eq!(limits, want, "{changes:?}");
-    let opened = changes.iter().position(|c| c.ends_with(" filled"));
+    let opened = changes
+        .iter()
+        .position(|c| c.starts_with("set_limit Some(60"));
     let warmed = changes.iter().position(|c| c.starts_with("/admin/warm"));
     assert!(
         opened < warmed,
@@ -167,7 +171,7 @@ async fn after_a_restart_the_warm_step_keeps_the_plans_rate() {
     }
     let c = changes.lock().unwrap().clone();
     let limits: Vec<&String> = c.iter().filter(|c| c.starts_with("set_limit")).collect();
-    assert_eq!(limits, ["set_limit Some(22.5)"], "{c:?}");
+    assert_eq!(limits, ["set_limit Some(22.5) filled"], "{c:?}");
 }
 
 /// The dry run of the shipped warm step says it readmits first after a drain alone.

@@ -154,21 +154,31 @@ impl Platform for LocalPlatform {
     }
 
     async fn replicas(&self) -> Result<Vec<Replica>, PlatformError> {
-        let mut out = Vec::new();
-        for r in &self.inv.replicas {
-            let started_at = self.pid(&r.name).and_then(|_| {
-                std::fs::metadata(process::pid_file(&self.state_dir, &r.name))
-                    .ok()?
-                    .modified()
-                    .ok()
-            });
-            out.push(Replica {
+        // Every replica's readiness asked at once: steps read the replicas between a
+        // drain and the readmission, while the gate stands at the block.
+        let ready = futures::future::join_all(
+            self.inv
+                .replicas
+                .iter()
+                .map(|r| self.ready(&r.readiness_url)),
+        )
+        .await;
+        Ok(self
+            .inv
+            .replicas
+            .iter()
+            .zip(ready)
+            .map(|(r, ready)| Replica {
                 id: r.name.clone(),
-                ready: self.ready(&r.readiness_url).await,
-                started_at,
-            });
-        }
-        Ok(out)
+                ready,
+                started_at: self.pid(&r.name).and_then(|_| {
+                    std::fs::metadata(process::pid_file(&self.state_dir, &r.name))
+                        .ok()?
+                        .modified()
+                        .ok()
+                }),
+            })
+            .collect())
     }
 
     async fn restart(&self, replica: &str) -> Result<(), PlatformError> {

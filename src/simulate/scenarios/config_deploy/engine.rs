@@ -320,8 +320,15 @@ fn drained_alone(
     drain: Option<DrainSeen>,
     warmth: f64,
 ) -> Drained {
+    // The block's filled bucket may let in as many as it started with after the drain,
+    // counted as queued as the engine counts them.
+    let block = p.plan.as_ref().map_or(0, |pl| {
+        r.block_fill
+            .tokens(crate::gate::limit::default_burst(pl.admit_rate))
+            .unwrap_or(0)
+    });
     Drained {
-        kept: Some(drain.map_or(0, |d| d.kept)),
+        kept: Some(drain.map_or(0, |d| d.kept) + u64::from(block)),
         capacity: r.capacity.or(Some(p.capacity)),
         capacity_cold: r.capacity_cold.unwrap_or(p.capacity * p.cold_factor),
         warm_fraction: Some(warmth),

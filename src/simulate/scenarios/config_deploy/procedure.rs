@@ -93,9 +93,12 @@ impl Procedure {
     }
 
     /// The procedure starts: the gate closes to the admit rate (`gate.limit`: the gate's
-    /// default burst, no fill).
+    /// default burst, the bucket as the runbook's block starts it).
     pub fn start(&mut self) -> LimitChange {
-        LimitChange::rate(Some(self.params.from))
+        LimitChange {
+            fill: self.r.block_fill,
+            ..LimitChange::rate(Some(self.params.from))
+        }
     }
 
     /// A warm step after a drain alone (`drained`, the service as it left it, warmth and
@@ -345,7 +348,14 @@ mod tests {
     fn after_a_drain_alone_the_first_limit_is_a_full_wave_sized_bucket() {
         let drained = warm_drained();
         let mut p = Procedure::new(&plan(), shipped(), TICK);
-        assert_eq!(p.start(), LimitChange::rate(Some(20.0)));
+        // The shipped block starts its bucket full (`fill: full`).
+        assert_eq!(
+            p.start(),
+            LimitChange {
+                fill: Fill::Full,
+                ..LimitChange::rate(Some(20.0))
+            }
+        );
         assert_eq!(
             p.begin_ramp(0, Some(drained), 0),
             LimitChange {

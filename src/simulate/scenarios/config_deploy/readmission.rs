@@ -9,6 +9,7 @@
 //! predicts a different procedure from the one the engine runs; it takes the runbook's
 //! step and check themselves, and the engine's own pure functions, so the two cannot drift.
 
+use crate::gate::limit::Fill;
 use crate::plan::{Plan, PlanInputs};
 use crate::runbook::action::{Action, DrainKeep};
 use crate::runbook::expr::Expr;
@@ -45,6 +46,9 @@ pub struct Readmission {
     /// A `cache.warm` step opens this readmission before its warm call after a drain
     /// alone ([`crate::engine::warm_readmit::ramp_after`]).
     pub while_warming: bool,
+    /// How the runbook's first `gate.limit` (the block) starts its bucket: carried, empty
+    /// after an open gate, or `fill: full`, when the requests arriving as it is set pass.
+    pub block_fill: Fill,
 }
 
 impl Readmission {
@@ -63,6 +67,14 @@ impl Readmission {
                 _ => None,
             })
             .unwrap_or_default();
+        let block_fill = rb
+            .steps
+            .iter()
+            .find_map(|s| match &s.action {
+                Action::GateLimit(l) => Some(l.fill),
+                _ => None,
+            })
+            .unwrap_or_default();
         let while_warming = (0..rb.steps.len())
             .any(|i| crate::engine::warm_readmit::ramp_after(&rb.steps, i).is_some());
         Some(Readmission {
@@ -78,6 +90,7 @@ impl Readmission {
             capacity_cold: Some(inputs.capacity_cold),
             drain_keep,
             while_warming,
+            block_fill,
         })
     }
 
@@ -113,6 +126,7 @@ impl Readmission {
             capacity_cold: None,
             drain_keep: DrainKeep::None,
             while_warming: false,
+            block_fill: Fill::Carried,
         }
     }
 }
