@@ -54,14 +54,13 @@ impl Act for GateLimit {
             f if fillable(ctx, step, "this limit's bucket") => f,
             _ => Fill::Carried,
         };
-        let filled = fill
-            .tokens(limit.burst)
+        let tokens = fill.tokens(limit.burst);
+        let filled = tokens
             .map(|n| format!(", its bucket starting with {n}"))
             .unwrap_or_default();
         let said = format!("gate limit -> {}{filled}", describe_limit(&limit));
         tally.did(said.clone());
         ctx.info(step, said);
-        let tokens = fill.tokens(limit.burst);
         set_change(
             ctx,
             step,

@@ -59,22 +59,16 @@ impl Readmission {
             Action::GateRamp(r) => Some(r),
             _ => None,
         })?;
-        let drain_keep = rb
-            .steps
-            .iter()
-            .find_map(|s| match &s.action {
-                Action::BacklogDrain(d) => Some(d.keep),
-                _ => None,
-            })
-            .unwrap_or_default();
-        let block_fill = rb
-            .steps
-            .iter()
-            .find_map(|s| match &s.action {
-                Action::GateLimit(l) => Some(l.fill),
-                _ => None,
-            })
-            .unwrap_or_default();
+        let drain_keep = first_step(rb, |a| match a {
+            Action::BacklogDrain(d) => Some(d.keep),
+            _ => None,
+        })
+        .unwrap_or_default();
+        let block_fill = first_step(rb, |a| match a {
+            Action::GateLimit(l) => Some(l.fill),
+            _ => None,
+        })
+        .unwrap_or_default();
         let while_warming = (0..rb.steps.len())
             .any(|i| crate::engine::warm_readmit::ramp_after(&rb.steps, i).is_some());
         Some(Readmission {
@@ -129,6 +123,11 @@ impl Readmission {
             block_fill: Fill::Carried,
         }
     }
+}
+
+/// What `pick` reads from the first of `rb`'s steps it reads anything from.
+fn first_step<T>(rb: &Runbook, pick: impl Fn(&Action) -> Option<T>) -> Option<T> {
+    rb.steps.iter().find_map(|s| pick(&s.action))
 }
 
 /// The shipped runbook (`runbooks/stuck-overload.yaml`), for the model's tests.
