@@ -53,7 +53,7 @@
 pub use super::bound_busy::ServersBusy;
 use super::bound_retry::{self, Release};
 pub use super::bound_retry::{
-    retry_loop_of, BusyServer, ClientPhases, Ladder, Restart, RetryLoop, ServersAt,
+    retry_loop_of, BusyServer, ClientPhases, HoldOver, Ladder, Restart, RetryLoop, ServersAt,
 };
 use super::report::{BoundPath, LowerBound};
 use super::scenario::Scenario;
@@ -480,6 +480,10 @@ pub fn true_lower_bound(
     let (phases_read, releases) =
         bound_retry::in_report(retry_loop.as_ref(), retrying, sys.backlog(retrying));
     // The loop was scraped `-scraped_before_s` after the paths' origin (now shifted).
+    let job_overrun = retry_loop
+        .as_ref()
+        .and_then(|l| l.servers.as_ref())
+        .and_then(|a| a.hold_over);
     let busy = retry_loop.as_ref().and_then(|l| {
         let at = l.servers.as_ref()?;
         ServersBusy::read(at, l.concurrency, -l.scraped_before_s)
@@ -525,6 +529,7 @@ pub fn true_lower_bound(
         client_phases_read: phases_read.is_ok(),
         client_phases_unknown: phases_read.err(),
         releases,
+        job_overrun,
     })
 }
 

@@ -5,6 +5,7 @@
 //! steps it gives, so that the bound's fluid model and this count of clients read apart
 //! (the derivation is in docs/design/arithmetic.md, "The clients' retry delay").
 
+pub use super::report::HoldOver;
 use super::report::ReleaseStep;
 use super::scenario::Scenario;
 
@@ -77,6 +78,26 @@ pub struct ServersAt {
     /// The service's pages were read before the clients' (the probe reads them first):
     /// apart by `read_apart_s` at most, and never the other way.
     pub read_first: bool,
+    /// How much longer than its cost a job holds its server, as the service measured it
+    /// (`None`: not exported, or over too few jobs; every job then holds its server its
+    /// cost alone).
+    pub hold_over: Option<HoldOver>,
+}
+
+/// Standard deviations below the mean a run of jobs' summed overrun is taken to stay
+/// above: the normal law leaves about 0.1% below 3.
+const HOLD_OVER_SDS: f64 = 3.0;
+
+impl HoldOver {
+    /// The least total overrun `n` jobs in a row are taken to add: their mean's sum less
+    /// three standard deviations of a sum of `n` independent overruns, never below zero.
+    /// Back to back on one server the overruns are not independent but pay each other
+    /// back (a job ending late on the timer's tick starts the next one later in its
+    /// tick, which then ends on time): their sum spreads less than independent ones', so
+    /// the margin only loosens.
+    pub fn least_over(&self, n: f64) -> f64 {
+        (n * self.mean_s - HOLD_OVER_SDS * self.sd_s * n.sqrt()).max(0.0)
+    }
 }
 
 /// A server free right after the scrape, whose first answer may come at once.
@@ -218,7 +239,8 @@ impl RetryLoop {
     /// service time `s` (cold caches and overload only add): its answers are `s` apart at
     /// least. Without a restart: none before its job in service ends; that job may be
     /// live, so it counts at `free`, then the others `s` apart: `1 + floor((d - free) /
-    /// s)`. The page may have been read up to `mu` before the clients' (the job ends
+    /// s)` (fewer where the service measures its jobs' overrun, [`RetryLoop::jobs_within`],
+    /// which the `floor`s below stand for). The page may have been read up to `mu` before the clients' (the job ends
     /// `mu` sooner on their clock) or after (the server may have answered once more in
     /// between, before the job it was read busy with started, which then ends no sooner
     /// than `free`): the more of `1 + floor((d - free + mu) / s)` and `2 + floor((d -
@@ -244,9 +266,7 @@ impl RetryLoop {
         // A job that ends after its client stops waiting answers nobody: the server's
         // first useful answer is the next job's, a service time after it.
         let first = if server.live { 1.0 } else { 0.0 };
-        // A whole number of service times may come out a hair below on division: round
-        // up there (more answers only loosens the count).
-        let floor = |x: f64| (x / s + 1e-9).floor();
+        let floor = |x: f64| self.jobs_within(x);
         // From `free` on, on the clock of a page read `shift` before the clients'.
         let from = |shift: f64| {
             if d + shift >= free {
@@ -262,6 +282,24 @@ impl RetryLoop {
         };
         let restart = self.restart_answers(d + mu);
         stay.max(restart).min(any)
+    }
+
+    /// The most jobs one server ends back to back within `x` of starting the first: each
+    /// holds it the healthy service time `s` at least, and together they hold it the
+    /// least overrun the service measured over that many ([`HoldOver::least_over`]; none
+    /// where it is not measured).
+    pub(super) fn jobs_within(&self, x: f64) -> f64 {
+        let s = self.service_time_s;
+        // A whole number of service times may come out a hair below on division: round
+        // up there (more answers only loosens the count).
+        let mut n = (x / s + 1e-9).floor();
+        let Some(h) = self.servers.as_ref().and_then(|a| a.hold_over) else {
+            return n;
+        };
+        while n > 0.0 && n * s + h.least_over(n) > x + 1e-9 {
+            n -= 1.0;
+        }
+        n
     }
 
     /// The most answers one server of a restarted replica gives by `d` after the scrape.

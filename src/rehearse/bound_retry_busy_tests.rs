@@ -44,6 +44,7 @@ fn busy(read_apart_s: f64) -> ServersAt {
         idle: 0,
         read_apart_s,
         read_first: false,
+        hold_over: None,
     }
 }
 
@@ -106,6 +107,7 @@ fn idle_servers_and_a_warm_restart_count_from_a_service_time_after_the_scrape() 
         idle: 9,
         read_apart_s: 0.0,
         read_first: false,
+        hold_over: None,
     };
     let lp = trace(Some(idle.clone()));
     // floor(D / s) per server against ceil(D / s): one fewer before each deadline off the
@@ -141,4 +143,61 @@ fn a_cold_restart_answers_as_the_lockstep_greedy_says() {
     // Warm at once: s apart from ready.
     assert_eq!(warm.restart_answers(1.0), 24.0);
     assert!(lp.restart_answers(1.0) < 24.0);
+}
+
+/// One server read idle (the service's pages read first), 40 ms a job, the lead's trace
+/// otherwise, with the jobs' overrun as measured (`hold_over`).
+fn one_server(hold_over: Option<HoldOver>) -> RetryLoop {
+    RetryLoop {
+        replicas: 1,
+        concurrency: 1,
+        servers: Some(ServersAt {
+            by_replica: vec![],
+            idle: 1,
+            read_apart_s: 0.0,
+            read_first: true,
+            hold_over,
+        }),
+        ..trace(None)
+    }
+}
+
+fn over(mean_ms: f64, sd_ms: f64) -> Option<HoldOver> {
+    Some(HoldOver {
+        mean_s: mean_ms / 1000.0,
+        sd_s: sd_ms / 1000.0,
+    })
+}
+
+/// The service's measured overrun: 1 s to answer in. At cost alone 25 jobs fit; 1 ms over
+/// each with no spread leaves 24 (25 take 1.025 s); with a 0.5 ms spread the 25 may come
+/// in 7.5 ms under their mean's 25 ms, still over, and 24 stay; a spread wide enough that
+/// three of it over 25 jobs cover their mean's sum (1.67 ms and more) takes the overrun as
+/// possibly none, and the count is the cost's alone.
+#[test]
+fn a_measured_overrun_counts_only_what_a_run_of_jobs_cannot_come_in_under() {
+    assert_eq!(one_server(None).jobs_within(1.0), 25.0);
+    assert_eq!(one_server(over(1.0, 0.0)).jobs_within(1.0), 24.0);
+    assert_eq!(one_server(over(1.0, 0.5)).jobs_within(1.0), 24.0);
+    assert_eq!(one_server(over(1.0, 2.0)).jobs_within(1.0), 25.0);
+    assert_eq!(one_server(over(1.0, 0.0)).jobs_within(0.0), 0.0);
+}
+
+/// 25 attempts out whose clients all wait until 1 s, on that one server: at cost alone
+/// all 25 are answerable and none is held back; overrunning 1 ms a job (the spread of a
+/// uniform 0-2 ms overrun, 0.58 ms), the 25th is not, and its client is held back; a
+/// spread too wide to lean on holds back none again.
+#[test]
+fn the_servers_overrun_holds_back_the_attempts_it_makes_late() {
+    let due = |hold_over| RetryLoop {
+        in_flight: 25.0,
+        phases: Some(ClientPhases {
+            waiting_next: Ladder::default(),
+            in_flight_left: ladder(&[1.0; 25]),
+        }),
+        ..one_server(hold_over)
+    };
+    assert_eq!(due(None).held_back(), 0.0);
+    assert_eq!(due(over(1.0, 0.58)).held_back(), 1.0);
+    assert_eq!(due(over(1.0, 2.0)).held_back(), 0.0);
 }

@@ -441,6 +441,7 @@ pub(super) fn servers_of(c: &Case) -> ServersAt {
         idle: 0,
         read_apart_s: 0.0,
         read_first: false,
+        hold_over: None,
     }
 }
 

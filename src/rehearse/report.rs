@@ -283,6 +283,23 @@ pub struct LowerBound {
     /// no retry loop was read.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub releases: Vec<ReleaseStep>,
+    /// How much longer than its cost a job held its server, as the service measured it at
+    /// the scrape the bound counts from (the least mean and widest spread over the
+    /// replicas); the bound counts what a run of jobs cannot come in under. Absent where
+    /// the service does not measure it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_overrun: Option<HoldOver>,
+}
+
+/// A job's hold of its server beyond its cost, as the service measures it over the jobs it
+/// served (`recover_demo_service_overrun_{mean,sd}_seconds`): the runtime's timer and
+/// scheduling, which no procedure removes. The drain keeps by its mean; the bound takes
+/// only what a run of jobs cannot come in under (`HoldOver::least_over`, beside the bound's
+/// count in `rehearse::bound_retry`). Seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct HoldOver {
+    pub mean_s: f64,
+    pub sd_s: f64,
 }
 
 /// One step of the retry loop's release as the bound used it. Times are seconds after the

@@ -7,7 +7,7 @@
 //! without its `+Inf` rung) instead of a partial count: without it the bound takes every
 //! server as free right after the scrape, as before.
 
-use super::bound::{BusyServer, Ladder, ServersAt};
+use super::bound::{BusyServer, HoldOver, Ladder, ServersAt};
 use super::client_phases::rungs;
 use super::series::{RawScrape, Role};
 use crate::demo::workers::EDGE_LABEL;
@@ -18,6 +18,13 @@ pub const BUSY_FOR: &str = "recover_demo_service_busy_for_within";
 const BUSY_LIVE_FOR: &str = "recover_demo_service_busy_live_for_within";
 /// Servers per replica, idle ones included.
 const CONCURRENCY: &str = "recover_demo_service_concurrency_limit";
+/// A job's mean hold of its server beyond its cost, its standard deviation, and the jobs
+/// they are over.
+const OVERRUN_MEAN: &str = "recover_demo_service_overrun_mean_seconds";
+const OVERRUN_SD: &str = "recover_demo_service_overrun_sd_seconds";
+const OVERRUN_JOBS: &str = "recover_demo_service_overrun_jobs";
+/// Fewer jobs than this tell too little of the spread for the bound to lean on.
+const OVERRUN_JOBS_MIN: f64 = 30.0;
 
 /// The servers at scrape `r` over every service page that answered; `None` unless each
 /// exports the ladder with its `+Inf` rung. Each busy server is placed at its bucket's
@@ -51,6 +58,27 @@ pub fn servers_at(r: &RawScrape) -> Option<ServersAt> {
         idle: (pool - busy).max(0.0).floor() as u32,
         read_apart_s: (r.read_s - r.t_s).max(0.0),
         read_first: r.service_pages_first,
+        hold_over: hold_over(r, pages.len()),
+    })
+}
+
+/// The jobs' overrun the bound may count, over every service page that answered: only
+/// where each exports it over enough jobs, and then the least mean and the widest spread
+/// (one figure for all replicas that no replica's jobs come in under).
+fn hold_over(r: &RawScrape, pages: usize) -> Option<HoldOver> {
+    let (mean, sd, jobs) = (
+        r.each(Role::Service, OVERRUN_MEAN),
+        r.each(Role::Service, OVERRUN_SD),
+        r.each(Role::Service, OVERRUN_JOBS),
+    );
+    if [mean.len(), sd.len(), jobs.len()] != [pages; 3]
+        || jobs.iter().any(|&n| n < OVERRUN_JOBS_MIN)
+    {
+        return None;
+    }
+    Some(HoldOver {
+        mean_s: mean.into_iter().fold(f64::INFINITY, f64::min).max(0.0),
+        sd_s: sd.into_iter().fold(0.0, f64::max),
     })
 }
 
@@ -139,6 +167,34 @@ mod tests {
         let s = servers_at(&scrape(&[Some(a)])).expect("servers");
         let marks: Vec<(f64, bool)> = s.by_replica[0].iter().map(|b| (b.free_s, b.live)).collect();
         assert_eq!(marks, [(0.0, false), (0.1, true), (0.1, false)]);
+    }
+
+    /// The jobs' overrun is read where every page exports it over enough jobs: the least
+    /// mean and the widest spread; a page without it, or over too few jobs, leaves it
+    /// unknown.
+    #[test]
+    fn the_overrun_is_the_pages_least_mean_and_widest_spread() {
+        let with = |mean: f64, sd: f64, jobs: f64| {
+            format!(
+                "{}{OVERRUN_MEAN} {mean}\n{OVERRUN_SD} {sd}\n{OVERRUN_JOBS} {jobs}\n",
+                page(&[("0.1", 1.0), ("+Inf", 1.0)], Some(2.0))
+            )
+        };
+        let read = |pages: &[String]| {
+            let pages: Vec<Option<String>> = pages.iter().cloned().map(Some).collect();
+            servers_at(&scrape(&pages)).expect("servers").hold_over
+        };
+        let both = read(&[with(0.001, 0.0005, 400.0), with(0.002, 0.0003, 300.0)]);
+        assert_eq!(
+            both,
+            Some(HoldOver {
+                mean_s: 0.001,
+                sd_s: 0.0005
+            })
+        );
+        let bare = page(&[("0.1", 1.0), ("+Inf", 1.0)], Some(2.0));
+        assert_eq!(read(&[with(0.001, 0.0005, 400.0), bare]), None);
+        assert_eq!(read(&[with(0.001, 0.0005, 29.0)]), None);
     }
 
     /// A service page without the ladder (an older or other service), or without its

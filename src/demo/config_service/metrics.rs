@@ -37,6 +37,9 @@ pub struct ServiceMetrics {
     pub ready: Gauge,
     pub slow_factor: Gauge<f64, AtomicU64>,
     pub concurrency_limit: Gauge,
+    pub overrun_mean: Gauge<f64, AtomicU64>,
+    pub overrun_sd: Gauge<f64, AtomicU64>,
+    pub overrun_jobs: Gauge,
     /// The pool's free times, copied at each scrape into `busy_for_within{le_s}`.
     pub busy: Arc<BusyBoard>,
 }
@@ -67,6 +70,9 @@ impl ServiceMetrics {
             ready: register(&mut r, "ready", "1 once the startup delay has passed", Gauge::default()),
             slow_factor: register(&mut r, "slow_factor", "Cost multiplier of a slowed replica (1: normal speed)", Gauge::default()),
             concurrency_limit: register(&mut r, "concurrency_limit", "Requests worked on at once (the worker pool W); capacity = W / healthy service time", Gauge::default()),
+            overrun_mean: register(&mut r, "overrun_mean_seconds", "Mean time a job held its server beyond its cost (the runtime's timer and scheduling), over the jobs served", Gauge::default()),
+            overrun_sd: register(&mut r, "overrun_sd_seconds", "Standard deviation of a job's hold beyond its cost, over the jobs served", Gauge::default()),
+            overrun_jobs: register(&mut r, "overrun_jobs", "Jobs the overrun's mean and standard deviation are over", Gauge::default()),
             busy: {
                 let board = Arc::new(BusyBoard::default());
                 r.register_collector(Box::new(BusyCollector(board.clone())));

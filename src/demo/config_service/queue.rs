@@ -200,13 +200,35 @@ impl FifoQueue {
 pub struct Overrun {
     jobs: u64,
     total_s: f64,
+    squares_s2: f64,
 }
 
 impl Overrun {
     /// A job held its server `held` for a `cost` (a job done early counts 0 over).
     pub fn record(&mut self, held: Duration, cost: Duration) {
+        let over = held.saturating_sub(cost).as_secs_f64();
         self.jobs += 1;
-        self.total_s += held.saturating_sub(cost).as_secs_f64();
+        self.total_s += over;
+        self.squares_s2 += over * over;
+    }
+
+    /// Jobs recorded.
+    pub fn jobs(&self) -> u64 {
+        self.jobs
+    }
+
+    /// The standard deviation of a job's overrun over the jobs recorded (zero before the
+    /// second), seconds: the rehearsal's lower bound needs how far a run of jobs can come
+    /// in under the mean, not only the mean.
+    pub fn sd_s(&self) -> f64 {
+        if self.jobs < 2 {
+            return 0.0;
+        }
+        let n = self.jobs as f64;
+        let mean = self.total_s / n;
+        ((self.squares_s2 - n * mean * mean) / (n - 1.0))
+            .max(0.0)
+            .sqrt()
     }
 
     /// The mean over the jobs recorded (zero before the first).

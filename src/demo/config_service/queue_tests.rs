@@ -23,6 +23,11 @@ fn the_overrun_is_the_mean_hold_beyond_the_cost() {
     // Done early: nothing over, still a job.
     o.record(Duration::from_millis(39), Duration::from_millis(40));
     assert_eq!(o.mean(), Duration::from_millis(4) / 3);
+    assert_eq!(o.jobs(), 3);
+    // Overruns 1, 3 and 0 ms: mean 4/3 ms, sample variance (1/9 + 25/9 + 16/9) / 2 ms².
+    let sd_ms = o.sd_s() * 1000.0;
+    assert!((sd_ms - (21.0_f64 / 9.0).sqrt()).abs() < 1e-6, "{sd_ms}");
+    assert_eq!(Overrun::default().sd_s(), 0.0);
 }
 
 /// One server at 40 ms a job, 25 live jobs whose clients give up in 1.01 s: all 25

@@ -246,6 +246,10 @@ async fn pool_worker(shared: Arc<Shared>, member: usize, shutdown: CancellationT
             inner.served += 1;
             inner.busy_until[member] = None;
             inner.overrun.record(started.elapsed(), cost);
+            let m = &shared.metrics;
+            m.overrun_mean.set(inner.overrun.mean().as_secs_f64());
+            m.overrun_sd.set(inner.overrun.sd_s());
+            m.overrun_jobs.set(inner.overrun.jobs() as i64);
             shared
                 .metrics
                 .warm_fraction
