@@ -5,6 +5,7 @@
 //! steps it gives, so that the bound's fluid model and this count of clients read apart
 //! (the derivation is in docs/design/arithmetic.md, "The clients' retry delay").
 
+pub use super::ladder::Ladder;
 pub use super::report::HoldOver;
 use super::report::ReleaseStep;
 use super::scenario::Scenario;
@@ -125,16 +126,6 @@ pub struct ClientPhases {
     pub waiting_next: Ladder,
     /// Clients with an attempt out, by the time left from the scrape until they give up on it.
     pub in_flight_left: Ladder,
-}
-
-/// A cumulative count over a ladder of durations, as a Prometheus histogram's buckets read:
-/// for each edge `le_s` (increasing), how many items last at most `le_s`; `total` counts
-/// every item, those past the last edge too.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Ladder {
-    /// `(le_s, count)` pairs, `le_s` increasing, counts not falling.
-    pub edges: Vec<(f64, f64)>,
-    pub total: f64,
 }
 
 /// A step of the loop's release: no work for its `released` clients can start before
@@ -442,37 +433,6 @@ pub(super) fn in_report(
 /// far coarser, and the sums between them leave float noise (0.11499999999999999).
 fn to_us(s: f64) -> f64 {
     (s * 1e6).round() / 1e6
-}
-
-impl Ladder {
-    /// Each item's least possible value: its bucket's lower edge (0 for the first bucket,
-    /// the last edge past every edge), one entry per item counted.
-    pub fn lower_edges(&self) -> Vec<f64> {
-        let mut lo = 0.0;
-        let mut out = vec![];
-        for (le, n) in self.buckets() {
-            // Counts are whole on a page; a sum read apart may not be: round down (an
-            // item left out is a server taken as free at the scrape, which only adds).
-            out.extend(std::iter::repeat_n(lo, n.max(0.0).floor() as usize));
-            lo = le;
-        }
-        out
-    }
-
-    /// Each bucket's upper edge and count, the last past every edge (`+Inf`); counts that
-    /// fall (gauges read apart) count as 0.
-    fn buckets(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
-        let mut below = 0.0_f64;
-        self.edges
-            .iter()
-            .copied()
-            .chain(std::iter::once((f64::INFINITY, self.total)))
-            .map(move |(le, cum)| {
-                let n = (cum - below).max(0.0);
-                below = below.max(cum);
-                (le, n)
-            })
-    }
 }
 
 /// The scenario's clients' retry loop as scraped `scraped_before_s` before the runbook:

@@ -22,6 +22,7 @@ pub mod detection;
 pub mod expo;
 pub mod grid;
 pub mod harsher;
+mod ladder;
 pub mod orchestrate;
 pub mod output;
 pub mod predict;
