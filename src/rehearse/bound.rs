@@ -403,17 +403,30 @@ impl BoundSystem {
                 ),
             });
         } else if self.drain_clears_overload {
+            // Without a restart the requests in service at the scrape end and may be live
+            // clients' answers, sooner than any new request could be: the fluid schedule
+            // takes every server free at the origin, so it owes them as answered there (a
+            // relaxation). Where the servers were not read this path counts none, as the
+            // paths did before the servers were read (the system knows its capacity, not
+            // its servers).
+            let in_service = busy.map_or(0.0, |b| {
+                b.free_at.iter().map(Vec::len).sum::<usize>() as f64
+            });
             out.push(BoundPath {
                 name: "drain_no_restart".into(),
                 what: format!(
                     "drain (the overload lives in the queue), readmit at once at the warmth the service had (mean {warm_now:.2}, spread the most favourable way) while the caches warm ({w:.2} s)"
                 ),
-                time_s: time(Schedule {
-                    serve_from_s: 0.0,
-                    warm_done_s: Some(w),
-                    start_warmth: warm_now,
-                    spread: Spread::Favourable,
-                }),
+                time_s: self.earliest_floored(
+                    (start.retrying - in_service).max(0.0),
+                    Schedule {
+                        serve_from_s: 0.0,
+                        warm_done_s: Some(w),
+                        start_warmth: warm_now,
+                        spread: Spread::Favourable,
+                    },
+                    &steps,
+                ),
             });
         }
         out
