@@ -409,9 +409,7 @@ impl BoundSystem {
             // relaxation). Where the servers were not read this path counts none, as the
             // paths did before the servers were read (the system knows its capacity, not
             // its servers).
-            let in_service = busy.map_or(0.0, |b| {
-                b.free_at.iter().map(Vec::len).sum::<usize>() as f64
-            });
+            let in_service = busy.map_or(0.0, ServersBusy::in_service);
             out.push(BoundPath {
                 name: "drain_no_restart".into(),
                 what: format!(

@@ -76,6 +76,11 @@ impl ServersBusy {
             .map_or(0, |f| f.iter().filter(|&&at| at > from && at <= to).count()) as f64
     }
 
+    /// Servers read busy: the requests in service at the scrape.
+    pub(super) fn in_service(&self) -> f64 {
+        self.free_at.iter().map(Vec::len).sum::<usize>() as f64
+    }
+
     /// When the last busy server is free (0 when none is busy).
     pub(super) fn last_free_s(&self) -> f64 {
         self.free_at
@@ -119,6 +124,7 @@ mod tests {
         assert_eq!(b.ending(0, 0.05, 0.15), 1.0);
         assert_eq!(b.ending(0, 0.1, 0.2), 1.0);
         assert_eq!(b.last_free_s(), 0.2);
+        assert_eq!(b.in_service(), 2.0);
         assert_eq!(b.earlier(0.05).free_at[0], vec![0.05, 0.15000000000000002]);
         // Read 10 ms after the clients: free until then.
         let late = ServersBusy {

@@ -55,7 +55,7 @@ impl Readmission {
     /// The runbook's `gate.ramp` step and its check, with the plan's inputs; none when the
     /// runbook has no such step or names a check it does not define.
     pub fn of(rb: &Runbook, inputs: &PlanInputs) -> Option<Readmission> {
-        let ramp = rb.steps.iter().find_map(|s| match &s.action {
+        let ramp = first_step(rb, |a| match a {
             Action::GateRamp(r) => Some(r),
             _ => None,
         })?;
@@ -126,7 +126,7 @@ impl Readmission {
 }
 
 /// What `pick` reads from the first of `rb`'s steps it reads anything from.
-fn first_step<T>(rb: &Runbook, pick: impl Fn(&Action) -> Option<T>) -> Option<T> {
+fn first_step<'a, T>(rb: &'a Runbook, pick: impl Fn(&'a Action) -> Option<T>) -> Option<T> {
     rb.steps.iter().find_map(|s| pick(&s.action))
 }
 
