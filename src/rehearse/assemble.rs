@@ -280,11 +280,20 @@ pub fn after_runbook(rec: &Recording, sc: &Scenario, from_s: f64) -> (u32, f64) 
             sc.demand_per_s(),
             sc.workers.count,
             &crit,
-            2,
+            relapse_samples(sc),
             timeout_s,
         ),
         over_timeout_s(&after, timeout_s),
     )
+}
+
+/// How many of the recorder's samples in a row make a relapse: as many as span two of the
+/// monitoring's scrapes, one `scrape_interval` apart, the least an operator watching it
+/// could see. The recorder scrapes finer (`record_interval`) to read the time to recover
+/// closely, not to call a 0.2 s blip a relapse.
+pub fn relapse_samples(sc: &Scenario) -> usize {
+    let per_scrape = sc.scrape_interval.as_secs_f64() / sc.record_interval.as_secs_f64();
+    1 + per_scrape.round().max(1.0) as usize
 }
 
 /// Pure: the detector's timing facts from its Stuck verdict.

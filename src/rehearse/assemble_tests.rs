@@ -141,3 +141,21 @@ fn dropped_work_not_measured_is_unknown_with_its_reason() {
     let late = dropped(&rec, &reported, 9.0, 11.0);
     assert!(late.unknown["rejected_at_gate"].contains("at or before the window's start"));
 }
+
+/// A relapse spans two of the monitoring's scrapes whatever the recorder's step: 2 samples
+/// when the recorder scrapes as often as the monitoring, 6 at the default 0.1 s against
+/// 0.5 s (five steps apart), so a 0.2 s blip the finer recorder sees is not one.
+#[test]
+fn a_relapse_spans_two_of_the_monitorings_scrapes() {
+    let at = |scrape_ms, record_ms| {
+        relapse_samples(&Scenario {
+            scrape_interval: std::time::Duration::from_millis(scrape_ms),
+            record_interval: std::time::Duration::from_millis(record_ms),
+            ..Scenario::default()
+        })
+    };
+    assert_eq!(at(500, 100), 6);
+    assert_eq!(at(500, 500), 2);
+    assert_eq!(at(1000, 300), 4);
+    assert_eq!(relapse_samples(&Scenario::default()), 6);
+}

@@ -532,7 +532,7 @@ pub fn true_lower_bound(
         lower_bound_s: t,
         fluid_s: t,
         sample_s: None,
-        scrape_interval_s: sc.scrape_interval.as_secs_f64(),
+        record_interval_s: sc.record_interval.as_secs_f64(),
         on_grid: "not yet placed on the scrape grid: the fluid bound".into(),
         lowest,
         paths,

@@ -50,7 +50,7 @@ pub fn on_scrape_grid(
                 lb.fluid_s,
                 at_s - zero_s,
                 lb.lower_bound_s,
-                lb.scrape_interval_s
+                lb.record_interval_s
             );
         }
         None => {

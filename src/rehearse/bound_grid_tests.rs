@@ -1,5 +1,5 @@
 //! The bound on the scrape grid against runs measured on it: a recorder ticking every
-//! `scrape_interval`, each scrape reading the retry-loop gauge at some instant between its
+//! `record_interval`, each scrape reading the retry-loop gauge at some instant between its
 //! tick and the moment its pages were read, and a run whose backlog is answered at or after
 //! the fluid bound. No run may read under the bound placed on the grid.
 
@@ -42,7 +42,7 @@ fn the_bound_is_the_first_scrape_at_or_after_the_fluid_bound() {
     let mut lb = default_bound();
     let fluid = lb.fluid_s;
     assert_eq!(lb.lower_bound_s, fluid);
-    assert_eq!(lb.scrape_interval_s, 0.5);
+    assert_eq!(lb.record_interval_s, 0.1);
     let (rb_start, zero) = (10.05, 4.0);
     on_scrape_grid(&mut lb, rb_start, 9.9, zero, grid(0.0, 0.5, 0.0, 100));
     let tick = ((rb_start + fluid) / 0.5).ceil() * 0.5;

@@ -69,10 +69,10 @@ pub fn system_params(
         plan_restart: restart,
         plan_warm: warm,
         settle_window: sc.hold,
-        // A rehearsal judges steady state once a scrape: read the time to recover in the
-        // same steps, not in whole seconds, and, as it does, only once (almost) no client
-        // is in a retry loop.
-        recovery_step: sc.scrape_interval,
+        // A rehearsal judges steady state once a scrape of its recorder: read the time to
+        // recover in the same steps, not in whole seconds, and, as it does, only once
+        // (almost) no client is in a retry loop.
+        recovery_step: sc.record_interval,
         settled_retrying_max: Some(super::verify::SteadyCriteria::default().retrying_fraction_max),
         ..SystemParams::default()
     }
@@ -150,6 +150,7 @@ fn admit_hold_as_run(
 /// runbook's `gate.ramp` step and check with the plan's inputs, which the model's
 /// procedure follows as the engine does (none: a ramp holding the plan's step hold).
 /// `run`: the run's own timing where there was a run ([`RunTiming`]; its default: none).
+/// The model's answer is the median over [`MODEL_SEEDS`] of its seeds.
 pub fn predicted_time_to_recover(
     sc: &Scenario,
     plan: &Plan,
@@ -174,8 +175,35 @@ pub fn predicted_time_to_recover(
         }),
         ..base
     };
-    let check = check_plan(&p, plan, 1);
-    judge(check.recovers, check.time_to_recover_s, plan_after)
+    median_over_seeds(MODEL_SEEDS, |seed| {
+        let check = check_plan(&p, plan, seed);
+        judge(check.recovers, check.time_to_recover_s, plan_after)
+    })
+}
+
+/// How many of the model's seeds a prediction is taken over. A seed draws the model's
+/// clients' phases, and after an outage that synchronized the clients' loop one draw can
+/// put the drain on the other half of the cycle from the rest: on seed 7's grid-5 (one
+/// replica, 181 clients), the model's seed 1 read 1.53 s where seeds 2 to 12 all read
+/// 0.93 s, and the run 1.03 s. Three draws outvote one such.
+const MODEL_SEEDS: u64 = 3;
+
+/// The median over seeds `1..=seeds` of `at(seed)`, where most of them have a time (the
+/// upper middle one of an even count: the later time); otherwise the first seed's reason.
+fn median_over_seeds(seeds: u64, at: impl Fn(u64) -> Result<f64, String>) -> Result<f64, String> {
+    let all: Vec<Result<f64, String>> = (1..=seeds.max(1)).map(at).collect();
+    let mut times: Vec<f64> = all
+        .iter()
+        .filter_map(|r| r.as_ref().ok().copied())
+        .collect();
+    if times.len() * 2 <= all.len() {
+        return all
+            .into_iter()
+            .find(|r| r.is_err())
+            .unwrap_or(Err(String::new()));
+    }
+    times.sort_by(f64::total_cmp);
+    Ok(times[times.len() / 2])
 }
 
 /// `phase` to the nearest whole `tick`, within one `step`.

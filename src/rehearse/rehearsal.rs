@@ -175,7 +175,7 @@ pub async fn rehearse(opts: &Options) -> Result<Rehearsed, StageError> {
                         .map(|r| r.t_s)
                         .filter(|&t| t >= runbook.started_s),
                     first_action_s,
-                    sc.scrape_interval,
+                    sc.record_interval,
                 )
                 .unwrap_or_default(),
                 readmit_after: super::predict::readmit_after(rb, &runbook.steps),

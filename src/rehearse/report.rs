@@ -252,9 +252,9 @@ pub struct LowerBound {
     /// no scrape reached the fluid bound (then `lower_bound_s` is `fluid_s`).
     #[serde(default)]
     pub sample_s: Option<f64>,
-    /// The recorder's scrape step, seconds.
-    #[serde(default)]
-    pub scrape_interval_s: f64,
+    /// The recorder's scrape step (the scenario's `record_interval`), seconds.
+    #[serde(default, alias = "scrape_interval_s")]
+    pub record_interval_s: f64,
     /// How `lower_bound_s` was taken from `fluid_s`, in words.
     #[serde(default)]
     pub on_grid: String,

@@ -32,9 +32,16 @@ pub struct Scenario {
     /// Steady state must hold this long after the runbook for "recovered".
     #[serde(with = "serde_human")]
     pub hold: Duration,
-    /// How often every `/metrics` page is scraped.
+    /// How often the detector and the engine scrape every `/metrics` page: the monitoring
+    /// the runbook sees.
     #[serde(with = "serde_human")]
     pub scrape_interval: Duration,
+    /// How often the recorder, the rehearsal's outside view, scrapes every page: the
+    /// resolution of the measured time to recover and of the bound it is compared with.
+    /// Finer than the monitoring, because a time to recover read on a 0.5 s grid is off by
+    /// up to 0.5 s, half of a 1 s bound, and a ratio that coarse cannot tell a 1.5x band.
+    #[serde(with = "serde_human")]
+    pub record_interval: Duration,
     /// Rates and p99 are computed over this window.
     #[serde(with = "serde_human")]
     pub rate_window: Duration,
@@ -112,6 +119,7 @@ impl Default for Scenario {
             steady: Duration::from_secs(3),
             hold: Duration::from_secs(8),
             scrape_interval: Duration::from_millis(500),
+            record_interval: Duration::from_millis(100),
             rate_window: Duration::from_secs(2),
             detect_timeout: Duration::from_secs(40),
             recovery_timeout: Duration::from_secs(70),
@@ -194,6 +202,16 @@ impl Scenario {
         }
         if self.scrape_interval < Duration::from_millis(100) {
             return bad("scrape_interval", "must be at least 100ms");
+        }
+        // The prediction reads steady on the same steps, on the simulator's 10 ms ticks.
+        if self.record_interval < Duration::from_millis(50)
+            || self.record_interval > self.scrape_interval
+            || !self.record_interval.as_nanos().is_multiple_of(10_000_000)
+        {
+            return bad(
+                "record_interval",
+                "must be a whole number of 10ms, at least 50ms and at most scrape_interval",
+            );
         }
         if self.rate_window < self.scrape_interval {
             return bad("rate_window", "must be at least one scrape_interval");

@@ -60,7 +60,7 @@ impl Stage {
         let recorder = Recorder::start(
             sys.targets(),
             clock,
-            scenario.scrape_interval,
+            scenario.record_interval,
             scenario.rate_window,
         );
         let source = Arc::new(ScrapeSource::from_urls(

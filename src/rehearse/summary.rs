@@ -121,7 +121,7 @@ pub fn render(r: &Report) -> String {
         let _ = writeln!(
             out,
             "  lower bound on the {} scrape grid, fluid {} (lowest path: {}): {}",
-            secs(lb.scrape_interval_s),
+            secs(lb.record_interval_s),
             secs(lb.fluid_s),
             lb.lowest,
             paths.join(", ")
