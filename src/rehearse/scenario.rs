@@ -300,6 +300,34 @@ mod tests {
         assert!(e.contains("replicas"), "{e}");
     }
 
+    /// The recorder reads at most as often as the simulator's ticks allow and no coarser
+    /// than the monitoring; each bad value names the field and the file.
+    #[test]
+    fn the_record_interval_is_checked_against_the_monitorings() {
+        let sc = Scenario::parse(
+            "record_interval: 250ms
+",
+            "x.yaml",
+        )
+        .unwrap();
+        assert_eq!(sc.record_interval, Duration::from_millis(250));
+        assert_eq!(
+            Scenario::default().record_interval,
+            Duration::from_millis(100)
+        );
+        for bad in ["40ms", "105ms", "600ms"] {
+            let e = Scenario::parse(&format!("record_interval: {bad}\n"), "x.yaml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("x.yaml") && e.contains("record_interval"),
+                "{bad}: {e}"
+            );
+        }
+        let sc = Scenario::parse("scrape_interval: 1s\nrecord_interval: 1s\n", "x.yaml");
+        assert!(sc.is_ok(), "{sc:?}");
+    }
+
     #[test]
     fn the_shipped_slow_replica_scenario_loads_and_bad_sections_name_the_field() {
         let root = env!("CARGO_MANIFEST_DIR");
