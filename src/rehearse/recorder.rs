@@ -106,12 +106,19 @@ impl Prober {
     }
 }
 
+/// How long the recorder waits for one page when it scrapes every `interval`: most of a
+/// step, and never under 0.2 s (a page on a loaded machine). A scrape reads the service's
+/// pages, then the others, so it can last two of these.
+pub fn page_timeout(interval: Duration) -> Duration {
+    interval.mul_f64(0.8).max(Duration::from_millis(200))
+}
+
 impl Recorder {
     /// Start scraping `targets` every `interval`; rates are computed over `window`.
     pub fn start(targets: Vec<Target>, clock: Clock, interval: Duration, window: Duration) -> Self {
         let state = Arc::new(Mutex::new(State::default()));
         let cancel = CancellationToken::new();
-        let timeout = interval.mul_f64(0.8).max(Duration::from_millis(200));
+        let timeout = page_timeout(interval);
         let client = reqwest::Client::builder().timeout(timeout).build();
         if let Err(e) = &client {
             tracing::error!("recorder: cannot build HTTP client: {e}");

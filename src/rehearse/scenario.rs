@@ -203,14 +203,21 @@ impl Scenario {
         if self.scrape_interval < Duration::from_millis(100) {
             return bad("scrape_interval", "must be at least 100ms");
         }
-        // The prediction reads steady on the same steps, on the simulator's 10 ms ticks.
+        // The prediction reads steady on the same steps, on the simulator's ticks.
+        let tick = crate::simulate::SystemParams::default().tick;
         if self.record_interval < Duration::from_millis(50)
             || self.record_interval > self.scrape_interval
-            || !self.record_interval.as_nanos().is_multiple_of(10_000_000)
+            || !self
+                .record_interval
+                .as_nanos()
+                .is_multiple_of(tick.as_nanos())
         {
             return bad(
                 "record_interval",
-                "must be a whole number of 10ms, at least 50ms and at most scrape_interval",
+                &format!(
+                    "must be a whole number of {}, at least 50ms and at most scrape_interval",
+                    crate::util::duration::format(tick)
+                ),
             );
         }
         if self.rate_window < self.scrape_interval {

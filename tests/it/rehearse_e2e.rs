@@ -145,9 +145,10 @@ fn assert_recovered(report: &serde_json::Value, status: std::process::ExitStatus
         .as_f64()
         .expect("record_interval_s");
     // A scrape reads the service's pages, then the others, each under the recorder's
-    // timeout (0.8 of a step, at least 0.2 s): a tick may fall that much before the fluid
-    // bound and still be read after it, and a slow scrape delays the next tick by as much.
-    let read = 2.0 * (0.8 * step).max(0.2);
+    // page timeout: a tick may fall that much before the fluid bound and still be read
+    // after it, and a slow scrape delays the next tick by as much.
+    let read = 2.0
+        * recover::rehearse::recorder::page_timeout(Duration::from_secs_f64(step)).as_secs_f64();
     assert!(
         report["lower_bound"]["sample_s"].is_number()
             && lb > fluid - read
